@@ -1,0 +1,52 @@
+# stallwatch — build, test, fuzz, benchmark, demo.
+GO        ?= go
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X github.com/stallwatch/stallwatch/internal/version.Version=$(VERSION)
+BIN       := bin/stallwatch
+FUZZTIME  ?= 20s
+BENCHCOUNT ?= 5
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+.PHONY: all build test test-short lint fuzz bench demo clean deps
+
+all: build
+
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/stallwatch
+
+# The suite, with the race detector. Tests that need perf_event_open,
+# ptrace, gcc or node skip with a reason unless STALLWATCH_REQUIRE_PERF=1.
+test: lint
+	$(GO) test -race -timeout 20m ./...
+
+test-short:
+	$(GO) test -short ./...
+
+lint:
+	@fmt=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$fmt" ]; then echo "gofmt would change:"; echo "$$fmt"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+# Every fuzz target for FUZZTIME each; corpora live in <pkg>/testdata/fuzz.
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+# Benchmarks side by side with the reference tools (perf, perf inject, gdb),
+# BENCHCOUNT runs each, printed as a table of medians.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) -timeout 60m ./... | tee bench.out | $(GO) run ./internal/benchtab
+
+demo: build
+	./testdata/demo/run.sh
+
+deps:
+	./.ci/deps
+
+clean:
+	rm -rf bin bench.out

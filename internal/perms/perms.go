@@ -1,0 +1,154 @@
+// Package perms explains permission failures: which kernel knob or
+// capability is missing for an operation, and the command that grants it.
+// Commands turn an *Error into exit code 3.
+package perms
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Error is a permission failure a user can fix.
+type Error struct {
+	Op      string // what we tried: "perf_event_open on pid 123"
+	Missing string // "CAP_PERFMON (or perf_event_paranoid <= 1)"
+	Fix     string // a command that grants it
+	Err     error  // the errno
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %v: not permitted", e.Op, e.Err)
+	if e.Missing != "" {
+		fmt.Fprintf(&b, "; missing %s", e.Missing)
+	}
+	if e.Fix != "" {
+		fmt.Fprintf(&b, "; fix: %s", e.Fix)
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// IsPermission reports whether err is EPERM or EACCES.
+func IsPermission(err error) bool {
+	return errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)
+}
+
+// Paranoid returns kernel.perf_event_paranoid, or ok=false when unreadable.
+func Paranoid() (int, bool) {
+	return readSysctlInt("/proc/sys/kernel/perf_event_paranoid")
+}
+
+// KptrRestrict returns kernel.kptr_restrict, or ok=false when unreadable.
+func KptrRestrict() (int, bool) {
+	return readSysctlInt("/proc/sys/kernel/kptr_restrict")
+}
+
+// PtraceScope returns Yama's kernel.yama.ptrace_scope, or ok=false when
+// Yama is not in the kernel.
+func PtraceScope() (int, bool) {
+	return readSysctlInt("/proc/sys/kernel/yama/ptrace_scope")
+}
+
+func readSysctlInt(path string) (int, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n, err == nil
+}
+
+// Capability numbers from linux/capability.h.
+const (
+	CapSysPtrace = 19
+	CapSysAdmin  = 21
+	CapSyslog    = 34
+	CapPerfmon   = 38
+)
+
+var capNames = map[int]string{
+	CapSysPtrace: "CAP_SYS_PTRACE",
+	CapSysAdmin:  "CAP_SYS_ADMIN",
+	CapSyslog:    "CAP_SYSLOG",
+	CapPerfmon:   "CAP_PERFMON",
+}
+
+// HasCap reports whether this process has capability c in its effective set.
+func HasCap(c int) bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && mask&(1<<uint(c)) != 0
+		}
+	}
+	return false
+}
+
+// PerfEvent explains a failed perf_event_open. kernel says whether kernel
+// callchains or kernel samples were asked for (they need paranoid <= 1).
+func PerfEvent(op string, err error, kernel bool) error {
+	if !IsPermission(err) {
+		return err
+	}
+	e := &Error{Op: op, Err: err}
+	p, ok := Paranoid()
+	need := 2
+	if kernel {
+		need = 1
+	}
+	switch {
+	case HasCap(CapPerfmon) || HasCap(CapSysAdmin):
+		// Privileged but still refused: an LSM or seccomp said no.
+		e.Missing = "permission from a security module or seccomp filter (CAP_PERFMON is present)"
+		e.Fix = "check the container's seccomp profile and SELinux/AppArmor policy for perf_event_open"
+	case ok:
+		e.Missing = fmt.Sprintf("CAP_PERFMON (or CAP_SYS_ADMIN), or kernel.perf_event_paranoid <= %d (it is %d)", need, p)
+		e.Fix = fmt.Sprintf("run as root, or `sudo setcap cap_perfmon,cap_sys_ptrace,cap_syslog+ep $(command -v stallwatch)`, or `sudo sysctl kernel.perf_event_paranoid=%d`", need)
+		if !kernel {
+			e.Fix += " (or add --no-kernel)"
+		}
+	default:
+		e.Missing = "CAP_PERFMON (perf_event_paranoid is unreadable: is perf_event enabled in this kernel?)"
+		e.Fix = "run as root or `sudo setcap cap_perfmon,cap_sys_ptrace,cap_syslog+ep $(command -v stallwatch)`"
+	}
+	return e
+}
+
+// Ptrace explains a failed ptrace attach or a refused /proc read that
+// needs ptrace access.
+func Ptrace(op string, err error) error {
+	if !IsPermission(err) {
+		return err
+	}
+	e := &Error{Op: op, Err: err}
+	if scope, ok := PtraceScope(); ok && scope > 0 && !HasCap(CapSysPtrace) {
+		e.Missing = fmt.Sprintf("CAP_SYS_PTRACE (Yama kernel.yama.ptrace_scope is %d)", scope)
+		e.Fix = "`sudo setcap cap_sys_ptrace+ep $(command -v stallwatch)`, or `sudo sysctl kernel.yama.ptrace_scope=0`, or run with --no-ptrace"
+		if scope == 3 {
+			e.Fix = "ptrace_scope 3 cannot be lowered until reboot; run with --no-ptrace"
+		}
+		return e
+	}
+	e.Missing = "CAP_SYS_PTRACE (the target belongs to another user)"
+	e.Fix = "run as the target's user or root, or `sudo setcap cap_sys_ptrace+ep $(command -v stallwatch)`, or run with --no-ptrace"
+	return e
+}
+
+// CapName returns the CAP_ name of a capability number.
+func CapName(c int) string {
+	if n, ok := capNames[c]; ok {
+		return n
+	}
+	return "capability " + strconv.Itoa(c)
+}

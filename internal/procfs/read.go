@@ -1,0 +1,150 @@
+package procfs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Root is the mount point of procfs. Tests may point it elsewhere.
+var Root = "/proc"
+
+// ErrGone reports that the process or thread no longer exists.
+var ErrGone = errors.New("process or thread has exited")
+
+// DefaultLimit bounds a single /proc file read (a maps file of a large JVM is
+// a few MiB; nothing else comes near).
+const DefaultLimit = 64 << 20
+
+// ReadLimited reads at most limit bytes of path. A file larger than limit is
+// an error that names it, not a silent truncation.
+func ReadLimited(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, wrapGone(err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, wrapGone(fmt.Errorf("read %s: %w", path, err))
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("read %s: larger than %d bytes", path, limit)
+	}
+	return b, nil
+}
+
+// wrapGone turns the errors a vanished /proc entry produces into ErrGone
+// (keeping the original for the message).
+func wrapGone(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("%w: %w", ErrGone, err)
+	}
+	return err
+}
+
+// PidPath returns /proc/<pid>/<elem...>.
+func PidPath(pid int, elem ...string) string {
+	return filepath.Join(append([]string{Root, strconv.Itoa(pid)}, elem...)...)
+}
+
+// TaskPath returns /proc/<pid>/task/<tid>/<elem...>.
+func TaskPath(pid, tid int, elem ...string) string {
+	return filepath.Join(append([]string{Root, strconv.Itoa(pid), "task", strconv.Itoa(tid)}, elem...)...)
+}
+
+func readPid(pid int, name string) ([]byte, error) {
+	return ReadLimited(PidPath(pid, name), DefaultLimit)
+}
+
+func readTask(pid, tid int, name string) ([]byte, error) {
+	return ReadLimited(TaskPath(pid, tid, name), 1<<20)
+}
+
+// Alive reports whether pid exists and is not a zombie.
+func Alive(pid int) bool {
+	st, err := ReadStat(pid, pid)
+	return err == nil && st.State != 'Z' && st.State != 'X'
+}
+
+// Threads lists the thread ids of pid, in the order /proc gives them.
+func Threads(pid int) ([]int, error) {
+	ents, err := os.ReadDir(PidPath(pid, "task"))
+	if err != nil {
+		return nil, wrapGone(err)
+	}
+	tids := make([]int, 0, len(ents))
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil && tid > 0 {
+			tids = append(tids, tid)
+		}
+	}
+	return tids, nil
+}
+
+// Comm returns a thread's name (the kernel keeps at most 15 bytes).
+func Comm(pid, tid int) (string, error) {
+	b, err := readTask(pid, tid, "comm")
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(string(b), "\n"), nil
+}
+
+// Cmdline returns the process's arguments.
+func Cmdline(pid int) ([]string, error) {
+	b, err := ReadLimited(PidPath(pid, "cmdline"), 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	s := strings.TrimSuffix(string(b), "\x00")
+	if s == "" {
+		return nil, nil
+	}
+	return strings.Split(s, "\x00"), nil
+}
+
+// Environ returns the process's initial environment as a map. Later
+// setenv calls by the target are not visible here.
+func Environ(pid int) (map[string]string, error) {
+	b, err := ReadLimited(PidPath(pid, "environ"), 4<<20)
+	if err != nil {
+		return nil, err
+	}
+	env := make(map[string]string)
+	for _, kv := range strings.Split(string(b), "\x00") {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			env[k] = v
+		}
+	}
+	return env, nil
+}
+
+// Exe returns the target's executable path as the kernel names it (in the
+// target's mount namespace).
+func Exe(pid int) (string, error) {
+	p, err := os.Readlink(PidPath(pid, "exe"))
+	return p, wrapGone(err)
+}
+
+// Cwd returns the target's working directory (in its mount namespace).
+func Cwd(pid int) (string, error) {
+	p, err := os.Readlink(PidPath(pid, "cwd"))
+	return p, wrapGone(err)
+}
+
+// FdTarget returns what fd of pid refers to: a path, "socket:[ino]",
+// "pipe:[ino]", "anon_inode:[eventfd]", ...
+func FdTarget(pid, fd int) (string, error) {
+	p, err := os.Readlink(PidPath(pid, "fd", strconv.Itoa(fd)))
+	return p, wrapGone(err)
+}

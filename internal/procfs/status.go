@@ -1,0 +1,189 @@
+package procfs
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Status holds the fields of /proc/<pid>/task/<tid>/status that stallwatch uses.
+type Status struct {
+	Name      string
+	State     byte // 'R', 'S', 'D', 'T', 't', 'Z', 'X', 'I'
+	Tgid      int
+	Pid       int
+	PPid      int
+	TracerPid int
+	// NSpid lists the id in each pid namespace, outermost first; the last
+	// is the id the target sees for itself (and writes into jitdump and
+	// perf-map file names).
+	NSpid []int
+	// Uid and Gid: real, effective, saved, filesystem.
+	Uid, Gid [4]uint32
+
+	VoluntaryCtxtSwitches    uint64
+	NonvoluntaryCtxtSwitches uint64
+}
+
+// InnerPid is the pid in the target's own namespace.
+func (s Status) InnerPid() int {
+	if len(s.NSpid) == 0 {
+		return s.Pid
+	}
+	return s.NSpid[len(s.NSpid)-1]
+}
+
+// ReadStatus reads /proc/<pid>/task/<tid>/status (pass tid == pid for the
+// process's main thread).
+func ReadStatus(pid, tid int) (Status, error) {
+	b, err := readTask(pid, tid, "status")
+	if err != nil {
+		return Status{}, err
+	}
+	return ParseStatus(b)
+}
+
+// ParseStatus parses the text of a status file.
+func ParseStatus(b []byte) (Status, error) {
+	var s Status
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		k, v, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			continue
+		}
+		val := strings.TrimSpace(string(v))
+		switch string(k) {
+		case "Name":
+			s.Name = val
+		case "State":
+			if val != "" {
+				s.State = val[0]
+			}
+		case "Tgid":
+			s.Tgid, _ = strconv.Atoi(val)
+		case "Pid":
+			s.Pid, _ = strconv.Atoi(val)
+		case "PPid":
+			s.PPid, _ = strconv.Atoi(val)
+		case "TracerPid":
+			s.TracerPid, _ = strconv.Atoi(val)
+		case "NSpid":
+			for _, f := range strings.Fields(val) {
+				if n, err := strconv.Atoi(f); err == nil {
+					s.NSpid = append(s.NSpid, n)
+				}
+			}
+		case "Uid":
+			s.Uid = parseIDs(val)
+		case "Gid":
+			s.Gid = parseIDs(val)
+		case "voluntary_ctxt_switches":
+			s.VoluntaryCtxtSwitches, _ = strconv.ParseUint(val, 10, 64)
+		case "nonvoluntary_ctxt_switches":
+			s.NonvoluntaryCtxtSwitches, _ = strconv.ParseUint(val, 10, 64)
+		}
+	}
+	if s.Pid == 0 {
+		return s, fmt.Errorf("status: no Pid field")
+	}
+	return s, nil
+}
+
+func parseIDs(val string) [4]uint32 {
+	var ids [4]uint32
+	for i, f := range strings.Fields(val) {
+		if i >= 4 {
+			break
+		}
+		n, _ := strconv.ParseUint(f, 10, 32)
+		ids[i] = uint32(n)
+	}
+	return ids
+}
+
+// Stat holds the fields of /proc/<pid>/task/<tid>/stat that stallwatch uses.
+type Stat struct {
+	Comm  string
+	State byte
+	// Utime and Stime are in clock ticks (USER_HZ, 100 on Linux).
+	Utime, Stime uint64
+	// StartTime is in clock ticks since boot.
+	StartTime uint64
+	// Processor is the CPU the thread last ran on.
+	Processor int
+}
+
+// ClockTicks is USER_HZ, the unit of Stat times. Linux fixes it at 100 for
+// every architecture stallwatch supports.
+const ClockTicks = 100
+
+// ReadStat reads /proc/<pid>/task/<tid>/stat.
+func ReadStat(pid, tid int) (Stat, error) {
+	b, err := readTask(pid, tid, "stat")
+	if err != nil {
+		return Stat{}, err
+	}
+	return ParseStat(b)
+}
+
+// ParseStat parses a stat line. The comm field is in parentheses and may
+// itself hold spaces and parentheses, so the fields after it are found from
+// the last ')'.
+func ParseStat(b []byte) (Stat, error) {
+	var st Stat
+	open := bytes.IndexByte(b, '(')
+	close := bytes.LastIndexByte(b, ')')
+	if open < 0 || close < open {
+		return st, fmt.Errorf("stat: no comm field")
+	}
+	st.Comm = string(b[open+1 : close])
+	f := strings.Fields(string(b[close+1:]))
+	// f[0] is field 3 (state); field n is f[n-3].
+	if len(f) < 37 {
+		return st, fmt.Errorf("stat: %d fields after comm, want at least 37", len(f))
+	}
+	st.State = f[0][0]
+	st.Utime, _ = strconv.ParseUint(f[14-3], 10, 64)
+	st.Stime, _ = strconv.ParseUint(f[15-3], 10, 64)
+	st.StartTime, _ = strconv.ParseUint(f[22-3], 10, 64)
+	st.Processor, _ = strconv.Atoi(f[39-3])
+	return st, nil
+}
+
+// Schedstat is /proc/<pid>/task/<tid>/schedstat: nanoseconds on CPU,
+// nanoseconds runnable but waiting on a run queue, and timeslices run.
+type Schedstat struct {
+	RunNanos, WaitNanos, Slices uint64
+}
+
+// ReadSchedstat reads the thread's schedstat. Kernels built without
+// CONFIG_SCHED_INFO lack the file: the error then wraps fs.ErrNotExist.
+func ReadSchedstat(pid, tid int) (Schedstat, error) {
+	b, err := readTask(pid, tid, "schedstat")
+	if err != nil {
+		return Schedstat{}, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return Schedstat{}, fmt.Errorf("schedstat: %d fields, want 3", len(f))
+	}
+	var s Schedstat
+	s.RunNanos, _ = strconv.ParseUint(f[0], 10, 64)
+	s.WaitNanos, _ = strconv.ParseUint(f[1], 10, 64)
+	s.Slices, _ = strconv.ParseUint(f[2], 10, 64)
+	return s, nil
+}
+
+// Wchan returns the kernel function the thread sleeps in, or "" if it runs.
+func Wchan(pid, tid int) (string, error) {
+	b, err := readTask(pid, tid, "wchan")
+	if err != nil {
+		return "", err
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "0" {
+		s = ""
+	}
+	return s, nil
+}

@@ -1,0 +1,303 @@
+// Package testutil holds what stallwatch's tests share: skip helpers that
+// say why (and fail instead under STALLWATCH_REQUIRE_PERF=1, so CI proves
+// the real paths ran), and builders for the target programs in testdata/.
+package testutil
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// RequireEnv is the variable that turns skips into failures.
+const RequireEnv = "STALLWATCH_REQUIRE_PERF"
+
+// Required reports whether skips are forbidden on this machine.
+func Required() bool { return os.Getenv(RequireEnv) == "1" }
+
+// Skip skips t with reason, or fails it when STALLWATCH_REQUIRE_PERF=1.
+func Skip(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if Required() {
+		t.Fatalf("%s=1 but this test cannot run: %s", RequireEnv, msg)
+	}
+	t.Skip(msg)
+}
+
+// RequirePerf skips unless perf_event_open works for a software event with
+// kernel callchains on this machine.
+func RequirePerf(t testing.TB) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		Skip(t, "perf_event_open needs Linux")
+	}
+	if err := probePerf(); err != nil {
+		Skip(t, "perf_event_open(cpu-clock) fails here: %v (run as root, or set kernel.perf_event_paranoid=1)", err)
+	}
+}
+
+var perfOnce struct {
+	sync.Once
+	err error
+}
+
+func probePerf() error {
+	perfOnce.Do(func() {
+		attr := unix.PerfEventAttr{
+			Type:   unix.PERF_TYPE_SOFTWARE,
+			Config: unix.PERF_COUNT_SW_CPU_CLOCK,
+			Size:   uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
+			Sample: 1000,
+			Bits:   unix.PerfBitDisabled,
+		}
+		attr.Sample_type = unix.PERF_SAMPLE_CALLCHAIN
+		fd, err := unix.PerfEventOpen(&attr, 0, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
+		if err != nil {
+			perfOnce.err = err
+			return
+		}
+		unix.Close(fd)
+	})
+	return perfOnce.err
+}
+
+// RequirePtrace skips unless this process may ptrace its own children
+// (root, or CAP_SYS_PTRACE, or Yama allowing it).
+func RequirePtrace(t testing.TB) {
+	t.Helper()
+	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil {
+		if s := strings.TrimSpace(string(b)); s == "3" {
+			Skip(t, "Yama ptrace_scope is 3: ptrace is disabled on this machine")
+		}
+	}
+	if os.Geteuid() != 0 {
+		Skip(t, "needs root for ptrace of other processes and /proc/<pid>/stack")
+	}
+}
+
+// RequireRoot skips unless running as root.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		Skip(t, "needs root")
+	}
+}
+
+// RequireTool skips unless name is on PATH, and returns its path.
+func RequireTool(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		Skip(t, "%s is not installed", name)
+	}
+	return p
+}
+
+// RepoRoot returns the repository's top directory (where go.mod is).
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+// Testdata returns the path of elem under the repository's testdata/.
+func Testdata(t testing.TB, elem ...string) string {
+	return filepath.Join(append([]string{RepoRoot(t), "testdata"}, elem...)...)
+}
+
+var buildMu sync.Mutex
+
+// BuildGo builds the Go program in testdata/<dir> and returns the binary's
+// path (in a per-test temporary directory).
+func BuildGo(t testing.TB, dir string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), filepath.Base(dir))
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd.Dir = Testdata(t, dir)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build testdata/%s: %v\n%s", dir, err, b)
+	}
+	return out
+}
+
+// BuildC compiles testdata/<src> with gcc (-O1 -g -pthread
+// -fno-omit-frame-pointer plus extra) and returns the binary's path.
+func BuildC(t testing.TB, src string, extra ...string) string {
+	t.Helper()
+	gcc := RequireTool(t, "gcc")
+	out := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(src), ".c"))
+	args := append([]string{"-O1", "-g", "-pthread", "-fno-omit-frame-pointer", "-o", out, Testdata(t, src)}, extra...)
+	if b, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc %s: %v\n%s", src, err, b)
+	}
+	return out
+}
+
+// Target is a running test target.
+type Target struct {
+	Cmd    *exec.Cmd
+	Pid    int
+	Stdout *bufio.Reader
+	stderr lockedBuffer
+	done   chan struct{}
+	err    error
+}
+
+// Start runs path with args, and kills it (and reaps it) when the test
+// ends. The target's stdout is a pipe the test reads with WaitLine; stderr
+// is kept for failure messages.
+func Start(t testing.TB, path string, args ...string) *Target {
+	t.Helper()
+	return StartCmd(t, exec.Command(path, args...))
+}
+
+// StartCmd is Start for a prepared command (environment, directory).
+func StartCmd(t testing.TB, cmd *exec.Cmd) *Target {
+	t.Helper()
+	tg := &Target{Cmd: cmd, done: make(chan struct{})}
+	cmd.Stderr = &tg.stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", cmd.Path, err)
+	}
+	tg.Pid = cmd.Process.Pid
+	tg.Stdout = bufio.NewReader(stdout)
+	go func() {
+		tg.err = cmd.Wait()
+		close(tg.done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		go io.Copy(io.Discard, tg.Stdout)
+		select {
+		case <-tg.done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("target %d did not exit after SIGKILL", tg.Pid)
+		}
+	})
+	return tg
+}
+
+// WaitLine reads the target's stdout until a line starting with prefix and
+// returns that line; it fails the test after timeout or if the target exits.
+func (tg *Target) WaitLine(t testing.TB, prefix string, timeout time.Duration) string {
+	t.Helper()
+	type res struct {
+		line string
+		err  error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		for {
+			line, err := tg.Stdout.ReadString('\n')
+			if strings.HasPrefix(line, prefix) {
+				ch <- res{strings.TrimRight(line, "\n"), nil}
+				return
+			}
+			if err != nil {
+				ch <- res{"", err}
+				return
+			}
+		}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatalf("target %d: no line %q on stdout: %v; stderr:\n%s", tg.Pid, prefix, r.err, tg.stderr.String())
+		}
+		return r.line
+	case <-time.After(timeout):
+		t.Fatalf("target %d: no line %q within %v; stderr:\n%s", tg.Pid, prefix, timeout, tg.stderr.String())
+	}
+	return ""
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Done is closed when the target has exited and been reaped.
+func (tg *Target) Done() <-chan struct{} { return tg.done }
+
+// ExitErr is the target's exit error once Done is closed.
+func (tg *Target) ExitErr() error { return tg.err }
+
+// Stderr returns what the target wrote on stderr so far.
+func (tg *Target) Stderr() string { return tg.stderr.String() }
+
+// OpenFDs counts this process's open file descriptors.
+func OpenFDs(t testing.TB) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents) - 1 // the directory's own fd
+}
+
+// ErrTimeout is returned by Eventually when cond never held.
+var ErrTimeout = errors.New("condition not met in time")
+
+// Eventually polls cond every 10 ms until it returns true or timeout passes.
+func Eventually(timeout time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if cond() {
+		return nil
+	}
+	return ErrTimeout
+}

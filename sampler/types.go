@@ -1,0 +1,62 @@
+package sampler
+
+// Kind says what a sample measures.
+type Kind uint8
+
+const (
+	// OnCPU is a cpu-clock sample: the thread was running.
+	OnCPU Kind = iota
+	// OffCPU is an interval the thread spent off the CPU.
+	OffCPU
+)
+
+func (k Kind) String() string {
+	if k == OffCPU {
+		return "off-cpu"
+	}
+	return "on-cpu"
+}
+
+// Sample is one raw sample.
+type Sample struct {
+	// Time is CLOCK_MONOTONIC in nanoseconds: when an on-CPU sample was
+	// taken, or when an off-CPU interval began (the thread left the CPU).
+	Time uint64
+	// Weight is in nanoseconds: the CPU time an on-CPU sample stands for
+	// (its period), or the length of an off-CPU interval.
+	Weight uint64
+	PID    int32
+	TID    int32
+	CPU    int32
+	Kind   Kind
+	// Preempted marks an off-CPU interval that began with preemption: the
+	// thread stayed runnable and waited for a CPU rather than blocking.
+	Preempted bool
+	// Stack holds code addresses, innermost first. The first Kernel
+	// entries are kernel addresses, the rest user addresses. Return
+	// addresses are as the unwinder found them (not adjusted by -1).
+	Stack  []uint64
+	Kernel uint16
+
+	// Regs and StackDump, when StackDump is not empty, are the user
+	// registers and the top of the user stack (from Regs.SP up) at the
+	// sample. The kernel's callchain walks frame pointers and loses frames
+	// in libraries built without them (Debian's libc); an unwinder that
+	// reads .eh_frame repairs the chain from these after sampling.
+	Regs      UserRegs
+	StackDump []byte
+}
+
+// UserRegs are the user-space registers an unwinder starts from (x86-64:
+// rip, rsp, rbp).
+type UserRegs struct {
+	IP, SP, BP uint64
+}
+
+// End is when an off-CPU interval ended (Time for on-CPU samples).
+func (s *Sample) End() uint64 {
+	if s.Kind == OffCPU {
+		return s.Time + s.Weight
+	}
+	return s.Time
+}

@@ -1,0 +1,112 @@
+package snapshot
+
+import (
+	"time"
+
+	"github.com/stallwatch/stallwatch/symbolize"
+)
+
+// Snapshot is every thread of one process at one moment.
+type Snapshot struct {
+	PID     int
+	Command []string
+	// Time is when the snapshot began; Mono is the same moment on
+	// CLOCK_MONOTONIC (the clock of samples and jitdump records).
+	Time     time.Time
+	Mono     uint64
+	Duration time.Duration // how long taking it took
+
+	Threads []Thread
+	Locks   LockGraph
+
+	// PtraceUsed says whether user stacks were read under ptrace stops;
+	// when it was wanted but refused, PtraceError says why.
+	PtraceUsed  bool
+	PtraceError string
+	// MaxStop is the longest time any one thread was kept stopped.
+	MaxStop time.Duration
+	// TargetExited is set when the process exited while it was read.
+	TargetExited bool
+	// Notes are facts a reader needs to trust the snapshot: what could
+	// not be known and why.
+	Notes []string
+}
+
+// Thread is one thread as the snapshot found it.
+type Thread struct {
+	TID   int
+	Name  string
+	State byte   // 'R', 'S', 'D', 'T', 't', 'Z', 'X', 'I' as in /proc
+	Wchan string // kernel function it sleeps in, "" if running
+
+	// Syscall is the system call the thread is in, nil when it runs in
+	// user space or is not in a system call.
+	Syscall *Syscall
+
+	VoluntarySwitches   uint64
+	InvoluntarySwitches uint64
+	// RunTime and RunqueueWait are totals since the thread started
+	// (schedstat): time on a CPU, and time runnable but waiting for one.
+	RunTime      time.Duration
+	RunqueueWait time.Duration
+	// OffCPUFor is how long the thread has been off the CPU now, when
+	// OffCPUKnown; OffCPUSource says how it was learnt ("sched",
+	// "sampler", "at least, since ...").
+	OffCPUFor    time.Duration
+	OffCPUKnown  bool
+	OffCPUSource string
+
+	// Kernel and User are the stacks, innermost first, resolved.
+	Kernel []*symbolize.Location
+	User   []*symbolize.Location
+	// UserAddrs are the raw user addresses User was resolved from.
+	UserAddrs []uint64
+	// Unwinder names the method that produced User ("fp", "cfi+fp", "pc only").
+	Unwinder string
+
+	// Stopped says the thread was stopped with ptrace; Stop is for how long.
+	Stopped bool
+	Stop    time.Duration
+
+	// Wait is what the thread waits for, when that is known.
+	Wait *Wait
+	// Err says what could not be read for this thread.
+	Err string
+}
+
+// Syscall is a system call in progress.
+type Syscall struct {
+	Nr   int
+	Name string // "futex", "read", ...
+	Args [6]uint64
+	// Desc is a readable form: "read(fd 5 → pipe:[1234])".
+	Desc string
+}
+
+// Wait is what a blocked thread waits for.
+type Wait struct {
+	Kind string // "mutex", "futex", "fd", "sleep", "child", ...
+	Addr uint64 // the futex word, for futex waits
+	// Owner is the thread id holding what is waited for; 0 when unknown.
+	Owner int
+	// Desc says it in words: "pthread mutex 0x7f..10 held by tid 12",
+	// "read() on fd 5 → socket:[8812]", "owner unknown".
+	Desc string
+}
+
+// LockGraph is the waits-for graph between the threads.
+type LockGraph struct {
+	Edges []Edge
+	// Cycles are deadlocks: each a list of tids, each waiting for the next
+	// and the last for the first.
+	Cycles [][]int
+	// Chains are maximal paths that end at a thread not waiting for
+	// another thread (blocked elsewhere, or running), longest first.
+	Chains [][]int
+}
+
+// Edge says From waits for To.
+type Edge struct {
+	From, To int
+	Via      string // "pthread mutex 0x7f..10"
+}

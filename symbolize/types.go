@@ -1,0 +1,83 @@
+package symbolize
+
+import "fmt"
+
+// Kind says where a frame's code lives.
+type Kind uint8
+
+const (
+	KindUnknown Kind = iota // in no mapping we know
+	KindKernel              // kernel image or module
+	KindNative              // a file-backed mapping (ELF)
+	KindJIT                 // code a JIT described in a jitdump or perf map
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindKernel:
+		return "kernel"
+	case KindNative:
+		return "native"
+	case KindJIT:
+		return "jit"
+	}
+	return "unknown"
+}
+
+// Mapping describes where a location's code came from, shaped like a pprof
+// mapping.
+type Mapping struct {
+	Start, Limit, Offset uint64
+	// File is the path in the target's mount namespace, or a pseudo name:
+	// "[kernel.kallsyms]", "[vdso]", "[jit]", "[anon]".
+	File    string
+	BuildID string // hex GNU build id, "" when unknown
+	Kind    Kind
+
+	HasFunctions, HasFilenames, HasLineNumbers, HasInlineFrames bool
+}
+
+// Line is one function at a location. A location has several when
+// functions were inlined: the innermost first, the function that holds the
+// code last (pprof's order).
+type Line struct {
+	// Function is the name a person reads: demangled, a runtime's prefix
+	// and suffix removed (see jit.DisplayName).
+	Function string
+	// SystemName is the name as the symbol source wrote it (mangled, or a
+	// JIT's raw name).
+	SystemName string
+	File       string
+	Line       int64
+}
+
+// Location is what one address resolves to. Locations are shared and
+// immutable once returned.
+type Location struct {
+	Addr    uint64
+	Mapping *Mapping // nil only when the address is in no known mapping
+	// Lines is never empty: an address nobody can name gets a single line
+	// whose Function is "module+0xoffset" (or "[unknown] 0xaddr").
+	Lines []Line
+	Kind  Kind
+}
+
+// Name returns the innermost function's name.
+func (l *Location) Name() string {
+	if l == nil || len(l.Lines) == 0 {
+		return "?"
+	}
+	return l.Lines[0].Function
+}
+
+// String returns "function (file:line)" for the innermost line.
+func (l *Location) String() string {
+	if l == nil || len(l.Lines) == 0 {
+		return "?"
+	}
+	ln := l.Lines[0]
+	if ln.File != "" && ln.Line > 0 {
+		return fmt.Sprintf("%s (%s:%d)", ln.Function, ln.File, ln.Line)
+	}
+	return ln.Function
+}
