@@ -101,14 +101,18 @@ func PerfEvent(op string, err error, kernel bool) error {
 	if !IsPermission(err) {
 		return err
 	}
-	e := &Error{Op: op, Err: err}
 	p, ok := Paranoid()
+	return perfEventError(op, err, kernel, HasCap, p, ok)
+}
+
+func perfEventError(op string, err error, kernel bool, hasCap func(int) bool, p int, ok bool) error {
+	e := &Error{Op: op, Err: err}
 	need := 2
 	if kernel {
 		need = 1
 	}
 	switch {
-	case HasCap(CapPerfmon) || HasCap(CapSysAdmin):
+	case hasCap(CapPerfmon) || hasCap(CapSysAdmin):
 		// Privileged but still refused: an LSM or seccomp said no.
 		e.Missing = "permission from a security module or seccomp filter (CAP_PERFMON is present)"
 		e.Fix = "check the container's seccomp profile and SELinux/AppArmor policy for perf_event_open"
@@ -131,8 +135,13 @@ func Ptrace(op string, err error) error {
 	if !IsPermission(err) {
 		return err
 	}
+	scope, ok := PtraceScope()
+	return ptraceError(op, err, HasCap(CapSysPtrace), scope, ok)
+}
+
+func ptraceError(op string, err error, hasPtrace bool, scope int, yama bool) error {
 	e := &Error{Op: op, Err: err}
-	if scope, ok := PtraceScope(); ok && scope > 0 && !HasCap(CapSysPtrace) {
+	if yama && scope > 0 && !hasPtrace {
 		e.Missing = fmt.Sprintf("CAP_SYS_PTRACE (Yama kernel.yama.ptrace_scope is %d)", scope)
 		e.Fix = "`sudo setcap cap_sys_ptrace+ep $(command -v stallwatch)`, or `sudo sysctl kernel.yama.ptrace_scope=0`, or run with --no-ptrace"
 		if scope == 3 {

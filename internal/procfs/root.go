@@ -21,7 +21,7 @@ import (
 // Relative names are resolved against the target's working directory.
 func OpenInRoot(pid int, name string, noFollowFinal bool) (*os.File, error) {
 	if !strings.HasPrefix(name, "/") {
-		cwd, err := Cwd(pid)
+		cwd, err := CwdInRoot(pid)
 		if err != nil {
 			return nil, fmt.Errorf("open %s in root of pid %d: %w", name, pid, err)
 		}
@@ -133,4 +133,28 @@ func openInRootSlow(root int, rel string, noFollowFinal bool) (int, error) {
 		stack = append(stack, fd)
 	}
 	return unix.Openat(cur(), ".", unix.O_RDONLY|unix.O_CLOEXEC|unix.O_DIRECTORY, 0)
+}
+
+// CwdInRoot returns the target's working directory as the target sees it:
+// the kernel prints /proc/<pid>/cwd relative to the reader's root, so for a
+// chrooted target the root's own path is removed.
+func CwdInRoot(pid int) (string, error) {
+	cwd, err := Cwd(pid)
+	if err != nil {
+		return "", err
+	}
+	root, err := os.Readlink(PidPath(pid, "root"))
+	if err != nil {
+		return "", wrapGone(err)
+	}
+	if root == "/" {
+		return cwd, nil
+	}
+	if rest, ok := strings.CutPrefix(cwd, root); ok && (rest == "" || rest[0] == '/') {
+		if rest == "" {
+			rest = "/"
+		}
+		return rest, nil
+	}
+	return cwd, nil
 }
