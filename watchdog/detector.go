@@ -1,0 +1,470 @@
+package watchdog
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/stallwatch/stallwatch/capture"
+)
+
+// State is where the detector stands. Each change is one log line.
+type State int
+
+const (
+	Waiting   State = iota // no heartbeat seen yet: nothing can stall
+	Healthy                // every source beat within stall-after
+	Stalled                // a source is silent; no capture running (rate limit)
+	Capturing              // a capture is running
+	Cooldown               // the stall goes on; waiting for a recapture
+	Recovered              // beats resumed; the last capture is finishing
+	Exited                 // the target exited
+)
+
+var stateNames = [...]string{"waiting", "healthy", "stalled", "capturing", "cooldown", "recovered", "exited"}
+
+func (s State) String() string {
+	if s < 0 || int(s) >= len(stateNames) {
+		return fmt.Sprintf("State(%d)", int(s))
+	}
+	return stateNames[s]
+}
+
+var stateMessages = [...]string{
+	Waiting:   "waiting for the first heartbeat",
+	Healthy:   "heartbeat healthy",
+	Stalled:   "heartbeat stalled",
+	Capturing: "capture started",
+	Cooldown:  "capture done; the stall goes on",
+	Recovered: "heartbeat recovered",
+	Exited:    "target exited",
+}
+
+// policy is the detector's configuration.
+type policy struct {
+	StallAfter     time.Duration
+	RecaptureAfter time.Duration
+	MaxCaptures    int // stall captures in any hour; 0 turns them off
+	// LateAfter is how late the watchdog's own wake-up (or how long a host
+	// suspend) may be before the silence it measured is no longer trusted.
+	LateAfter time.Duration
+}
+
+// captureWindow is the period --max-captures counts over.
+const captureWindow = time.Hour
+
+// defaultLateAfter lets a wake-up be late by a quarter of stall-after, and
+// never less than a second: a shared machine delays timers by tens of
+// milliseconds routinely, and re-arming costs a whole stall-after.
+func defaultLateAfter(stallAfter time.Duration) time.Duration {
+	return max(stallAfter/4, time.Second)
+}
+
+// action is what the detector asks its owner to do after an event.
+type action struct {
+	capture *capture.Trigger // start this capture
+	// recovered lists the captures of a stall that ended, with its length.
+	recovered []*capture.Result
+	stall     time.Duration
+}
+
+// detector is the stall state machine. It does no I/O and reads no clock:
+// every event carries the instant it happened, so tests drive it with
+// made-up times. It is not safe for concurrent use.
+type detector struct {
+	p     policy
+	log   *slog.Logger
+	names []string // heartbeat source names, by index
+
+	last  []instant // each source's last beat
+	seen  []bool
+	start instant
+
+	phase     State // Waiting, Healthy, Stalled, Cooldown, Recovered or Exited
+	shown     State // the state last logged
+	shownAt   instant
+	inflight  *capture.Trigger
+	forStall  bool // the capture in flight belongs to the current stall
+	signalDue bool // SIGUSR1 arrived during a capture
+
+	// The current stall.
+	stallStart   instant  // last beat of the longest-silent source
+	silentNames  []string // the sources that went silent
+	stallSeq     int      // stall captures taken of it
+	stallResults []*capture.Result
+	stallLen     time.Duration // set on recovery
+	lastCapture  instant
+	limitLogged  bool
+
+	history  []time.Duration // monotonic starts of stall captures, last hour
+	deadline instant         // when the detector asked to be ticked
+	hasDL    bool
+	offset   time.Duration // CLOCK_BOOTTIME − CLOCK_MONOTONIC at the last event
+	warned   bool          // "no heartbeat yet" was logged
+}
+
+func newDetector(p policy, names []string, log *slog.Logger, now instant) *detector {
+	if p.LateAfter <= 0 {
+		p.LateAfter = defaultLateAfter(p.StallAfter)
+	}
+	d := &detector{
+		p: p, log: log, names: names,
+		last: make([]instant, len(names)), seen: make([]bool, len(names)),
+		start: now, phase: Waiting, shown: Waiting, shownAt: now,
+		offset: now.suspendOffset(),
+	}
+	log.Info(stateMessages[Waiting], "state", Waiting, "sources", strings.Join(names, ", "), "stall_after", p.StallAfter)
+	return d
+}
+
+// State is the state as last logged.
+func (d *detector) State() State { return d.shown }
+
+// Beat records a heartbeat of source i.
+func (d *detector) Beat(i int, now instant) action {
+	d.offset = now.suspendOffset()
+	if d.phase == Exited {
+		return action{}
+	}
+	d.last[i], d.seen[i] = now, true
+	switch d.phase {
+	case Waiting:
+		d.phase = Healthy
+		d.show(now, "source", d.names[i])
+	case Stalled, Cooldown:
+		if len(d.silent(now)) == 0 {
+			return d.recover(now)
+		}
+	}
+	return action{}
+}
+
+// Tick is called when the deadline the detector asked for has come.
+func (d *detector) Tick(now instant) action {
+	if d.phase == Exited {
+		return action{}
+	}
+	if d.phase == Healthy && d.wokeLate(now) {
+		return action{}
+	}
+	d.offset = now.suspendOffset()
+	switch d.phase {
+	case Waiting:
+		if !d.warned && now.Sub(d.start) >= d.p.StallAfter {
+			d.warned = true
+			d.log.Warn("no heartbeat seen yet", "state", Waiting, "after", round(now.Sub(d.start)), "sources", strings.Join(d.names, ", "))
+		}
+	case Healthy:
+		if silent := d.silent(now); len(silent) > 0 {
+			d.enterStall(now, silent)
+			return d.tryCapture(now, capture.Stall)
+		}
+	case Stalled:
+		return d.tryCapture(now, capture.Stall)
+	case Cooldown:
+		if now.Sub(d.lastCapture) >= d.p.RecaptureAfter {
+			return d.tryCapture(now, capture.Stall)
+		}
+	}
+	return action{}
+}
+
+// wokeLate reports, and logs, a wake-up that came too late for the silence
+// it ends to be blamed on the target: the host was suspended or the
+// watchdog itself was not scheduled. Every source is then re-armed, as if it
+// had just beaten, so a real stall is still caught one stall-after later.
+func (d *detector) wokeLate(now instant) bool {
+	suspended := now.suspendOffset() - d.offset
+	late := time.Duration(0)
+	if d.hasDL {
+		late = now.Sub(d.deadline)
+	}
+	if suspended < d.p.LateAfter && late < d.p.LateAfter {
+		return false
+	}
+	d.offset = now.suspendOffset()
+	for i := range d.last {
+		if d.seen[i] {
+			d.last[i] = now
+		}
+	}
+	why := "the watchdog was not scheduled on time"
+	if suspended >= d.p.LateAfter {
+		why = "the host was suspended"
+	}
+	d.log.Warn("watchdog woke up late; re-arming instead of reporting a stall",
+		"state", d.shown, "why", why, "late", round(late), "suspended", round(suspended))
+	return true
+}
+
+// silent lists the sources that have beaten once and not within stall-after.
+func (d *detector) silent(now instant) []int {
+	var s []int
+	for i := range d.last {
+		if d.seen[i] && now.Sub(d.last[i]) >= d.p.StallAfter {
+			s = append(s, i)
+		}
+	}
+	return s
+}
+
+func (d *detector) enterStall(now instant, silent []int) {
+	d.stallStart = d.last[silent[0]]
+	d.silentNames = d.silentNames[:0]
+	for _, i := range silent {
+		if d.last[i].Before(d.stallStart) {
+			d.stallStart = d.last[i]
+		}
+		d.silentNames = append(d.silentNames, d.names[i])
+	}
+	d.stallSeq, d.stallResults, d.limitLogged = 0, nil, false
+	d.phase = Stalled
+	attrs := []any{"source", strings.Join(d.silentNames, ", "), "silent_for", round(now.Sub(d.stallStart)),
+		"last_beat", d.stallStart.Wall}
+	if d.inflight != nil {
+		// A signal's capture is running: the state shown stays
+		// "capturing", but the stall is news.
+		d.log.Info(stateMessages[Stalled], append([]any{"state", d.shown}, attrs...)...)
+		return
+	}
+	d.show(now, attrs...)
+}
+
+// tryCapture starts a stall capture unless one is running or the hourly
+// limit is reached.
+func (d *detector) tryCapture(now instant, kind capture.TriggerKind) action {
+	if d.inflight != nil {
+		return action{}
+	}
+	d.pruneHistory(now)
+	if d.p.MaxCaptures <= 0 || len(d.history) >= d.p.MaxCaptures {
+		d.phase = Stalled
+		d.show(now)
+		if !d.limitLogged {
+			d.limitLogged = true
+			if d.p.MaxCaptures <= 0 {
+				d.log.Info("stall captures are off (--max-captures 0)", "state", d.shown)
+			} else {
+				d.log.Warn("capture skipped: --max-captures reached", "state", d.shown,
+					"max_captures", d.p.MaxCaptures, "next_allowed_in", round(d.history[0]+captureWindow-now.Mono))
+			}
+		}
+		return action{}
+	}
+	d.history = append(d.history, now.Mono)
+	d.stallSeq++
+	d.limitLogged = false
+	tr := d.trigger(now, kind)
+	tr.Seq = d.stallSeq
+	return d.startCapture(now, tr, true)
+}
+
+func (d *detector) pruneHistory(now instant) {
+	n := 0
+	for n < len(d.history) && now.Mono-d.history[n] >= captureWindow {
+		n++
+	}
+	d.history = d.history[n:]
+}
+
+func (d *detector) inStall() bool { return d.phase == Stalled || d.phase == Cooldown }
+
+func (d *detector) trigger(now instant, kind capture.TriggerKind) capture.Trigger {
+	tr := capture.Trigger{Kind: kind, At: now.Wall, Mono: uint64(now.Mono)}
+	if d.inStall() {
+		tr.LastBeat = d.stallStart.Wall
+		tr.StallFor = now.Sub(d.stallStart)
+		tr.Source = strings.Join(d.silentNames, ", ")
+	} else if i := d.latestBeat(); i >= 0 {
+		tr.LastBeat = d.last[i].Wall
+		tr.Source = d.names[i]
+	}
+	switch kind {
+	case capture.Signal:
+		tr.Reason = "capture asked for by SIGUSR1"
+		if d.inStall() {
+			tr.Reason += fmt.Sprintf(" during a stall: no heartbeat from %s for %v", tr.Source, round(tr.StallFor))
+		}
+	default:
+		tr.Reason = fmt.Sprintf("no heartbeat from %s for %v (stall-after %v)", tr.Source, round(tr.StallFor), d.p.StallAfter)
+	}
+	return tr
+}
+
+func (d *detector) latestBeat() int {
+	best := -1
+	for i := range d.last {
+		if d.seen[i] && (best < 0 || d.last[best].Before(d.last[i])) {
+			best = i
+		}
+	}
+	return best
+}
+
+func (d *detector) startCapture(now instant, tr capture.Trigger, forStall bool) action {
+	d.inflight, d.forStall = &tr, forStall
+	d.lastCapture = now
+	d.show(now, "trigger", tr.Kind, "seq", tr.Seq, "reason", tr.Reason)
+	return action{capture: &tr}
+}
+
+// Signal asks for a capture now, whatever the state; during a capture it
+// is taken when that one ends.
+func (d *detector) Signal(now instant) action {
+	if d.phase == Exited {
+		return action{}
+	}
+	if d.inflight != nil {
+		d.signalDue = true
+		d.log.Info("capture in progress; the signal's capture follows it", "state", d.shown)
+		return action{}
+	}
+	return d.startCapture(now, d.trigger(now, capture.Signal), d.inStall())
+}
+
+// CaptureDone records the end of the capture in flight (res may be nil
+// when it failed).
+func (d *detector) CaptureDone(now instant, res *capture.Result, err error) action {
+	tr := d.inflight
+	d.inflight = nil
+	if err != nil {
+		d.log.Error("capture failed", "state", d.shown, "trigger", kindOf(tr), "err", err)
+	}
+	if res != nil {
+		d.log.Info("capture written", "state", d.shown, "dir", res.Dir, "trigger", kindOf(tr),
+			"took", round(now.Sub(d.lastCapture)), "cut_short", res.CutShort, "why", res.Why)
+		if d.forStall {
+			d.stallResults = append(d.stallResults, res)
+		}
+	}
+	var act action
+	switch d.phase {
+	case Recovered:
+		act = action{recovered: d.stallResults, stall: d.stallLen}
+		d.stallResults = nil
+		d.phase = Healthy
+	case Stalled, Cooldown:
+		if d.stallSeq == 0 {
+			// The stall began during a signal's capture: capture it now.
+			return d.tryCapture(now, capture.Stall)
+		}
+		d.phase = Cooldown
+	case Exited:
+		return action{}
+	}
+	d.show(now)
+	if d.signalDue {
+		d.signalDue = false
+		sig := d.startCapture(now, d.trigger(now, capture.Signal), d.inStall())
+		sig.recovered, sig.stall = act.recovered, act.stall
+		return sig
+	}
+	return act
+}
+
+func kindOf(tr *capture.Trigger) capture.TriggerKind {
+	if tr == nil {
+		return ""
+	}
+	return tr.Kind
+}
+
+// recover ends the stall at a beat.
+func (d *detector) recover(now instant) action {
+	d.stallLen = now.Sub(d.stallStart)
+	d.phase = Recovered
+	d.show(now, "stall", round(d.stallLen), "source", strings.Join(d.silentNames, ", "), "captures", d.stallSeq)
+	if d.inflight != nil && d.forStall {
+		return action{} // its Result is known when it ends
+	}
+	act := action{recovered: d.stallResults, stall: d.stallLen}
+	d.stallResults = nil
+	d.phase = Healthy
+	d.show(now)
+	return act
+}
+
+// Exit records that the target exited.
+func (d *detector) Exit(now instant) {
+	if d.phase == Exited {
+		return
+	}
+	attrs := []any{"was", d.shown}
+	if d.inStall() || d.phase == Recovered {
+		attrs = append(attrs, "silent_for", round(now.Sub(d.stallStart)))
+	}
+	d.phase = Exited
+	d.show(now, attrs...)
+}
+
+// Deadline is when the detector wants its next Tick; ok is false when only
+// an event (a beat, a capture's end, a signal) can change anything.
+func (d *detector) Deadline() (at instant, ok bool) {
+	at, ok = d.nextDeadline()
+	d.deadline, d.hasDL = at, ok
+	return at, ok
+}
+
+func (d *detector) nextDeadline() (instant, bool) {
+	if d.phase == Exited || (d.inflight != nil && d.phase != Healthy && d.phase != Waiting) {
+		return instant{}, false
+	}
+	switch d.phase {
+	case Waiting:
+		return d.start.Add(d.p.StallAfter), !d.warned
+	case Healthy:
+		i := d.oldestBeat()
+		return d.last[i].Add(d.p.StallAfter), true
+	case Stalled:
+		if d.p.MaxCaptures <= 0 || len(d.history) == 0 {
+			return instant{}, false
+		}
+		return d.start.Add(d.history[0] + captureWindow - d.start.Mono), true
+	case Cooldown:
+		at := d.lastCapture.Add(d.p.RecaptureAfter)
+		if d.p.MaxCaptures > 0 && len(d.history) >= d.p.MaxCaptures {
+			if free := d.start.Add(d.history[0] + captureWindow - d.start.Mono); at.Before(free) {
+				at = free
+			}
+		}
+		return at, true
+	}
+	return instant{}, false
+}
+
+func (d *detector) oldestBeat() int {
+	best := -1
+	for i := range d.last {
+		if d.seen[i] && (best < 0 || d.last[i].Before(d.last[best])) {
+			best = i
+		}
+	}
+	return best
+}
+
+// show logs a change of the displayed state, with how long the previous
+// one lasted.
+func (d *detector) show(now instant, attrs ...any) {
+	st := d.phase
+	if d.inflight != nil && st != Recovered && st != Exited {
+		st = Capturing
+	}
+	if st == d.shown {
+		return
+	}
+	base := []any{"state", st, "from", d.shown, "after", round(now.Sub(d.shownAt))}
+	d.shown, d.shownAt = st, now
+	d.log.Info(stateMessages[st], append(base, attrs...)...)
+}
+
+// round keeps durations readable in logs.
+func round(d time.Duration) time.Duration {
+	switch {
+	case d >= 10*time.Second:
+		return d.Round(100 * time.Millisecond)
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond)
+	}
+	return d.Round(time.Millisecond)
+}

@@ -1,0 +1,14 @@
+// Package watchdog decides when a target process has stalled and asks for a
+// capture: it owns the heartbeat sources (a file the target touches, a
+// DogStatsD proxy that sees the target's metrics, an HTTP probe, and the
+// target's own CPU and scheduling progress), the stall detector's states
+// (healthy → stalled → capturing → cooldown → recovered), and the capture
+// policy (capture length, recapture of a stall that lasts, a rate limit,
+// captures on demand).
+//
+// How a capture is taken is not its concern: a Capturer does that. The
+// watchdog never blames the target for its own absence: when it wakes up
+// late (the host was suspended, or its own process was starved of CPU) it
+// re-arms instead of reporting a stall, and a target that exited is
+// reported as exited.
+package watchdog
