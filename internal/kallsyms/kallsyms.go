@@ -16,6 +16,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -31,6 +32,7 @@ type Table struct {
 	syms   []Symbol // text symbols sorted by address
 	byName map[string]uint64
 	hidden bool
+	mods   []Module // from /proc/modules, ordered by address
 }
 
 // Path is the file Load reads. Tests may point it elsewhere.
@@ -70,6 +72,11 @@ func readFile(path string) (*Table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	mods, err := readModules(ModulesPath)
+	if err != nil {
+		return nil, err
+	}
+	t.mods = mods
 	return t, nil
 }
 
@@ -117,8 +124,27 @@ func Parse(r io.Reader) (*Table, error) {
 		t.byName = map[string]uint64{}
 		return t, nil
 	}
-	sort.SliceStable(t.syms, func(i, j int) bool { return t.syms[i].Addr < t.syms[j].Addr })
+	sort.SliceStable(t.syms, func(i, j int) bool {
+		a, b := t.syms[i], t.syms[j]
+		if a.Addr != b.Addr {
+			return a.Addr < b.Addr
+		}
+		return namePreference(a.Name) < namePreference(b.Name)
+	})
 	return t, nil
+}
+
+// namePreference ranks names that share an address: Lookup returns the
+// last of them, so the name a person expects ranks highest. Section
+// markers (_stext, _text) and call-padding prefixes (__pfx_) rank low.
+func namePreference(name string) int {
+	switch {
+	case strings.HasPrefix(name, "__pfx_"):
+		return 0
+	case strings.HasPrefix(name, "_"):
+		return 1
+	}
+	return 2
 }
 
 // Hidden reports that the kernel hid its addresses (kptr_restrict).

@@ -1,0 +1,158 @@
+package kallsyms
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+const fixture = `ffffffff81000000 T srso_alias_untrain_ret
+ffffffff81000000 T _stext
+ffffffff81000000 T _text
+ffffffff81001000 t __pfx_do_nanosleep
+ffffffff81001010 t do_nanosleep
+ffffffff81001200 T schedule
+ffffffff81002000 D some_data
+ffffffff81003000 T _etext
+ffffffff83780000 T _sinittext
+ffffffff83780100 T early_init
+ffffffff837f6810 T _einittext
+ffffffffc0201000 t ftrace_trampoline	[__builtin__ftrace]
+ffffffffc0a00000 t ext4_readdir	[ext4]
+ffffffffc0a00400 t ext4_file_read_iter	[ext4]
+ffffffffc0b00000 t nf_hook_slow	[nf_tables]
+`
+
+const modulesFixture = `ext4 1048576 2 jbd2,mbcache, Live 0xffffffffc0a00000
+nf_tables 8192 0 - Live 0xffffffffc0b00000 (E)
+broken line
+`
+
+func TestFindBounds(t *testing.T) {
+	tab, err := ParseWithModules(strings.NewReader(fixture), strings.NewReader(modulesFixture))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tab.Modules()) != 2 {
+		t.Fatalf("modules = %+v, want ext4 and nf_tables", tab.Modules())
+	}
+	for _, tc := range []struct {
+		addr       uint64
+		want, mod  string
+		wantAbsent bool
+	}{
+		{addr: 0xffffffff81000000, want: "srso_alias_untrain_ret"}, // not the _text marker
+		{addr: 0xffffffff81001008, want: "__pfx_do_nanosleep"},
+		{addr: 0xffffffff81001075, want: "do_nanosleep"},
+		{addr: 0xffffffff81001300, want: "schedule"},
+		{addr: 0xffffffff81002800, want: "schedule"}, // data symbols are not text: schedule is the last text
+		{addr: 0xffffffff81004000, wantAbsent: true}, // past _etext
+		{addr: 0xffffffff83780180, want: "early_init"},
+		{addr: 0xffffffff90000000, wantAbsent: true}, // between image and modules
+		{addr: 0xffffffffc0a00410, want: "ext4_file_read_iter", mod: "ext4"},
+		{addr: 0xffffffffc0a80000, want: "ext4_file_read_iter", mod: "ext4"}, // inside ext4's 1 MiB
+		{addr: 0xffffffffc0b00010, want: "nf_hook_slow", mod: "nf_tables"},
+		{addr: 0xffffffffc0b02001, wantAbsent: true}, // past nf_tables' 8 KiB
+		{addr: 0xffffffffc0201010, want: "ftrace_trampoline", mod: "__builtin__ftrace"},
+		{addr: 0xffffffffc0201000 + maxModuleSpan, wantAbsent: true},
+		{addr: 0x1000, wantAbsent: true},
+	} {
+		s, ok := tab.Find(tc.addr)
+		if tc.wantAbsent {
+			if ok {
+				t.Errorf("Find(%#x) = %+v, want nothing", tc.addr, s)
+			}
+			continue
+		}
+		if !ok || s.Name != tc.want || s.Module != tc.mod {
+			t.Errorf("Find(%#x) = %+v, %v; want %s [%s]", tc.addr, s, ok, tc.want, tc.mod)
+		}
+	}
+	if m, ok := tab.Module(0xffffffffc0a00010); !ok || m.Name != "ext4" || m.Size != 1048576 {
+		t.Errorf("Module(ext4 address) = %+v, %v", m, ok)
+	}
+	if _, ok := tab.Module(0xffffffff81001010); ok {
+		t.Error("Module(image address) found a module")
+	}
+	if s, e := tab.Text(); s != 0xffffffff81000000 || e != 0xffffffff81003000 {
+		t.Errorf("Text() = %#x, %#x", s, e)
+	}
+}
+
+func TestHidden(t *testing.T) {
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimSpace(fixture), "\n") {
+		f := strings.SplitN(line, " ", 2)
+		b.WriteString("0000000000000000 " + f[1] + "\n")
+	}
+	tab, err := Parse(strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tab.Hidden() || tab.Len() != 0 {
+		t.Fatalf("Hidden() = %v, Len() = %d for an all-zero table", tab.Hidden(), tab.Len())
+	}
+	if s, ok := tab.Find(0); ok {
+		t.Errorf("hidden table resolved 0 to %+v", s)
+	}
+	mods, err := ParseModules(strings.NewReader("ext4 1048576 2 - Live 0x0000000000000000\n"))
+	if err != nil || len(mods) != 1 {
+		t.Fatalf("ParseModules = %v, %v", mods, err)
+	}
+	if mods[0].Contains(0) || mods[0].Contains(100) {
+		t.Error("a module with a hidden address contains addresses")
+	}
+}
+
+// TestLive reads this machine's table: the functions a stalled thread
+// waits in must resolve, and an address inside one resolves to it.
+func TestLive(t *testing.T) {
+	if _, err := os.Stat(Path); err != nil {
+		t.Skipf("no %s: %v", Path, err)
+	}
+	tab, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tab.Hidden() {
+		t.Skip("kernel addresses are hidden here (kptr_restrict): nothing to check")
+	}
+	if tab.Len() < 1000 {
+		t.Fatalf("only %d text symbols", tab.Len())
+	}
+	for _, name := range []string{"do_nanosleep", "schedule", "hrtimer_nanosleep", "futex_wait"} {
+		addr, ok := tab.Addr(name)
+		if !ok {
+			t.Errorf("%s not in the table", name)
+			continue
+		}
+		s, ok := tab.Find(addr + 4)
+		if !ok || s.Name != name {
+			t.Errorf("Find(%s+4) = %+v, %v", name, s, ok)
+		}
+	}
+	if _, end := tab.Text(); end == 0 {
+		t.Error("no _stext/_etext in the live table")
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(fixture), []byte(modulesFixture))
+	f.Add([]byte("0 T x\n"), []byte("m 1 0 - Live 0x0\n"))
+	f.Add([]byte("ffffffffffffffff t a [m]\n"), []byte("m 18446744073709551615 0 - Live 0xffffffffffffffff\n"))
+	f.Fuzz(func(t *testing.T, ks, mods []byte) {
+		tab, err := ParseWithModules(strings.NewReader(string(ks)), strings.NewReader(string(mods)))
+		if err != nil {
+			return
+		}
+		for _, s := range tab.syms {
+			if got, ok := tab.Find(s.Addr); ok && got.Addr != s.Addr {
+				t.Fatalf("Find(%#x) returned a symbol at %#x", s.Addr, got.Addr)
+			}
+		}
+		for _, m := range tab.Modules() {
+			tab.Module(m.Addr)
+			tab.Find(m.Addr + m.Size)
+		}
+	})
+}
