@@ -1,0 +1,175 @@
+package report
+
+import (
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/stallwatch/stallwatch/symbolize"
+)
+
+// timeLayout is how reports print a moment: UTC, to the millisecond.
+const timeLayout = "2006-01-02 15:04:05.000 UTC"
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(timeLayout)
+}
+
+// fmtDur prints a duration the way a person reads it: three significant
+// digits below a minute ("312ms", "4.25s"), minutes and hours above.
+func fmtDur(d time.Duration) string {
+	if d < 0 {
+		return "-" + fmtDur(-d)
+	}
+	switch {
+	case d == 0:
+		return "0s"
+	case d < time.Microsecond:
+		return fmt.Sprintf("%dns", d.Nanoseconds())
+	case d < time.Millisecond:
+		return trimFloat(float64(d)/1e3) + "µs"
+	case d < time.Second:
+		return trimFloat(float64(d)/1e6) + "ms"
+	case d < time.Minute:
+		return trimFloat(float64(d)/1e9) + "s"
+	case d < time.Hour:
+		d = d.Round(time.Second)
+		return fmt.Sprintf("%dm%02ds", d/time.Minute, (d%time.Minute)/time.Second)
+	}
+	d = d.Round(time.Minute)
+	return fmt.Sprintf("%dh%02dm", d/time.Hour, (d%time.Hour)/time.Minute)
+}
+
+// trimFloat prints v with three significant digits, no trailing zeros.
+func trimFloat(v float64) string {
+	prec := 0
+	switch {
+	case v < 10:
+		prec = 2
+	case v < 100:
+		prec = 1
+	}
+	s := strconv.FormatFloat(v, 'f', prec, 64)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s
+}
+
+// fmtCount prints n with thousands separators.
+func fmtCount(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var sb strings.Builder
+	if neg {
+		sb.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteRune(c)
+	}
+	return sb.String()
+}
+
+func pct(part, total int64) string {
+	if total <= 0 {
+		return "  -  "
+	}
+	return fmt.Sprintf("%5.1f%%", 100*float64(part)/float64(total))
+}
+
+// clean makes a string from the target (a thread name, a JIT's function
+// name) safe to print on a terminal: control characters and invalid UTF-8
+// become escapes, so a hostile name cannot move the cursor or fake lines.
+func clean(s string) string {
+	ok := true
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && n == 1) || unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+			ok = false
+			break
+		}
+		i += n
+	}
+	if ok {
+		return s
+	}
+	var sb strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&sb, `\x%02x`, s[i])
+		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029':
+			if r < 0x100 {
+				fmt.Fprintf(&sb, `\x%02x`, r)
+			} else {
+				fmt.Fprintf(&sb, `\u%04x`, r)
+			}
+		default:
+			sb.WriteRune(r)
+		}
+		i += n
+	}
+	return sb.String()
+}
+
+// truncate shortens s to at most n runes, marking the cut.
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	if n <= 1 {
+		return string(r[:n])
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// frameText prints one line of a location: "func (file:line)".
+func frameText(ln symbolize.Line) string {
+	name := ln.Function
+	if name == "" {
+		name = ln.SystemName
+	}
+	if name == "" {
+		name = "?"
+	}
+	name = clean(name)
+	if ln.File != "" && ln.Line > 0 {
+		return fmt.Sprintf("%s (%s:%d)", name, clean(path.Base(ln.File)), ln.Line)
+	}
+	return name
+}
+
+// moduleName is the short name of where a location's code lives.
+func moduleName(l *symbolize.Location) string {
+	if l.Mapping != nil && l.Mapping.File != "" {
+		return clean(path.Base(l.Mapping.File))
+	}
+	switch l.Kind {
+	case symbolize.KindKernel:
+		return "[kernel]"
+	case symbolize.KindJIT:
+		return "[jit]"
+	}
+	return ""
+}
+
+// plural returns "1 thread", "2 threads".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmtCount(int64(n)) + " " + many
+}

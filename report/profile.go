@@ -1,0 +1,420 @@
+package report
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/stallwatch/stallwatch/symbolize"
+)
+
+// Names in profile.pb.gz. Datadog's backend and its profilers use these
+// sample types and label keys; the capture contract (DESIGN.md) fixes them.
+const (
+	TypeCPUSamples = "cpu-samples"  // unit "count"
+	TypeCPUTime    = "cpu-time"     // unit "nanoseconds"
+	TypeOffCPUTime = "off-cpu-time" // unit "nanoseconds"
+	TypeWallTime   = "wall-time"    // unit "nanoseconds": on- plus off-CPU
+	TypeThreads    = "threads"      // unit "count", threads.pb.gz
+
+	// LabelThreadID holds the tid in decimal. It is a string label, as
+	// Datadog's profilers (ddprof, dd-trace-rb/js/dotnet) write it.
+	LabelThreadID   = "thread id"
+	LabelThreadName = "thread name"
+	// LabelPhase is PhaseBefore or PhaseDuring; absent in `record` captures.
+	LabelPhase = "phase"
+	// LabelOffCPU is set on off-CPU samples only: "blocked" when the thread
+	// slept, "preempted" when it stayed runnable and waited for a CPU.
+	LabelOffCPU = "off-cpu"
+
+	PhaseBefore = "before" // from the flight recorder, before the trigger
+	PhaseDuring = "during" // sampled after the trigger
+
+	// KernelMapping is the pprof mapping name of kernel frames, as perf
+	// names it.
+	KernelMapping = "[kernel.kallsyms]"
+)
+
+// Sample is one symbolized sample, built by the capture package from a
+// sampler.Sample and its symbolize.Locations.
+type Sample struct {
+	Stack      []*symbolize.Location // innermost first, kernel frames first; no nil entries
+	TID        int
+	ThreadName string
+	Phase      string // PhaseBefore, PhaseDuring, or "" (record)
+	OffCPU     bool   // an off-CPU interval (else an on-CPU sample)
+	// Preempted marks an off-CPU interval spent runnable, waiting for a
+	// CPU (the sampler's Preempted): CPU starvation rather than blocking.
+	Preempted bool
+	Count     int64 // on-CPU samples it stands for (0 means 1)
+	Nanos     int64 // on-CPU: CPU time (0 means Count×Meta.Period); off-CPU: blocked ns
+}
+
+// Meta is what a profile says about itself.
+type Meta struct {
+	Start    time.Time     // of the window the samples cover
+	Duration time.Duration // of that window
+	Period   int64         // on-CPU sampling period in ns (1e9/freq)
+	Comments []string      // capture facts: trigger, pid, command, lost records, notes
+}
+
+// Value indexes of profile.pb.gz's sample types, in order.
+const (
+	valCPUSamples = iota
+	valCPUTime
+	valOffCPUTime
+	valWallTime
+	numValues
+)
+
+// BuildProfile turns symbolized samples into a pprof profile with the
+// capture contract's sample types and labels. Identical stacks with
+// identical labels are merged into one pprof sample; on- and off-CPU time
+// of the same stack share it. The default sample type is wall-time, so
+// `go tool pprof -top` shows where the threads spent the window, running
+// or not.
+func BuildProfile(samples []Sample, meta Meta) (*profile.Profile, error) {
+	b := newBuilder()
+	p := b.p
+	p.SampleType = []*profile.ValueType{
+		{Type: TypeCPUSamples, Unit: "count"},
+		{Type: TypeCPUTime, Unit: "nanoseconds"},
+		{Type: TypeOffCPUTime, Unit: "nanoseconds"},
+		{Type: TypeWallTime, Unit: "nanoseconds"},
+	}
+	p.DefaultSampleType = TypeWallTime
+	p.PeriodType = &profile.ValueType{Type: TypeCPUTime, Unit: "nanoseconds"}
+	p.Period = meta.Period
+	if !meta.Start.IsZero() {
+		p.TimeNanos = meta.Start.UnixNano()
+	}
+	p.DurationNanos = int64(meta.Duration)
+	p.Comments = append([]string(nil), meta.Comments...)
+
+	merged := make(map[sampleKey]*profile.Sample, len(samples)/4+1)
+	var locIDs []uint64
+	for i := range samples {
+		s := &samples[i]
+		vals, err := sampleValues(s, meta.Period)
+		if err != nil {
+			return nil, fmt.Errorf("report: sample %d (tid %d): %w", i, s.TID, err)
+		}
+		locs, err := b.locations(s.Stack)
+		if err != nil {
+			return nil, fmt.Errorf("report: sample %d (tid %d): %w", i, s.TID, err)
+		}
+		locIDs = locIDs[:0]
+		for _, l := range locs {
+			locIDs = append(locIDs, l.ID)
+		}
+		k := sampleKey{
+			stack:     b.stackID(locIDs),
+			tid:       s.TID,
+			name:      s.ThreadName,
+			phase:     s.Phase,
+			offCPU:    s.OffCPU,
+			preempted: s.OffCPU && s.Preempted,
+		}
+		ps := merged[k]
+		if ps == nil {
+			ps = &profile.Sample{
+				Location: locs,
+				Value:    make([]int64, numValues),
+				Label:    sampleLabels(s),
+			}
+			merged[k] = ps
+			p.Sample = append(p.Sample, ps)
+		}
+		for j, v := range vals {
+			ps.Value[j] += v
+		}
+	}
+	b.finish()
+	if err := p.CheckValid(); err != nil {
+		return nil, fmt.Errorf("report: built an invalid profile: %w", err)
+	}
+	return p, nil
+}
+
+// sampleKey identifies samples that merge into one pprof sample. On- and
+// off-CPU samples stay apart so that a pprof sample is one or the other
+// (tools that count samples per stack see the same split as we do).
+type sampleKey struct {
+	stack     int
+	tid       int
+	name      string
+	phase     string
+	offCPU    bool
+	preempted bool
+}
+
+func sampleValues(s *Sample, period int64) ([numValues]int64, error) {
+	var v [numValues]int64
+	if s.Nanos < 0 || s.Count < 0 {
+		return v, fmt.Errorf("negative weight (count %d, %d ns)", s.Count, s.Nanos)
+	}
+	if s.OffCPU {
+		v[valOffCPUTime] = s.Nanos
+		v[valWallTime] = s.Nanos
+		return v, nil
+	}
+	n := s.Count
+	if n == 0 {
+		n = 1
+	}
+	ns := s.Nanos
+	if ns == 0 {
+		ns = n * period
+	}
+	v[valCPUSamples] = n
+	v[valCPUTime] = ns
+	v[valWallTime] = ns
+	return v, nil
+}
+
+func sampleLabels(s *Sample) map[string][]string {
+	l := map[string][]string{LabelThreadID: {strconv.Itoa(s.TID)}}
+	if s.ThreadName != "" {
+		l[LabelThreadName] = []string{s.ThreadName}
+	}
+	if s.Phase != "" {
+		l[LabelPhase] = []string{s.Phase}
+	}
+	if s.OffCPU {
+		if s.Preempted {
+			l[LabelOffCPU] = []string{"preempted"}
+		} else {
+			l[LabelOffCPU] = []string{"blocked"}
+		}
+	}
+	return l
+}
+
+// builder interns mappings, functions and locations of one profile.
+type builder struct {
+	p *profile.Profile
+
+	byPtr     map[*symbolize.Location]*profile.Location
+	byValue   map[string]*profile.Location
+	mappings  map[mappingKey]*profile.Mapping
+	functions map[profile.Function]*profile.Function
+	stacks    map[string]int
+	kernel    *profile.Mapping // stands in for kernel locations without a mapping
+
+	keyBuf []byte
+}
+
+type mappingKey struct {
+	start, limit, offset uint64
+	file, buildID        string
+}
+
+func newBuilder() *builder {
+	return &builder{
+		p:         &profile.Profile{},
+		byPtr:     map[*symbolize.Location]*profile.Location{},
+		byValue:   map[string]*profile.Location{},
+		mappings:  map[mappingKey]*profile.Mapping{},
+		functions: map[profile.Function]*profile.Function{},
+		stacks:    map[string]int{},
+	}
+}
+
+// locations converts a stack, reusing what earlier stacks converted.
+func (b *builder) locations(stack []*symbolize.Location) ([]*profile.Location, error) {
+	out := make([]*profile.Location, len(stack))
+	for i, sl := range stack {
+		if sl == nil {
+			return nil, fmt.Errorf("frame %d is nil", i)
+		}
+		out[i] = b.location(sl)
+	}
+	return out, nil
+}
+
+func (b *builder) location(sl *symbolize.Location) *profile.Location {
+	if l := b.byPtr[sl]; l != nil {
+		return l
+	}
+	// Locations are shared by pointer, but the same code may arrive as
+	// distinct values; the key includes the lines because a JIT can put
+	// different functions at one address over time.
+	m := b.mapping(sl)
+	key := b.locationKey(m, sl)
+	l := b.byValue[key]
+	if l == nil {
+		l = &profile.Location{
+			ID:      uint64(len(b.p.Location) + 1),
+			Mapping: m,
+			Address: sl.Addr,
+			Line:    b.lines(sl.Lines, sl.Addr),
+		}
+		b.p.Location = append(b.p.Location, l)
+		b.byValue[key] = l
+		b.noteMappingFacts(m, l)
+	}
+	b.byPtr[sl] = l
+	return l
+}
+
+func (b *builder) locationKey(m *profile.Mapping, sl *symbolize.Location) string {
+	k := b.keyBuf[:0]
+	if m != nil {
+		k = strconv.AppendUint(k, m.ID, 16)
+	}
+	k = append(k, '|')
+	k = strconv.AppendUint(k, sl.Addr, 16)
+	for _, ln := range sl.Lines {
+		k = append(k, '|')
+		k = append(k, ln.Function...)
+		k = append(k, 0)
+		k = append(k, ln.SystemName...)
+		k = append(k, 0)
+		k = append(k, ln.File...)
+		k = append(k, 0)
+		k = strconv.AppendInt(k, ln.Line, 10)
+	}
+	b.keyBuf = k
+	return string(k)
+}
+
+func (b *builder) lines(lines []symbolize.Line, addr uint64) []profile.Line {
+	if len(lines) == 0 {
+		// The symbolizer promises a line; a location without one would
+		// make pprof print a bare address, so name it the same way.
+		lines = []symbolize.Line{{Function: fmt.Sprintf("[unknown] %#x", addr)}}
+	}
+	out := make([]profile.Line, len(lines))
+	for i, ln := range lines {
+		out[i] = profile.Line{Function: b.function(ln), Line: ln.Line}
+	}
+	return out
+}
+
+func (b *builder) function(ln symbolize.Line) *profile.Function {
+	name := ln.Function
+	if name == "" {
+		name = ln.SystemName
+	}
+	sys := ln.SystemName
+	if sys == "" {
+		sys = name
+	}
+	k := profile.Function{Name: name, SystemName: sys, Filename: ln.File}
+	if f := b.functions[k]; f != nil {
+		return f
+	}
+	f := &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: name, SystemName: sys, Filename: ln.File}
+	b.functions[k] = f
+	b.p.Function = append(b.p.Function, f)
+	return f
+}
+
+func (b *builder) mapping(sl *symbolize.Location) *profile.Mapping {
+	sm := sl.Mapping
+	if sm == nil {
+		if sl.Kind != symbolize.KindKernel {
+			return nil
+		}
+		return b.kernelMapping(sl.Addr)
+	}
+	file := sm.File
+	if file == "" && (sm.Kind == symbolize.KindKernel || sl.Kind == symbolize.KindKernel) {
+		file = KernelMapping
+	}
+	k := mappingKey{sm.Start, sm.Limit, sm.Offset, file, sm.BuildID}
+	if m := b.mappings[k]; m != nil {
+		return m
+	}
+	m := &profile.Mapping{
+		ID:              uint64(len(b.p.Mapping) + 1),
+		Start:           sm.Start,
+		Limit:           sm.Limit,
+		Offset:          sm.Offset,
+		File:            file,
+		BuildID:         sm.BuildID,
+		HasFunctions:    sm.HasFunctions,
+		HasFilenames:    sm.HasFilenames,
+		HasLineNumbers:  sm.HasLineNumbers,
+		HasInlineFrames: sm.HasInlineFrames,
+	}
+	b.mappings[k] = m
+	b.p.Mapping = append(b.p.Mapping, m)
+	return m
+}
+
+// kernelMapping is the one mapping of kernel locations that came without
+// one; it grows to cover their addresses.
+func (b *builder) kernelMapping(addr uint64) *profile.Mapping {
+	if b.kernel == nil {
+		b.kernel = &profile.Mapping{ID: uint64(len(b.p.Mapping) + 1), Start: addr, Limit: addr + 1, File: KernelMapping}
+		b.p.Mapping = append(b.p.Mapping, b.kernel)
+	}
+	b.kernel.Start = min(b.kernel.Start, addr)
+	if addr >= b.kernel.Limit && addr != ^uint64(0) {
+		b.kernel.Limit = addr + 1
+	}
+	return b.kernel
+}
+
+// noteMappingFacts sets a mapping's Has* flags from what its locations
+// carry. Every location arrives named (symbolization happened at capture
+// time, against the target's own files), so HasFunctions is always set:
+// otherwise `go tool pprof` would re-symbolize against whatever file of
+// that path the reader's machine has, or complain that it has none.
+func (b *builder) noteMappingFacts(m *profile.Mapping, l *profile.Location) {
+	if m == nil {
+		return
+	}
+	m.HasFunctions = true
+	if len(l.Line) > 1 {
+		m.HasInlineFrames = true
+	}
+	for _, ln := range l.Line {
+		if ln.Function.Filename != "" {
+			m.HasFilenames = true
+		}
+		if ln.Line > 0 {
+			m.HasLineNumbers = true
+		}
+	}
+}
+
+// stackID interns a sequence of location ids.
+func (b *builder) stackID(ids []uint64) int {
+	k := b.keyBuf[:0]
+	for _, id := range ids {
+		k = strconv.AppendUint(k, id, 36)
+		k = append(k, ',')
+	}
+	b.keyBuf = k
+	if id, ok := b.stacks[string(k)]; ok {
+		return id
+	}
+	id := len(b.stacks)
+	b.stacks[string(k)] = id
+	return id
+}
+
+// finish orders mappings by address, as /proc/<pid>/maps lists them, so
+// that pprof's guess of the main binary (the first mapping that is not a
+// library or a pseudo file) finds the executable, and renumbers them.
+func (b *builder) finish() {
+	sort.SliceStable(b.p.Mapping, func(i, j int) bool {
+		mi, mj := b.p.Mapping[i], b.p.Mapping[j]
+		ki, kj := isPseudo(mi.File), isPseudo(mj.File)
+		if ki != kj {
+			return !ki
+		}
+		return mi.Start < mj.Start
+	})
+	for i, m := range b.p.Mapping {
+		m.ID = uint64(i + 1)
+	}
+}
+
+func isPseudo(file string) bool { return file == "" || strings.HasPrefix(file, "[") }

@@ -1,0 +1,154 @@
+package report
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// How much of each list the first screen of report.txt shows; the details
+// below show more.
+const (
+	screenThreads = 10
+	screenStacks  = 3
+	screenFrames  = 6
+	detailStacks  = 10
+	detailFuncs   = 15
+)
+
+// WriteText writes report.txt: on the first screen the trigger, the stall,
+// what was collected and lost, findings, the thread table and the top
+// on-CPU and off-CPU stacks (by phase); below, the details: full stacks,
+// top functions, the whole thread dump and the profile's comments.
+func WriteText(w io.Writer, c *Capture) error {
+	if c == nil {
+		return fmt.Errorf("report: WriteText: nil capture")
+	}
+	v := buildView(c)
+	bw := bufio.NewWriter(w)
+	writeTextSummary(bw, v)
+	writeTextDetails(bw, v)
+	return bw.Flush()
+}
+
+func writeTextSummary(w io.Writer, v *view) {
+	fmt.Fprintln(w, v.title)
+	for _, f := range v.facts {
+		fmt.Fprintf(w, "  %-11s %s\n", f.key, f.value)
+	}
+	if len(v.findings) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Findings")
+		for _, f := range v.findings {
+			fmt.Fprintf(w, "  * %s\n", f)
+		}
+	}
+	if len(v.threads) > 0 {
+		fmt.Fprintln(w)
+		writeThreadTable(w, v.threads, screenThreads)
+	}
+	for _, s := range v.sections {
+		fmt.Fprintln(w)
+		writeSectionShort(w, s)
+	}
+}
+
+func writeThreadTable(w io.Writer, rows []threadRow, max int) {
+	n := len(rows)
+	if max > 0 && n > max {
+		n = max
+	}
+	fmt.Fprintf(w, "Threads (%d; waiting first", len(rows))
+	if n < len(rows) {
+		fmt.Fprintf(w, "; %d shown, all in the thread dump below", n)
+	}
+	fmt.Fprintln(w, ")")
+	fmt.Fprintf(w, "  %-8s %-16s %-2s %9s %9s %9s  %s\n", "TID", "NAME", "ST", "OFF-CPU", "RUNQ", "CPU", "TOP FRAME")
+	for _, r := range rows[:n] {
+		top := r.top
+		if r.waits != "" {
+			top += "  ⟵ waits: " + r.waits
+		}
+		fmt.Fprintf(w, "  %-8d %-16s %-2s %9s %9s %9s  %s\n", r.tid, truncate(r.name, 16), r.state, r.offCPU, r.runq, r.cpu, truncate(top, 100))
+	}
+}
+
+func writeSectionShort(w io.Writer, s *section) {
+	fmt.Fprintf(w, "%s — total %s\n", s.title, valueText(s.total, s.unit))
+	if len(s.stacks) == 0 {
+		fmt.Fprintln(w, "  (none)")
+		return
+	}
+	for i, st := range s.stacks {
+		if i == screenStacks {
+			fmt.Fprintf(w, "  … %d more below\n", len(s.stacks)-i)
+			break
+		}
+		fmt.Fprintf(w, "  %s %9s  %s", pct(st.value, s.total), valueText(st.value, s.unit), stackString(st.frames, screenFrames))
+		if t := st.threadsText(3); t != "" {
+			fmt.Fprintf(w, "   [%s]", t)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+func writeTextDetails(w io.Writer, v *view) {
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, strings.Repeat("═", 78))
+	fmt.Fprintln(w, "Details")
+	for _, s := range v.sections {
+		fmt.Fprintln(w)
+		writeSectionLong(w, s)
+	}
+	if v.snap != nil {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, strings.Repeat("─", 78))
+		// The dump writes to a bufio.Writer wrapping w; w is our own
+		// buffered writer, whose errors Flush reports.
+		_ = WriteThreadDump(w, v.snap)
+	}
+	if len(v.comments) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Profile comments")
+		for _, c := range v.comments {
+			fmt.Fprintf(w, "  %s\n", clean(c))
+		}
+	}
+}
+
+func writeSectionLong(w io.Writer, s *section) {
+	fmt.Fprintf(w, "%s — total %s\n", s.title, valueText(s.total, s.unit))
+	if len(s.stacks) == 0 {
+		fmt.Fprintln(w, "  (none)")
+		return
+	}
+	fmt.Fprintf(w, "\n  Top functions (flat: where the time was; cum: under it)\n")
+	fmt.Fprintf(w, "  %9s %6s %9s %6s  %s\n", "flat", "flat%", "cum", "cum%", "function")
+	for i, f := range s.funcs {
+		if i == detailFuncs {
+			break
+		}
+		fmt.Fprintf(w, "  %9s %6s %9s %6s  %s\n", valueText(f.flat, s.unit), pct(f.flat, s.total), valueText(f.cum, s.unit), pct(f.cum, s.total), f.name)
+	}
+	for i, st := range s.stacks {
+		if i == detailStacks {
+			fmt.Fprintf(w, "\n  … %d more stacks: `go tool pprof -traces` shows them all\n", len(s.stacks)-i)
+			break
+		}
+		fmt.Fprintf(w, "\n  #%d %s %s", i+1, strings.TrimSpace(pct(st.value, s.total)), valueText(st.value, s.unit))
+		if t := st.threadsText(8); t != "" {
+			fmt.Fprintf(w, "  %s", t)
+		}
+		fmt.Fprintln(w)
+		for _, f := range st.frames {
+			mark := " "
+			if f.kind == kindKernel {
+				mark = "k"
+			} else if f.kind == kindJIT {
+				mark = "j"
+			}
+			fmt.Fprintf(w, "    %s %-64s %s\n", mark, f.String(), f.module)
+		}
+	}
+}

@@ -1,0 +1,514 @@
+package report
+
+import (
+	"fmt"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/stallwatch/stallwatch/snapshot"
+	"github.com/stallwatch/stallwatch/symbolize"
+)
+
+// view is what report.txt and report.html show, computed once from a
+// Capture; the two renderings only lay it out.
+type view struct {
+	title    string
+	facts    []fact
+	findings []string
+	threads  []threadRow
+	sections []*section
+	comments []string
+	snap     *snapshot.Snapshot
+}
+
+type fact struct {
+	key, value string
+	warn       bool // something was lost, cut or unknown
+}
+
+type threadRow struct {
+	tid           int
+	name, state   string
+	offCPU, runq  string
+	cpu           string // CPU time in the capture's window (during when phased)
+	top           string
+	waits         string
+	rank          int
+	offCPUNanos   int64
+	unreadableErr string
+}
+
+// section is one ranking of stacks: a sample type in a phase.
+type section struct {
+	title  string // "On-CPU stacks, during the stall"
+	short  string // "on-CPU during"
+	typ    string
+	unit   string
+	phase  string
+	total  int64
+	stacks []*stackTotal
+	funcs  []*funcTotal
+	flame  *flameNode
+}
+
+func buildView(c *Capture) *view {
+	v := &view{snap: c.Threads}
+	v.title = titleOf(c)
+	v.facts = factsOf(c)
+	if c.Profile != nil {
+		v.sections = sectionsOf(c.Profile)
+		v.comments = c.Profile.Comments
+	}
+	v.threads = threadRows(c)
+	v.findings = findingsOf(c, v)
+	return v
+}
+
+func titleOf(c *Capture) string {
+	in := &c.Info
+	if in.PID == 0 && in.Trigger == "" {
+		return "stallwatch profile"
+	}
+	var sb strings.Builder
+	sb.WriteString("stallwatch ")
+	if in.Trigger != "" {
+		sb.WriteString(strings.ToUpper(clean(in.Trigger)) + " capture")
+	} else {
+		sb.WriteString("capture")
+	}
+	fmt.Fprintf(&sb, " of pid %d", in.PID)
+	if len(in.Command) > 0 {
+		fmt.Fprintf(&sb, " (%s)", clean(truncate(strings.Join(in.Command, " "), 80)))
+	}
+	return sb.String()
+}
+
+func factsOf(c *Capture) []fact {
+	in := &c.Info
+	var f []fact
+	add := func(k, v string, warn bool) { f = append(f, fact{k, v, warn}) }
+	if in.Trigger != "" {
+		s := clean(in.Trigger)
+		if !in.TriggerAt.IsZero() {
+			s += " at " + fmtTime(in.TriggerAt)
+		}
+		if in.Reason != "" {
+			s += " — " + clean(in.Reason)
+		}
+		if in.Heartbeat != "" {
+			s += " (heartbeat: " + clean(in.Heartbeat) + ")"
+		}
+		if in.Seq > 1 {
+			s += fmt.Sprintf(" — capture %d of this stall", in.Seq)
+		}
+		add("trigger", s, false)
+	}
+	if s, warn := stallText(in); s != "" {
+		add("stall", s, warn)
+	}
+	if w := windowText(c); w != "" {
+		add("window", w, false)
+	}
+	if in.PID != 0 || in.Trigger != "" {
+		n := in.Counts
+		s := fmt.Sprintf("%s on-CPU samples, %s off-CPU intervals", fmtCount(int64(n.Samples)), fmtCount(int64(n.OffCPU)))
+		if n.SamplesBefore > 0 {
+			s += fmt.Sprintf(" (%s from before the trigger)", fmtCount(int64(n.SamplesBefore)))
+		}
+		s += fmt.Sprintf(", %s, %s", plural(n.Threads, "thread", "threads"), plural(n.JITSources, "JIT source", "JIT sources"))
+		add("collected", s, false)
+		if n.Lost+n.LostSamples+n.Throttled > 0 {
+			add("LOST", fmt.Sprintf("%s perf records, %s samples, %s throttling events: counts and times are lower bounds",
+				fmtCount(int64(n.Lost)), fmtCount(int64(n.LostSamples)), fmtCount(int64(n.Throttled))), true)
+		} else {
+			add("lost", "nothing (0 perf records lost, no throttling)", false)
+		}
+		var miss []string
+		if n.UnreadableThreads > 0 {
+			miss = append(miss, plural(n.UnreadableThreads, "thread", "threads")+" unreadable")
+		}
+		if n.MissingSymbols > 0 {
+			miss = append(miss, plural(n.MissingSymbols, "mapping", "mappings")+" without symbols")
+		}
+		if n.JITTruncated > 0 {
+			miss = append(miss, plural(n.JITTruncated, "JIT source", "JIT sources")+" truncated")
+		}
+		if len(miss) > 0 {
+			add("missing", strings.Join(miss, ", "), true)
+		}
+	}
+	if in.CutShort {
+		why := in.CutShortWhy
+		if why == "" {
+			why = "reason not recorded"
+		}
+		add("CUT SHORT", clean(why)+": the files hold what was collected until then", true)
+	}
+	if in.TargetExited {
+		add("TARGET EXITED", "the process exited during the capture", true)
+	}
+	if in.PID != 0 {
+		s := strconv.Itoa(in.PID)
+		if in.Executable != "" {
+			s += " " + clean(in.Executable)
+		}
+		if in.Hostname != "" {
+			s += " on " + clean(in.Hostname)
+		}
+		if in.Kernel != "" {
+			s += ", kernel " + clean(in.Kernel)
+		}
+		add("process", s, false)
+	}
+	if st := settingsText(&in.Settings); st != "" {
+		add("settings", st, false)
+	}
+	if in.Version != "" {
+		add("stallwatch", clean(in.Version), false)
+	}
+	for _, n := range in.Notes {
+		add("note", clean(n), true)
+	}
+	if in.PID == 0 && in.Trigger == "" && c.Profile != nil {
+		p := c.Profile
+		if p.TimeNanos != 0 {
+			add("time", fmtTime(time.Unix(0, p.TimeNanos)), false)
+		}
+		if p.DurationNanos != 0 {
+			add("duration", fmtDur(time.Duration(p.DurationNanos)), false)
+		}
+		add("sample types", sampleTypesText(p), false)
+	}
+	return f
+}
+
+func stallText(in *Info) (string, bool) {
+	var parts []string
+	if in.StallFor > 0 {
+		parts = append(parts, "heartbeat silent for "+fmtDur(in.StallFor)+" at the trigger")
+	} else if !in.LastBeat.IsZero() {
+		parts = append(parts, "last heartbeat at "+fmtTime(in.LastBeat))
+	}
+	switch {
+	case in.StallLen > 0:
+		s := "recovered: the stall lasted " + fmtDur(in.StallLen)
+		if !in.Recovered.IsZero() {
+			s += " (beats resumed at " + fmtTime(in.Recovered) + ")"
+		}
+		parts = append(parts, s)
+	case !in.Recovered.IsZero():
+		parts = append(parts, "recovered at "+fmtTime(in.Recovered))
+	case in.Trigger == "stall":
+		parts = append(parts, "not recovered when this was written")
+	}
+	return strings.Join(parts, "; "), false
+}
+
+func windowText(c *Capture) string {
+	in := &c.Info
+	if in.Start.IsZero() || in.End.IsZero() {
+		return ""
+	}
+	s := fmt.Sprintf("%s → %s (%s", fmtTime(in.Start), in.End.UTC().Format("15:04:05.000"), fmtDur(in.End.Sub(in.Start)))
+	if !in.TriggerAt.IsZero() && in.TriggerAt.After(in.Start) && !in.TriggerAt.After(in.End) {
+		s += fmt.Sprintf(": %s before the trigger, %s after", fmtDur(in.TriggerAt.Sub(in.Start)), fmtDur(in.End.Sub(in.TriggerAt)))
+	}
+	return s + ")"
+}
+
+func settingsText(s *Settings) string {
+	var parts []string
+	if s.Freq > 0 {
+		parts = append(parts, fmt.Sprintf("%d Hz", s.Freq))
+	}
+	if s.BaselineFreq > 0 {
+		parts = append(parts, fmt.Sprintf("baseline %d Hz", s.BaselineFreq))
+	}
+	if s.History > 0 {
+		parts = append(parts, "history "+fmtDur(s.History))
+	}
+	if s.CaptureFor > 0 {
+		parts = append(parts, "capture for "+fmtDur(s.CaptureFor))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	onOff := func(b bool, what string) string {
+		if b {
+			return what
+		}
+		return "no " + what
+	}
+	parts = append(parts, onOff(s.OffCPU, "off-CPU"), onOff(s.Kernel, "kernel stacks"), onOff(s.Ptrace, "ptrace"))
+	return strings.Join(parts, ", ")
+}
+
+// sectionsOf ranks stacks: on-CPU and off-CPU, per phase, "during" first.
+// A profile without our sample types gets one section of its default.
+func sectionsOf(p *profile.Profile) []*section {
+	phases := phasesOf(p)
+	phased := len(phases) > 1 || phases[0] != ""
+	var out []*section
+	kinds := []struct{ typ, name string }{{TypeCPUTime, "On-CPU"}, {TypeOffCPUTime, "Off-CPU"}}
+	if !hasType(p, TypeCPUTime) && !hasType(p, TypeOffCPUTime) {
+		vi, err := valueIndex(p, "")
+		if err != nil {
+			return nil
+		}
+		kinds = []struct{ typ, name string }{{p.SampleType[vi].Type, "Stacks by " + p.SampleType[vi].Type}}
+		if p.SampleType[vi].Type == TypeThreads {
+			kinds[0].name = "Thread stacks"
+		}
+	}
+	for _, ph := range phases {
+		for _, k := range kinds {
+			vi, err := valueIndex(p, k.typ)
+			if err != nil {
+				continue
+			}
+			keep := inPhase(ph)
+			if !phased {
+				keep = nil
+			}
+			s := &section{typ: k.typ, unit: p.SampleType[vi].Unit, phase: ph, title: k.name + " stacks", short: strings.ToLower(k.name)}
+			if strings.HasPrefix(k.name, "Stacks") || k.name == "Thread stacks" {
+				s.title, s.short = k.name, k.typ
+			}
+			if phased {
+				s.title += ", " + phaseText(ph)
+				s.short += " " + ph
+			}
+			s.stacks, s.total = topStacks(p, vi, keep)
+			s.funcs, _ = topFunctions(p, vi, keep)
+			s.flame = buildFlame(p, vi, keep)
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func phaseText(ph string) string {
+	switch ph {
+	case PhaseDuring:
+		return "during the stall (after the trigger)"
+	case PhaseBefore:
+		return "before the trigger (flight recorder)"
+	case "":
+		return "no phase"
+	}
+	return "phase " + clean(ph)
+}
+
+// threadRows lists the snapshot's threads in dump order, with the CPU time
+// each used in the capture.
+func threadRows(c *Capture) []threadRow {
+	snap := c.Threads
+	if snap == nil {
+		return nil
+	}
+	cpu := map[string]int64{}
+	cpuKnown := false
+	if p := c.Profile; p != nil && hasType(p, TypeCPUTime) {
+		vi, _ := valueIndex(p, TypeCPUTime)
+		var keep func(*profile.Sample) bool
+		if phs := phasesOf(p); phs[0] == PhaseDuring {
+			keep = inPhase(PhaseDuring)
+		}
+		cpu = threadTotals(p, vi, keep)
+		cpuKnown = true
+	}
+	cycle := map[int]bool{}
+	for _, cy := range snap.Locks.Cycles {
+		for _, tid := range cy {
+			cycle[tid] = true
+		}
+	}
+	rows := make([]threadRow, 0, len(snap.Threads))
+	for i := range snap.Threads {
+		t := &snap.Threads[i]
+		r := threadRow{
+			tid: t.TID, name: clean(t.Name), state: stateLetter(t.State),
+			runq: fmtDur(t.RunqueueWait), top: topFrame(t), rank: threadRank(t, cycle),
+			unreadableErr: clean(t.Err),
+		}
+		if r.state == "" {
+			r.state = "?"
+		}
+		r.offCPU = "?"
+		if t.OffCPUKnown {
+			r.offCPU = fmtDur(t.OffCPUFor)
+			r.offCPUNanos = int64(t.OffCPUFor)
+		} else if t.State == 'R' {
+			r.offCPU = "-"
+		}
+		r.cpu = "-"
+		if cpuKnown {
+			r.cpu = fmtDur(time.Duration(cpu[strconv.Itoa(t.TID)]))
+		}
+		if t.Wait != nil {
+			r.waits = clean(t.Wait.Desc)
+			if r.waits == "" && t.Wait.Owner != 0 {
+				r.waits = fmt.Sprintf("tid %d", t.Wait.Owner)
+			}
+		}
+		rows = append(rows, r)
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		if a.rank != b.rank {
+			return a.rank < b.rank
+		}
+		if a.offCPUNanos != b.offCPUNanos {
+			return a.offCPUNanos > b.offCPUNanos
+		}
+		return a.tid < b.tid
+	})
+	return rows
+}
+
+// topFrame is the frame that says most about where a thread is: its first
+// user functions, skipping into the caller of libc's lock and wait
+// wrappers; the kernel's wait function when there is no user stack.
+func topFrame(t *snapshot.Thread) string {
+	var names []string
+	for _, l := range t.User {
+		if l == nil || len(l.Lines) == 0 {
+			continue
+		}
+		names = append(names, frameText(l.Lines[0]))
+		if len(names) == 1 && isSystemLib(l) {
+			continue
+		}
+		break
+	}
+	if len(names) == 0 {
+		for _, l := range t.Kernel {
+			if l != nil && len(l.Lines) > 0 {
+				return "[k] " + clean(l.Lines[0].Function)
+			}
+		}
+		if t.Wchan != "" {
+			return "[k] " + clean(t.Wchan)
+		}
+		return "-"
+	}
+	return strings.Join(names, " ← ")
+}
+
+func isSystemLib(l *symbolize.Location) bool {
+	if l.Mapping == nil {
+		return false
+	}
+	b := path.Base(l.Mapping.File)
+	return strings.HasPrefix(b, "libc.so") || strings.HasPrefix(b, "libc-") || strings.HasPrefix(b, "libpthread") || strings.HasPrefix(b, "ld-linux")
+}
+
+// findingsOf says in sentences what stands out, most important first.
+func findingsOf(c *Capture, v *view) []string {
+	var out []string
+	if snap := c.Threads; snap != nil {
+		ix := indexThreads(snap)
+		for _, cy := range snap.Locks.Cycles {
+			parts := make([]string, 0, len(cy)+1)
+			for _, tid := range cy {
+				parts = append(parts, ix.name(tid))
+			}
+			if len(cy) > 0 {
+				parts = append(parts, ix.name(cy[0]))
+			}
+			out = append(out, "DEADLOCK: "+strings.Join(parts, " waits for ")+".")
+		}
+		var d []string
+		for i := range snap.Threads {
+			if snap.Threads[i].State == 'D' {
+				d = append(d, ix.name(snap.Threads[i].TID))
+			}
+		}
+		if len(d) > 0 {
+			out = append(out, fmt.Sprintf("%s in uninterruptible sleep (D): %s.", plural(len(d), "thread", "threads"), listText(d, 5)))
+		}
+	}
+	p := c.Profile
+	if p == nil || !hasType(p, TypeCPUTime) {
+		return out
+	}
+	phase := phasesOf(p)[0]
+	phased := phase != ""
+	keep := inPhase(phase)
+	when := "in the capture"
+	if phase == PhaseDuring {
+		when = "during the stall"
+	}
+	cpuI, _ := valueIndex(p, TypeCPUTime)
+	cpu := threadTotals(p, cpuI, keep)
+	var cpuTotal int64
+	for _, n := range cpu {
+		cpuTotal += n
+	}
+	var offTotal int64
+	if hasType(p, TypeOffCPUTime) {
+		offI, _ := valueIndex(p, TypeOffCPUTime)
+		for _, n := range threadTotals(p, offI, keep) {
+			offTotal += n
+		}
+		preempted := map[string]int64{}
+		for _, s := range p.Sample {
+			if (!phased || keep(s)) && label(s, LabelOffCPU) == "preempted" {
+				preempted[label(s, LabelThreadID)] += s.Value[offI]
+			}
+		}
+		if tid, ns := heaviest(preempted); ns >= int64(100*time.Millisecond) {
+			out = append(out, fmt.Sprintf("Thread %s was runnable but waited %s for a CPU %s (preempted, not blocked): CPU starvation.",
+				threadName(p, tid), fmtDur(time.Duration(ns)), when))
+		}
+	}
+	switch {
+	case cpuTotal == 0 && offTotal > 0:
+		out = append(out, fmt.Sprintf("No thread ran on a CPU %s: the process is waiting, not busy; see the off-CPU stacks and the thread table.", when))
+	case cpuTotal > 0:
+		if tid, ns := heaviest(cpu); ns*2 >= cpuTotal {
+			top := ""
+			if st, _ := topStacks(p, cpuI, func(s *profile.Sample) bool { return (!phased || keep(s)) && label(s, LabelThreadID) == tid }); len(st) > 0 && len(st[0].frames) > 0 {
+				top = " in " + stackString(st[0].frames, 3)
+			}
+			out = append(out, fmt.Sprintf("Thread %s used %s of CPU %s (%s of all on-CPU time)%s.",
+				threadName(p, tid), fmtDur(time.Duration(ns)), when, strings.TrimSpace(pct(ns, cpuTotal)), top))
+		}
+	}
+	return out
+}
+
+func heaviest(m map[string]int64) (string, int64) {
+	var best string
+	var bv int64 = -1
+	for k, v := range m {
+		if v > bv || (v == bv && k < best) {
+			best, bv = k, v
+		}
+	}
+	return best, bv
+}
+
+func threadName(p *profile.Profile, tid string) string {
+	for _, s := range p.Sample {
+		if label(s, LabelThreadID) == tid {
+			if n := label(s, LabelThreadName); n != "" {
+				return fmt.Sprintf("%s %q", clean(tid), clean(n))
+			}
+			break
+		}
+	}
+	return clean(tid)
+}
+
+func listText(items []string, max int) string {
+	if len(items) <= max {
+		return strings.Join(items, ", ")
+	}
+	return strings.Join(items[:max], ", ") + fmt.Sprintf(" and %d more", len(items)-max)
+}
