@@ -67,6 +67,7 @@ type action struct {
 	// recovered lists the captures of a stall that ended, with its length.
 	recovered []*capture.Result
 	stall     time.Duration
+	exited    bool // the silence was the target exiting
 }
 
 // detector is the stall state machine. It does no I/O and reads no clock:
@@ -76,6 +77,9 @@ type detector struct {
 	p     policy
 	log   *slog.Logger
 	names []string // heartbeat source names, by index
+	// alive double-checks the target before a silence is blamed on it;
+	// nil: assume it is.
+	alive func() bool
 
 	last  []instant // each source's last beat
 	seen  []bool
@@ -157,6 +161,10 @@ func (d *detector) Tick(now instant) action {
 		}
 	case Healthy:
 		if silent := d.silent(now); len(silent) > 0 {
+			if d.alive != nil && !d.alive() {
+				d.Exit(now)
+				return action{exited: true}
+			}
 			d.enterStall(now, silent)
 			return d.tryCapture(now, capture.Stall)
 		}
@@ -236,6 +244,10 @@ func (d *detector) enterStall(now instant, silent []int) {
 func (d *detector) tryCapture(now instant, kind capture.TriggerKind) action {
 	if d.inflight != nil {
 		return action{}
+	}
+	if d.alive != nil && !d.alive() {
+		d.Exit(now)
+		return action{exited: true}
 	}
 	d.pruneHistory(now)
 	if d.p.MaxCaptures <= 0 || len(d.history) >= d.p.MaxCaptures {

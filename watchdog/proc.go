@@ -1,0 +1,88 @@
+package watchdog
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"strconv"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/procfs"
+)
+
+// Progress is the target's own progress as a heartbeat: a beat is any CPU
+// time or context switch of any of its threads, or a thread starting or
+// ending. It needs no cooperation from the target and catches a process
+// that is frozen outright (stopped, deadlocked, stuck in the kernel); a
+// target that is merely idle for longer than stall-after looks frozen too.
+type Progress struct {
+	PID      int
+	Interval time.Duration // default 1s
+}
+
+func (p *Progress) String() string { return "proc " + strconv.Itoa(p.PID) }
+
+// Run implements Source.
+func (p *Progress) Run(ctx context.Context, beat func()) error {
+	ticker := time.NewTicker(orDefault(p.Interval, time.Second))
+	defer ticker.Stop()
+	last, _ := readProgress(p.PID)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ticker.C:
+		}
+		// A vanished target reads as no progress; the watchdog learns
+		// of the exit from the process itself.
+		cur, err := readProgress(p.PID)
+		if err == nil && cur != last {
+			beat()
+		}
+		if err == nil {
+			last = cur
+		}
+	}
+}
+
+// progress sums what only moves when a thread runs. Sums can collide only
+// if one counter goes back, which the kernel's do not, except when a
+// thread exits; the thread count and the sum of ids catch most of that.
+type progress struct {
+	threads, tidSum int
+	runNanos        uint64 // schedstat: time on CPU
+	slices          uint64 // schedstat: times scheduled in
+	ticks           uint64 // stat: utime+stime, when schedstat is missing
+	switches        uint64 // status: voluntary+involuntary context switches
+}
+
+func readProgress(pid int) (progress, error) {
+	tids, err := procfs.Threads(pid)
+	if err != nil {
+		return progress{}, err
+	}
+	pr := progress{threads: len(tids)}
+	for _, tid := range tids {
+		pr.tidSum += tid
+		ss, err := procfs.ReadSchedstat(pid, tid)
+		if err == nil {
+			pr.runNanos += ss.RunNanos
+			pr.slices += ss.Slices
+			continue
+		}
+		if errors.Is(err, procfs.ErrGone) {
+			continue // the thread ended between the listing and the read
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return progress{}, err
+		}
+		// No CONFIG_SCHED_INFO: CPU ticks and context switches.
+		if st, err := procfs.ReadStat(pid, tid); err == nil {
+			pr.ticks += st.Utime + st.Stime
+		}
+		if st, err := procfs.ReadStatus(pid, tid); err == nil {
+			pr.switches += st.VoluntaryCtxtSwitches + st.NonvoluntaryCtxtSwitches
+		}
+	}
+	return pr, nil
+}

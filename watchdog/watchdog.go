@@ -1,0 +1,327 @@
+package watchdog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/stallwatch/stallwatch/capture"
+	"github.com/stallwatch/stallwatch/internal/procfs"
+)
+
+// Capturer takes the captures the watchdog asks for.
+type Capturer interface {
+	// Capture runs one capture (blocks ~capture-for); ctx cancelled → cut
+	// short, still written.
+	Capture(ctx context.Context, tr capture.Trigger) (*capture.Result, error)
+	// Recovered records that the stall a capture belonged to ended.
+	Recovered(res *capture.Result, stall time.Duration) error
+}
+
+// Config configures a Watchdog.
+type Config struct {
+	// PID is the target. The watchdog stops when it exits; 0 follows no
+	// process.
+	PID int
+	// Sources are the heartbeats; a stall is any of them silent for
+	// StallAfter after it has beaten once.
+	Sources    []Source
+	StallAfter time.Duration // default 10s
+	// RecaptureAfter is the time between captures of a stall that lasts
+	// (default 5m).
+	RecaptureAfter time.Duration
+	// MaxCaptures bounds stall captures in any hour; 0 turns them off
+	// (stalls are still logged; SIGUSR1 still captures).
+	MaxCaptures int
+	Capturer    Capturer
+	Logger      *slog.Logger // default slog.Default()
+
+	clock     clock         // tests inject a fake one
+	lateAfter time.Duration // tests shorten it
+}
+
+// ErrTargetExited is returned by Run when the target exits.
+var ErrTargetExited = errors.New("target exited")
+
+// shutdownGrace bounds the wait for a cut-short capture when the watchdog
+// stops, so that SIGTERM ends stallwatch within 2 s whatever a capture does.
+const shutdownGrace = 1500 * time.Millisecond
+
+// Watchdog watches the heartbeats of one target and captures its stalls.
+type Watchdog struct {
+	cfg    Config
+	log    *slog.Logger
+	clk    clock
+	signal chan struct{}
+}
+
+// New checks cfg and returns a watchdog ready to Run.
+func New(cfg Config) (*Watchdog, error) {
+	if len(cfg.Sources) == 0 {
+		return nil, errors.New("watchdog: no heartbeat source")
+	}
+	if cfg.Capturer == nil {
+		return nil, errors.New("watchdog: no capturer")
+	}
+	if cfg.StallAfter == 0 {
+		cfg.StallAfter = 10 * time.Second
+	}
+	if cfg.RecaptureAfter == 0 {
+		cfg.RecaptureAfter = 5 * time.Minute
+	}
+	if cfg.StallAfter < 0 || cfg.RecaptureAfter < 0 || cfg.MaxCaptures < 0 {
+		return nil, fmt.Errorf("watchdog: negative stall-after %v, recapture-after %v or max-captures %d",
+			cfg.StallAfter, cfg.RecaptureAfter, cfg.MaxCaptures)
+	}
+	w := &Watchdog{cfg: cfg, log: cfg.Logger, clk: cfg.clock, signal: make(chan struct{}, 1)}
+	if w.log == nil {
+		w.log = slog.Default()
+	}
+	if w.clk == nil {
+		w.clk = realClock{}
+	}
+	return w, nil
+}
+
+// CaptureNow asks for a capture with trigger "signal", whatever the state
+// (SIGUSR1). It never blocks; requests made during a capture are merged.
+func (w *Watchdog) CaptureNow() {
+	select {
+	case w.signal <- struct{}{}:
+	default:
+	}
+}
+
+// Run watches until ctx is done (it returns nil), the target exits
+// (ErrTargetExited) or a source fails. A capture in progress when it stops
+// is cut short and waited for.
+func (w *Watchdog) Run(ctx context.Context) error {
+	srcCtx, stopSources := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stopSources()
+
+	names := make([]string, len(w.cfg.Sources))
+	for i, s := range w.cfg.Sources {
+		names[i] = s.String()
+	}
+	box := newBeatBox(len(names), w.clk)
+	srcErr := make(chan error, len(names))
+	for i, s := range w.cfg.Sources {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.Run(srcCtx, func() { box.put(i) })
+			if err != nil && srcCtx.Err() == nil {
+				srcErr <- fmt.Errorf("heartbeat %s: %w", s, err)
+			}
+		}()
+	}
+	exited, stopExit := watchExit(w.cfg.PID)
+	defer stopExit()
+
+	l := &loop{w: w, box: box, tick: make(chan uint64, 1), capDone: make(chan captureDone, 1)}
+	l.d = newDetector(policy{
+		StallAfter: w.cfg.StallAfter, RecaptureAfter: w.cfg.RecaptureAfter,
+		MaxCaptures: w.cfg.MaxCaptures, LateAfter: w.cfg.lateAfter,
+	}, names, w.log, w.clk.Now())
+	if pid := w.cfg.PID; pid != 0 {
+		l.d.alive = func() bool { return procfs.Alive(pid) }
+	}
+	defer l.disarm()
+	for {
+		l.arm()
+		select {
+		case <-ctx.Done():
+			l.shutdown("stallwatch is stopping")
+			return nil
+		case <-exited:
+			l.targetExited()
+			return ErrTargetExited
+		case err := <-srcErr:
+			l.shutdown("a heartbeat source failed")
+			return err
+		case <-box.ready:
+			l.feedBeats()
+		case gen := <-l.tick:
+			if gen != l.gen {
+				continue // a timer stopped too late to stay silent
+			}
+			l.stop = nil
+			if !l.apply(l.d.Tick(l.feedBeats())) {
+				return ErrTargetExited
+			}
+		case <-w.signal:
+			if !l.apply(l.d.Signal(l.feedBeats())) {
+				return ErrTargetExited
+			}
+		case r := <-l.capDone:
+			l.cancel = nil
+			if !l.apply(l.d.CaptureDone(l.feedBeats(), r.res, r.err)) {
+				return ErrTargetExited
+			}
+		}
+	}
+}
+
+type captureDone struct {
+	res *capture.Result
+	err error
+}
+
+// loop is the state of one Run: the detector, its timer and the capture
+// in flight. Only Run's goroutine touches it.
+type loop struct {
+	w   *Watchdog
+	d   *detector
+	box *beatBox
+
+	tick    chan uint64
+	gen     uint64      // of the armed timer
+	stop    func() bool // of the armed timer; nil when none
+	armedAt instant
+
+	capDone chan captureDone
+	cancel  context.CancelFunc // of the capture in flight
+}
+
+// arm makes sure a timer fires at the detector's deadline. A timer armed
+// for an earlier time is kept: when it fires the deadline is computed again.
+func (l *loop) arm() {
+	at, ok := l.d.Deadline()
+	if !ok {
+		l.disarm()
+		return
+	}
+	if l.stop != nil && !at.Before(l.armedAt) {
+		return
+	}
+	l.disarm()
+	l.gen++
+	gen := l.gen
+	l.armedAt = at
+	l.stop = l.w.clk.AfterFunc(max(at.Sub(l.w.clk.Now()), 0), func() {
+		select {
+		case l.tick <- gen:
+		default:
+		}
+	})
+}
+
+func (l *loop) disarm() {
+	if l.stop != nil {
+		l.stop()
+		l.stop = nil
+	}
+}
+
+// feedBeats gives the detector the beats that arrived, and returns the
+// instant they were all taken at: an event handled next happened after all
+// of them.
+func (l *loop) feedBeats() instant {
+	return l.box.drain(func(i int, at instant) { l.d.Beat(i, at) })
+}
+
+// apply carries out the detector's action. It returns false when the
+// target turned out to have exited.
+func (l *loop) apply(act action) bool {
+	for _, res := range act.recovered {
+		if err := l.w.cfg.Capturer.Recovered(res, act.stall); err != nil {
+			l.w.log.Error("recording the recovery in a capture failed", "dir", res.Dir, "err", err)
+		}
+	}
+	if act.exited {
+		l.finishCapture("the target exited")
+		return false
+	}
+	if act.capture == nil {
+		return true
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancel = cancel
+	tr := *act.capture
+	go func() {
+		res, err := l.w.cfg.Capturer.Capture(ctx, tr)
+		l.capDone <- captureDone{res, err}
+	}()
+	return true
+}
+
+func (l *loop) targetExited() {
+	l.d.Exit(l.w.clk.Now())
+	l.finishCapture("the target exited")
+}
+
+func (l *loop) shutdown(why string) {
+	l.w.log.Info("watchdog stopping", "why", why, "state", l.d.State())
+	l.finishCapture(why)
+}
+
+// finishCapture cuts the capture in flight short and waits for it to be
+// written, at most shutdownGrace.
+func (l *loop) finishCapture(why string) {
+	if l.cancel == nil {
+		return
+	}
+	l.cancel()
+	l.cancel = nil
+	select {
+	case r := <-l.capDone:
+		l.d.CaptureDone(l.w.clk.Now(), r.res, r.err)
+	case <-time.After(shutdownGrace):
+		l.w.log.Error("the capture in progress did not finish in time; leaving it", "why", why, "waited", shutdownGrace)
+	}
+}
+
+// beatBox hands beats from the sources' goroutines to the loop without
+// ever blocking a source: it keeps each source's latest beat.
+type beatBox struct {
+	clk     clock
+	mu      sync.Mutex
+	at      []instant
+	pending []bool
+	ready   chan struct{}
+}
+
+func newBeatBox(n int, clk clock) *beatBox {
+	return &beatBox{clk: clk, at: make([]instant, n), pending: make([]bool, n), ready: make(chan struct{}, 1)}
+}
+
+// put records a beat of source i now. The time is read under the lock so
+// that drain's instant is after every beat it hands over.
+func (b *beatBox) put(i int) {
+	b.mu.Lock()
+	b.at[i], b.pending[i] = b.clk.Now(), true
+	b.mu.Unlock()
+	select {
+	case b.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (b *beatBox) drain(fn func(i int, at instant)) instant {
+	b.mu.Lock()
+	now := b.clk.Now()
+	var got [8]struct {
+		i  int
+		at instant
+	}
+	beats := got[:0]
+	for i, p := range b.pending {
+		if p {
+			beats = append(beats, struct {
+				i  int
+				at instant
+			}{i, b.at[i]})
+			b.pending[i] = false
+		}
+	}
+	b.mu.Unlock()
+	for _, bt := range beats {
+		fn(bt.i, bt.at)
+	}
+	return now
+}
