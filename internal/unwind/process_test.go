@@ -1,0 +1,264 @@
+package unwind
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/internal/testutil"
+	"golang.org/x/sys/unix"
+)
+
+// blockedTarget runs testdata/blocked and returns its pid and the tids it
+// names, once every named thread is asleep in the kernel.
+func blockedTarget(t *testing.T) (int, map[string]int) {
+	t.Helper()
+	testutil.RequirePtrace(t)
+	bin := testutil.BuildC(t, "blocked/blocked.c")
+	tg := testutil.Start(t, bin)
+	line := tg.WaitLine(t, "ready ", 10*time.Second)
+	named := map[string]int{}
+	for _, f := range strings.Fields(line)[1:] {
+		k, v, _ := strings.Cut(f, "=")
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("bad ready line %q", line)
+		}
+		named[k] = n
+	}
+	for _, name := range blockedThreads {
+		tid := named[name]
+		err := testutil.Eventually(10*time.Second, func() bool {
+			sc, err := procfs.ReadSyscall(tg.Pid, tid)
+			return err == nil && !sc.Running && sc.Nr >= 0
+		})
+		if err != nil {
+			t.Fatalf("thread %s (%d) never blocked in a system call", name, tid)
+		}
+	}
+	// The signal handler's sleep must have begun, not just the signal.
+	time.Sleep(50 * time.Millisecond)
+	return tg.Pid, named
+}
+
+var blockedThreads = []string{"sleeper", "reader", "holder", "locker", "piwaiter", "signaled"}
+
+// gdbFrame is one frame as gdb's unwinder sees it.
+type gdbFrame struct {
+	pc   uint64
+	name string
+}
+
+const gdbScript = `
+import gdb
+for inf in gdb.inferiors():
+    for th in inf.threads():
+        th.switch()
+        f = gdb.newest_frame()
+        out = []
+        while f is not None and len(out) < 128:
+            # Inline and tail-call frames are gdb's reconstruction from
+            # debug information: no return address on the stack makes them.
+            if f.type() not in (gdb.INLINE_FRAME, gdb.TAILCALL_FRAME):
+                out.append("%#x:%s" % (f.pc(), f.name() or "??"))
+            try:
+                f = f.older()
+            except gdb.error:
+                break
+        print("THREAD %d %s" % (th.ptid[1], " ".join(out)))
+`
+
+// gdbStacks asks gdb for every thread's frames (the ground truth).
+func gdbStacks(t *testing.T, pid int) map[int][]gdbFrame {
+	t.Helper()
+	gdb := testutil.RequireTool(t, "gdb")
+	script := filepath.Join(t.TempDir(), "bt.py")
+	if err := os.WriteFile(script, []byte(gdbScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(gdb, "-batch", "-nx", "-p", strconv.Itoa(pid), "-ex", "source "+script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("gdb: %v\n%s", err, out)
+	}
+	stacks := map[int][]gdbFrame{}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "THREAD" {
+			continue
+		}
+		tid, _ := strconv.Atoi(f[1])
+		var frames []gdbFrame
+		for _, fr := range f[2:] {
+			a, name, _ := strings.Cut(fr, ":")
+			pc, _ := strconv.ParseUint(strings.TrimPrefix(a, "0x"), 16, 64)
+			frames = append(frames, gdbFrame{pc, name})
+		}
+		stacks[tid] = frames
+	}
+	if len(stacks) == 0 {
+		t.Fatalf("gdb printed no threads:\n%s", out)
+	}
+	return stacks
+}
+
+// matchGdb checks that ours holds gdb's frames, in order, from the top.
+// gdb stops at main; we go on to _start, so ours may be longer.
+func matchGdb(t *testing.T, what string, ours []uint64, gdb []gdbFrame) {
+	t.Helper()
+	if len(ours) < len(gdb) {
+		t.Errorf("%s: %d frames, gdb has %d:\n ours %s\n  gdb %s", what, len(ours), len(gdb), hexList(ours), gdbList(gdb))
+		return
+	}
+	for i, g := range gdb {
+		if ours[i] != g.pc {
+			t.Errorf("%s: frame %d is %#x, gdb says %#x (%s):\n ours %s\n  gdb %s", what, i, ours[i], g.pc, g.name, hexList(ours), gdbList(gdb))
+			return
+		}
+	}
+}
+
+func hexList(pcs []uint64) string {
+	s := make([]string, len(pcs))
+	for i, pc := range pcs {
+		s[i] = fmt.Sprintf("%#x", pc)
+	}
+	return strings.Join(s, " ")
+}
+
+func gdbList(fr []gdbFrame) string {
+	s := make([]string, len(fr))
+	for i, f := range fr {
+		s[i] = fmt.Sprintf("%#x:%s", f.pc, f.name)
+	}
+	return strings.Join(s, " ")
+}
+
+// stopped is what a test reads of a thread under a brief ptrace stop.
+type stopped struct {
+	regs Regs
+	dump []byte
+}
+
+// ptraceStop seizes tid, stops it, copies its registers and the top of
+// its stack, and lets it go. The whole sequence runs on one OS thread.
+func ptraceStop(t *testing.T, pid, tid int) stopped {
+	t.Helper()
+	type result struct {
+		s   stopped
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var r result
+		defer func() { ch <- r }()
+		if r.err = unix.PtraceSeize(tid); r.err != nil {
+			return
+		}
+		defer unix.PtraceDetach(tid)
+		if r.err = unix.PtraceInterrupt(tid); r.err != nil {
+			return
+		}
+		var ws unix.WaitStatus
+		if _, r.err = unix.Wait4(tid, &ws, unix.WALL, nil); r.err != nil {
+			return
+		}
+		var regs unix.PtraceRegs
+		if r.err = unix.PtraceGetRegs(tid, &regs); r.err != nil {
+			return
+		}
+		r.s.regs = Regs{IP: regs.Rip, SP: regs.Rsp, BP: regs.Rbp, BPKnown: true}
+		r.s.dump = make([]byte, 32<<10)
+		n, _ := ProcessMemory(pid).ReadAt(r.s.dump, regs.Rsp)
+		if n == 0 {
+			// Short reads report an error with what was read; read
+			// page by page to the stack's end.
+			r.s.dump = readToEnd(pid, regs.Rsp, len(r.s.dump))
+		} else {
+			r.s.dump = r.s.dump[:n]
+		}
+	}()
+	r := <-ch
+	if r.err != nil {
+		t.Fatalf("ptrace stop of %d: %v", tid, r.err)
+	}
+	return r.s
+}
+
+func readToEnd(pid int, addr uint64, max int) []byte {
+	var out []byte
+	mem := ProcessMemory(pid)
+	for len(out) < max {
+		chunk := make([]byte, 4096-int((addr+uint64(len(out)))&4095))
+		n, err := mem.ReadAt(chunk, addr+uint64(len(out)))
+		out = append(out, chunk[:n]...)
+		if err != nil {
+			break
+		}
+	}
+	return out
+}
+
+// TestBlockedThreadsMatchGdb: for threads blocked in nanosleep, read,
+// mutex waits (plain and PI) and inside a signal handler, the stack read
+// without stopping them (BlockedTrace) and the stack unwound from
+// registers taken under a ptrace stop both match gdb's frames exactly,
+// and both contain the C function that called into libc.
+func TestBlockedThreadsMatchGdb(t *testing.T) {
+	pid, named := blockedTarget(t)
+	p, err := NewProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pr := range p.Problems() {
+		t.Logf("problem: %s", pr)
+	}
+	blocked := map[int]Trace{}
+	for _, name := range blockedThreads {
+		tid := named[name]
+		tr, err := p.BlockedTrace(tid, MaxFrames)
+		if err != nil {
+			t.Fatalf("BlockedTrace(%d): %v", tid, err)
+		}
+		blocked[tid] = tr
+	}
+	regsTraces := map[int]Trace{}
+	for _, tid := range named {
+		if _, ok := blocked[tid]; !ok {
+			continue
+		}
+		st := ptraceStop(t, pid, tid)
+		regsTraces[tid] = p.UnwindTrace(st.regs, Fallback(DumpMemory(st.regs.SP, st.dump), ProcessMemory(pid)), MaxFrames)
+	}
+	gdb := gdbStacks(t, pid)
+	for _, name := range blockedThreads {
+		tid := named[name]
+		tr := blocked[tid]
+		g := gdb[tid]
+		if len(g) == 0 {
+			t.Fatalf("gdb has no stack for %s (%d)", name, tid)
+		}
+		t.Logf("%s: blocked %s via %s, end %q", name, hexList(tr.PCs), tr.Methods(), tr.End)
+		matchGdb(t, name+" (no stop)", tr.PCs, g)
+		matchGdb(t, name+" (ptrace regs)", regsTraces[tid].PCs, g)
+		if tr.End != EndOfStack {
+			t.Errorf("%s: walk ended with %q, want the end of the stack", name, tr.End)
+		}
+		// Without a stop rbp is unknown: the first C frame based on it
+		// is found by the scan. With registers, CFI alone.
+		if m := tr.Methods(); m != "cfi" && m != "cfi+scan" {
+			t.Errorf("%s: unwound without a stop by %s, want cfi (+scan)", name, m)
+		}
+		if m := regsTraces[tid].Methods(); m != "cfi" {
+			t.Errorf("%s: unwound from registers by %s, want cfi only (every module here has CFI)", name, m)
+		}
+	}
+}

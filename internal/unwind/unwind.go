@@ -1,0 +1,232 @@
+package unwind
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// Regs are the registers a walk starts from (x86-64: rip, rsp, rbp). BP is
+// only trusted when BPKnown: a thread blocked in the kernel exposes its
+// instruction and stack pointers in /proc, but not its frame pointer.
+type Regs struct {
+	IP, SP, BP uint64
+	BPKnown    bool
+}
+
+// Memory reads the target's memory. A short read is returned with an error.
+type Memory interface {
+	ReadAt(p []byte, addr uint64) (int, error)
+}
+
+// Unwinder walks a stack: the result holds regs.IP first, then the return
+// address of each caller as found (not adjusted), at most max entries.
+type Unwinder interface {
+	Unwind(regs Regs, mem Memory, max int) []uint64
+}
+
+// ErrUnmapped is returned by memories for addresses they do not hold.
+var ErrUnmapped = errors.New("address not readable")
+
+// ProcessMemory reads pid's memory with process_vm_readv. The thread need
+// not be stopped; reading needs the same permission as ptrace attach.
+func ProcessMemory(pid int) Memory { return processMemory(pid) }
+
+type processMemory int
+
+func (m processMemory) ReadAt(p []byte, addr uint64) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	local := []unix.Iovec{{Base: &p[0]}}
+	local[0].SetLen(len(p))
+	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(p)}}
+	n, err := unix.ProcessVMReadv(int(m), local, remote, 0)
+	if err != nil {
+		return 0, fmt.Errorf("read %d bytes at %#x in pid %d: %w", len(p), addr, int(m), err)
+	}
+	if n < len(p) {
+		return n, fmt.Errorf("read %d bytes at %#x in pid %d: only %d: %w", len(p), addr, int(m), n, ErrUnmapped)
+	}
+	return n, nil
+}
+
+// DumpMemory serves reads from a copy of the target's memory that began at
+// base, such as the user stack a perf sample copied from its stack pointer
+// (PERF_SAMPLE_STACK_USER). Reads outside it fail with ErrUnmapped.
+func DumpMemory(base uint64, b []byte) Memory { return &dumpMemory{base: base, b: b} }
+
+type dumpMemory struct {
+	base uint64
+	b    []byte
+}
+
+func (d *dumpMemory) ReadAt(p []byte, addr uint64) (int, error) {
+	if addr < d.base || addr-d.base >= uint64(len(d.b)) {
+		return 0, fmt.Errorf("read %#x: outside the dump [%#x, %#x): %w", addr, d.base, d.base+uint64(len(d.b)), ErrUnmapped)
+	}
+	n := copy(p, d.b[addr-d.base:])
+	if n < len(p) {
+		return n, fmt.Errorf("read %d bytes at %#x: past the dump's end: %w", len(p), addr, ErrUnmapped)
+	}
+	return n, nil
+}
+
+// Fallback reads from first and, where first does not hold an address,
+// from second: a stack copied during a ptrace stop, then the live process
+// for what lies beyond the copy.
+func Fallback(first, second Memory) Memory { return fallbackMemory{first, second} }
+
+type fallbackMemory struct{ first, second Memory }
+
+func (f fallbackMemory) ReadAt(p []byte, addr uint64) (int, error) {
+	if n, err := f.first.ReadAt(p, addr); err == nil {
+		return n, nil
+	}
+	return f.second.ReadAt(p, addr)
+}
+
+func readU64(mem Memory, addr uint64) (uint64, bool) {
+	var b [8]byte
+	if _, err := mem.ReadAt(b[:], addr); err != nil {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(b[:]), true
+}
+
+// Method says how a frame's program counter was found.
+type Method uint8
+
+const (
+	// Registers: the walk's starting instruction pointer.
+	Registers Method = iota
+	// CFI: the callee's frame was unwound with its DWARF call frame rules.
+	CFI
+	// FramePointerChain: the callee's saved frame pointer and return
+	// address were followed.
+	FramePointerChain
+	// Scanned: the callee needed a frame pointer nobody knew, and it was
+	// found by scanning the stack for a saved-frame-pointer / return
+	// address pair. Validated, but a heuristic.
+	Scanned
+	// Leaf: the callee had no frame rules and the return address was
+	// taken from the top of the stack (a frameless leaf function).
+	Leaf
+)
+
+func (m Method) String() string {
+	switch m {
+	case Registers:
+		return "regs"
+	case CFI:
+		return "cfi"
+	case FramePointerChain:
+		return "fp"
+	case Scanned:
+		return "scan"
+	case Leaf:
+		return "leaf"
+	}
+	return fmt.Sprintf("method(%d)", uint8(m))
+}
+
+// Trace is a walk's result with how each frame was found.
+type Trace struct {
+	// PCs holds the starting instruction pointer, then return addresses.
+	PCs []uint64
+	// How[i] says how PCs[i] was found.
+	How []Method
+	// End says why the walk stopped: "end of stack" when the outermost
+	// frame's rules said so, otherwise the reason it could go no further.
+	End string
+}
+
+// Methods summarizes How: "cfi", "cfi+fp", "fp+scan", ...
+func (t Trace) Methods() string {
+	var seen [Leaf + 1]bool
+	s := ""
+	for _, m := range t.How {
+		if m == Registers || int(m) >= len(seen) || seen[m] {
+			continue
+		}
+		seen[m] = true
+	}
+	for _, m := range []Method{CFI, FramePointerChain, Leaf, Scanned} {
+		if seen[m] {
+			if s != "" {
+				s += "+"
+			}
+			s += m.String()
+		}
+	}
+	if s == "" {
+		return "pc only"
+	}
+	return s
+}
+
+func (t *Trace) push(pc uint64, how Method) {
+	t.PCs = append(t.PCs, pc)
+	t.How = append(t.How, how)
+}
+
+// EndOfStack is Trace.End when the outermost frame was reached.
+const EndOfStack = "end of stack"
+
+// FramePointer returns the unwinder that follows the frame-pointer chain
+// only, as the kernel's perf callchains do.
+func FramePointer() Unwinder { return fpUnwinder{} }
+
+type fpUnwinder struct{}
+
+func (fpUnwinder) Unwind(regs Regs, mem Memory, max int) []uint64 {
+	return walkFP(regs, mem, max).PCs
+}
+
+func walkFP(regs Regs, mem Memory, max int) Trace {
+	var t Trace
+	if max <= 0 {
+		return t
+	}
+	t.push(regs.IP, Registers)
+	if !regs.BPKnown {
+		t.End = "frame pointer unknown"
+		return t
+	}
+	bp, sp := regs.BP, regs.SP
+	for len(t.PCs) < max {
+		next, ok := fpStep(mem, bp, sp)
+		if !ok {
+			t.End = fmt.Sprintf("frame pointer chain ends at %#x", bp)
+			return t
+		}
+		t.push(next.ip, FramePointerChain)
+		bp, sp = next.bp, next.sp
+	}
+	t.End = "frame limit"
+	return t
+}
+
+type fpFrame struct{ ip, sp, bp uint64 }
+
+// fpStep follows one link of the frame-pointer chain: [bp] is the caller's
+// frame pointer and [bp+8] the return address. The chain must climb the
+// stack (a frame lies above the frames it called), which also bounds it.
+func fpStep(mem Memory, bp, sp uint64) (fpFrame, bool) {
+	if bp == 0 || bp < sp || bp&7 != 0 || bp > 1<<63 {
+		return fpFrame{}, false
+	}
+	savedBP, ok1 := readU64(mem, bp)
+	ra, ok2 := readU64(mem, bp+8)
+	if !ok1 || !ok2 || ra == 0 {
+		return fpFrame{}, false
+	}
+	if savedBP != 0 && savedBP <= bp {
+		// Some frame reused rbp; the return address at bp+8 is still
+		// this frame's, but no caller beyond it can be trusted.
+		return fpFrame{ip: ra, sp: bp + 16, bp: 0}, true
+	}
+	return fpFrame{ip: ra, sp: bp + 16, bp: savedBP}, true
+}

@@ -1,0 +1,362 @@
+package unwind
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// codeRange is an executable mapping of the target: where its code lives
+// at run time, and its call frame information if it has any.
+type codeRange struct {
+	start, end uint64
+	// bias turns a link-time address of the module into a run-time one.
+	bias uint64
+	cfi  *ehFrame // nil: no CFI (anonymous JIT code, Go, stripped of it)
+	name string
+}
+
+// codeLookup finds the executable mapping holding a run-time address.
+type codeLookup func(pc uint64) *codeRange
+
+// walker walks one stack.
+type walker struct {
+	lookup codeLookup
+	mem    Memory
+	// scan allows the saved-BP search when a frame needs a frame pointer
+	// nobody knows (BlockedStack); it needs the code readable in mem.
+	scan bool
+}
+
+// frameState is the registers of the frame being unwound.
+type frameState struct {
+	regs regState
+	// exact: regs' rip is the address of the next instruction to run (the
+	// first frame, or a frame interrupted by a signal), not a return
+	// address, so it is looked up as is rather than minus one.
+	exact bool
+	first bool
+}
+
+func (s *frameState) ip() uint64 { return s.regs.v[regRA] }
+func (s *frameState) sp() uint64 { return s.regs.v[regRSP] }
+
+func newFrameState(r Regs) frameState {
+	var s frameState
+	s.regs.set(regRA, r.IP)
+	s.regs.set(regRSP, r.SP)
+	if r.BPKnown {
+		s.regs.set(regRBP, r.BP)
+	}
+	s.exact, s.first = true, true
+	return s
+}
+
+// stepResult is the caller's frame, or why there is none.
+type stepResult struct {
+	how Method
+	cfa uint64 // the callee's canonical frame address (its SP before the call, plus 0)
+	end string // non-empty: no caller; the walk is over
+}
+
+var errNeedBP = errors.New("frame pointer needed and unknown")
+
+// step unwinds s to its caller's frame.
+func (w *walker) step(s *frameState) stepResult {
+	pc := s.ip()
+	look := pc
+	if !s.exact {
+		// A return address is the instruction after the call, which may
+		// belong to the next function (calls to noreturn functions).
+		look = pc - 1
+	}
+	cr := w.lookup(look)
+	if cr == nil {
+		return stepResult{end: fmt.Sprintf("pc %#x is in no executable mapping", pc)}
+	}
+	if cr.cfi != nil {
+		rr, err := cr.cfi.rowAt(look - cr.bias)
+		if err != nil {
+			return stepResult{end: fmt.Sprintf("call frame information of %s at %#x: %v", cr.name, look-cr.bias, err)}
+		}
+		if rr != nil {
+			return w.cfiStep(s, rr, rr.fnStart+cr.bias)
+		}
+	}
+	return w.fpStepState(s)
+}
+
+// cfiStep applies the rules of a row.
+func (w *walker) cfiStep(s *frameState, rr *rowResult, fnStart uint64) stepResult {
+	how := CFI
+	cfa, err := w.cfa(s, &rr.row)
+	if errors.Is(err, errNeedBP) && w.scan {
+		bp, ok := w.scanForFrame(s.sp(), fnStart)
+		if !ok {
+			return stepResult{end: "the frame is based on rbp, which is unknown, and no saved frame pointer was found on the stack"}
+		}
+		s.regs.set(regRBP, bp)
+		how = Scanned
+		cfa, err = w.cfa(s, &rr.row)
+	}
+	if err != nil {
+		return stepResult{end: err.Error()}
+	}
+	var next regState
+	for r := uint64(0); r < numRegs; r++ {
+		ru := rr.row.regs[r]
+		switch ru.kind {
+		case ruleUnset:
+			if r == regRSP {
+				next.set(r, cfa)
+			} else if v, ok := s.regs.get(r); ok && calleeSaved(int(r)) {
+				next.set(r, v)
+			}
+		case ruleUndefined:
+		case ruleSame:
+			if v, ok := s.regs.get(r); ok {
+				next.set(r, v)
+			}
+		case ruleOffset:
+			if v, ok := readU64(w.mem, cfa+uint64(ru.off)); ok {
+				next.set(r, v)
+			} else if r == regRA {
+				return stepResult{end: fmt.Sprintf("return address at %#x is not readable", cfa+uint64(ru.off))}
+			}
+		case ruleValOffset:
+			next.set(r, cfa+uint64(ru.off))
+		case ruleRegister:
+			if v, ok := s.regs.get(uint64(ru.reg)); ok {
+				next.set(r, v)
+			}
+		case ruleExpr, ruleValExpr:
+			v, err := evalExpr(ru.expr, &s.regs, w.mem, cfa)
+			if err == nil && ru.kind == ruleExpr {
+				var ok bool
+				if v, ok = readU64(w.mem, v); !ok {
+					err = fmt.Errorf("saved %s is not readable", regName(r))
+				}
+			}
+			if err == nil {
+				next.set(r, v)
+			} else if r == regRA {
+				return stepResult{end: err.Error()}
+			}
+		}
+	}
+	if rr.row.regs[regRA].kind == ruleUndefined {
+		return stepResult{how: how, cfa: cfa, end: EndOfStack}
+	}
+	ra, ok := next.get(regRA)
+	if !ok {
+		return stepResult{end: "no rule recovers the return address"}
+	}
+	if ra == 0 {
+		return stepResult{how: how, cfa: cfa, end: EndOfStack}
+	}
+	if !rr.signal {
+		// A signal frame may switch stacks; any other caller's frame
+		// lies above its callee's.
+		if nsp, _ := next.get(regRSP); nsp <= s.sp() {
+			return stepResult{end: fmt.Sprintf("stack pointer does not climb (%#x to %#x)", s.sp(), nsp)}
+		}
+	}
+	s.regs = next
+	s.exact = rr.signal
+	s.first = false
+	return stepResult{how: how, cfa: cfa}
+}
+
+// cfa computes the canonical frame address of a row.
+func (w *walker) cfa(s *frameState, rw *row) (uint64, error) {
+	if rw.cfaExpr != nil {
+		v, err := evalExpr(rw.cfaExpr, &s.regs, w.mem)
+		if err != nil {
+			return 0, fmt.Errorf("CFA expression: %w", err)
+		}
+		return v, nil
+	}
+	v, ok := s.regs.get(rw.cfaReg)
+	if !ok {
+		if rw.cfaReg == regRBP {
+			return 0, errNeedBP
+		}
+		return 0, fmt.Errorf("CFA is based on %s, which is unknown", regName(rw.cfaReg))
+	}
+	return v + uint64(rw.cfaOff), nil
+}
+
+// fpStepState unwinds a frame without CFI by its frame pointer.
+func (w *walker) fpStepState(s *frameState) stepResult {
+	how := FramePointerChain
+	bp, known := s.regs.get(regRBP)
+	if !known {
+		if !w.scan {
+			return stepResult{end: fmt.Sprintf("no call frame information for pc %#x and the frame pointer is unknown", s.ip())}
+		}
+		if s.first {
+			// A frameless leaf (Go's and the JIT's system call stubs)
+			// has its return address on top of the stack.
+			if ra, ok := readU64(w.mem, s.sp()); ok && w.isReturnAddress(ra) {
+				s.regs = regState{}
+				s.regs.set(regRA, ra)
+				s.regs.set(regRSP, s.sp()+8)
+				s.exact, s.first = false, false
+				return stepResult{how: Leaf, cfa: s.sp()}
+			}
+		}
+		var ok bool
+		if bp, ok = w.scanForFrame(s.sp(), 0); !ok {
+			return stepResult{end: fmt.Sprintf("no call frame information for pc %#x, the frame pointer is unknown, and no saved frame pointer was found on the stack", s.ip())}
+		}
+		how = Scanned
+	}
+	f, ok := fpStep(w.mem, bp, s.sp())
+	if !ok {
+		return stepResult{end: fmt.Sprintf("frame pointer chain ends at %#x", bp)}
+	}
+	s.regs = regState{}
+	s.regs.set(regRA, f.ip)
+	s.regs.set(regRSP, f.sp)
+	if f.bp != 0 {
+		s.regs.set(regRBP, f.bp)
+	}
+	s.exact, s.first = false, false
+	return stepResult{how: how, cfa: f.sp}
+}
+
+// walk unwinds from regs until the end of the stack, an error or max frames.
+func (w *walker) walk(regs Regs, max int) Trace {
+	var t Trace
+	if max <= 0 {
+		return t
+	}
+	s := newFrameState(regs)
+	t.push(regs.IP, Registers)
+	for len(t.PCs) < max {
+		res := w.step(&s)
+		if res.end != "" {
+			t.End = res.end
+			return t
+		}
+		t.push(s.ip(), res.how)
+	}
+	t.End = "frame limit"
+	return t
+}
+
+// Scan limits: how far above the stack pointer a saved frame pointer is
+// looked for, and how far apart two linked frames may be.
+const (
+	scanWindow   = 16 << 10
+	maxFrameSize = 1 << 20
+)
+
+// scanForFrame looks above sp for the frame record of the function that
+// starts at fn (0: unknown) in the frame-pointer convention: its saved
+// frame pointer followed by its return address. The first record that
+// passes is taken, the record of the innermost frame: stale records left
+// by earlier calls lie below it, in memory the function has not written.
+// A candidate's return address must follow a call instruction; a direct
+// call must call fn (through its PLT entry, if any); otherwise the saved
+// frame pointer must be 0 or lie above the record and lead to another
+// return address.
+func (w *walker) scanForFrame(sp, fn uint64) (uint64, bool) {
+	buf := make([]byte, scanWindow)
+	n, _ := w.mem.ReadAt(buf, sp)
+	if n < 16 {
+		// Memories that refuse partial reads get one more, smaller try:
+		// to the end of the page.
+		n, _ = w.mem.ReadAt(buf[:4096-int(sp&4095)], sp)
+	}
+	buf = buf[:n&^7]
+	word := func(i int) uint64 { return binary.LittleEndian.Uint64(buf[i:]) }
+	for i := 0; i+16 <= len(buf); i += 8 {
+		a := sp + uint64(i)
+		saved, ra := word(i), word(i+8)
+		target, call := w.callBefore(ra)
+		if call == notCall {
+			continue
+		}
+		if call == directCall && fn != 0 {
+			if target == fn {
+				return a, true
+			}
+			continue
+		}
+		if saved == 0 {
+			return a, true
+		}
+		if saved <= a || saved-a > maxFrameSize || saved&7 != 0 {
+			continue
+		}
+		if next, ok := readU64(w.mem, saved+8); ok && w.isReturnAddress(next) {
+			return a, true
+		}
+	}
+	return 0, false
+}
+
+type callKind uint8
+
+const (
+	notCall callKind = iota
+	directCall
+	indirectCall
+)
+
+// callBefore decodes the call instruction that ends right before ra, in
+// executable code: E8 rel32 (direct: its target is returned, followed
+// through a PLT entry), or FF /2 in its register and memory forms (2 to 7
+// bytes, with or without a REX prefix).
+func (w *walker) callBefore(ra uint64) (uint64, callKind) {
+	if ra < 8 || w.lookup(ra-1) == nil {
+		return 0, notCall
+	}
+	var b [8]byte
+	if _, err := w.mem.ReadAt(b[:], ra-8); err != nil {
+		return 0, notCall
+	}
+	if b[3] == 0xe8 {
+		target := ra + uint64(int64(int32(binary.LittleEndian.Uint32(b[4:]))))
+		return w.throughPLT(target), directCall
+	}
+	for _, k := range []int{2, 3, 4, 6, 7} {
+		i := 8 - k
+		if b[i] == 0xff && (b[i+1]>>3)&7 == 2 {
+			return 0, indirectCall
+		}
+	}
+	return 0, notCall
+}
+
+// isReturnAddress reports whether v follows a call instruction.
+func (w *walker) isReturnAddress(v uint64) bool {
+	_, k := w.callBefore(v)
+	return k != notCall
+}
+
+// throughPLT follows a PLT entry (jmp *GOT(%rip), optionally after
+// endbr64 and with a bnd prefix) to the function it jumps to.
+func (w *walker) throughPLT(target uint64) uint64 {
+	var b [16]byte
+	if _, err := w.mem.ReadAt(b[:], target); err != nil {
+		return target
+	}
+	i := 0
+	if b[0] == 0xf3 && b[1] == 0x0f && b[2] == 0x1e && b[3] == 0xfa { // endbr64
+		i = 4
+	}
+	if b[i] == 0xf2 { // bnd
+		i++
+	}
+	if b[i] != 0xff || b[i+1] != 0x25 {
+		return target
+	}
+	next := target + uint64(i) + 6
+	slot := next + uint64(int64(int32(binary.LittleEndian.Uint32(b[i+2:]))))
+	if dest, ok := readU64(w.mem, slot); ok && w.lookup(dest) != nil {
+		return dest
+	}
+	return target
+}
