@@ -1,0 +1,127 @@
+package sampler
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Config says what to sample. The zero value of each optional field means
+// its default.
+type Config struct {
+	PID int
+	// Freq is on-CPU samples per second of each thread's CPU time
+	// (cpu-clock); 0 samples nothing on-CPU.
+	Freq int
+	// OffCPU records off-CPU intervals from context switches.
+	OffCPU bool
+	// Kernel puts kernel frames in callchains (needs
+	// kernel.perf_event_paranoid <= 1 or CAP_PERFMON). Without it, time
+	// the thread spends in the kernel is not sampled on-CPU.
+	Kernel bool
+	// Hardware asks for the cycles event instead of cpu-clock. Machines
+	// without a PMU (most VMs) fall back to cpu-clock; Stats.Event says
+	// which one runs.
+	Hardware bool
+	// MaxStack bounds callchains (default 127, at most
+	// kernel.perf_event_max_stack).
+	MaxStack int
+	// DumpOffCPU and DumpOnCPU are how many bytes of the user stack (from
+	// its pointer up) and which user registers go with each sample into
+	// Sample.StackDump and Sample.Regs (PERF_SAMPLE_STACK_USER and
+	// REGS_USER), so an .eh_frame unwinder can repair chains through
+	// libraries without frame pointers later. 0 means the default
+	// (off-CPU 2048, on-CPU none), negative none. Rounded up to 8 bytes,
+	// at most 32 KiB.
+	DumpOffCPU, DumpOnCPU int
+	// History bounds the flight recorder by age (default 30s; negative:
+	// no flight recorder). HistoryBytes bounds it by memory (default 64
+	// MiB).
+	History      time.Duration
+	HistoryBytes int64
+	// RecordingBytes bounds the memory of one Recording (default 1 GiB);
+	// samples past it are dropped and counted (Stats.RecordingDropped).
+	RecordingBytes int64
+	// RingBytes is the size of the data area of each thread's ring
+	// buffer, a power of two of pages (default 128 KiB, less when the
+	// target has so many threads that all rings would pass 64 MiB).
+	// Records that find their ring full are lost and counted.
+	RingBytes int
+	// BlockedStack returns the user stack of a thread that is blocked when
+	// observation begins, without stopping it. nil: the PC from
+	// /proc/<pid>/task/<tid>/syscall.
+	BlockedStack func(tid int) ([]uint64, error)
+	Logger       *slog.Logger
+}
+
+const (
+	defaultMaxStack       = 127
+	defaultDumpOffCPU     = 2048
+	maxDump               = 32 << 10
+	defaultHistory        = 30 * time.Second
+	defaultHistoryBytes   = 64 << 20
+	defaultRecordingBytes = 1 << 30
+	defaultRingBytes      = 128 << 10
+	ringBudget            = 64 << 20 // all rings together, when RingBytes is not set
+	minRingBytes          = 16 << 10
+)
+
+// check validates cfg and fills its defaults.
+func (cfg *Config) check() error {
+	if cfg.PID <= 0 {
+		return fmt.Errorf("sampler: pid %d is not a process id", cfg.PID)
+	}
+	if err := checkFreq(cfg.Freq); err != nil {
+		return err
+	}
+	if cfg.MaxStack <= 0 {
+		cfg.MaxStack = defaultMaxStack
+	}
+	if limit, err := readSysctl("/proc/sys/kernel/perf_event_max_stack"); err == nil && cfg.MaxStack > limit {
+		cfg.MaxStack = limit
+	}
+	if cfg.History == 0 {
+		cfg.History = defaultHistory
+	}
+	if cfg.HistoryBytes <= 0 {
+		cfg.HistoryBytes = defaultHistoryBytes
+	}
+	if cfg.RecordingBytes <= 0 {
+		cfg.RecordingBytes = defaultRecordingBytes
+	}
+	if cfg.RingBytes < 0 {
+		return fmt.Errorf("sampler: RingBytes %d is negative", cfg.RingBytes)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+func checkFreq(freq int) error {
+	if freq < 0 {
+		return fmt.Errorf("sampler: frequency %d Hz is negative", freq)
+	}
+	if freq == 0 {
+		return nil
+	}
+	if limit, err := readSysctl("/proc/sys/kernel/perf_event_max_sample_rate"); err == nil && freq > limit {
+		return fmt.Errorf("sampler: frequency %d Hz is above kernel.perf_event_max_sample_rate (%d): lower --freq or raise the sysctl", freq, limit)
+	}
+	if freq > 100000 {
+		return fmt.Errorf("sampler: frequency %d Hz is above cpu-clock's 100 kHz", freq)
+	}
+	return nil
+}
+
+// dumpSize turns a configured dump size into the one asked of the kernel.
+func dumpSize(v, def int) int {
+	switch {
+	case userRegsMask == 0 || v < 0:
+		return 0
+	case v == 0:
+		v = def
+	}
+	v = (v + 7) &^ 7
+	return min(v, maxDump)
+}

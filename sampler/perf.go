@@ -1,0 +1,211 @@
+package sampler
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stallwatch/stallwatch/internal/perms"
+)
+
+var attrSize = uint32(unsafe.Sizeof(unix.PerfEventAttr{}))
+
+// The three events opened on every thread. The tracker owns the ring and
+// never samples: it brings FORK, EXIT and COMM records (task=1, comm=1)
+// whatever the sampling rate is, so thread churn is followed even with
+// sampling off. The on-CPU and off-CPU events write into its ring
+// (PERF_EVENT_IOC_SET_OUTPUT: allowed because they watch the same task)
+// and are enabled and disabled on their own.
+func (s *Sampler) trackerAttr() unix.PerfEventAttr {
+	return unix.PerfEventAttr{
+		Type:        unix.PERF_TYPE_SOFTWARE,
+		Config:      unix.PERF_COUNT_SW_DUMMY,
+		Size:        attrSize,
+		Sample_type: commonSampleType,
+		// exclude_kernel: the tracker samples nothing, and without it
+		// an unprivileged user would need kernel profiling rights.
+		Bits: unix.PerfBitSampleIDAll | unix.PerfBitUseClockID | unix.PerfBitTask |
+			unix.PerfBitComm | unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv,
+		Clockid: unix.CLOCK_MONOTONIC,
+	}
+}
+
+// onCPUAttr is the cpu-clock event. Its "frequency mode" is a fixed period
+// inside the kernel (perf_swevent_init_hrtimer turns sample_freq into
+// 1e9/freq ns and clears attr.freq), after which PERF_EVENT_IOC_PERIOD
+// takes nanoseconds. Asking for the period directly keeps that meaning
+// plain on every kernel.
+func (s *Sampler) onCPUAttr(freq int) unix.PerfEventAttr {
+	a := unix.PerfEventAttr{
+		Type:             unix.PERF_TYPE_SOFTWARE,
+		Config:           unix.PERF_COUNT_SW_CPU_CLOCK,
+		Size:             attrSize,
+		Sample:           periodOf(freq),
+		Sample_type:      sampleType,
+		Bits:             unix.PerfBitDisabled | unix.PerfBitSampleIDAll | unix.PerfBitUseClockID | unix.PerfBitExcludeHv,
+		Clockid:          unix.CLOCK_MONOTONIC,
+		Sample_max_stack: uint16(s.cfg.MaxStack),
+	}
+	if s.hardware {
+		a.Type, a.Config = unix.PERF_TYPE_HARDWARE, unix.PERF_COUNT_HW_CPU_CYCLES
+		a.Sample = uint64(freq)
+		a.Bits |= unix.PerfBitFreq
+	}
+	if !s.cfg.Kernel {
+		a.Bits |= unix.PerfBitExcludeKernel | unix.PerfBitExcludeCallchainKernel
+	}
+	if s.dumpOn > 0 {
+		a.Sample_type |= unix.PERF_SAMPLE_REGS_USER | unix.PERF_SAMPLE_STACK_USER
+		a.Sample_regs_user = userRegsMask
+		a.Sample_stack_user = uint32(s.dumpOn)
+	}
+	return a
+}
+
+// offCPUAttr is the context-switches event, one sample per switch-out, and
+// PERF_RECORD_SWITCH records (context_switch=1) for both directions. The
+// switch happens in the kernel, so the event cannot exclude the kernel
+// (it would never fire); without Kernel only the kernel part of its
+// callchain is left out.
+func (s *Sampler) offCPUAttr() unix.PerfEventAttr {
+	a := unix.PerfEventAttr{
+		Type:             unix.PERF_TYPE_SOFTWARE,
+		Config:           unix.PERF_COUNT_SW_CONTEXT_SWITCHES,
+		Size:             attrSize,
+		Sample:           1,
+		Sample_type:      sampleType,
+		Bits:             unix.PerfBitDisabled | unix.PerfBitSampleIDAll | unix.PerfBitUseClockID | unix.PerfBitContextSwitch | unix.PerfBitExcludeHv,
+		Clockid:          unix.CLOCK_MONOTONIC,
+		Sample_max_stack: uint16(s.cfg.MaxStack),
+	}
+	if !s.cfg.Kernel {
+		a.Bits |= unix.PerfBitExcludeCallchainKernel
+	}
+	if s.dumpOff > 0 {
+		a.Sample_type |= unix.PERF_SAMPLE_REGS_USER | unix.PERF_SAMPLE_STACK_USER
+		a.Sample_regs_user = userRegsMask
+		a.Sample_stack_user = uint32(s.dumpOff)
+	}
+	return a
+}
+
+func layoutOfAttr(a *unix.PerfEventAttr) layout {
+	var l layout
+	if a.Sample_type&unix.PERF_SAMPLE_REGS_USER != 0 {
+		l.nregs = userRegsCount
+	}
+	l.stack = a.Sample_type&unix.PERF_SAMPLE_STACK_USER != 0
+	return l
+}
+
+// periodOf is the cpu-clock period in nanoseconds for freq samples per
+// second of CPU time.
+func periodOf(freq int) uint64 {
+	if freq <= 0 {
+		return 0
+	}
+	return uint64(1e9 / freq)
+}
+
+func perfOpen(a *unix.PerfEventAttr, tid int) (int, error) {
+	for {
+		fd, err := unix.PerfEventOpen(a, tid, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
+}
+
+func ioctlPtr(fd int, req uint, p unsafe.Pointer) error {
+	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), uintptr(req), uintptr(p))
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+func eventID(fd int) (uint64, error) {
+	var id uint64
+	err := ioctlPtr(fd, unix.PERF_EVENT_IOC_ID, unsafe.Pointer(&id))
+	return id, err
+}
+
+func setPeriod(fd int, v uint64) error {
+	return ioctlPtr(fd, unix.PERF_EVENT_IOC_PERIOD, unsafe.Pointer(&v))
+}
+
+func setOutput(fd, to int) error { return unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_OUTPUT, to) }
+func enable(fd int) error        { return unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_ENABLE, 0) }
+func disable(fd int) error       { return unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_DISABLE, 0) }
+
+// errGone is a thread that exited before or while we attached to it.
+var errGone = errors.New("thread exited")
+
+// openErr explains a failed perf_event_open on thread tid.
+func (s *Sampler) openErr(what string, tid int, err error, needsKernel bool) error {
+	op := fmt.Sprintf("perf_event_open(%s) on thread %d of pid %d", what, tid, s.pid)
+	switch {
+	case errors.Is(err, unix.ESRCH):
+		return fmt.Errorf("%s: %w", op, errGone)
+	case perms.IsPermission(err):
+		e := perms.PerfEvent(op, err, needsKernel)
+		var pe *perms.Error
+		if errors.As(e, &pe) && what == "context-switches" && !s.cfg.Kernel {
+			pe.Fix += " (or add --no-offcpu: off-CPU sampling needs kernel profiling rights)"
+		}
+		return e
+	case errors.Is(err, unix.EMFILE):
+		var lim unix.Rlimit
+		_ = unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)
+		return fmt.Errorf("%s: %w: %d threads watched need %d file descriptors each; RLIMIT_NOFILE is %d (hard limit %d): raise the hard limit (ulimit -Hn, or LimitNOFILE= in a systemd unit)",
+			op, err, len(s.live)+1, fdsPerThread, lim.Cur, lim.Max)
+	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EOPNOTSUPP):
+		return fmt.Errorf("%s: %w: this kernel or machine does not have the event", op, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// fdsPerThread is the most descriptors one watched thread holds.
+const fdsPerThread = 3
+
+// raiseNoFile lifts RLIMIT_NOFILE's soft limit toward the hard one so that
+// need more descriptors fit. It reports whether the limit went up.
+func raiseNoFile(need uint64) bool {
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) != nil || lim.Cur >= lim.Max {
+		return false
+	}
+	var used uint64
+	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
+		used = uint64(len(ents))
+	}
+	if used+need+64 <= lim.Cur {
+		return false
+	}
+	lim.Cur = lim.Max
+	return unix.Setrlimit(unix.RLIMIT_NOFILE, &lim) == nil
+}
+
+// mlockErr explains an mmap of a ring refused for locked memory.
+func mlockErr(op string, err error, bytes int) error {
+	kb, _ := readSysctl("/proc/sys/kernel/perf_event_mlock_kb")
+	return &perms.Error{
+		Op:      op,
+		Err:     err,
+		Missing: fmt.Sprintf("locked memory for perf rings: kernel.perf_event_mlock_kb (%d KiB per CPU) and RLIMIT_MEMLOCK are used up, and CAP_IPC_LOCK is missing (this ring needs %d KiB)", kb, bytes>>10),
+		Fix:     fmt.Sprintf("`sudo sysctl kernel.perf_event_mlock_kb=%d`, or raise RLIMIT_MEMLOCK (ulimit -l, LimitMEMLOCK=), or `sudo setcap cap_ipc_lock,cap_perfmon+ep $(command -v stallwatch)`", max(2*kb, 2048)),
+	}
+}
+
+func readSysctl(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
