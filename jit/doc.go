@@ -1,0 +1,28 @@
+// Package jit reads the symbol files that just-in-time compilers publish for
+// profilers — the perf jitdump (jit-<pid>.dump) and the older perf map
+// (/tmp/perf-<pid>.map) — and answers "which JIT code was at this address
+// at this time".
+//
+// It owns four things:
+//
+//   - parsers for both formats, which follow a file while its writer still
+//     appends to it (a half-written last record is left for the next read);
+//   - discovery of a live process's files (its jitdump mapping, the usual
+//     directories, its perf map), opened through /proc/<pid>/root and
+//     trusted only when the target's user or root owns them;
+//   - a time-aware address index: JITs free code and load new code at the
+//     same address, so a sample is resolved against the code that was live
+//     at the sample's CLOCK_MONOTONIC time (LookupAt), or the latest (Lookup);
+//   - the names people read: DisplayName turns a runtime's raw name
+//     ("JS:*fibonacci /app/fib.js:1:1", "julia_fibonacci_1234",
+//     "long Hot.fibonacci(long)") into a function name plus file and line.
+//
+// Everything in these files comes from the target and is untrusted: reads
+// are bounded by what the file holds, a size field never drives an
+// allocation, code bytes are skipped rather than kept, and every defect is
+// reported with the file, the offset and the reason, never a panic.
+//
+// The package does not sample and does not know about perf events; it only
+// needs timestamps on the clock the writers use (CLOCK_MONOTONIC), which is
+// the clock stallwatch's sampler stamps samples with.
+package jit

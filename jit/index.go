@@ -1,0 +1,375 @@
+package jit
+
+import (
+	"iter"
+	"math"
+	"slices"
+)
+
+// Symbol is one piece of JIT code.
+type Symbol struct {
+	Start, Size uint64
+	Name        string // raw name as the runtime wrote it
+	Display     string // DisplayName(...).Name: what people read
+	File        string // source file, from CODE_DEBUG_INFO or the name
+	Line        int
+	CodeIndex   uint64
+	Runtime     Runtime
+	Source      string // the file it came from (path as found)
+	Loaded      uint64 // CLOCK_MONOTONIC ns of the load (0 for perf maps)
+}
+
+// End is the first address after the code.
+func (s *Symbol) End() uint64 { return s.Start + s.Size }
+
+// Contains reports whether addr is in the code.
+func (s *Symbol) Contains(addr uint64) bool { return addr >= s.Start && addr-s.Start < s.Size }
+
+// Index answers which JIT code was at an address, and when.
+//
+// Code loaded later over an address range hides what was there before
+// from that moment on (a JIT freed the old code and reused the memory);
+// a CODE_MOVE removes the code from its old range. Lookup gives the
+// latest code at an address, LookupAt the code that was live at a
+// CLOCK_MONOTONIC time. Jitdumps take precedence over perf maps, which
+// carry no times: their later lines win.
+//
+// An Index never changes: a Process hands out a new one when its files
+// grow, so an Index may be used from any number of goroutines.
+type Index struct {
+	layers [numLayers]layerView
+	store  symbolStore
+	under  []piece
+	n      int // symbols (tombstones included)
+	live   int // symbols without tombstones
+}
+
+// Lookup returns the latest code at addr.
+func (ix *Index) Lookup(addr uint64) (*Symbol, bool) { return ix.LookupAt(addr, math.MaxUint64) }
+
+// LookupAt returns the code that was live at addr at time t
+// (CLOCK_MONOTONIC nanoseconds, the clock of perf samples taken with
+// use_clockid and of jitdump records).
+func (ix *Index) LookupAt(addr, t uint64) (*Symbol, bool) {
+	if ix == nil {
+		return nil, false
+	}
+	for i := range ix.layers {
+		if s, decided := ix.lookupLayer(&ix.layers[i], addr, t); decided {
+			return s, s != nil
+		}
+	}
+	return nil, false
+}
+
+// lookupLayer finds addr in one layer. decided is false when the layer
+// knew no code at addr at t, so that a later layer may answer.
+func (ix *Index) lookupLayer(l *layerView, addr, t uint64) (_ *Symbol, decided bool) {
+	i := searchStarts(l.starts, addr)
+	if i < 0 || addr >= l.ends[i] {
+		return nil, false
+	}
+	id := l.ids[i]
+	for {
+		sl := ix.store.slot(id)
+		if sl.sym.Loaded <= t {
+			if sl.tomb {
+				return nil, true // moved away: nothing here any more
+			}
+			return &sl.sym, true
+		}
+		// Loaded after t: look at what this code covered when it came.
+		u := ix.under[sl.underOff : sl.underOff+sl.underLen]
+		j := searchPieces(u, addr)
+		if j < 0 {
+			return nil, false
+		}
+		id = u[j].id
+	}
+}
+
+// Len is the number of symbols the index holds, old and new.
+func (ix *Index) Len() int {
+	if ix == nil {
+		return 0
+	}
+	return ix.live
+}
+
+// All yields every symbol in the order the files described them: load
+// order within each file, jitdumps before perf maps.
+func (ix *Index) All() iter.Seq[*Symbol] {
+	return func(yield func(*Symbol) bool) {
+		if ix == nil {
+			return
+		}
+		for id := 0; id < ix.n; id++ {
+			sl := ix.store.slot(int32(id))
+			if !sl.tomb && !yield(&sl.sym) {
+				return
+			}
+		}
+	}
+}
+
+// searchStarts returns the last i with starts[i] <= addr, or -1.
+func searchStarts(starts []uint64, addr uint64) int {
+	lo, hi := 0, len(starts)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if starts[m] <= addr {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo - 1
+}
+
+// searchPieces returns the index of the piece holding addr, or -1.
+func searchPieces(ps []piece, addr uint64) int {
+	lo, hi := 0, len(ps)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if ps[m].start <= addr {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo == 0 || addr >= ps[lo-1].end {
+		return -1
+	}
+	return lo - 1
+}
+
+// Layers in lookup order.
+const (
+	layerJitdump = iota
+	layerPerfMap
+	numLayers
+)
+
+// piece is part of a symbol's range that nothing loaded later covers.
+type piece struct {
+	start, end uint64
+	id         int32
+}
+
+// layerView is a flat copy of a painter's pieces, sorted by address, for
+// lookups: a binary search over starts alone touches few cache lines.
+type layerView struct {
+	starts []uint64
+	ends   []uint64
+	ids    []int32
+}
+
+// slot is a symbol with what the index needs to look beneath it.
+type slot struct {
+	sym Symbol
+	// under[underOff:underOff+underLen] are the pieces this symbol
+	// covered when it was loaded: where to look for earlier times.
+	underOff, underLen uint32
+	// tomb marks the range a CODE_MOVE vacated.
+	tomb bool
+}
+
+// symbolStore keeps slots in fixed-size chunks, so that a *Symbol handed
+// out stays valid and no slot is ever copied or written after it is
+// filled: indexes share the store while the builder appends.
+type symbolStore struct {
+	chunks [][]slot
+}
+
+const chunkBits = 10
+
+func (s *symbolStore) slot(id int32) *slot {
+	return &s.chunks[id>>chunkBits][id&(1<<chunkBits-1)]
+}
+
+// builder grows the index as records arrive. It is not safe for
+// concurrent use; the Indexes it returns are.
+type builder struct {
+	store  symbolStore
+	n      int
+	live   int
+	under  []piece
+	layers [numLayers]painter
+	snap   *Index
+}
+
+// add paints sym over what its range held before and returns its id.
+func (b *builder) add(layer int, sym Symbol, tomb bool) int32 {
+	if b.n>>chunkBits == len(b.store.chunks) {
+		b.store.chunks = append(b.store.chunks, make([]slot, 1<<chunkBits))
+	}
+	id := int32(b.n)
+	b.n++
+	if !tomb {
+		b.live++
+	}
+	sl := b.store.slot(id)
+	sl.sym, sl.tomb = sym, tomb
+	off := len(b.under)
+	b.under = b.layers[layer].paint(b.under, id, sym.Start, sym.Start+sym.Size)
+	sl.underOff, sl.underLen = uint32(off), uint32(len(b.under)-off)
+	b.snap = nil
+	return id
+}
+
+// latest returns the newest symbol of layer at addr, as the builder
+// stands (for CODE_MOVE, which names code by its address).
+func (b *builder) latest(layer int, addr uint64) (*slot, bool) {
+	id, ok := b.layers[layer].at(addr)
+	if !ok {
+		return nil, false
+	}
+	return b.store.slot(id), true
+}
+
+// index returns an immutable Index of everything added so far.
+func (b *builder) index() *Index {
+	if b.snap != nil {
+		return b.snap
+	}
+	ix := &Index{store: symbolStore{chunks: slices.Clip(b.store.chunks)}, under: slices.Clip(b.under), n: b.n, live: b.live}
+	for i := range b.layers {
+		ix.layers[i] = b.layers[i].view()
+	}
+	b.snap = ix
+	return ix
+}
+
+// painter keeps the visible pieces of one layer: sorted, never
+// overlapping, in runs of at most maxRun so that inserting in the middle
+// of a large index moves little memory.
+type painter struct {
+	runs    [][]piece
+	changed bool
+	flat    layerView
+}
+
+const maxRun = 128
+
+// find returns the position of the first piece that ends after addr.
+func (p *painter) find(addr uint64) (ri, pi int) {
+	ri, _ = slices.BinarySearchFunc(p.runs, addr, func(run []piece, a uint64) int {
+		if run[len(run)-1].end <= a {
+			return -1
+		}
+		return 1
+	})
+	if ri == len(p.runs) {
+		if ri == 0 {
+			return 0, 0
+		}
+		return ri - 1, len(p.runs[ri-1])
+	}
+	run := p.runs[ri]
+	pi, _ = slices.BinarySearchFunc(run, addr, func(q piece, a uint64) int {
+		if q.end <= a {
+			return -1
+		}
+		return 1
+	})
+	return ri, pi
+}
+
+func (p *painter) at(addr uint64) (int32, bool) {
+	ri, pi := p.find(addr)
+	if ri < len(p.runs) && pi < len(p.runs[ri]) && p.runs[ri][pi].start <= addr {
+		return p.runs[ri][pi].id, true
+	}
+	return 0, false
+}
+
+// paint makes id visible over [start, end), appends the pieces it hides
+// (clipped to the range) to under, and returns under.
+func (p *painter) paint(under []piece, id int32, start, end uint64) []piece {
+	if start >= end {
+		return under
+	}
+	p.changed = true
+	if len(p.runs) == 0 {
+		p.runs = append(p.runs, append(make([]piece, 0, maxRun), piece{start, end, id}))
+		return under
+	}
+	ri, pi := p.find(start)
+	var buf [3]piece // left remnant, the new piece, right remnant
+	repl := buf[:0]
+	rj, pj := ri, pi
+	for rj < len(p.runs) {
+		if pj == len(p.runs[rj]) {
+			if rj+1 == len(p.runs) {
+				break
+			}
+			rj, pj = rj+1, 0
+			continue
+		}
+		q := p.runs[rj][pj]
+		if q.start >= end {
+			break
+		}
+		if q.start < start {
+			repl = append(repl, piece{q.start, start, q.id})
+		}
+		under = append(under, piece{max(q.start, start), min(q.end, end), q.id})
+		if q.end > end {
+			repl = append(repl, piece{end, q.end, q.id})
+		}
+		pj++
+	}
+	// Put the new piece between the left and right remnants.
+	nw := piece{start, end, id}
+	switch {
+	case len(repl) > 0 && repl[0].start < start:
+		repl = slices.Insert(repl, 1, nw)
+	default:
+		repl = slices.Insert(repl, 0, nw)
+	}
+	p.splice(ri, pi, rj, pj, repl)
+	return under
+}
+
+// splice replaces the pieces from (ri, pi) up to (rj, pj) with repl.
+func (p *painter) splice(ri, pi, rj, pj int, repl []piece) {
+	if ri == rj {
+		p.runs[ri] = slices.Replace(p.runs[ri], pi, pj, repl...)
+	} else {
+		p.runs[ri] = append(p.runs[ri][:pi], repl...)
+		p.runs[rj] = p.runs[rj][pj:]
+		drop := rj - ri - 1
+		if len(p.runs[rj]) == 0 {
+			drop++
+		}
+		p.runs = slices.Delete(p.runs, ri+1, ri+1+drop)
+	}
+	if run := p.runs[ri]; len(run) > maxRun {
+		h := len(run) / 2
+		right := append(make([]piece, 0, maxRun), run[h:]...)
+		p.runs[ri] = run[:h]
+		p.runs = slices.Insert(p.runs, ri+1, right)
+	}
+}
+
+// view returns the flat arrays of the layer's pieces, rebuilt only when
+// something was painted since the last call.
+func (p *painter) view() layerView {
+	if !p.changed {
+		return p.flat
+	}
+	n := 0
+	for _, run := range p.runs {
+		n += len(run)
+	}
+	v := layerView{starts: make([]uint64, 0, n), ends: make([]uint64, 0, n), ids: make([]int32, 0, n)}
+	for _, run := range p.runs {
+		for _, q := range run {
+			v.starts = append(v.starts, q.start)
+			v.ends = append(v.ends, q.end)
+			v.ids = append(v.ids, q.id)
+		}
+	}
+	p.flat, p.changed = v, false
+	return v
+}

@@ -1,0 +1,392 @@
+package jit
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/perms"
+	"github.com/stallwatch/stallwatch/internal/procfs"
+	"golang.org/x/sys/unix"
+)
+
+// Process follows every JIT symbol file of one live process into one
+// Index: the jitdumps it maps (or, when it maps none, the usual places a
+// runtime writes them) and its perf map. Its methods are safe for
+// concurrent use.
+type Process struct {
+	pid  int
+	opts Options
+
+	mu       sync.Mutex
+	closed   bool
+	nspid    int
+	owners   []uint32  // uids whose files we trust: the target's and root
+	started  time.Time // the process's start: older files are not its own
+	sources  []*source
+	refused  map[string]*SourceInfo // by path, tried again on Update
+	searched []string
+	looked   map[string]bool
+	b        *builder
+}
+
+// OpenProcess finds the symbol files of pid and reads them. Finding none
+// is not an error (the runtime may write them later: Update looks
+// again); a process that does not exist, or whose /proc files we may not
+// read, is.
+func OpenProcess(pid int, opts Options) (*Process, error) {
+	st, err := procfs.ReadStatus(pid, pid)
+	if err != nil {
+		return nil, perms.Ptrace(fmt.Sprintf("read status of pid %d", pid), err)
+	}
+	p := &Process{pid: pid, opts: opts, nspid: st.InnerPid(), refused: map[string]*SourceInfo{}, looked: map[string]bool{}, b: &builder{}}
+	p.owners = []uint32{0, st.Uid[0], st.Uid[1], st.Uid[3]}
+	p.started = processStart(pid)
+	if _, err := procfs.ReadMaps(pid); err != nil {
+		return nil, perms.Ptrace(fmt.Sprintf("read maps of pid %d", pid), err)
+	}
+	if err := p.Update(); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Pid is the process's id (in our pid namespace); NSpid the id it sees for
+// itself, which names its files.
+func (p *Process) Pid() int   { return p.pid }
+func (p *Process) NSpid() int { return p.nspid }
+
+// Update looks for new files and reads what was appended to known ones
+// since the last call. When nothing changed it costs a few system calls
+// per file. A file that shrank or was replaced is read again from its
+// start (and the index rebuilt). A process that exited is not an error:
+// the files already open stay readable.
+func (p *Process) Update() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return errors.New("jit: Update on a closed Process")
+	}
+	p.discover()
+	rebuild := false
+	var errs []error
+	for _, s := range p.sources {
+		r, err := s.replaced()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		rebuild = rebuild || r
+	}
+	if rebuild {
+		p.b = &builder{}
+		for _, s := range p.sources {
+			s.reset()
+		}
+	}
+	for _, s := range p.sources {
+		if err := s.ingest(p.b, false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Index returns the index of everything read so far. It does not change
+// when Update reads more: call Index again.
+func (p *Process) Index() *Index {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.b.index()
+}
+
+// Sources describes every file found: those read, then those refused.
+func (p *Process) Sources() []SourceInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]SourceInfo, 0, len(p.sources)+len(p.refused))
+	for _, s := range p.sources {
+		out = append(out, s.info)
+	}
+	for _, path := range p.searched {
+		if r, ok := p.refused[path]; ok {
+			out = append(out, *r)
+		}
+	}
+	return out
+}
+
+// Searched lists the paths (in the target's mount namespace) discovery
+// looked at, found or not: what to tell a user who expected symbols.
+func (p *Process) Searched() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.searched...)
+}
+
+// Close closes the files. The Indexes handed out stay usable.
+func (p *Process) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	var errs []error
+	for _, s := range p.sources {
+		if err := s.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// jitdumpName matches the file names jitdump writers use.
+var jitdumpName = regexp.MustCompile(`^jit-[0-9]+\.dump$`)
+
+// candidate is a file discovery may read.
+type candidate struct {
+	path, how string
+	kind      SourceKind
+	open      func() (*os.File, error)
+	reopen    bool // the path may later name another file
+	// mapped files are the process's own for sure; others must not be
+	// older than the process (a file left by an earlier process that had
+	// the same pid).
+	mapped bool
+}
+
+// discover adds the files found since the last call.
+func (p *Process) discover() {
+	var cands []candidate
+	if !p.opts.NoJitdump {
+		mapped := p.mappedJitdumps()
+		cands = append(cands, mapped...)
+		if len(mapped) == 0 && !p.haveJitdump() {
+			cands = append(cands, p.jitdumpGuesses()...)
+		}
+	}
+	if !p.opts.NoPerfMap {
+		cands = append(cands, p.inRoot(path.Join("/tmp", "perf-"+strconv.Itoa(p.nspid)+".map"), "perf map", KindPerfMap))
+	}
+	for _, c := range cands {
+		p.consider(c)
+	}
+}
+
+func (p *Process) haveJitdump() bool {
+	for _, s := range p.sources {
+		if s.info.Kind == KindJitdump {
+			return true
+		}
+	}
+	return false
+}
+
+// mappedJitdumps finds the jit-<pid>.dump files the process maps: writers
+// map a page of the file so that perf sees it.
+func (p *Process) mappedJitdumps() []candidate {
+	maps, err := procfs.ReadMaps(p.pid)
+	if err != nil {
+		return nil // exited, or unreadable: OpenProcess reported that
+	}
+	var out []candidate
+	seen := map[string]bool{}
+	for _, m := range maps {
+		if !jitdumpName.MatchString(path.Base(m.Path)) || seen[m.Path] {
+			continue
+		}
+		seen[m.Path] = true
+		if m.Deleted {
+			// Gone from the file system (V8's --perf-prof-delete-file):
+			// the kernel still opens it by the mapping.
+			mf := m.MapFilesPath(p.pid)
+			out = append(out, candidate{path: m.Path, how: "maps (deleted)", kind: KindJitdump, mapped: true,
+				open: func() (*os.File, error) { return os.Open(mf) }})
+			continue
+		}
+		c := p.inRoot(m.Path, "maps", KindJitdump)
+		c.mapped = true
+		out = append(out, c)
+	}
+	return out
+}
+
+// jitdumpGuesses lists where runtimes write jitdumps when the process maps
+// none: its cwd and /tmp (Wasmtime, .NET, CPython), and LLVM's
+// .debug/jit/<dir>/ under $JITDUMPDIR or $HOME (Julia), then Options.Dirs.
+func (p *Process) jitdumpGuesses() []candidate {
+	name := "jit-" + strconv.Itoa(p.nspid) + ".dump"
+	var out []candidate
+	add := func(dir, how string) {
+		out = append(out, p.inRoot(path.Join(dir, name), how, KindJitdump))
+	}
+	if cwd, err := procfs.Cwd(p.pid); err == nil {
+		add(cwd, "cwd")
+	}
+	add("/tmp", "/tmp")
+	env, _ := procfs.Environ(p.pid)
+	if d := env["JITDUMPDIR"]; path.IsAbs(d) {
+		add(d, "$JITDUMPDIR")
+		for _, sub := range p.subdirs(path.Join(d, ".debug", "jit")) {
+			add(sub, "$JITDUMPDIR")
+		}
+	}
+	if h := env["HOME"]; path.IsAbs(h) {
+		for _, sub := range p.subdirs(path.Join(h, ".debug", "jit")) {
+			add(sub, "$HOME/.debug/jit")
+		}
+	}
+	for _, d := range p.opts.Dirs {
+		add(d, "option")
+	}
+	return out
+}
+
+// maxSubdirs bounds the .debug/jit directories looked into: every run of
+// an LLVM JIT leaves one behind.
+const maxSubdirs = 4096
+
+// subdirs lists the directories in dir, inside the target's root.
+func (p *Process) subdirs(dir string) []string {
+	f, err := procfs.OpenInRoot(p.pid, dir, false)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	ents, err := f.ReadDir(maxSubdirs)
+	if err != nil && len(ents) == 0 {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, path.Join(dir, e.Name()))
+		}
+	}
+	return out
+}
+
+// inRoot is a candidate opened through the target's root, refusing a
+// symbolic link as the last component.
+func (p *Process) inRoot(name, how string, kind SourceKind) candidate {
+	pid := p.pid
+	return candidate{path: name, how: how, kind: kind, reopen: true,
+		open: func() (*os.File, error) { return procfs.OpenInRoot(pid, name, true) }}
+}
+
+// consider opens a candidate and, if it is trusted and new, follows it.
+func (p *Process) consider(c candidate) {
+	if p.known(c.path) {
+		return
+	}
+	if !p.looked[c.path] {
+		p.looked[c.path] = true
+		p.searched = append(p.searched, c.path)
+	}
+	f, err := c.open()
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			delete(p.refused, c.path)
+			return
+		}
+		p.refuse(c, openRefusal(err))
+		return
+	}
+	if reason := p.trust(f, c.mapped); reason != "" {
+		f.Close()
+		p.refuse(c, reason)
+		return
+	}
+	s, err := newSource(f, c.kind, c.path, c.how)
+	if err != nil {
+		f.Close()
+		p.refuse(c, err.Error())
+		return
+	}
+	for _, o := range p.sources {
+		if o.dev == s.dev && o.ino == s.ino {
+			s.close() // the same file under another name
+			return
+		}
+	}
+	delete(p.refused, c.path)
+	s.convert = p.opts.ConvertTSC
+	s.trust = func(f *os.File) string { return p.trust(f, c.mapped) }
+	if c.reopen {
+		s.reopen = c.open
+	}
+	p.sources = append(p.sources, s)
+}
+
+func (p *Process) known(path string) bool {
+	for _, s := range p.sources {
+		if s.info.Path == path {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Process) refuse(c candidate, reason string) {
+	p.refused[c.path] = &SourceInfo{Path: c.path, Kind: c.kind, How: c.how, Refused: true, Reason: reason}
+}
+
+func openRefusal(err error) string {
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		return "a symbolic link: refused, it could point at any file in the target's root"
+	case errors.Is(err, unix.EXDEV):
+		return "its path leaves the target's root: refused"
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		return fmt.Sprintf("cannot open it: %v (run as the target's user or root)", err)
+	}
+	return fmt.Sprintf("cannot open it: %v", err)
+}
+
+// trust says why an open file may not be read, or "" when it may: it must
+// be a regular file owned by the target's user or root, and not older than
+// the process unless the process maps it.
+func (p *Process) trust(f *os.File, mapped bool) string {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fmt.Sprintf("cannot stat it: %v", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fmt.Sprintf("not a regular file (mode %#o)", st.Mode&unix.S_IFMT)
+	}
+	owned := false
+	for _, u := range p.owners {
+		owned = owned || st.Uid == u
+	}
+	if !owned {
+		return fmt.Sprintf("owned by uid %d, neither the target's user (uid %d) nor root", st.Uid, p.owners[2])
+	}
+	if !mapped && !p.started.IsZero() {
+		mtime := time.Unix(st.Mtim.Sec, st.Mtim.Nsec)
+		if mtime.Before(p.started.Add(-2 * time.Second)) {
+			return fmt.Sprintf("last written %s, before the process started (%s): left by an earlier process with the same pid",
+				mtime.Format(time.RFC3339), p.started.Format(time.RFC3339))
+		}
+	}
+	return ""
+}
+
+// processStart is when pid started, on the wall clock (file times are on
+// it); zero when unknown.
+func processStart(pid int) time.Time {
+	st, err := procfs.ReadStat(pid, pid)
+	if err != nil {
+		return time.Time{}
+	}
+	var boot unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_BOOTTIME, &boot) != nil {
+		return time.Time{}
+	}
+	sinceBoot := time.Duration(st.StartTime) * time.Second / procfs.ClockTicks
+	up := time.Duration(boot.Nano())
+	return time.Now().Add(sinceBoot - up)
+}
