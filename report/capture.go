@@ -203,6 +203,7 @@ type namedWriter struct {
 func writeInfo(w io.Writer, info *Info) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	return enc.Encode(info)
 }
 

@@ -63,7 +63,7 @@ func indexThreads(snap *snapshot.Snapshot) threadIndex {
 
 func (ix threadIndex) name(tid int) string {
 	if t := ix[tid]; t != nil && t.Name != "" {
-		return fmt.Sprintf("tid %d %q", tid, clean(t.Name))
+		return fmt.Sprintf("tid %d %s", tid, quoted(t.Name))
 	}
 	return fmt.Sprintf("tid %d", tid)
 }
@@ -300,7 +300,7 @@ func writeStackGroups(w io.Writer, snap *snapshot.Snapshot, groups []*stackGroup
 // waits for something named).
 func writeThreadLine(w io.Writer, t *snapshot.Thread) {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "   tid %-7d %-16s %s", t.TID, fmt.Sprintf("%q", clean(t.Name)), StateName(t.State))
+	fmt.Fprintf(&sb, "   tid %-7d %-16s %s", t.TID, quoted(t.Name), StateName(t.State))
 	if t.Syscall != nil {
 		fmt.Fprintf(&sb, "  in %s", clean(syscallText(t.Syscall)))
 	} else if t.Wchan != "" {

@@ -123,6 +123,7 @@ func WriteThreadDumpJSON(w io.Writer, snap *snapshot.Snapshot) error {
 	d := toJSONDump(snap)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	return enc.Encode(d)
 }
 
@@ -287,7 +288,7 @@ func fromJSONDump(d *jsonDump, name string) (*snapshot.Snapshot, error) {
 		maps[i] = m
 	}
 	frames := func(tid int, which string, in []jsonFrame) ([]*symbolize.Location, error) {
-		out := make([]*symbolize.Location, 0, len(in))
+		var out []*symbolize.Location
 		for i, f := range in {
 			addr, err := parseHex(f.Addr)
 			if err != nil {

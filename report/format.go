@@ -124,6 +124,9 @@ func clean(s string) string {
 	return sb.String()
 }
 
+// quoted puts a cleaned name from the target in double quotes.
+func quoted(s string) string { return `"` + clean(s) + `"` }
+
 // truncate shortens s to at most n runes, marking the cut.
 func truncate(s string, n int) string {
 	if utf8.RuneCountInString(s) <= n {

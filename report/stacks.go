@@ -265,7 +265,7 @@ func (st *stackTotal) threadsText(max int) string {
 			break
 		}
 		if n := st.names[t]; n != "" {
-			parts = append(parts, fmt.Sprintf("%s %q", clean(t), clean(n)))
+			parts = append(parts, clean(t)+" "+quoted(n))
 		} else {
 			parts = append(parts, clean(t))
 		}

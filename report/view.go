@@ -498,7 +498,7 @@ func threadName(p *profile.Profile, tid string) string {
 	for _, s := range p.Sample {
 		if label(s, LabelThreadID) == tid {
 			if n := label(s, LabelThreadName); n != "" {
-				return fmt.Sprintf("%s %q", clean(tid), clean(n))
+				return clean(tid) + " " + quoted(n)
 			}
 			break
 		}
