@@ -44,11 +44,11 @@ var (
 	// a kernel frame without a mapping (the symbolizer had none for it)
 	kTimer = &symbolize.Location{Addr: 0xffffffff81500000, Kind: symbolize.KindKernel, Lines: []symbolize.Line{fn("hrtimer_interrupt", "", 0)}}
 	// libc
-	lLock   = loc(mLibc, 0x7f1000010000, fn("__lll_lock_wait", "", 0))
-	lSleep  = loc(mLibc, 0x7f1000020000, fn("clock_nanosleep", "", 0))
-	lStart  = loc(mLibc, 0x7f1000030000, fn("start_thread", "", 0))
-	lClone  = loc(mLibc, 0x7f1000040000, fn("__clone3", "", 0))
-	lPread  = loc(mLibc, 0x7f1000050000, fn("pread64", "", 0))
+	lLock  = loc(mLibc, 0x7f1000010000, fn("__lll_lock_wait", "", 0))
+	lSleep = loc(mLibc, 0x7f1000020000, fn("clock_nanosleep", "", 0))
+	lStart = loc(mLibc, 0x7f1000030000, fn("start_thread", "", 0))
+	lClone = loc(mLibc, 0x7f1000040000, fn("__clone3", "", 0))
+	lPread = loc(mLibc, 0x7f1000050000, fn("pread64", "", 0))
 	// the executable; hash is inlined into spin
 	aSpin   = loc(mExe, 0x401000, fn("hash", "/src/app/hash.h", 30), fn("spin", "/src/app/app.c", 12))
 	aWorker = loc(mExe, 0x402000, fn("worker", "/src/app/app.c", 40))
