@@ -3,6 +3,7 @@ package watchdog
 import (
 	"bytes"
 	"fmt"
+	"strings"
 )
 
 // This file reads DogStatsD datagrams just enough to find heartbeats. The
@@ -153,8 +154,8 @@ func globMatch(pattern string, name []byte) bool {
 
 // checkTag validates a --metric-tag value.
 func checkTag(t string) error {
-	if t == "" || bytes.ContainsAny([]byte(t), ",|\n") {
-		return fmt.Errorf("metric tag %q: want k:v without ',', '|' or newlines", t)
+	if t == "" || strings.ContainsAny(t, ",|\r\n") {
+		return fmt.Errorf("metric tag %q: want k:v without ',', '|' or line breaks", t)
 	}
 	return nil
 }

@@ -47,14 +47,14 @@ type StatsdStats struct {
 // and beats whenever a datagram carries a matching metric. Malformed
 // datagrams are forwarded and counted, never fatal.
 type StatsdProxy struct {
-	cfg     StatsdConfig
-	log     *slog.Logger
-	conn    net.PacketConn
-	addr    string // canonical listen address
-	unix    string // socket path to remove on Close
-	match   matcher
-	fwd     *forwarder
-	stats   statsdCounters
+	cfg       StatsdConfig
+	log       *slog.Logger
+	conn      net.PacketConn
+	addr      string // canonical listen address
+	unix      string // socket path to remove on Close
+	match     matcher
+	fwd       *forwarder
+	stats     statsdCounters
 	closeOnce sync.Once
 }
 

@@ -1,0 +1,257 @@
+package watchdog
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/testutil"
+)
+
+// beats runs src until the test ends and counts its beats.
+type beatCounter struct {
+	n  atomic.Int64
+	ch chan struct{}
+}
+
+func runSource(t *testing.T, src Source) *beatCounter {
+	t.Helper()
+	bc := &beatCounter{ch: make(chan struct{}, 1000)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- src.Run(ctx, func() {
+			bc.n.Add(1)
+			select {
+			case bc.ch <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("%s: Run returned %v after cancel, want context.Canceled", src, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("%s: Run did not return after cancel", src)
+		}
+	})
+	return bc
+}
+
+// expectBeat waits for one beat.
+func (bc *beatCounter) expectBeat(t *testing.T, what string, within time.Duration) {
+	t.Helper()
+	select {
+	case <-bc.ch:
+	case <-time.After(within):
+		t.Fatalf("no beat within %v after %s", within, what)
+	}
+}
+
+// expectQuiet asserts no beat arrives for d, after dropping beats already
+// queued.
+func (bc *beatCounter) expectQuiet(t *testing.T, what string, d time.Duration) {
+	t.Helper()
+	select {
+	case <-bc.ch:
+		t.Fatalf("beat after %s", what)
+	case <-time.After(d):
+	}
+}
+
+func (bc *beatCounter) drain() {
+	for {
+		select {
+		case <-bc.ch:
+		default:
+			return
+		}
+	}
+}
+
+func writeAtomic(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFileSourceInotify(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "beat")
+	writeAtomic(t, path, "1")
+	// A poll of an hour: every beat below must come from inotify.
+	bc := runSource(t, &File{Path: path, Poll: time.Hour})
+	bc.expectQuiet(t, "start (an existing file is not a beat)", 200*time.Millisecond)
+
+	writeAtomic(t, path, "2")
+	bc.expectBeat(t, "a rename over the file", 2*time.Second)
+
+	if err := os.WriteFile(path, []byte("3"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bc.expectBeat(t, "a write in place", 2*time.Second)
+
+	future := time.Now().Add(time.Hour)
+	if err := os.Chtimes(path, future, future); err != nil {
+		t.Fatal(err)
+	}
+	bc.expectBeat(t, "touch", 2*time.Second)
+
+	time.Sleep(100 * time.Millisecond)
+	bc.drain()
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bc.expectQuiet(t, "chmod (not a beat)", 300*time.Millisecond)
+	if err := os.WriteFile(filepath.Join(dir, "other"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bc.expectQuiet(t, "a write to another file of the directory", 300*time.Millisecond)
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	bc.expectQuiet(t, "removal (not a beat)", 300*time.Millisecond)
+	writeAtomic(t, path, "4")
+	bc.expectBeat(t, "the file coming back", 2*time.Second)
+}
+
+func TestFingerprintSeesContent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "beat")
+	if err := os.WriteFile(path, []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := fingerprintOf(path)
+	fi, _ := os.Stat(path)
+	if err := os.WriteFile(path, []byte("2"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Same size, same mtime (a coarse-mtime file system): only the
+	// content tells.
+	if err := os.Chtimes(path, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if after := fingerprintOf(path); after == before {
+		t.Errorf("content change not seen: %+v", after)
+	}
+	if !before.exists || fingerprintOf(path+".missing").exists {
+		t.Error("existence wrong")
+	}
+}
+
+func TestFileSourcePollBackstop(t *testing.T) {
+	// The directory does not exist yet, so inotify cannot watch it: the
+	// poll alone must see the beats.
+	dir := filepath.Join(t.TempDir(), "later")
+	path := filepath.Join(dir, "beat")
+	bc := runSource(t, &File{Path: path, Poll: 20 * time.Millisecond})
+	time.Sleep(50 * time.Millisecond)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeAtomic(t, path, "1")
+	bc.expectBeat(t, "the file appearing (poll)", 2*time.Second)
+	writeAtomic(t, path, "22")
+	bc.expectBeat(t, "a rename (poll)", 2*time.Second)
+	bc.drain()
+	bc.expectQuiet(t, "no change", 200*time.Millisecond)
+}
+
+func TestFileSourceIgnoresFIFO(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "beat")
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bc := runSource(t, &File{Path: path, Poll: 10 * time.Millisecond})
+	bc.expectQuiet(t, "a FIFO in place of the file", 200*time.Millisecond)
+}
+
+func TestHTTPSource(t *testing.T) {
+	var status atomic.Int32
+	var delay atomic.Int64
+	status.Store(200)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(time.Duration(delay.Load()))
+		if s := status.Load(); s == http.StatusFound {
+			http.Redirect(w, r, "/elsewhere", http.StatusFound)
+			return
+		}
+		w.WriteHeader(int(status.Load()))
+	}))
+	defer srv.Close()
+	bc := runSource(t, &HTTP{URL: srv.URL + "/health", Interval: 20 * time.Millisecond, Timeout: 100 * time.Millisecond})
+	bc.expectBeat(t, "200 answers", 2*time.Second)
+
+	for _, tc := range []struct {
+		name   string
+		status int32
+		delay  time.Duration
+	}{
+		{"503", 503, 0},
+		{"302 to a 200 page", 302, 0},
+		{"200 after the timeout", 200, 300 * time.Millisecond},
+	} {
+		status.Store(tc.status)
+		delay.Store(int64(tc.delay))
+		time.Sleep(150 * time.Millisecond) // let a probe in flight end
+		bc.drain()
+		bc.expectQuiet(t, tc.name, 500*time.Millisecond)
+	}
+	status.Store(204)
+	delay.Store(0)
+	bc.expectBeat(t, "204 answers", 2*time.Second)
+}
+
+func TestHTTPSourceBadURL(t *testing.T) {
+	err := (&HTTP{URL: "://nope"}).Run(context.Background(), func() {})
+	if err == nil {
+		t.Fatal("bad URL accepted")
+	}
+}
+
+func TestProgressSource(t *testing.T) {
+	busy := testutil.Start(t, "/bin/sh", "-c", "while :; do :; done")
+	bc := runSource(t, &Progress{PID: busy.Pid, Interval: 30 * time.Millisecond})
+	bc.expectBeat(t, "a busy process runs", 2*time.Second)
+
+	// A stopped process makes no progress at all.
+	if err := syscall.Kill(busy.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the stop itself is a last context switch
+	bc.drain()
+	bc.expectQuiet(t, "SIGSTOP", 300*time.Millisecond)
+	if err := syscall.Kill(busy.Pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	bc.expectBeat(t, "SIGCONT", 2*time.Second)
+}
+
+func TestProgressSourceIdleAndGone(t *testing.T) {
+	cmd := exec.Command("/bin/sleep", "30")
+	idle := testutil.StartCmd(t, cmd)
+	bc := runSource(t, &Progress{PID: idle.Pid, Interval: 30 * time.Millisecond})
+	time.Sleep(100 * time.Millisecond)
+	bc.drain()
+	bc.expectQuiet(t, "a process asleep", 300*time.Millisecond)
+	cmd.Process.Kill()
+	<-idle.Done()
+	bc.expectQuiet(t, "the process exiting", 200*time.Millisecond)
+}
