@@ -2,6 +2,7 @@ package sampler
 
 import (
 	"debug/elf"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stallwatch/stallwatch/internal/kallsyms"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 )
@@ -131,4 +133,28 @@ func (st *symtab) userNames(s Sample) []string {
 		out = append(out, st.name(a))
 	}
 	return out
+}
+
+func kallsymsTable(t testing.TB) *kallsyms.Table {
+	t.Helper()
+	tab, err := kallsyms.Load()
+	if err != nil {
+		t.Fatalf("kallsyms: %v", err)
+	}
+	if tab.Hidden() {
+		testutil.Skip(t, "kernel addresses are hidden (kptr_restrict): cannot name kernel frames")
+	}
+	return tab
+}
+
+// testLogger logs through t at debug level.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stallwatch/stallwatch/internal/kallsyms"
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 )
@@ -44,6 +45,17 @@ type Sampler struct {
 	epfd, wakefd, pidfd int
 	done                chan struct{}
 	loopDone            chan struct{}
+	// Closing a perf event that shares a ring can wait for an RCU grace
+	// period (tens of ms on a busy machine); the loop hands released
+	// descriptors and mappings to the closer so that a thread exit
+	// never delays reading the others.
+	closer     chan closeJob
+	closerDone chan struct{}
+}
+
+type closeJob struct {
+	fds []int
+	mem []byte
 }
 
 // thread is one watched thread.
@@ -138,9 +150,12 @@ func Start(cfg Config) (*Sampler, error) {
 		freq:     cfg.Freq,
 		offCPU:   cfg.OffCPU,
 		epfd:     -1, wakefd: -1, pidfd: -1,
-		done:     make(chan struct{}),
-		loopDone: make(chan struct{}),
+		done:       make(chan struct{}),
+		loopDone:   make(chan struct{}),
+		closer:     make(chan closeJob, 1024),
+		closerDone: make(chan struct{}),
 	}
+	go s.closeLoop()
 	if cfg.History > 0 {
 		s.hist = &history{maxAge: uint64(cfg.History), maxBytes: cfg.HistoryBytes}
 	}
@@ -149,6 +164,8 @@ func Start(cfg Config) (*Sampler, error) {
 	}
 	if err := s.start(); err != nil {
 		s.releaseAll()
+		close(s.closer)
+		<-s.closerDone
 		s.closeFDs()
 		return nil, err
 	}
@@ -179,6 +196,12 @@ func (s *Sampler) start() error {
 		}
 	}
 	s.probeEvent()
+	if s.cfg.Kernel && s.offCPU {
+		// Blocked threads' kernel stacks are named through kallsyms:
+		// read it now, not under the lock the first time a thread is
+		// found blocked.
+		_, _ = kallsyms.Load()
+	}
 	raiseNoFile(uint64(fdsPerThread * len(tids)))
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -472,21 +495,35 @@ func (s *Sampler) forget(t *thread) {
 	}
 }
 
+// closeThread stops t's events now and has the closer release them.
 func (s *Sampler) closeThread(t *thread) {
 	if t.tracker >= 0 && s.epfd >= 0 {
 		_ = unix.EpollCtl(s.epfd, unix.EPOLL_CTL_DEL, t.tracker, nil)
 	}
+	job := closeJob{mem: t.mem}
 	for _, fd := range []*int{&t.on, &t.off, &t.tracker} {
 		if *fd >= 0 {
-			unix.Close(*fd)
+			job.fds = append(job.fds, *fd)
 			*fd = -1
 		}
 	}
-	if t.mem != nil {
-		_ = unix.Munmap(t.mem)
-		t.mem, t.ring = nil, nil
-	}
+	t.mem, t.ring = nil, nil
 	t.onEnabled, t.offEnabled = false, false
+	if len(job.fds) > 0 || job.mem != nil {
+		s.closer <- job
+	}
+}
+
+func (s *Sampler) closeLoop() {
+	defer close(s.closerDone)
+	for job := range s.closer {
+		if job.mem != nil {
+			_ = unix.Munmap(job.mem)
+		}
+		for _, fd := range job.fds {
+			unix.Close(fd)
+		}
+	}
 }
 
 func (s *Sampler) releaseAll() {
@@ -929,6 +966,8 @@ func (s *Sampler) Close() error {
 		s.closeThread(t)
 		delete(s.live, t.tid)
 	}
+	close(s.closer)
+	<-s.closerDone
 	s.closeFDs()
 	return nil
 }
