@@ -312,8 +312,10 @@ func cpythonName(raw string) (Name, bool) {
 // wasmtimeName keeps the function's own name from
 // "wasm[0]::function[3]::fib" when the module had a name section.
 func wasmtimeName(raw string) (Name, bool) {
-	if i := strings.LastIndex(raw, "]::"); i > 0 && strings.HasPrefix(raw, "wasm") && raw[i+3:] != "" {
-		return Name{Name: raw[i+3:]}, true
+	if _, fn, ok := strings.Cut(raw, "::function["); ok {
+		if _, name, ok := strings.Cut(fn, "]::"); ok && name != "" {
+			return Name{Name: name}, true
+		}
 	}
 	return Name{Name: raw}, true
 }

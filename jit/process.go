@@ -34,6 +34,9 @@ type Process struct {
 	searched []string
 	looked   map[string]bool
 	b        *builder
+	// files is set for a Process made of given files (tests): no
+	// discovery.
+	files bool
 }
 
 // OpenProcess finds the symbol files of pid and reads them. Finding none
@@ -74,7 +77,9 @@ func (p *Process) Update() error {
 	if p.closed {
 		return errors.New("jit: Update on a closed Process")
 	}
-	p.discover()
+	if !p.files {
+		p.discover()
+	}
 	rebuild := false
 	var errs []error
 	for _, s := range p.sources {

@@ -1,0 +1,216 @@
+package jit
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// An address reused by later code: each query names the code that was
+// live at its time.
+func TestLookupAtReusedAddress(t *testing.T) {
+	w := newDumpWriter(false, hdrOpts{})
+	w.load(100, 0x1000, 0x100, 1, "JS:*a /a.js:1:1") // [0x1000, 0x1100)
+	w.load(200, 0x1080, 0x100, 2, "JS:*b /b.js:1:1") // [0x1080, 0x1180) over a's tail
+	w.load(300, 0x1000, 0x40, 3, "JS:*c /c.js:1:1")  // [0x1000, 0x1040) over a's head
+	ix, _ := readBytes(t, "jit-1.dump", w.bytes())
+	for _, c := range []struct {
+		addr, t uint64
+		want    string
+	}{
+		{0x1010, 50, ""}, // before any code
+		{0x1010, 100, "a"},
+		{0x1010, 250, "a"},
+		{0x1010, 300, "c"},
+		{0x1050, 350, "a"}, // a's middle: nothing replaced it
+		{0x1090, 150, "a"},
+		{0x1090, 200, "b"},
+		{0x1090, 1 << 60, "b"},
+		{0x1170, 150, ""}, // b's range before b
+		{0x1170, 250, "b"},
+		{0x1180, 250, ""}, // one past b
+		{0x0fff, 250, ""},
+	} {
+		s, ok := ix.LookupAt(c.addr, c.t)
+		got := ""
+		if ok {
+			got = s.Display
+		}
+		if got != c.want {
+			t.Errorf("LookupAt(%#x, %d) = %q, want %q", c.addr, c.t, got, c.want)
+		}
+	}
+	for addr, want := range map[uint64]string{0x1000: "c", 0x1040: "a", 0x107f: "a", 0x1080: "b", 0x117f: "b"} {
+		if s, ok := ix.Lookup(addr); !ok || s.Display != want {
+			t.Errorf("Lookup(%#x) = %v, want %s", addr, s, want)
+		}
+	}
+}
+
+func TestLookupAtMovedFunction(t *testing.T) {
+	w := newDumpWriter(false, hdrOpts{})
+	w.load(100, 0x1000, 0x100, 7, "JS:*hot /app.js:3:1")
+	w.move(200, 0x1000, 0x5000, 0x100, 7)
+	w.load(300, 0x1000, 0x20, 8, "JS:*later /app.js:9:1")
+	ix, info := readBytes(t, "jit-1.dump", w.bytes())
+	if info.Symbols != 3 {
+		t.Errorf("Symbols = %d, want 3 (load, moved copy, later load)", info.Symbols)
+	}
+	for _, c := range []struct {
+		addr, t uint64
+		want    string
+	}{
+		{0x1010, 150, "hot"},
+		{0x1010, 250, ""}, // moved away
+		{0x1050, 350, ""}, // still vacated: later covers only 0x20
+		{0x1010, 350, "later"},
+		{0x5010, 150, ""}, // not there yet
+		{0x5010, 200, "hot"},
+		{0x5010, math.MaxUint64, "hot"},
+	} {
+		s, ok := ix.LookupAt(c.addr, c.t)
+		got := ""
+		if ok {
+			got = s.Display
+			if got == "hot" && c.addr >= 0x5000 && (s.Start != 0x5000 || s.Loaded != 200 || s.CodeIndex != 7) {
+				t.Errorf("moved symbol = %+v", s)
+			}
+		}
+		if got != c.want {
+			t.Errorf("LookupAt(%#x, %d) = %q, want %q", c.addr, c.t, got, c.want)
+		}
+	}
+}
+
+// Jitdumps answer before perf maps; a perf map answers where the jitdump
+// knows nothing, and its later lines win.
+func TestLookupLayers(t *testing.T) {
+	var b builder
+	add := func(layer int, start, size, loaded uint64, name string) {
+		b.add(layer, Symbol{Start: start, Size: size, Name: name, Display: name, Loaded: loaded}, false)
+	}
+	add(layerPerfMap, 0x1000, 0x100, 0, "map-old")
+	add(layerJitdump, 0x1000, 0x80, 500, "dump")
+	add(layerPerfMap, 0x1000, 0x100, 0, "map-new")
+	ix := b.index()
+	for _, c := range []struct {
+		addr, t uint64
+		want    string
+	}{
+		{0x1010, 600, "dump"},
+		{0x1010, 400, "map-new"}, // the jitdump had nothing there yet
+		{0x10f0, 600, "map-new"},
+		{0x2000, 600, ""},
+	} {
+		s, ok := ix.LookupAt(c.addr, c.t)
+		got := ""
+		if ok {
+			got = s.Name
+		}
+		if got != c.want {
+			t.Errorf("LookupAt(%#x, %d) = %q, want %q", c.addr, c.t, got, c.want)
+		}
+	}
+}
+
+// oracle answers LookupAt the slow way, from the definition: among the
+// loads and moves covering addr that happened by t, the last one in file
+// order decides; a jitdump that knows nothing defers to the perf map.
+type oracleOp struct {
+	layer      int
+	start, end uint64
+	loaded     uint64
+	name       string
+	tomb       bool
+}
+
+func oracle(ops []oracleOp, addr, t uint64) string {
+	for layer := 0; layer < numLayers; layer++ {
+		for i := len(ops) - 1; i >= 0; i-- {
+			o := ops[i]
+			if o.layer == layer && addr >= o.start && addr < o.end && o.loaded <= t {
+				if o.tomb {
+					return ""
+				}
+				return o.name
+			}
+		}
+	}
+	return ""
+}
+
+// The index agrees with the oracle on random workloads dense with reuse,
+// and indexes taken along the way keep their answers.
+func TestIndexMatchesOracle(t *testing.T) {
+	for seed := range uint64(10) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 99))
+			var b builder
+			var ops []oracleOp
+			type snap struct {
+				ix  *Index
+				ops []oracleOp
+			}
+			var snaps []snap
+			now := uint64(10)
+			const space = 1 << 14
+			for i := range 600 {
+				now += uint64(rng.IntN(20))
+				start := uint64(rng.IntN(space))
+				end := start + 1 + uint64(rng.IntN(space/16))
+				o := oracleOp{layer: layerJitdump, start: start, end: end, loaded: now, name: fmt.Sprint("f", i)}
+				switch r := rng.IntN(10); {
+				case r == 0:
+					o.layer, o.loaded = layerPerfMap, 0
+				case r == 1:
+					o.tomb, o.name = true, ""
+				}
+				ops = append(ops, o)
+				b.add(o.layer, Symbol{Start: o.start, Size: o.end - o.start, Name: o.name, Loaded: o.loaded}, o.tomb)
+				if i%97 == 0 {
+					snaps = append(snaps, snap{b.index(), append([]oracleOp(nil), ops...)})
+				}
+			}
+			snaps = append(snaps, snap{b.index(), ops})
+			for _, sn := range snaps {
+				for range 500 {
+					addr := uint64(rng.IntN(space + space/16))
+					at := uint64(rng.IntN(int(now + 50)))
+					if rng.IntN(8) == 0 {
+						at = math.MaxUint64
+					}
+					want := oracle(sn.ops, addr, at)
+					s, ok := sn.ix.LookupAt(addr, at)
+					got := ""
+					if ok {
+						got = s.Name
+						if !s.Contains(addr) {
+							t.Fatalf("LookupAt(%#x, %d) = %+v, which does not contain the address", addr, at, s)
+						}
+					}
+					if got != want {
+						t.Fatalf("LookupAt(%#x, %d) = %q, oracle says %q", addr, at, got, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestIndexAllInLoadOrder(t *testing.T) {
+	var b builder
+	for i, start := range []uint64{0x3000, 0x1000, 0x2000, 0x1000} {
+		b.add(layerJitdump, Symbol{Start: start, Size: 0x10, Name: fmt.Sprint(i)}, false)
+	}
+	b.add(layerJitdump, Symbol{Start: 0x3000, Size: 0x10}, true)
+	ix := b.index()
+	got := names(ix)
+	if fmt.Sprint(got) != "[0 1 2 3]" || ix.Len() != 4 {
+		t.Errorf("All = %v (Len %d), want [0 1 2 3] without the tombstone", got, ix.Len())
+	}
+	var nilIx *Index
+	if _, ok := nilIx.Lookup(1); ok || nilIx.Len() != 0 {
+		t.Error("a nil Index found something")
+	}
+}

@@ -1,0 +1,75 @@
+package jit
+
+import "testing"
+
+// Raw names as real writers produce them (Node.js 20 --perf-prof and
+// --perf-basic-prof, OpenJDK 17 jcmd Compiler.perfmap, perf's JVMTI agent,
+// Julia through LLVM, .NET, CPython 3.12, Wasmtime).
+func TestDisplayName(t *testing.T) {
+	for _, c := range []struct {
+		rt   Runtime
+		raw  string
+		want Name
+	}{
+		{RuntimeUnknown, "JS:*fibonacci /app/fib.js:1:1", Name{"fibonacci", "/app/fib.js", 1}},
+		{RuntimeV8, "JS:~fibonacci /tmp/jx/fib.js:1:19", Name{"fibonacci", "/tmp/jx/fib.js", 1}},
+		{RuntimeV8, "JS:^compileForInternalLoader node:internal/bootstrap/realm:383:27", Name{"compileForInternalLoader", "node:internal/bootstrap/realm", 383}},
+		{RuntimeV8, "JS:+hot /srv/app.js:40:5", Name{"hot", "/srv/app.js", 40}},
+		{RuntimeV8, "JS:~ node:internal/modules/helpers:247:41", Name{"(anonymous)", "node:internal/modules/helpers", 247}},
+		{RuntimeV8, "JS:~ :1:20", Name{"(anonymous)", "", 1}},
+		{RuntimeV8, "JS:~#updateContext node:internal/url:874:17", Name{"#updateContext", "node:internal/url", 874}},
+		{RuntimeV8, "JS:~Module._compile node:internal/modules/cjs/loader:1483:37", Name{"Module._compile", "node:internal/modules/cjs/loader", 1483}},
+		{RuntimeV8, "JS:~get size /app/set.js:12:3", Name{"get size", "/app/set.js", 12}},
+		{RuntimeV8, "JS:*run /my app/main.js:7:1", Name{"run", "/my app/main.js", 7}},
+		{RuntimeV8, "Eval:~ [eval]:1:1", Name{"(anonymous)", "[eval]", 1}},
+		{RuntimeUnknown, "LazyCompile:~foo /app/x.js:3", Name{"foo", "/app/x.js", 3}},
+		{RuntimeUnknown, "LazyCompile:*bar file:///app/x.mjs:9", Name{"bar", "file:///app/x.mjs", 9}},
+		{RuntimeUnknown, "Builtin:ArrayMap", Name{"Builtin:ArrayMap", "", 0}},
+		{RuntimeUnknown, "BytecodeHandler:Ldar", Name{"BytecodeHandler:Ldar", "", 0}},
+		{RuntimeUnknown, "julia_fibonacci_1234", Name{"fibonacci", "", 0}},
+		{RuntimeLLVM, "julia_fib_inner_77", Name{"fib_inner", "", 0}},
+		{RuntimeLLVM, "julia_#3_456", Name{"#3", "", 0}},
+		{RuntimeLLVM, "japi1_getindex_99.1", Name{"getindex", "", 0}},
+		{RuntimeLLVM, "jfptr_fibonacci_1235", Name{"jfptr_fibonacci", "", 0}},
+		{RuntimeUnknown, "long Hot.fibonacci(long)", Name{"Hot.fibonacci(long)", "", 0}},
+		{RuntimeJVM, "java.lang.Object jdk.internal.misc.Unsafe.getReferenceVolatile(java.lang.Object, long)", Name{"jdk.internal.misc.Unsafe.getReferenceVolatile(java.lang.Object, long)", "", 0}},
+		{RuntimeJVM, "I2C/C2I adapters", Name{"I2C/C2I adapters", "", 0}},
+		{RuntimeUnknown, "LHot;fibonacci(J)J", Name{"Hot.fibonacci(long)", "", 0}},
+		{RuntimeJVM, "Ljava/util/HashMap;putVal(ILjava/lang/Object;[[BZ)Ljava/lang/Object;", Name{"java.util.HashMap.putVal(int, java.lang.Object, byte[][], boolean)", "", 0}},
+		{RuntimeUnknown, "instance bool [System.Private.CoreLib] dynamicClass::IL_STUB_UnboxingStub()", Name{"dynamicClass::IL_STUB_UnboxingStub()", "", 0}},
+		{RuntimeDotNet, "void [App] App.Program::Main(string[])[OptimizedTier1]", Name{"App.Program::Main(string[])", "", 0}},
+		{RuntimeUnknown, "py::fibonacci:/app/fib.py", Name{"fibonacci", "/app/fib.py", 0}},
+		{RuntimeCPython, "py::Worker.run.<locals>.step:/app/w.py", Name{"Worker.run.<locals>.step", "/app/w.py", 0}},
+		{RuntimeUnknown, "wasm[0]::function[3]::fib", Name{"fib", "", 0}},
+		{RuntimeWasmtime, "wasm[0]::function[3]", Name{"wasm[0]::function[3]", "", 0}},
+		{RuntimeUnknown, "_ZN3foo3barEv", Name{"foo::bar()", "", 0}},
+		{RuntimeUnknown, "some stub", Name{"some stub", "", 0}},
+		{RuntimeUnknown, "", Name{"", "", 0}},
+	} {
+		if got := DisplayName(c.rt, c.raw); got != c.want {
+			t.Errorf("DisplayName(%v, %q) = %+v, want %+v", c.rt, c.raw, got, c.want)
+		}
+	}
+}
+
+func TestDetectRuntime(t *testing.T) {
+	for raw, want := range map[string]Runtime{
+		"JS:*f /a.js:1:1":                 RuntimeV8,
+		"Builtin:ArrayMap":                RuntimeV8,
+		"julia_f_1":                       RuntimeLLVM,
+		"long Hot.fibonacci(long)":        RuntimeJVM,
+		"LHot;fibonacci(J)J":              RuntimeJVM,
+		"void [App] App.P::Main()[Tier0]": RuntimeDotNet,
+		"py::f:/a.py":                     RuntimeCPython,
+		"wasm[0]::function[1]::f":         RuntimeWasmtime,
+		"I2C/C2I adapters":                RuntimeUnknown,
+		"Lonely":                          RuntimeUnknown,
+	} {
+		if got := detectRuntime(raw); got != want {
+			t.Errorf("detectRuntime(%q) = %v, want %v", raw, got, want)
+		}
+	}
+	if RuntimeV8.String() != "v8" || Runtime(200).String() != "unknown" {
+		t.Error("Runtime.String")
+	}
+}
