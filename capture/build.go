@@ -1,0 +1,288 @@
+package capture
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/google/pprof/profile"
+	"golang.org/x/sys/unix"
+
+	"github.com/stallwatch/stallwatch/internal/monotime"
+	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/internal/unwind"
+	"github.com/stallwatch/stallwatch/internal/version"
+	"github.com/stallwatch/stallwatch/report"
+	"github.com/stallwatch/stallwatch/sampler"
+	"github.com/stallwatch/stallwatch/snapshot"
+	"github.com/stallwatch/stallwatch/symbolize"
+)
+
+// target is what is known of the process, read while it lives: after it
+// exits a report still needs its command line and thread names.
+type target struct {
+	pid        int
+	command    []string
+	executable string
+}
+
+func readTarget(pid int) target {
+	t := target{pid: pid}
+	t.command, _ = procfs.Cmdline(pid)
+	t.executable, _ = procfs.Exe(pid)
+	return t
+}
+
+// window is one phase of samples: the flight recorder's ("before") or the
+// capture's ("during").
+type window struct {
+	phase   string
+	samples []sampler.Sample
+}
+
+// resolver turns raw samples into symbolized report samples. Repair and
+// Locate are cached per address inside unwind and symbolize; this only
+// walks the stacks.
+type resolver struct {
+	sym     *symbolize.Process
+	unw     *unwind.Process // nil: the kernel's frame-pointer chains as they are
+	names   map[int]string
+	repairs int
+}
+
+func (r *resolver) resolve(windows []window) []report.Sample {
+	n := 0
+	for _, w := range windows {
+		n += len(w.samples)
+	}
+	out := make([]report.Sample, 0, n)
+	for _, w := range windows {
+		for i := range w.samples {
+			s := &w.samples[i]
+			out = append(out, report.Sample{
+				Stack:      r.stack(s),
+				TID:        int(s.TID),
+				ThreadName: r.names[int(s.TID)],
+				Phase:      w.phase,
+				OffCPU:     s.Kind == sampler.OffCPU,
+				Preempted:  s.Preempted,
+				Count:      1,
+				Nanos:      int64(s.Weight),
+			})
+		}
+	}
+	return out
+}
+
+// stack resolves a sample's kernel frames, then its user frames (repaired
+// with CFI where the sample carries a stack copy).
+func (r *resolver) stack(s *sampler.Sample) []*symbolize.Location {
+	k := min(int(s.Kernel), len(s.Stack))
+	kernel, user := s.Stack[:k], s.Stack[k:]
+	if len(s.StackDump) > 0 && r.unw != nil && len(user) > 0 {
+		regs := unwind.Regs{IP: s.Regs.IP, SP: s.Regs.SP, BP: s.Regs.BP, BPKnown: true}
+		user = r.unw.Repair(regs, unwind.DumpMemory(s.Regs.SP, s.StackDump), user)
+		r.repairs++
+	}
+	locs := make([]*symbolize.Location, 0, len(kernel)+len(user))
+	for i, pc := range kernel {
+		locs = append(locs, r.sym.Locate(symbolize.Addr{PC: pc, Time: s.Time, Kernel: true, Return: i > 0}))
+	}
+	for i, pc := range user {
+		locs = append(locs, r.sym.Locate(symbolize.Addr{PC: pc, Time: s.Time, Return: i > 0}))
+	}
+	return locs
+}
+
+// threadNames merges what the sampler learnt of thread names (kept after
+// threads exit) with the snapshot's.
+func threadNames(smp *sampler.Sampler, snap *snapshot.Snapshot) map[int]string {
+	names := make(map[int]string)
+	if smp != nil {
+		for _, t := range smp.Threads() {
+			names[t.TID] = t.Name
+		}
+	}
+	if snap != nil {
+		for _, t := range snap.Threads {
+			if t.Name != "" {
+				names[t.TID] = t.Name
+			}
+		}
+	}
+	return names
+}
+
+// facts gathers what capture.json and the profile's comments say.
+type facts struct {
+	cfg      Config
+	tg       target
+	trigger  Trigger
+	start    uint64 // CLOCK_MONOTONIC bounds of the sampled window
+	end      uint64
+	stats    sampler.Stats
+	symStats symbolize.Stats
+	snap     *snapshot.Snapshot
+	cutWhy   string
+	notes    []string
+	before   int // samples from the flight recorder
+	samples  []report.Sample
+}
+
+func (f *facts) info() report.Info {
+	info := report.Info{
+		Schema:     report.InfoSchema,
+		Version:    version.String(),
+		Trigger:    string(f.trigger.Kind),
+		Reason:     f.trigger.Reason,
+		Heartbeat:  f.trigger.Source,
+		Seq:        f.trigger.Seq,
+		PID:        f.tg.pid,
+		Command:    f.tg.command,
+		Executable: f.tg.executable,
+		Kernel:     kernelRelease(),
+		Start:      monotime.ToTime(f.start),
+		TriggerAt:  f.trigger.At,
+		End:        monotime.ToTime(f.end),
+		LastBeat:   f.trigger.LastBeat,
+		StallFor:   f.trigger.StallFor,
+
+		CutShort:     f.cutWhy != "",
+		CutShortWhy:  f.cutWhy,
+		TargetExited: f.stats.TargetExited || (f.snap != nil && f.snap.TargetExited),
+		Settings: report.Settings{
+			Freq:         f.cfg.Freq,
+			BaselineFreq: f.cfg.BaselineFreq,
+			History:      f.cfg.History,
+			CaptureFor:   f.cfg.CaptureFor,
+			OffCPU:       f.cfg.OffCPU,
+			Kernel:       f.cfg.Kernel,
+			Ptrace:       f.cfg.Ptrace,
+		},
+	}
+	info.Hostname, _ = os.Hostname()
+	c := &info.Counts
+	for _, s := range f.samples {
+		if s.OffCPU {
+			c.OffCPU++
+		} else {
+			c.Samples++
+		}
+	}
+	c.SamplesBefore = f.before
+	c.Lost = f.stats.LostRecords
+	c.LostSamples = f.stats.LostSamples
+	c.Throttled = f.stats.Throttles
+	c.Threads = f.stats.ThreadsAttached + f.stats.ThreadsFailed
+	c.UnreadableThreads = f.stats.ThreadsFailed
+	if f.snap != nil {
+		c.Threads = max(c.Threads, len(f.snap.Threads))
+	}
+	for _, j := range f.symStats.JIT {
+		if j.Err == "" {
+			c.JITSources++
+		}
+		if strings.Contains(j.Err, "truncated") {
+			c.JITTruncated++
+		}
+	}
+	for _, m := range f.symStats.Mappings {
+		if m.Symbols == "" || len(m.Missing) > 0 && m.Addresses > 0 && m.Unnamed == m.Addresses {
+			c.MissingSymbols++
+		}
+	}
+	info.Notes = f.allNotes()
+	return info
+}
+
+// allNotes says everything a reader needs to trust the numbers: losses,
+// threads that could not be watched, missing symbols.
+func (f *facts) allNotes() []string {
+	notes := append([]string(nil), f.notes...)
+	st := f.stats
+	if st.LostRecords > 0 || st.LostSamples > 0 {
+		notes = append(notes, fmt.Sprintf("the kernel dropped %d records and %d samples (ring buffers full)", st.LostRecords, st.LostSamples))
+	}
+	if st.Throttles > 0 {
+		notes = append(notes, fmt.Sprintf("the kernel throttled sampling %d times (kernel.perf_event_max_sample_rate)", st.Throttles))
+	}
+	if st.BrokenIntervals > 0 {
+		notes = append(notes, fmt.Sprintf("%d off-CPU intervals dropped: their switch-in record was lost", st.BrokenIntervals))
+	}
+	if st.RecordingDropped > 0 {
+		notes = append(notes, fmt.Sprintf("%d samples dropped at the recording's memory bound", st.RecordingDropped))
+	}
+	if st.ThreadsFailed > 0 {
+		notes = append(notes, fmt.Sprintf("%d threads could not be sampled", st.ThreadsFailed))
+	}
+	if st.TargetExited {
+		notes = append(notes, "the target exited during the capture")
+	}
+	if f.symStats.KernelNote != "" {
+		notes = append(notes, f.symStats.KernelNote)
+	}
+	notes = append(notes, f.symStats.Notes...)
+	for _, j := range f.symStats.JIT {
+		if j.Err != "" {
+			notes = append(notes, fmt.Sprintf("JIT symbols %s: %s", j.Path, j.Err))
+		}
+	}
+	if f.snap != nil {
+		notes = append(notes, f.snap.Notes...)
+	}
+	return notes
+}
+
+func (f *facts) meta(info report.Info) report.Meta {
+	period := int64(0)
+	if f.cfg.Freq > 0 {
+		period = int64(time.Second) / int64(f.cfg.Freq)
+	}
+	return report.Meta{
+		Start:    info.Start,
+		Duration: info.End.Sub(info.Start),
+		Period:   period,
+		Comments: report.InfoComments(&info),
+	}
+}
+
+// write builds the profile and writes the capture directory.
+func (f *facts) write() (string, report.Info, error) {
+	info := f.info()
+	prof, err := report.BuildProfile(f.samples, f.meta(info))
+	if err != nil {
+		return "", info, fmt.Errorf("build profile: %w", err)
+	}
+	dir, err := writeCapture(f.cfg, &report.Capture{Info: info, Profile: prof, Threads: f.snap})
+	return dir, info, err
+}
+
+func writeCapture(cfg Config, c *report.Capture) (string, error) {
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return "", fmt.Errorf("output directory: %w", err)
+	}
+	dir, err := report.WriteCapture(cfg.Out, c)
+	if err != nil {
+		return "", err
+	}
+	if cfg.Keep > 0 {
+		if err := report.Prune(cfg.Out, cfg.Keep); err != nil {
+			cfg.Logger.Warn("pruning old captures", "err", err)
+		}
+	}
+	return dir, nil
+}
+
+func kernelRelease() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+// ProfileOf is a convenience for tests and summaries: the written profile.
+func ProfileOf(dir string) (*profile.Profile, error) {
+	return report.ReadProfile(dir + "/" + report.FileProfile)
+}

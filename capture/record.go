@@ -1,0 +1,87 @@
+package capture
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/monotime"
+	"github.com/stallwatch/stallwatch/internal/unwind"
+	"github.com/stallwatch/stallwatch/sampler"
+	"github.com/stallwatch/stallwatch/symbolize"
+)
+
+// Progress is reported about once a second while Record samples.
+type Progress struct {
+	Elapsed, Duration time.Duration
+	Samples           uint64 // on-CPU samples so far
+	OffCPU            uint64 // off-CPU intervals closed so far
+	Lost              uint64 // records and samples the kernel dropped
+	Threads           int    // threads being sampled now
+}
+
+// Record samples cfg.PID at cfg.Freq for d (or until ctx ends or the target
+// exits) and writes a capture directory with trigger "manual". progress, if
+// not nil, is called about once a second.
+func Record(ctx context.Context, cfg Config, d time.Duration, progress func(Progress)) (*Result, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	s := &Session{cfg: cfg, tg: readTarget(cfg.PID)}
+	var err error
+	if s.unw, err = unwind.NewProcess(cfg.PID); err != nil {
+		s.notes = append(s.notes, fmt.Sprintf("stacks follow frame pointers only: %v", err))
+		s.unw = nil
+	}
+	if s.sym, err = symbolize.NewProcess(cfg.PID, symbolize.Options{Kernel: cfg.Kernel, JIT: true, Logger: cfg.Logger}); err != nil {
+		return nil, fmt.Errorf("symbol sources of pid %d: %w", cfg.PID, err)
+	}
+	defer s.sym.Close()
+	smp, err := sampler.Start(s.samplerConfig(cfg.Freq, cfg.OffCPU, -1))
+	if err != nil {
+		return nil, err
+	}
+	defer smp.Close()
+
+	tr := Trigger{Kind: Manual, At: time.Now(), Mono: monotime.Now(), Reason: fmt.Sprintf("stallwatch record for %v", d)}
+	rec := smp.StartRecording()
+	snap := s.startSnapshot(ctx, smp)
+	cutWhy := recordFor(ctx, d, smp, progress)
+	samples := rec.Stop()
+	f := &facts{cfg: cfg, tg: s.tg, trigger: tr, stats: rec.Stats(), cutWhy: cutWhy, notes: s.notes}
+	f.snap = snap()
+	return s.finish(f, smp, rec, []window{{"", nil}, {"", samples}})
+}
+
+// recordFor waits like waitFor, reporting progress every second.
+func recordFor(ctx context.Context, d time.Duration, smp *sampler.Sampler, progress func(Progress)) string {
+	if progress == nil {
+		return waitFor(ctx, d, smp.Done())
+	}
+	start := time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	deadline, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for {
+		select {
+		case <-tick.C:
+			st := smp.Stats()
+			progress(Progress{
+				Elapsed:  time.Since(start),
+				Duration: d,
+				Samples:  st.Samples,
+				OffCPU:   st.OffCPUIntervals,
+				Lost:     st.LostRecords + st.LostSamples,
+				Threads:  st.ThreadsLive,
+			})
+		case <-smp.Done():
+			return "the target exited"
+		case <-deadline.Done():
+			if ctx.Err() != nil {
+				return interrupted(ctx)
+			}
+			return ""
+		}
+	}
+}

@@ -1,0 +1,230 @@
+package capture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/monotime"
+	"github.com/stallwatch/stallwatch/internal/unwind"
+	"github.com/stallwatch/stallwatch/report"
+	"github.com/stallwatch/stallwatch/sampler"
+	"github.com/stallwatch/stallwatch/snapshot"
+	"github.com/stallwatch/stallwatch/symbolize"
+)
+
+// Session watches one target between captures: it keeps the flight
+// recorder running at the baseline rate and what symbolization and
+// unwinding learnt of the target, so that a capture starts at once.
+type Session struct {
+	cfg Config
+	tg  target
+	sym *symbolize.Process
+	unw *unwind.Process // nil when the target's unwind tables could not be read
+	smp *sampler.Sampler
+	// notes are facts found at Open that every capture reports.
+	notes []string
+
+	mu sync.Mutex // one capture at a time
+}
+
+// Open starts watching cfg.PID: symbol sources are found and, unless
+// cfg.BaselineFreq is 0, the flight recorder starts sampling.
+func Open(cfg Config) (*Session, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	s := &Session{cfg: cfg, tg: readTarget(cfg.PID)}
+	var err error
+	if s.unw, err = unwind.NewProcess(cfg.PID); err != nil {
+		s.notes = append(s.notes, fmt.Sprintf("stacks follow frame pointers only: %v", err))
+		s.unw = nil
+	}
+	s.sym, err = symbolize.NewProcess(cfg.PID, symbolize.Options{Kernel: cfg.Kernel, JIT: true, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("symbol sources of pid %d: %w", cfg.PID, err)
+	}
+	if cfg.BaselineFreq > 0 {
+		s.smp, err = sampler.Start(s.samplerConfig(cfg.BaselineFreq, false, cfg.History))
+		if err != nil {
+			s.sym.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// samplerConfig is the sampler's configuration at a rate; history < 0 turns
+// its flight recorder off.
+func (s *Session) samplerConfig(freq int, offCPU bool, history time.Duration) sampler.Config {
+	c := sampler.Config{
+		PID:     s.cfg.PID,
+		Freq:    freq,
+		OffCPU:  offCPU,
+		Kernel:  s.cfg.Kernel,
+		History: history,
+		Logger:  s.cfg.Logger,
+	}
+	if s.unw != nil {
+		c.BlockedStack = s.unw.BlockedStack
+	}
+	return c
+}
+
+// Done is closed when the target has exited (never, without a flight
+// recorder: the watchdog watches the process itself).
+func (s *Session) Done() <-chan struct{} {
+	if s.smp == nil {
+		return nil
+	}
+	return s.smp.Done()
+}
+
+// Capture samples the target at cfg.Freq for cfg.CaptureFor, snapshots its
+// threads at the trigger, adds the flight recorder's last cfg.History, and
+// writes the capture directory. A cancelled ctx or the target's exit cuts
+// the capture short; what was collected is still written.
+func (s *Session) Capture(ctx context.Context, tr Trigger) (*Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if tr.Mono == 0 {
+		tr.Mono, tr.At = monotime.Now(), time.Now()
+	}
+	smp := s.smp
+	if smp == nil {
+		var err error
+		if smp, err = sampler.Start(s.samplerConfig(s.cfg.Freq, s.cfg.OffCPU, -1)); err != nil {
+			return nil, err
+		}
+		defer smp.Close()
+	} else if err := smp.SetRate(s.cfg.Freq, s.cfg.OffCPU); err != nil {
+		return nil, fmt.Errorf("raising the sampling rate: %w", err)
+	}
+	rec := smp.StartRecording()
+	snap := s.startSnapshot(ctx, smp)
+	cutWhy := waitFor(ctx, s.cfg.CaptureFor, smp.Done())
+	during := rec.Stop()
+	var before []sampler.Sample
+	if smp == s.smp {
+		if err := smp.SetRate(s.cfg.BaselineFreq, false); err != nil {
+			s.cfg.Logger.Warn("lowering the sampling rate back to the baseline", "err", err)
+		}
+		from := rec.Start() - min(rec.Start(), uint64(s.cfg.History))
+		before = smp.History(from, rec.Start())
+	}
+	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, stats: rec.Stats(), cutWhy: cutWhy, notes: s.notes}
+	f.snap = snap()
+	return s.finish(f, smp, rec, []window{{report.PhaseBefore, before}, {report.PhaseDuring, during}})
+}
+
+// startSnapshot takes the thread snapshot concurrently with the sampling
+// that has just begun; the returned function waits for it.
+func (s *Session) startSnapshot(ctx context.Context, smp *sampler.Sampler) func() *snapshot.Snapshot {
+	if !s.cfg.Snapshot {
+		return func() *snapshot.Snapshot { return nil }
+	}
+	done := make(chan *snapshot.Snapshot, 1)
+	go func() {
+		snap, err := snapshot.Take(ctx, s.cfg.PID, snapshot.Options{
+			NoPtrace:    !s.cfg.Ptrace,
+			Symbolizer:  s.sym,
+			OffCPUSince: smp.OffCPUSince,
+			Logger:      s.cfg.Logger,
+		})
+		if err != nil {
+			s.cfg.Logger.Warn("thread snapshot", "err", err)
+			if snap == nil {
+				snap = &snapshot.Snapshot{PID: s.cfg.PID, Time: time.Now(), Notes: []string{"no thread snapshot: " + err.Error()}}
+			}
+		}
+		done <- snap
+	}()
+	return func() *snapshot.Snapshot { return <-done }
+}
+
+// finish symbolizes the windows and writes the capture directory.
+func (s *Session) finish(f *facts, smp *sampler.Sampler, rec *sampler.Recording, windows []window) (*Result, error) {
+	if err := s.sym.Refresh(); err != nil && !f.stats.TargetExited {
+		s.cfg.Logger.Debug("refreshing symbol sources", "err", err)
+	}
+	if s.unw != nil {
+		_ = s.unw.Refresh()
+	}
+	r := &resolver{sym: s.sym, unw: s.unw, names: threadNames(smp, f.snap)}
+	f.samples = r.resolve(windows)
+	f.before = len(windows[0].samples)
+	f.start, f.end = rec.Start(), rec.End()
+	if f.before > 0 {
+		f.start = min(f.start, windows[0].samples[0].Time)
+	}
+	f.symStats = s.sym.Stats()
+	dir, info, err := f.write()
+	if err != nil {
+		return nil, err
+	}
+	return resultOf(dir, f.trigger, info), nil
+}
+
+func resultOf(dir string, tr Trigger, info report.Info) *Result {
+	return &Result{
+		Dir:          dir,
+		Trigger:      tr,
+		Start:        info.Start,
+		End:          info.End,
+		CutShort:     info.CutShort,
+		Why:          info.CutShortWhy,
+		Samples:      info.Counts.Samples,
+		OffCPU:       info.Counts.OffCPU,
+		Lost:         info.Counts.Lost + info.Counts.LostSamples,
+		Threads:      info.Counts.Threads,
+		TargetExited: info.TargetExited,
+	}
+}
+
+// Recovered records in a capture's capture.json that the stall it belongs
+// to has ended, and how long it lasted.
+func (s *Session) Recovered(res *Result, stall time.Duration) error {
+	if res == nil || res.Dir == "" {
+		return errors.New("capture: no capture directory to update")
+	}
+	now := time.Now()
+	return report.UpdateInfo(res.Dir, func(i *report.Info) {
+		i.Recovered = now
+		i.StallLen = stall
+	})
+}
+
+// Close stops the flight recorder and releases everything held on the
+// target.
+func (s *Session) Close() error {
+	var err error
+	if s.smp != nil {
+		err = s.smp.Close()
+	}
+	return errors.Join(err, s.sym.Close())
+}
+
+// waitFor waits d, or less when ctx ends or the target exits; it returns
+// why the wait was cut short, or "".
+func waitFor(ctx context.Context, d time.Duration, exited <-chan struct{}) string {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return ""
+	case <-exited:
+		return "the target exited"
+	case <-ctx.Done():
+		return interrupted(ctx)
+	}
+}
+
+// interrupted says why ctx ended, for a capture cut short.
+func interrupted(ctx context.Context) string {
+	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+		return "interrupted: " + c.Error()
+	}
+	return "interrupted"
+}
