@@ -2,6 +2,7 @@ package sampler
 
 import (
 	"fmt"
+	"os/exec"
 	"regexp"
 	"sort"
 	"strings"
@@ -298,5 +299,187 @@ func TestChurn(t *testing.T) {
 	t.Logf("Closed after %v", time.Since(t0))
 	if fds := testutil.OpenFDs(t); fds != fd0 {
 		t.Errorf("%d descriptors open after Close, %d before Start", fds, fd0)
+	}
+}
+
+// threadCPU is the CPU time of each given thread so far (schedstat).
+func threadCPU(t *testing.T, pid int, tids map[int32]bool) map[int32]uint64 {
+	t.Helper()
+	out := map[int32]uint64{}
+	for tid := range tids {
+		ss, err := procfs.ReadSchedstat(pid, int(tid))
+		if err != nil {
+			t.Fatalf("schedstat of %d: %v", tid, err)
+		}
+		out[tid] = ss.RunNanos
+	}
+	return out
+}
+
+// SetRate moves the attached threads from 49 Hz to 997 Hz and back: the
+// rate per CPU second follows, and the samples' weights add up to the CPU
+// time the threads used (no stretch went unsampled).
+func TestSetRate(t *testing.T) {
+	testutil.RequirePerf(t)
+	tg := startTarget(t, "spin", "-threads", "2", "-depth", "1")
+	s := mustStart(t, Config{PID: tg.Pid, Freq: 49})
+	spinners := tidsNamed(s, "spin-")
+	if len(spinners) != 2 {
+		t.Fatalf("spinners %v", spinners)
+	}
+	rates := []int{49, 997, 49}
+	var bounds []uint64
+	var cpu []map[int32]uint64
+	rec := s.StartRecording()
+	bounds = append(bounds, rec.Start())
+	cpu = append(cpu, threadCPU(t, tg.Pid, spinners))
+	for i, f := range rates {
+		if i > 0 {
+			if err := s.SetRate(f, false); err != nil {
+				t.Fatal(err)
+			}
+			bounds = append(bounds, monotime.Now())
+			cpu = append(cpu, threadCPU(t, tg.Pid, spinners))
+		}
+		time.Sleep(time.Second)
+	}
+	samples := rec.Stop()
+	bounds = append(bounds, rec.End())
+	cpu = append(cpu, threadCPU(t, tg.Pid, spinners))
+
+	count := make([]int, len(rates))
+	weight := map[int32]uint64{}
+	for _, smp := range samples {
+		if smp.Kind != OnCPU || !spinners[smp.TID] {
+			continue
+		}
+		weight[smp.TID] += smp.Weight
+		for i := range rates {
+			if smp.Time >= bounds[i] && smp.Time < bounds[i+1] {
+				count[i]++
+			}
+		}
+	}
+	for i, f := range rates {
+		var ns uint64
+		for tid := range spinners {
+			ns += cpu[i+1][tid] - cpu[i][tid]
+		}
+		got := float64(count[i]) / (float64(ns) / 1e9)
+		t.Logf("phase %d: %d Hz asked, %d samples in %v of CPU: %.0f per CPU second", i, f, count[i], time.Duration(ns), got)
+		if ns < 2e8 {
+			t.Fatalf("phase %d: the spinners got only %v of CPU", i, time.Duration(ns))
+		}
+		if got < 0.8*float64(f) || got > 1.2*float64(f) {
+			t.Errorf("phase %d: %.0f samples per CPU second, want %d ± 20%%", i, got, f)
+		}
+	}
+	for tid := range spinners {
+		used := cpu[len(cpu)-1][tid] - cpu[0][tid]
+		// Sampling is discrete: each end of the recording and each
+		// period reset by SetRate may leave up to one 49 Hz period
+		// (20.4 ms) unsampled, and the first sample may cover one
+		// from before the start. Anything beyond is a gap.
+		const period = 20408163
+		lo, hi := int64(used)-4*period, int64(used)+period
+		t.Logf("thread %d: sample weights %v for %v of CPU", tid, time.Duration(weight[tid]), time.Duration(used))
+		if w := int64(weight[tid]); w < lo || w > hi {
+			t.Errorf("thread %d: on-CPU weights add up to %v for %v of CPU, want within [-4, +1] periods of it: a gap or double counting",
+				tid, time.Duration(w), time.Duration(used))
+		}
+	}
+}
+
+// A target that exits during a recording: what was recorded stays, Done
+// closes, the stats say so, and every descriptor is given back.
+func TestTargetExits(t *testing.T) {
+	testutil.RequirePerf(t)
+	fd0 := testutil.OpenFDs(t)
+	cmd := exec.Command(target(t, "exiter"), "-after", "700ms", "-threads", "2", "-stdin")
+	trigger, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := testutil.StartCmd(t, cmd)
+	tg.WaitLine(t, "ready", 30*time.Second)
+	s := mustStart(t, Config{PID: tg.Pid, Freq: 997, OffCPU: true, Kernel: true})
+	rec := s.StartRecording()
+	trigger.Close() // the target exits 700 ms from now
+	fd0 = testutil.OpenFDs(t) - fdsOf(s) // the target's pipes are not ours to count
+	select {
+	case <-s.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("Done not closed 20 s after the target's exit was due")
+	}
+	samples := rec.Stop()
+	st := s.Stats()
+	if !st.TargetExited || st.ExitTime == 0 {
+		t.Errorf("Stats after exit: %+v, want TargetExited and ExitTime", st)
+	}
+	if rs := rec.Stats(); !rs.TargetExited {
+		t.Errorf("Recording.Stats: %+v, want TargetExited", rs)
+	}
+	var on, off int
+	for _, smp := range samples {
+		if smp.End() > st.ExitTime {
+			t.Errorf("sample ends at %d, after the exit at %d", smp.End(), st.ExitTime)
+		}
+		if smp.Kind == OnCPU {
+			on++
+		} else {
+			off++
+		}
+	}
+	if on < 100 || off == 0 {
+		t.Errorf("%d on-CPU samples and %d off-CPU intervals recorded before the exit; want >= 100 and > 0", on, off)
+	}
+	if rec.End() != min(rec.End(), st.ExitTime) {
+		t.Errorf("recording ends at %d, after the exit at %d", rec.End(), st.ExitTime)
+	}
+	// The threads' events are released at the exit, before Close.
+	want := fd0 + 3 // epoll, eventfd, pidfd
+	if err := testutil.Eventually(5*time.Second, func() bool { return testutil.OpenFDs(t) <= want }); err != nil {
+		t.Errorf("%d descriptors open after the target exited, want <= %d", testutil.OpenFDs(t), want)
+	}
+	if err := s.SetRate(49, false); err != nil {
+		t.Errorf("SetRate after the exit: %v", err)
+	}
+	s.Close()
+	if n := testutil.OpenFDs(t); n > fd0 {
+		t.Errorf("%d descriptors open after Close, want %d", n, fd0)
+	}
+	t.Logf("%d on-CPU, %d off-CPU before exit; stats %+v", on, off, st)
+}
+
+// A ring too small for the rate loses records; the kernel's count of them
+// comes through, and with the samples that arrived it accounts for all
+// the CPU time.
+func TestLostRecordsCounted(t *testing.T) {
+	testutil.RequirePerf(t)
+	tg := startTarget(t, "spin", "-threads", "1", "-depth", "1")
+	const freq = 4000
+	s := mustStart(t, Config{PID: tg.Pid, Freq: freq, RingBytes: 4096, DumpOnCPU: 1024})
+	spinners := tidsNamed(s, "spin-")
+	rec := s.StartRecording()
+	c0 := threadCPU(t, tg.Pid, spinners)
+	time.Sleep(time.Second)
+	c1 := threadCPU(t, tg.Pid, spinners)
+	rec.Stop()
+	st := rec.Stats()
+	var ns uint64
+	for tid := range spinners {
+		ns += c1[tid] - c0[tid]
+	}
+	want := float64(ns) / 1e9 * freq
+	got := float64(st.Samples + st.LostRecords)
+	t.Logf("%v of CPU at %d Hz: %d samples, %d lost (%.0f expected in all)", time.Duration(ns), freq, st.Samples, st.LostRecords, want)
+	if st.LostRecords == 0 {
+		t.Fatalf("no lost records with a one-page ring at %d Hz and 1 KiB stack dumps: %+v", freq, st)
+	}
+	if got < 0.7*want || got > 1.3*want {
+		t.Errorf("samples + lost = %.0f, want %.0f ± 30%%", got, want)
+	}
+	if all := s.Stats(); all.LostRecords < st.LostRecords {
+		t.Errorf("Stats.LostRecords %d below the recording's %d", all.LostRecords, st.LostRecords)
 	}
 }

@@ -1,9 +1,11 @@
 // Command exiter runs a few busy threads and one blocked thread, prints
 // "ready", and exits with -code after -after: a target that disappears in
-// the middle of a recording.
+// the middle of a recording. With -stdin the delay starts when a line (or
+// EOF) arrives on standard input, so a test decides when.
 package main
 
 import (
+	"bufio"
 	"flag"
 	"fmt"
 	"os"
@@ -30,6 +32,7 @@ func main() {
 	after := flag.Duration("after", time.Second, "exit this long after ready")
 	threads := flag.Int("threads", 2, "busy threads")
 	code := flag.Int("code", 0, "exit status")
+	onStdin := flag.Bool("stdin", false, "start the delay when a line or EOF arrives on stdin")
 	flag.Parse()
 	runtime.GOMAXPROCS(*threads + 2)
 	for i := 0; i < *threads; i++ {
@@ -40,6 +43,9 @@ func main() {
 		select {} // blocked for good
 	}()
 	fmt.Println("ready")
+	if *onStdin {
+		bufio.NewReader(os.Stdin).ReadString('\n')
+	}
 	time.Sleep(*after)
 	fmt.Println("exiting")
 	os.Exit(*code)
