@@ -54,7 +54,9 @@ func DisplayName(rt Runtime, raw string) Name {
 	if !ok || n.Name == "" {
 		n = Name{Name: raw}
 		if strings.HasPrefix(raw, "_Z") || strings.HasPrefix(raw, "_R") {
-			n.Name = demangle.Filter(raw)
+			if d := demangle.Filter(raw); d != "" {
+				n.Name = d
+			}
 		}
 	}
 	return n
