@@ -54,6 +54,21 @@ func (l *logRecorder) states() []string {
 	return out
 }
 
+func (l *logRecorder) dump() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	for _, r := range l.recs {
+		b.WriteString(r.Message)
+		r.Attrs(func(a slog.Attr) bool {
+			b.WriteString(" " + a.String())
+			return true
+		})
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
 // find returns the first record whose message contains msg.
 func (l *logRecorder) find(msg string) (slog.Record, bool) {
 	l.mu.Lock()

@@ -55,6 +55,7 @@ type StatsdProxy struct {
 	match     matcher
 	fwd       *forwarder
 	stats     statsdCounters
+	tap       func(dg []byte) // tests see each datagram as received
 	closeOnce sync.Once
 }
 
@@ -279,6 +280,9 @@ func isTemporary(err error) bool {
 
 func (p *StatsdProxy) handle(dg []byte, beat func()) {
 	p.stats.datagrams.Add(1)
+	if p.tap != nil {
+		p.tap(dg)
+	}
 	if p.fwd != nil {
 		p.fwd.send(dg)
 	}

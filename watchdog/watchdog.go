@@ -145,22 +145,24 @@ func (w *Watchdog) Run(ctx context.Context) error {
 			l.shutdown("a heartbeat source failed")
 			return err
 		case <-box.ready:
-			l.feedBeats()
+			if !l.apply(l.feedBeats()) {
+				return ErrTargetExited
+			}
 		case gen := <-l.tick:
 			if gen != l.gen {
 				continue // a timer stopped too late to stay silent
 			}
 			l.stop = nil
-			if !l.apply(l.d.Tick(l.feedBeats())) {
+			if !l.apply(l.feedBeats()) || !l.apply(l.d.Tick(l.now)) {
 				return ErrTargetExited
 			}
 		case <-w.signal:
-			if !l.apply(l.d.Signal(l.feedBeats())) {
+			if !l.apply(l.feedBeats()) || !l.apply(l.d.Signal(l.now)) {
 				return ErrTargetExited
 			}
 		case r := <-l.capDone:
 			l.cancel = nil
-			if !l.apply(l.d.CaptureDone(l.feedBeats(), r.res, r.err)) {
+			if !l.apply(l.feedBeats()) || !l.apply(l.d.CaptureDone(l.now, r.res, r.err)) {
 				return ErrTargetExited
 			}
 		}
@@ -186,6 +188,7 @@ type loop struct {
 
 	capDone chan captureDone
 	cancel  context.CancelFunc // of the capture in flight
+	now     instant            // when the last beats were taken
 }
 
 // arm makes sure a timer fires at the detector's deadline. A timer armed
@@ -218,11 +221,17 @@ func (l *loop) disarm() {
 	}
 }
 
-// feedBeats gives the detector the beats that arrived, and returns the
-// instant they were all taken at: an event handled next happened after all
-// of them.
-func (l *loop) feedBeats() instant {
-	return l.box.drain(func(i int, at instant) { l.d.Beat(i, at) })
+// feedBeats gives the detector the beats that arrived, and sets l.now to
+// the instant they were all taken at: an event handled next happened after
+// every one of them. A beat can end a stall: the recovery is returned.
+func (l *loop) feedBeats() action {
+	var act action
+	l.now = l.box.drain(func(i int, at instant) {
+		if a := l.d.Beat(i, at); a.recovered != nil {
+			act = a
+		}
+	})
+	return act
 }
 
 // apply carries out the detector's action. It returns false when the

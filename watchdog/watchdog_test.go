@@ -1,0 +1,343 @@
+package watchdog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/DataDog/datadog-go/v5/statsd"
+
+	"github.com/stallwatch/stallwatch/capture"
+	"github.com/stallwatch/stallwatch/internal/monotime"
+	"github.com/stallwatch/stallwatch/internal/testutil"
+)
+
+// fakeCapturer stands in for the capture package: it records what it is
+// asked and holds each capture for hold, or until cancelled.
+type fakeCapturer struct {
+	hold      time.Duration
+	captures  chan capture.Trigger
+	recovered chan time.Duration
+	cut       atomic.Int32 // captures cut short by cancellation
+	n         atomic.Int32
+}
+
+func newFakeCapturer(hold time.Duration) *fakeCapturer {
+	return &fakeCapturer{hold: hold, captures: make(chan capture.Trigger, 100), recovered: make(chan time.Duration, 100)}
+}
+
+func (f *fakeCapturer) Capture(ctx context.Context, tr capture.Trigger) (*capture.Result, error) {
+	f.captures <- tr
+	res := &capture.Result{Dir: fmt.Sprintf("capture-%d", f.n.Add(1)), Trigger: tr}
+	select {
+	case <-time.After(f.hold):
+	case <-ctx.Done():
+		f.cut.Add(1)
+		res.CutShort, res.Why = true, "cancelled"
+	}
+	return res, nil
+}
+
+func (f *fakeCapturer) Recovered(res *capture.Result, stall time.Duration) error {
+	f.recovered <- stall
+	return nil
+}
+
+func (f *fakeCapturer) expectCapture(t *testing.T, within time.Duration) capture.Trigger {
+	t.Helper()
+	select {
+	case tr := <-f.captures:
+		return tr
+	case <-time.After(within):
+		t.Fatalf("no capture within %v", within)
+	}
+	return capture.Trigger{}
+}
+
+func (f *fakeCapturer) expectNoCapture(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case tr := <-f.captures:
+		t.Fatalf("unexpected capture: %+v", tr)
+	case <-time.After(d):
+	}
+}
+
+// runWatchdog runs w until the test ends; the returned channel yields Run's
+// result.
+func runWatchdog(t *testing.T, cfg Config) (*Watchdog, context.CancelFunc, <-chan error) {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(&logRecorder{})
+	}
+	w, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	finished := make(chan struct{})
+	go func() { done <- w.Run(ctx); close(finished) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-finished:
+		case <-time.After(5 * time.Second):
+			t.Error("watchdog did not stop")
+		}
+	})
+	return w, cancel, done
+}
+
+// fileBeater touches a heartbeat file every interval until stopped, and
+// remembers when it last did (CLOCK_MONOTONIC).
+type fileBeater struct {
+	path     string
+	stop     chan struct{}
+	done     chan struct{}
+	lastBeat atomic.Int64
+}
+
+func startFileBeater(t *testing.T, path string, every time.Duration) *fileBeater {
+	b := &fileBeater{path: path, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		for i := 0; ; i++ {
+			if err := os.WriteFile(path+".tmp", []byte(fmt.Sprint(i)), 0o644); err == nil {
+				// Stamped before the rename that is the beat, so
+				// that latencies measured from it are not flattered.
+				b.lastBeat.Store(int64(monotime.Now()))
+				os.Rename(path+".tmp", path)
+			}
+			select {
+			case <-b.stop:
+				return
+			case <-time.After(every):
+			}
+		}
+	}()
+	t.Cleanup(b.halt)
+	return b
+}
+
+func (b *fileBeater) halt() {
+	select {
+	case <-b.stop:
+	default:
+		close(b.stop)
+	}
+	<-b.done
+}
+
+func TestWatchdogFileStallCaptureRecover(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "beat")
+	beater := startFileBeater(t, path, 20*time.Millisecond)
+	fc := newFakeCapturer(100 * time.Millisecond)
+	rec := &logRecorder{}
+	stallAfter := 300 * time.Millisecond
+	runWatchdog(t, Config{
+		Sources: []Source{&File{Path: path, Poll: PollInterval(stallAfter)}}, StallAfter: stallAfter,
+		RecaptureAfter: time.Hour, MaxCaptures: 6, Capturer: fc, Logger: slog.New(rec),
+	})
+	fc.expectNoCapture(t, 2*stallAfter)
+
+	beater.halt()
+	stopped := time.Now()
+	tr := fc.expectCapture(t, stallAfter+time.Second)
+	if tr.Kind != capture.Stall || tr.Seq != 1 || tr.Source != "file "+path {
+		t.Errorf("trigger %+v", tr)
+	}
+	if tr.StallFor < stallAfter || tr.StallFor > stallAfter+time.Second {
+		t.Errorf("trigger says silent for %v, want about %v", tr.StallFor, stallAfter)
+	}
+	if late := time.Duration(tr.Mono) - time.Duration(beater.lastBeat.Load()) - stallAfter; late < 0 || late > time.Second {
+		t.Errorf("trigger %v after last beat + stall-after", late)
+	}
+	time.Sleep(200 * time.Millisecond) // let the capture end: cooldown
+	resumed := startFileBeater(t, path, 20*time.Millisecond)
+	defer resumed.halt()
+	select {
+	case stall := <-fc.recovered:
+		if min := time.Since(stopped) - time.Second; stall < stallAfter || stall < min {
+			t.Errorf("recovered stall %v is shorter than the silence", stall)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatalf("Recovered not called when beats resumed; log:\n%s", rec.dump())
+	}
+	want := []string{"healthy", "stalled", "capturing", "cooldown", "recovered", "healthy"}
+	if err := testutil.Eventually(2*time.Second, func() bool { return len(rec.states()) >= len(want) }); err != nil || strings.Join(rec.states(), " ") != strings.Join(want, " ") {
+		t.Errorf("state lines %v, want %v", rec.states(), want)
+	}
+}
+
+func TestWatchdogSignalAndShutdown(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "beat")
+	startFileBeater(t, path, 20*time.Millisecond)
+	fc := newFakeCapturer(time.Hour) // only cancellation ends it
+	w, cancel, done := runWatchdog(t, Config{
+		Sources: []Source{&File{Path: path}}, StallAfter: 5 * time.Second, MaxCaptures: 6, Capturer: fc,
+	})
+	w.CaptureNow()
+	tr := fc.expectCapture(t, 2*time.Second)
+	if tr.Kind != capture.Signal {
+		t.Errorf("trigger kind %q, want signal", tr.Kind)
+	}
+	w.CaptureNow() // merged into a follow-up capture; never blocks
+	w.CaptureNow()
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run after cancel: %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Run did not return within 2s of cancel during a capture")
+	}
+	if fc.cut.Load() != 1 {
+		t.Errorf("the capture in progress was not cut short (cut %d)", fc.cut.Load())
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("shutdown took %v", d)
+	}
+}
+
+func TestWatchdogTargetExit(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", "while :; do :; done")
+	target := testutil.StartCmd(t, cmd)
+	fc := newFakeCapturer(time.Hour)
+	rec := &logRecorder{}
+	_, _, done := runWatchdog(t, Config{
+		PID:     target.Pid,
+		Sources: []Source{&Progress{PID: target.Pid, Interval: 20 * time.Millisecond}}, StallAfter: time.Second,
+		MaxCaptures: 6, Capturer: fc, Logger: slog.New(rec),
+	})
+	time.Sleep(300 * time.Millisecond) // healthy: it spins
+	cmd.Process.Kill()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrTargetExited) {
+			t.Errorf("Run = %v, want ErrTargetExited", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("watchdog did not notice the target's exit")
+	}
+	fc.expectNoCapture(t, 50*time.Millisecond)
+	if r, ok := rec.find(stateMessages[Exited]); !ok || attr(r, "was").String() != "healthy" {
+		t.Errorf("exit not reported as an exit of a healthy target: %v", r)
+	}
+}
+
+func TestWatchdogAlreadyExitedTarget(t *testing.T) {
+	cmd := exec.Command("/bin/true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	_, _, done := runWatchdog(t, Config{PID: cmd.Process.Pid, Sources: []Source{&File{Path: "/nonexistent/beat"}}, Capturer: newFakeCapturer(0)})
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrTargetExited) {
+			t.Errorf("Run = %v, want ErrTargetExited", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("watching a pid that is gone did not end")
+	}
+}
+
+func TestWatchdogSourceFailure(t *testing.T) {
+	_, _, done := runWatchdog(t, Config{Sources: []Source{&HTTP{URL: "::bad"}}, Capturer: newFakeCapturer(0)})
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "http ::bad") {
+			t.Errorf("Run = %v, want the source's error naming it", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("a failed source did not stop the watchdog")
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	fc := newFakeCapturer(0)
+	for _, cfg := range []Config{
+		{Capturer: fc},
+		{Sources: []Source{&File{Path: "x"}}},
+		{Sources: []Source{&File{Path: "x"}}, Capturer: fc, MaxCaptures: -1},
+		{Sources: []Source{&File{Path: "x"}}, Capturer: fc, StallAfter: -time.Second},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New(%+v) accepted", cfg)
+		}
+	}
+}
+
+// TestDogStatsDEndToEnd sends metrics with the real Datadog client through
+// the proxy to a real UDP agent: every datagram arrives unchanged, and when
+// the client stops, the stall fires.
+func TestDogStatsDEndToEnd(t *testing.T) {
+	ag := startAgent(t, "udp")
+	p, err := ListenStatsd(StatsdConfig{Listen: "udp://127.0.0.1:0", Forward: ag.addr, Metric: "app.heartbeat", Logger: slog.New(&logRecorder{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var received [][]byte
+	p.tap = func(dg []byte) {
+		mu.Lock()
+		received = append(received, append([]byte(nil), dg...))
+		mu.Unlock()
+	}
+	fc := newFakeCapturer(50 * time.Millisecond)
+	stallAfter := 500 * time.Millisecond
+	runWatchdog(t, Config{Sources: []Source{p}, StallAfter: stallAfter, MaxCaptures: 6, Capturer: fc})
+
+	client, err := statsd.New(strings.TrimPrefix(p.Addr(), "udp://"),
+		statsd.WithoutClientSideAggregation(), statsd.WithBufferFlushInterval(10*time.Millisecond),
+		statsd.WithTags([]string{"env:test"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	clientDone := make(chan struct{})
+	go func() {
+		defer close(clientDone)
+		for i := 0; ; i++ {
+			client.Gauge("app.heartbeat", float64(i), []string{"beat:yes"}, 1)
+			client.Incr("app.requests", []string{"route:/x"}, 1)
+			client.Histogram("app.latency", float64(i%7), nil, 1)
+			client.Event(&statsd.Event{Title: "tick", Text: fmt.Sprint(i)})
+			select {
+			case <-stop:
+				client.Close() // flushes what is buffered
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	fc.expectNoCapture(t, 3*stallAfter)
+	close(stop)
+	<-clientDone
+	tr := fc.expectCapture(t, stallAfter+time.Second)
+	if tr.Kind != capture.Stall || !strings.HasPrefix(tr.Source, "statsd udp://127.0.0.1:") {
+		t.Errorf("trigger %+v", tr)
+	}
+	mu.Lock()
+	sent := received
+	mu.Unlock()
+	if len(sent) < 10 {
+		t.Fatalf("proxy received only %d datagrams", len(sent))
+	}
+	sameDatagrams(t, ag.waitFor(t, len(sent)), sent)
+	st := p.Stats()
+	if st.Malformed != 0 || st.Beats == 0 || st.Dropped != 0 {
+		t.Errorf("stats %+v: the client's datagrams are all valid and some are heartbeats", st)
+	}
+}
