@@ -1,0 +1,231 @@
+// Command beater is a target for the watchdog's tests and benchmarks: it
+// beats a heartbeat (a file it replaces atomically, a DogStatsD metric sent
+// with the Datadog client, an HTTP endpoint that answers 200) and stops
+// beating on command or after a delay, the way a service whose metrics
+// exporter starves does.
+//
+// It prints "ready" when every heartbeat is set up, "stopped LAST" when it
+// stops (LAST: CLOCK_MONOTONIC ns of its last beat, taken just before the
+// beat), and "resumed" when it beats again. Commands on stdin, one a line:
+// "stop", "resume", "exit N". While stopped, the HTTP endpoint hangs like a
+// frozen server.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/DataDog/datadog-go/v5/statsd"
+
+	"github.com/stallwatch/stallwatch/internal/monotime"
+)
+
+type beater struct {
+	file     string
+	metric   string
+	client   *statsd.Client
+	mu       sync.Mutex
+	stopped  bool
+	resumed  chan struct{} // closed when beats resume
+	lastBeat uint64
+	count    int
+}
+
+func main() {
+	file := flag.String("file", "", "heartbeat `PATH`, replaced atomically at each beat")
+	statsdAddr := flag.String("statsd", "", "DogStatsD `ADDR` (host:port or unix:///path); \"env\" uses DD_DOGSTATSD_URL / DD_AGENT_HOST")
+	metric := flag.String("metric", "app.heartbeat", "heartbeat metric `NAME`")
+	httpAddr := flag.String("http", "", "serve GET /health on `ADDR` (prints \"http ADDR\" with the port chosen)")
+	interval := flag.Duration("interval", 100*time.Millisecond, "time between beats")
+	stopAfter := flag.Duration("stop-after", 0, "stop beating after this delay (0: only on command)")
+	resumeAfter := flag.Duration("resume-after", 0, "resume beating this long after stopping (0: only on command)")
+	exitAfter := flag.Duration("exit-after", 0, "exit after this delay with -exit-code")
+	exitCode := flag.Int("exit-code", 0, "exit status for -exit-after")
+	termCode := flag.Int("term-code", -1, "on SIGINT/SIGTERM print the signal and exit with this status (-1: die by the signal)")
+	spin := flag.Bool("spin", false, "burn CPU in a goroutine while beating")
+	flag.Parse()
+
+	b := &beater{file: *file, metric: *metric, resumed: make(chan struct{})}
+	if *statsdAddr != "" {
+		addr := *statsdAddr
+		if addr == "env" {
+			addr = ""
+		}
+		c, err := statsd.New(addr, statsd.WithoutClientSideAggregation(), statsd.WithBufferFlushInterval(10*time.Millisecond))
+		if err != nil {
+			fatal("statsd: %v", err)
+		}
+		b.client = c
+	}
+	if *httpAddr != "" {
+		ln, err := net.Listen("tcp", *httpAddr)
+		if err != nil {
+			fatal("http: %v", err)
+		}
+		fmt.Printf("http %s\n", ln.Addr())
+		go http.Serve(ln, http.HandlerFunc(b.health))
+	}
+	if *termCode >= 0 {
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+		go func() {
+			s := <-sigs
+			fmt.Printf("signal %s\n", s)
+			os.Exit(*termCode)
+		}()
+	}
+	if *exitAfter > 0 {
+		time.AfterFunc(*exitAfter, func() { b.exit(*exitCode) })
+	}
+	if *stopAfter > 0 {
+		time.AfterFunc(*stopAfter, func() {
+			b.stop()
+			if *resumeAfter > 0 {
+				time.AfterFunc(*resumeAfter, b.resume)
+			}
+		})
+	}
+	if *spin {
+		go spinWhileBeating(b)
+	}
+	go b.commands()
+	b.beat()
+	fmt.Println("ready")
+	for range time.Tick(*interval) {
+		b.beat()
+	}
+}
+
+func (b *beater) isStopped() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.stopped
+}
+
+func (b *beater) beat() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped {
+		return
+	}
+	b.count++
+	// Stamped before the beat: latencies measured from it can only be
+	// overstated.
+	b.lastBeat = monotime.Now()
+	if b.file != "" {
+		tmp := b.file + ".tmp"
+		if err := os.WriteFile(tmp, []byte(strconv.Itoa(b.count)+"\n"), 0o644); err != nil {
+			fatal("%v", err)
+		}
+		if err := os.Rename(tmp, b.file); err != nil {
+			fatal("%v", err)
+		}
+	}
+	if b.client != nil {
+		b.client.Gauge(b.metric, float64(b.count), []string{"beater:yes"}, 1)
+		b.client.Incr("app.requests", nil, 1)
+	}
+}
+
+func (b *beater) stop() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped {
+		return
+	}
+	b.stopped = true
+	b.resumed = make(chan struct{})
+	if b.client != nil {
+		b.client.Flush()
+	}
+	fmt.Printf("stopped %d\n", b.lastBeat)
+}
+
+func (b *beater) resume() {
+	b.mu.Lock()
+	if !b.stopped {
+		b.mu.Unlock()
+		return
+	}
+	b.stopped = false
+	close(b.resumed)
+	b.mu.Unlock()
+	b.beat()
+	fmt.Println("resumed")
+}
+
+func (b *beater) exit(code int) {
+	if b.client != nil {
+		b.client.Close()
+	}
+	os.Exit(code)
+}
+
+// health answers 200 while beating; while stopped it hangs until beats
+// resume or the client gives up, like a server whose threads are stuck.
+func (b *beater) health(w http.ResponseWriter, r *http.Request) {
+	b.mu.Lock()
+	stopped, resumed := b.stopped, b.resumed
+	b.mu.Unlock()
+	if stopped {
+		select {
+		case <-resumed:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintln(w, "ok")
+}
+
+func (b *beater) commands() {
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		switch f[0] {
+		case "stop":
+			b.stop()
+		case "resume":
+			b.resume()
+		case "exit":
+			code := 0
+			if len(f) > 1 {
+				code, _ = strconv.Atoi(f[1])
+			}
+			b.exit(code)
+		}
+	}
+}
+
+// sink keeps the spinning loop's work from being optimised away.
+var sink int
+
+func spinWhileBeating(b *beater) {
+	for {
+		if b.isStopped() {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		for i := 0; i < 1_000_000; i++ {
+			sink += i
+		}
+	}
+}
+
+func fatal(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "beater: "+format+"\n", args...)
+	os.Exit(1)
+}
