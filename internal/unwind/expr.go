@@ -26,12 +26,6 @@ func (s *regState) set(r uint64, v uint64) {
 	}
 }
 
-func (s *regState) forget(r uint64) {
-	if r < numRegs {
-		s.known &^= 1 << r
-	}
-}
-
 // Limits of the expression evaluator: CFI expressions are a few
 // operations long (the PLT's is nine); these only stop hostile input.
 const (

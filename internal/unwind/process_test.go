@@ -262,3 +262,49 @@ func TestBlockedThreadsMatchGdb(t *testing.T) {
 		}
 	}
 }
+
+// TestRepair: a frame-pointer chain like the kernel's perf callchain
+// loses the C function that called into libc (libc has no frame
+// pointers); Repair, given the registers and a copy of the stack as perf
+// takes them, gives back gdb's frames.
+func TestRepair(t *testing.T) {
+	pid, named := blockedTarget(t)
+	p, err := NewProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stops := map[string]stopped{}
+	for _, name := range []string{"locker", "reader", "sleeper"} {
+		stops[name] = ptraceStop(t, pid, named[name])
+	}
+	gdb := gdbStacks(t, pid)
+	live := ProcessMemory(pid)
+	for name, st := range stops {
+		g := gdb[named[name]]
+		if len(g) < 5 {
+			t.Fatalf("%s: gdb stack %v", name, gdbList(g))
+		}
+		fp := FramePointer().Unwind(st.regs, Fallback(DumpMemory(st.regs.SP, st.dump), live), MaxFrames)
+		// perf copies a few KiB of stack; the caller's frames beyond
+		// come from the kernel's chain.
+		dump := st.dump[:min(len(st.dump), 2048)]
+		got := p.Repair(st.regs, DumpMemory(st.regs.SP, dump), fp)
+		t.Logf("%s: fp %s → repaired %s", name, hexList(fp), hexList(got))
+		if len(got) <= len(fp) {
+			t.Errorf("%s: repair found no frame the frame-pointer chain missed", name)
+		}
+		// The kernel's chain ends where frame pointers end (in
+		// start_thread): so does the repaired one.
+		last := fp[len(fp)-1]
+		for i := range g {
+			if g[i].pc == last {
+				g = g[:i+1]
+				break
+			}
+		}
+		matchGdb(t, name+" repaired", got, g)
+		if len(got) != len(g) {
+			t.Errorf("%s: repaired %d frames, want %d", name, len(got), len(g))
+		}
+	}
+}

@@ -138,6 +138,12 @@ type Trace struct {
 	PCs []uint64
 	// How[i] says how PCs[i] was found.
 	How []Method
+	// Exact[i] says PCs[i] is the address of the next instruction to run
+	// rather than a return address: the starting IP, a signal
+	// trampoline's entry (the handler "returns" there, no call pushed
+	// it), and the instruction a signal interrupted. Symbolizers look up
+	// return addresses minus one, and exact addresses as they are.
+	Exact []bool
 	// End says why the walk stopped: "end of stack" when the outermost
 	// frame's rules said so, otherwise the reason it could go no further.
 	End string
@@ -170,6 +176,7 @@ func (t Trace) Methods() string {
 func (t *Trace) push(pc uint64, how Method) {
 	t.PCs = append(t.PCs, pc)
 	t.How = append(t.How, how)
+	t.Exact = append(t.Exact, how == Registers)
 }
 
 // EndOfStack is Trace.End when the outermost frame was reached.

@@ -55,8 +55,11 @@ func newFrameState(r Regs) frameState {
 // stepResult is the caller's frame, or why there is none.
 type stepResult struct {
 	how Method
-	cfa uint64 // the callee's canonical frame address (its SP before the call, plus 0)
-	end string // non-empty: no caller; the walk is over
+	// signal: the frame just unwound was a signal trampoline; both its
+	// own pc and its caller's are exact addresses.
+	signal bool
+	cfa    uint64 // the callee's canonical frame address (its SP before the call, plus 0)
+	end    string // non-empty: no caller; the walk is over
 }
 
 var errNeedBP = errors.New("frame pointer needed and unknown")
@@ -164,7 +167,7 @@ func (w *walker) cfiStep(s *frameState, rr *rowResult, fnStart uint64) stepResul
 	s.regs = next
 	s.exact = rr.signal
 	s.first = false
-	return stepResult{how: how, cfa: cfa}
+	return stepResult{how: how, cfa: cfa, signal: rr.signal}
 }
 
 // cfa computes the canonical frame address of a row.
@@ -239,7 +242,11 @@ func (w *walker) walk(regs Regs, max int) Trace {
 			t.End = res.end
 			return t
 		}
+		if res.signal {
+			t.Exact[len(t.Exact)-1] = true
+		}
 		t.push(s.ip(), res.how)
+		t.Exact[len(t.Exact)-1] = res.signal
 	}
 	t.End = "frame limit"
 	return t
