@@ -155,8 +155,12 @@ func (s *Sampler) openErr(what string, tid int, err error, needsKernel bool) err
 	case perms.IsPermission(err):
 		e := perms.PerfEvent(op, err, needsKernel)
 		var pe *perms.Error
-		if errors.As(e, &pe) && what == "context-switches" && !s.cfg.Kernel {
+		switch {
+		case !errors.As(e, &pe):
+		case what == "context-switches":
 			pe.Fix += " (or add --no-offcpu: off-CPU sampling needs kernel profiling rights)"
+		case needsKernel:
+			pe.Fix += " (or add --no-kernel: user-only sampling of your own processes needs no privilege up to paranoid 2)"
 		}
 		return e
 	case errors.Is(err, unix.EMFILE):
@@ -198,7 +202,7 @@ func mlockErr(op string, err error, bytes int) error {
 		Op:      op,
 		Err:     err,
 		Missing: fmt.Sprintf("locked memory for perf rings: kernel.perf_event_mlock_kb (%d KiB per CPU) and RLIMIT_MEMLOCK are used up, and CAP_IPC_LOCK is missing (this ring needs %d KiB)", kb, bytes>>10),
-		Fix:     fmt.Sprintf("`sudo sysctl kernel.perf_event_mlock_kb=%d`, or raise RLIMIT_MEMLOCK (ulimit -l, LimitMEMLOCK=), or `sudo setcap cap_ipc_lock,cap_perfmon+ep $(command -v stallwatch)`", max(2*kb, 2048)),
+		Fix:     fmt.Sprintf("`sudo sysctl kernel.perf_event_mlock_kb=%d`, or raise RLIMIT_MEMLOCK (ulimit -l, LimitMEMLOCK=), or `sudo setcap cap_ipc_lock,cap_perfmon+ep $(command -v stallwatch)`", kb+bytes>>10),
 	}
 }
 

@@ -32,7 +32,7 @@ type ring struct {
 // newRing wraps a mapping of 1 + 2^n pages. It works on any byte slice laid
 // out like the kernel's, which is how tests drive it.
 func newRing(mem []byte, pageSize int) (*ring, error) {
-	if len(mem) < 2*pageSize || uintptr(unsafe.Pointer(&mem[0]))%8 != 0 {
+	if len(mem) < pageSize+headerSize || uintptr(unsafe.Pointer(&mem[0]))%8 != 0 {
 		return nil, fmt.Errorf("perf ring of %d bytes: too small or misaligned", len(mem))
 	}
 	r := &ring{
@@ -74,9 +74,9 @@ func (r *ring) read(fn func(rec []byte)) int {
 			tail = head
 			break
 		}
-		// Records are 8-byte aligned and the area's size is a power of
-		// two, so a header never straddles the end.
-		recSize := uint64(binary.LittleEndian.Uint16(r.data[off+6:]))
+		// The kernel keeps records 8-byte aligned, so a header never
+		// straddles the end; read its size byte by byte all the same.
+		recSize := uint64(r.data[(off+6)&mask]) | uint64(r.data[(off+7)&mask])<<8
 		if recSize < headerSize || recSize > avail {
 			r.corrupt++
 			tail = head

@@ -878,7 +878,8 @@ func (s *Sampler) drainLocked() {
 }
 
 // History returns a copy of the flight recorder's samples that overlap
-// [from, to] (CLOCK_MONOTONIC ns), clipped to it and sorted by time, with
+// [from, to] (CLOCK_MONOTONIC ns) and the last Config.History, clipped to
+// both and sorted by time, with
 // the off-CPU intervals still open closed at to (or now). Stack and
 // StackDump are shared with the recorder: do not modify them.
 func (s *Sampler) History(from, to uint64) []Sample {
@@ -887,6 +888,13 @@ func (s *Sampler) History(from, to uint64) []Sample {
 	s.drainLocked()
 	now := monotime.Now()
 	if s.hist == nil || to < from {
+		return nil
+	}
+	// Eviction works by whole chunks; the age bound is exact for readers.
+	if now > s.hist.maxAge {
+		from = max(from, now-s.hist.maxAge)
+	}
+	if to < from {
 		return nil
 	}
 	out := s.hist.window(from, to, nil)

@@ -483,3 +483,60 @@ func TestLostRecordsCounted(t *testing.T) {
 		t.Errorf("Stats.LostRecords %d below the recording's %d", all.LostRecords, st.LostRecords)
 	}
 }
+
+// The flight recorder is read while sampling goes on: it holds the recent
+// past only (by age), clipped to the window asked, with threads blocked
+// right now counted up to its end.
+func TestFlightRecorder(t *testing.T) {
+	testutil.RequirePerf(t)
+	tg := testutil.Start(t, target(t, "offcpu/offcpu.c"), "-s", "1")
+	tg.WaitLine(t, "ready", 30*time.Second)
+	const age = 400 * time.Millisecond
+	s := mustStart(t, Config{PID: tg.Pid, Freq: 997, OffCPU: true, Kernel: true, History: age})
+	time.Sleep(1200 * time.Millisecond)
+	sleeper := tidsNamed(s, "sleeper")
+	spinner := tidsNamed(s, "spinner")
+
+	now := monotime.Now()
+	all := s.History(0, now)
+	var oldest uint64 = now
+	var spinning int
+	for _, smp := range all {
+		if smp.Kind == OnCPU && spinner[smp.TID] {
+			spinning++
+			oldest = min(oldest, smp.Time)
+		}
+	}
+	if now-oldest > uint64(age) {
+		t.Errorf("oldest on-CPU sample is %v old with History %v", time.Duration(now-oldest), age)
+	}
+	if spinning < 50 {
+		t.Errorf("%d spinner samples in the flight recorder, want >= 50", spinning)
+	}
+
+	from, to := now-200*1e6, now-100*1e6
+	var blocked uint64
+	for _, smp := range s.History(from, to) {
+		if smp.Time < from || smp.End() > to {
+			t.Errorf("sample [%d, %d] outside the window [%d, %d]", smp.Time, smp.End(), from, to)
+		}
+		if smp.Kind == OffCPU && sleeper[smp.TID] {
+			blocked += smp.Weight
+		}
+	}
+	if blocked != to-from {
+		t.Errorf("sleeper off-CPU %v in a %v window, want all of it", time.Duration(blocked), time.Duration(to-from))
+	}
+	// Still sampling after being read.
+	time.Sleep(200 * time.Millisecond)
+	later := s.History(now, monotime.Now())
+	var fresh int
+	for _, smp := range later {
+		if smp.Kind == OnCPU && spinner[smp.TID] {
+			fresh++
+		}
+	}
+	if fresh == 0 {
+		t.Error("no new samples after History: reading stopped sampling")
+	}
+}
