@@ -8,8 +8,8 @@ import (
 )
 
 var testLayouts = map[uint64]layout{
-	1: {},                                    // on-CPU, no dump
-	2: {nregs: userRegsCount, stack: true},   // off-CPU with dump
+	1: {},                                  // on-CPU, no dump
+	2: {nregs: userRegsCount, stack: true}, // off-CPU with dump
 }
 
 func lookupLayout(id uint64) (layout, bool) {

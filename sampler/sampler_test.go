@@ -404,7 +404,7 @@ func TestTargetExits(t *testing.T) {
 	tg.WaitLine(t, "ready", 30*time.Second)
 	s := mustStart(t, Config{PID: tg.Pid, Freq: 997, OffCPU: true, Kernel: true})
 	rec := s.StartRecording()
-	trigger.Close() // the target exits 700 ms from now
+	trigger.Close()                      // the target exits 700 ms from now
 	fd0 = testutil.OpenFDs(t) - fdsOf(s) // the target's pipes are not ours to count
 	select {
 	case <-s.Done():
