@@ -394,7 +394,6 @@ func TestSetRate(t *testing.T) {
 // closes, the stats say so, and every descriptor is given back.
 func TestTargetExits(t *testing.T) {
 	testutil.RequirePerf(t)
-	fd0 := testutil.OpenFDs(t)
 	cmd := exec.Command(target(t, "exiter"), "-after", "700ms", "-threads", "2", "-stdin")
 	trigger, err := cmd.StdinPipe()
 	if err != nil {
@@ -405,7 +404,7 @@ func TestTargetExits(t *testing.T) {
 	s := mustStart(t, Config{PID: tg.Pid, Freq: 997, OffCPU: true, Kernel: true})
 	rec := s.StartRecording()
 	trigger.Close()                      // the target exits 700 ms from now
-	fd0 = testutil.OpenFDs(t) - fdsOf(s) // the target's pipes are not ours to count
+	fd0 := testutil.OpenFDs(t) - fdsOf(s) // before Start, with the target's pipes
 	select {
 	case <-s.Done():
 	case <-time.After(20 * time.Second):
