@@ -253,26 +253,36 @@ const maxRun = 128
 
 // find returns the position of the first piece that ends after addr.
 func (p *painter) find(addr uint64) (ri, pi int) {
-	ri, _ = slices.BinarySearchFunc(p.runs, addr, func(run []piece, a uint64) int {
-		if run[len(run)-1].end <= a {
-			return -1
-		}
-		return 1
-	})
-	if ri == len(p.runs) {
-		if ri == 0 {
-			return 0, 0
-		}
-		return ri - 1, len(p.runs[ri-1])
+	// Runs are never empty; find the first whose last piece ends after
+	// addr. JITs mostly load above everything loaded so far: check the
+	// end first.
+	n := len(p.runs)
+	if n == 0 {
+		return 0, 0
 	}
-	run := p.runs[ri]
-	pi, _ = slices.BinarySearchFunc(run, addr, func(q piece, a uint64) int {
-		if q.end <= a {
-			return -1
+	if last := p.runs[n-1]; last[len(last)-1].end <= addr {
+		return n - 1, len(last)
+	}
+	lo, hi := 0, n-1
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if run := p.runs[m]; run[len(run)-1].end <= addr {
+			lo = m + 1
+		} else {
+			hi = m
 		}
-		return 1
-	})
-	return ri, pi
+	}
+	run := p.runs[lo]
+	i, j := 0, len(run)
+	for i < j {
+		m := int(uint(i+j) >> 1)
+		if run[m].end <= addr {
+			i = m + 1
+		} else {
+			j = m
+		}
+	}
+	return lo, i
 }
 
 func (p *painter) at(addr uint64) (int32, bool) {
