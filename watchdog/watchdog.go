@@ -161,6 +161,7 @@ func (w *Watchdog) Run(ctx context.Context) error {
 				return ErrTargetExited
 			}
 		case r := <-l.capDone:
+			l.cancel(nil) // release the capture's context
 			l.cancel = nil
 			if !l.apply(l.feedBeats()) || !l.apply(l.d.CaptureDone(l.now, r.res, r.err)) {
 				return ErrTargetExited
@@ -187,8 +188,8 @@ type loop struct {
 	armedAt instant
 
 	capDone chan captureDone
-	cancel  context.CancelFunc // of the capture in flight
-	now     instant            // when the last beats were taken
+	cancel  context.CancelCauseFunc // of the capture in flight
+	now     instant                 // when the last beats were taken
 }
 
 // arm makes sure a timer fires at the detector's deadline. A timer armed
@@ -249,7 +250,7 @@ func (l *loop) apply(act action) bool {
 	if act.capture == nil {
 		return true
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	l.cancel = cancel
 	tr := *act.capture
 	go func() {
@@ -275,7 +276,7 @@ func (l *loop) finishCapture(why string) {
 	if l.cancel == nil {
 		return
 	}
-	l.cancel()
+	l.cancel(errors.New(why))
 	l.cancel = nil
 	select {
 	case r := <-l.capDone:
