@@ -79,6 +79,12 @@ func parseModule(r io.ReaderAt, size int64, name string) (m *moduleCFI, err erro
 			m, err = nil, fmt.Errorf("%s: malformed ELF file: %v", name, p)
 		}
 	}()
+	var magic [4]byte
+	if _, err := r.ReadAt(magic[:], 0); err != nil || string(magic[:]) != elf.ELFMAG {
+		// Not code a linker made: a JIT's jitdump mapped executable so
+		// that perf records it, for one. Nothing to unwind with.
+		return &moduleCFI{}, nil
+	}
 	ef, err := elf.NewFile(r)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
