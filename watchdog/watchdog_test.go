@@ -109,14 +109,20 @@ type fileBeater struct {
 
 func startFileBeater(t *testing.T, path string, every time.Duration) *fileBeater {
 	b := &fileBeater{path: path, stop: make(chan struct{}), done: make(chan struct{})}
+	b.run(every)
+	t.Cleanup(b.halt)
+	return b
+}
+
+func (b *fileBeater) run(every time.Duration) {
 	go func() {
 		defer close(b.done)
 		for i := 0; ; i++ {
-			if err := os.WriteFile(path+".tmp", []byte(fmt.Sprint(i)), 0o644); err == nil {
+			if err := os.WriteFile(b.path+".tmp", []byte(fmt.Sprint(i)), 0o644); err == nil {
 				// Stamped before the rename that is the beat, so
 				// that latencies measured from it are not flattered.
 				b.lastBeat.Store(int64(monotime.Now()))
-				os.Rename(path+".tmp", path)
+				os.Rename(b.path+".tmp", b.path)
 			}
 			select {
 			case <-b.stop:
@@ -125,8 +131,6 @@ func startFileBeater(t *testing.T, path string, every time.Duration) *fileBeater
 			}
 		}
 	}()
-	t.Cleanup(b.halt)
-	return b
 }
 
 func (b *fileBeater) halt() {

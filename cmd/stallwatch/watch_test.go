@@ -1,0 +1,346 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/testutil"
+)
+
+// builtOnce builds a program once per test binary, in a directory of its
+// own (tests of several packages may run at once).
+type builtOnce struct {
+	sync.Once
+	path string
+	err  error
+	out  []byte
+}
+
+var watchBin, beaterBin builtOnce
+
+func (b *builtOnce) build(t *testing.T, name, dir string) string {
+	t.Helper()
+	b.Do(func() {
+		tmp, err := os.MkdirTemp("", "stallwatch-watch-test-")
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(tmp, name)
+		cmd := exec.Command("go", "build", "-o", b.path, ".")
+		cmd.Dir = dir
+		b.out, b.err = cmd.CombinedOutput()
+	})
+	if b.err != nil {
+		t.Fatalf("go build %s: %v\n%s", name, b.err, b.out)
+	}
+	return b.path
+}
+
+func stallwatchBin(t *testing.T) string { return watchBin.build(t, "stallwatch", ".") }
+func beaterPath(t *testing.T) string {
+	return beaterBin.build(t, "beater", testutil.Testdata(t, "beater"))
+}
+
+func TestWatchUsageErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--heartbeat-proc"}, "--pid PID or -- CMD"},
+		{[]string{"--pid", "1"}, "no heartbeat"},
+		{[]string{"--pid", "1", "--heartbeat-proc", "--", "true"}, "exclude each other"},
+		{[]string{"--pid", "-3", "--heartbeat-proc"}, "not a process id"},
+		{[]string{"--pid", "1", "--heartbeat-proc", "--stall-after", "0s"}, "--stall-after"},
+		{[]string{"--pid", "1", "--heartbeat-proc", "--log-format", "xml"}, "--log-format"},
+		{[]string{"--pid", "1", "--heartbeat-proc", "--metric", "a.*"}, "go with --heartbeat-statsd"},
+		{[]string{"--pid", "1", "--heartbeat-proc", "--http-timeout", "1s"}, "go with --heartbeat-http"},
+		{[]string{"--pid", "1", "--heartbeat-proc", "--max-captures", "-1"}, "cannot be negative"},
+		{[]string{"--pid", "1", "--heartbeat-proc", "--freq", "0"}, "--freq"},
+		{[]string{"--pid", "1", "--no-such-flag"}, "no-such-flag"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(append([]string{"watch"}, tc.args...), &stdout, &stderr)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d (usage); stderr:\n%s", code, exitUsage, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("stderr does not say %q:\n%s", tc.want, stderr.String())
+			}
+		})
+	}
+}
+
+func TestWatchRefusesSetupErrors(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"watch", "--pid", "999999999", "--heartbeat-proc"}, &stdout, &stderr); code != exitFailure || !strings.Contains(stderr.String(), "no process 999999999") {
+		t.Errorf("missing pid: exit %d, stderr %q", code, stderr.String())
+	}
+	stderr.Reset()
+	code := run([]string{"watch", "--pid", strconv.Itoa(os.Getpid()), "--heartbeat-statsd", "udp://127.0.0.1:18125", "--forward", "udp://localhost:18125"}, &stdout, &stderr)
+	if code != exitFailure || !strings.Contains(stderr.String(), "forever") {
+		t.Errorf("forward loop: exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+func TestWatchHelpTeaches(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"watch", "--help"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("--help exit %d", code)
+	}
+	help := stdout.String() + stderr.String()
+	for _, want := range []string{
+		"stallwatch watch --heartbeat-file ", "stallwatch watch --heartbeat-statsd ",
+		"stallwatch watch --heartbeat-http ", "stallwatch watch --heartbeat-proc ",
+		"SIGUSR1", "NOT YET IMPLEMENTED", "DD_DOGSTATSD_URL", "-stall-after", "-recapture-after", "-max-captures",
+		"-capture-for", "-baseline-freq", "-history", "-no-offcpu", "-no-kernel", "-no-ptrace", "-keep", "-out",
+		"-statsd", "-tags", "-upload", "-service", "-env", "-metric-tag", "-forward", "-http-timeout", "-log-format",
+	} {
+		if !strings.Contains(help, want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+}
+
+func TestWatchDatadogEnvironment(t *testing.T) {
+	tests := []struct {
+		name              string
+		env               map[string]string
+		flags             watchFlags
+		forward, upload   string
+		service, ddenv, t string
+	}{
+		{"nothing", nil, watchFlags{statsdAddr: "udp://:18125"}, "", "", "", "", ""},
+		{"dogstatsd url", map[string]string{"DD_DOGSTATSD_URL": "unix:///var/run/datadog/dsd.socket", "DD_AGENT_HOST": "agent"},
+			watchFlags{statsdAddr: "udp://:18125"}, "unix:///var/run/datadog/dsd.socket", "http://agent:8126", "", "", ""},
+		{"agent host", map[string]string{"DD_AGENT_HOST": "10.0.0.7", "DD_TRACE_AGENT_URL": "http://10.0.0.7:9126", "DD_SERVICE": "api", "DD_ENV": "prod", "DD_TAGS": "team:x"},
+			watchFlags{statsdAddr: "udp://:18125"}, "10.0.0.7:8125", "http://10.0.0.7:9126", "api", "prod", "team:x"},
+		{"agent port", map[string]string{"DD_AGENT_HOST": "agent", "DD_DOGSTATSD_PORT": "9125"},
+			watchFlags{statsdAddr: "udp://:18125"}, "agent:9125", "http://agent:8126", "", "", ""},
+		{"flags win", map[string]string{"DD_AGENT_HOST": "agent", "DD_SERVICE": "api"},
+			watchFlags{statsdAddr: "udp://:18125", forward: "udp://127.0.0.1:8125", service: "mine"}, "udp://127.0.0.1:8125", "http://agent:8126", "mine", "", ""},
+		{"no proxy, no forward", map[string]string{"DD_AGENT_HOST": "agent"}, watchFlags{}, "", "http://agent:8126", "", "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := tc.flags
+			f.ddEnv(func(k string) string { return tc.env[k] })
+			if f.forward != tc.forward || f.upload != tc.upload || f.service != tc.service || f.env != tc.ddenv || f.tags != tc.t {
+				t.Errorf("forward %q upload %q service %q env %q tags %q; want %q %q %q %q %q",
+					f.forward, f.upload, f.service, f.env, f.tags, tc.forward, tc.upload, tc.service, tc.ddenv, tc.t)
+			}
+		})
+	}
+}
+
+// startWatch runs the stallwatch binary with args; its stdout is the
+// child's (in -- CMD mode), its stderr holds the log.
+func startWatch(t *testing.T, args ...string) *testutil.Target {
+	t.Helper()
+	return testutil.Start(t, stallwatchBin(t), append([]string{"watch"}, args...)...)
+}
+
+// exitCode waits for tg and returns its exit status.
+func exitCode(t *testing.T, tg *testutil.Target, within time.Duration) int {
+	t.Helper()
+	select {
+	case <-tg.Done():
+	case <-time.After(within):
+		t.Fatalf("stallwatch did not exit within %v; log:\n%s", within, tg.Stderr())
+	}
+	var ee *exec.ExitError
+	if err := tg.ExitErr(); errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			t.Fatalf("stallwatch killed by %v; log:\n%s", ws.Signal(), tg.Stderr())
+		}
+		return ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return 0
+}
+
+func waitLog(t *testing.T, tg *testutil.Target, msg string, within time.Duration) {
+	t.Helper()
+	if err := testutil.Eventually(within, func() bool { return strings.Contains(tg.Stderr(), msg) }); err != nil {
+		t.Fatalf("no log line %q within %v; log:\n%s", msg, within, tg.Stderr())
+	}
+}
+
+// quiet are the flags that keep a test's stallwatch light: no flight
+// recorder.
+func quiet(beat string) []string {
+	return []string{"--heartbeat-file", beat, "--baseline-freq", "0", "--out", filepath.Join(filepath.Dir(beat), "out")}
+}
+
+func TestWatchChildExitStatus(t *testing.T) {
+	beater := beaterPath(t)
+	tests := []struct {
+		name   string
+		child  []string
+		signal syscall.Signal // sent to stallwatch once the child is ready
+		want   int
+	}{
+		{"exit status", []string{"-exit-after", "1s", "-exit-code", "7"}, 0, 7},
+		{"SIGTERM forwarded, child exits 42", []string{"-term-code", "42"}, syscall.SIGTERM, 42},
+		{"SIGINT forwarded, child exits 3", []string{"-term-code", "3"}, syscall.SIGINT, 3},
+		{"SIGTERM forwarded, child killed by it", nil, syscall.SIGTERM, 128 + int(syscall.SIGTERM)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			beat := filepath.Join(t.TempDir(), "beat")
+			args := append(quiet(beat), "--", beater, "-file", beat, "-interval", "50ms")
+			sw := startWatch(t, append(args, tc.child...)...)
+			sw.WaitLine(t, "ready", 20*time.Second)
+			if tc.signal != 0 {
+				waitLog(t, sw, "heartbeat healthy", 10*time.Second)
+				start := time.Now()
+				if err := sw.Cmd.Process.Signal(tc.signal); err != nil {
+					t.Fatal(err)
+				}
+				if got := exitCode(t, sw, 5*time.Second); got != tc.want {
+					t.Errorf("exit %d, want %d; log:\n%s", got, tc.want, sw.Stderr())
+				}
+				if d := time.Since(start); d > 2*time.Second {
+					t.Errorf("exit took %v after the signal", d)
+				}
+				if tc.want != 128+int(syscall.SIGTERM) {
+					sw.WaitLine(t, "signal ", time.Second) // the child saw the signal
+				}
+				return
+			}
+			if got := exitCode(t, sw, 20*time.Second); got != tc.want {
+				t.Errorf("exit %d, want %d; log:\n%s", got, tc.want, sw.Stderr())
+			}
+		})
+	}
+}
+
+func TestWatchChildGetsStatsdURL(t *testing.T) {
+	beater := beaterPath(t)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "dsd.sock")
+	sw := startWatch(t, "--heartbeat-statsd", "unix://"+sock, "--metric", "app.heartbeat", "--baseline-freq", "0",
+		"--out", filepath.Join(dir, "out"), "--", beater, "-statsd", "env", "-interval", "50ms")
+	sw.WaitLine(t, "ready", 20*time.Second)
+	waitLog(t, sw, "heartbeat healthy", 10*time.Second)
+	if !strings.Contains(sw.Stderr(), "statsd unix://"+sock) {
+		t.Errorf("log does not name the heartbeat:\n%s", sw.Stderr())
+	}
+}
+
+func TestWatchPidExitsWithTarget(t *testing.T) {
+	beat := filepath.Join(t.TempDir(), "beat")
+	cmd := exec.Command(beaterPath(t), "-file", beat, "-interval", "50ms", "-exit-after", "2s")
+	target := testutil.StartCmd(t, cmd)
+	target.WaitLine(t, "ready", 10*time.Second)
+	sw := startWatch(t, append(quiet(beat), "--pid", strconv.Itoa(target.Pid), "--stall-after", "300ms")...)
+	if got := exitCode(t, sw, 20*time.Second); got != 0 {
+		t.Errorf("exit %d after the target exited, want 0; log:\n%s", got, sw.Stderr())
+	}
+	log := sw.Stderr()
+	if !strings.Contains(log, "target exited") || strings.Contains(log, "capture started") {
+		t.Errorf("a target's exit must be reported as an exit, not a stall; log:\n%s", log)
+	}
+}
+
+// captureJSON reads the capture.json of the one capture directory under
+// out whose name ends in -trigger.
+func captureJSON(t *testing.T, out, trigger string) map[string]any {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(out, "*-"+trigger))
+	if len(dirs) != 1 {
+		t.Fatalf("capture directories %v under %s, want one *-%s", dirs, out, trigger)
+	}
+	for _, f := range []string{"profile.pb.gz", "threads.pb.gz", "report.txt"} {
+		if _, err := os.Stat(filepath.Join(dirs[0], f)); err != nil {
+			t.Errorf("capture lacks %s: %v", f, err)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dirs[0], "capture.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("capture.json: %v", err)
+	}
+	return m
+}
+
+func TestWatchSIGTERMDuringCapture(t *testing.T) {
+	testutil.RequirePerf(t)
+	testutil.RequirePtrace(t)
+	dir := t.TempDir()
+	beat := filepath.Join(dir, "beat")
+	target := testutil.Start(t, beaterPath(t), "-file", beat, "-interval", "50ms", "-stop-after", "1500ms")
+	target.WaitLine(t, "ready", 10*time.Second)
+	out := filepath.Join(dir, "out")
+	sw := startWatch(t, "--pid", strconv.Itoa(target.Pid), "--heartbeat-file", beat, "--stall-after", "300ms",
+		"--capture-for", "1m", "--history", "2s", "--out", out)
+	waitLog(t, sw, "capture started", 20*time.Second)
+	time.Sleep(300 * time.Millisecond) // some samples
+	start := time.Now()
+	if err := sw.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if got := exitCode(t, sw, 5*time.Second); got != 0 {
+		t.Errorf("exit %d after SIGTERM during a capture, want 0; log:\n%s", got, sw.Stderr())
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("SIGTERM to exit took %v, want at most 2s", d)
+	}
+	info := captureJSON(t, out, "stall")
+	if info["cut_short"] != true {
+		t.Errorf("capture.json cut_short = %v, want true", info["cut_short"])
+	}
+	if why, _ := info["cut_short_why"].(string); why != "" && !strings.Contains(why, "interrupted") {
+		t.Errorf("cut short because %q", why)
+	}
+	select {
+	case <-target.Done():
+		t.Error("the target died with stallwatch")
+	default:
+	}
+}
+
+func TestWatchSIGUSR1CapturesNow(t *testing.T) {
+	testutil.RequirePerf(t)
+	testutil.RequirePtrace(t)
+	dir := t.TempDir()
+	beat := filepath.Join(dir, "beat")
+	target := testutil.Start(t, beaterPath(t), "-file", beat, "-interval", "50ms")
+	target.WaitLine(t, "ready", 10*time.Second)
+	out := filepath.Join(dir, "out")
+	sw := startWatch(t, "--pid", strconv.Itoa(target.Pid), "--heartbeat-file", beat, "--capture-for", "500ms",
+		"--baseline-freq", "0", "--out", out)
+	waitLog(t, sw, "heartbeat healthy", 20*time.Second)
+	if err := sw.Cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, sw, "capture written", 20*time.Second)
+	info := captureJSON(t, out, "signal")
+	if info["trigger"] != "signal" {
+		t.Errorf("capture.json trigger %v", info["trigger"])
+	}
+	if strings.Contains(sw.Stderr(), "heartbeat stalled") {
+		t.Errorf("a healthy target was reported stalled:\n%s", sw.Stderr())
+	}
+	_ = sw.Cmd.Process.Signal(syscall.SIGINT)
+	if got := exitCode(t, sw, 5*time.Second); got != 0 {
+		t.Errorf("exit %d after SIGINT, want 0", got)
+	}
+}
+
