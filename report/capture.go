@@ -165,24 +165,28 @@ func writeCaptureFiles(dir string, c *Capture) error {
 	cc := *c
 	cc.Profile = p
 	cc.Info.Schema = InfoSchema
-	files := []namedWriter{{FileProfile, p.Write}}
+	files := []namedWriter{{FileProfile, func(w io.Writer) error { return WriteProfile(w, p) }}}
 	if c.Threads != nil {
 		tp, err := BuildThreads(c.Threads)
 		if err != nil {
 			return err
 		}
 		files = append(files,
-			namedWriter{FileThreads, tp.Write},
+			namedWriter{FileThreads, func(w io.Writer) error { return WriteProfile(w, tp) }},
 			namedWriter{FileThreadJSON, func(w io.Writer) error { return WriteThreadDumpJSON(w, c.Threads) }})
 	}
+	// Both reports render one view; it is built once the file list
+	// (which capture.json, and so the reports, show) is known.
+	var v *view
 	files = append(files,
-		namedWriter{FileText, func(w io.Writer) error { return WriteText(w, &cc) }},
-		namedWriter{FileHTML, func(w io.Writer) error { return WriteHTML(w, &cc) }},
+		namedWriter{FileText, func(w io.Writer) error { return writeTextView(w, v) }},
+		namedWriter{FileHTML, func(w io.Writer) error { return writeHTMLView(w, v) }},
 		namedWriter{FileInfo, func(w io.Writer) error { return writeInfo(w, &cc.Info) }})
 	cc.Info.Files = nil
 	for _, f := range files {
 		cc.Info.Files = append(cc.Info.Files, f.name)
 	}
+	v = buildView(&cc)
 	for _, f := range files {
 		if err := WriteFileAtomic(filepath.Join(dir, f.name), f.write); err != nil {
 			return err
@@ -345,10 +349,11 @@ func UpdateInfo(dir string, f func(*Info)) error {
 	}
 	f(&c.Info)
 	c.Info.Schema = InfoSchema
+	v := buildView(c)
 	writes := []namedWriter{
 		{FileInfo, func(w io.Writer) error { return writeInfo(w, &c.Info) }},
-		{FileText, func(w io.Writer) error { return WriteText(w, c) }},
-		{FileHTML, func(w io.Writer) error { return WriteHTML(w, c) }},
+		{FileText, func(w io.Writer) error { return writeTextView(w, v) }},
+		{FileHTML, func(w io.Writer) error { return writeHTMLView(w, v) }},
 	}
 	for _, wr := range writes {
 		if err := WriteFileAtomic(filepath.Join(dir, wr.name), wr.write); err != nil {

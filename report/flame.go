@@ -6,8 +6,6 @@ import (
 	"html/template"
 	"sort"
 	"strings"
-
-	"github.com/google/pprof/profile"
 )
 
 // flameNode is a frame in the call tree, callers above callees.
@@ -16,36 +14,34 @@ type flameNode struct {
 	kind     frameKind
 	value    int64
 	children []*flameNode
-	index    map[string]*flameNode
 }
 
-func (n *flameNode) child(f frame) *flameNode {
-	key := f.name
-	if c := n.index[key]; c != nil {
-		return c
-	}
-	c := &flameNode{name: f.name, kind: f.kind}
-	if n.index == nil {
-		n.index = map[string]*flameNode{}
-	}
-	n.index[key] = c
-	n.children = append(n.children, c)
-	return c
-}
-
-// buildFlame folds p's samples that pass keep into a call tree.
-func buildFlame(p *profile.Profile, vi int, keep func(*profile.Sample) bool) *flameNode {
+// flame folds the stacks with weight in vals into a call tree.
+func (a *analysis) flame(vals []int64) *flameNode {
 	root := &flameNode{name: "all"}
-	for _, s := range p.Sample {
-		v := s.Value[vi]
-		if v == 0 || (keep != nil && !keep(s)) {
+	// One index for the whole tree: a map per node costs more than the
+	// tree itself.
+	type edge struct {
+		parent *flameNode
+		name   string
+	}
+	index := map[edge]*flameNode{}
+	for id, v := range vals {
+		if v == 0 {
 			continue
 		}
 		root.value += v
-		fr := frames(s)
+		fr := a.stacks[id]
 		n := root
 		for i := len(fr) - 1; i >= 0; i-- {
-			n = n.child(fr[i])
+			e := edge{n, fr[i].name}
+			c := index[e]
+			if c == nil {
+				c = &flameNode{name: fr[i].name, kind: fr[i].kind}
+				index[e] = c
+				n.children = append(n.children, c)
+			}
+			n = c
 			n.value += v
 		}
 	}
@@ -60,14 +56,13 @@ func (n *flameNode) sort() {
 	for _, c := range n.children {
 		c.sort()
 	}
-	n.index = nil
 }
 
 // Flame graph geometry, in SVG user units.
 const (
 	flameWidth    = 1200.0
 	flameRow      = 17.0
-	flameMinWidth = 0.3 // narrower frames are left out
+	flameMinWidth = 1.0 // narrower frames (under 1/1200) are left out
 	flameMaxDepth = 200
 	flameCharW    = 6.6 // average glyph width of the 11px font
 )
@@ -107,10 +102,10 @@ func (n *flameNode) draw(sb *strings.Builder, x, y, w float64, total int64, unit
 		return
 	}
 	title := fmt.Sprintf("%s — %s, %s", n.name, valueText(n.value, unit), strings.TrimSpace(pct(n.value, total)))
-	fmt.Fprintf(sb, `<g><title>%s</title><rect x="%.2f" y="%.1f" width="%.2f" height="%.1f" fill="%s" rx="1"/>`,
+	fmt.Fprintf(sb, `<g><title>%s</title><rect x="%.1f" y="%.0f" width="%.1f" height="%.0f" fill="%s"/>`,
 		template.HTMLEscapeString(title), x, y, w, flameRow-1, flameColor(n, d))
 	if chars := int((w - 6) / flameCharW); chars >= 3 {
-		fmt.Fprintf(sb, `<text x="%.2f" y="%.1f">%s</text>`, x+3, y+flameRow-5, template.HTMLEscapeString(truncate(n.name, chars)))
+		fmt.Fprintf(sb, `<text x="%.1f" y="%.0f">%s</text>`, x+3, y+flameRow-5, template.HTMLEscapeString(truncate(n.name, chars)))
 	}
 	sb.WriteString(`</g>`)
 	cx := x

@@ -24,14 +24,15 @@ func WriteFolded(w io.Writer, p *profile.Profile, sampleType string) error {
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
+	a := analyze(p)
+	vals, _ := a.totals(vi, nil)
 	totals := map[string]int64{}
 	var sb strings.Builder
-	for _, s := range p.Sample {
-		v := s.Value[vi]
+	for id, v := range vals {
 		if v == 0 {
 			continue
 		}
-		fr := frames(s)
+		fr := a.stacks[id]
 		sb.Reset()
 		for i := len(fr) - 1; i >= 0; i-- {
 			if i < len(fr)-1 {
@@ -60,7 +61,7 @@ func WriteFolded(w io.Writer, p *profile.Profile, sampleType string) error {
 }
 
 // foldedName keeps a frame name from breaking the format: ";" separates
-// frames and a line ends a stack. (frames() has already escaped control
+// frames and a line ends a stack. (locationFrames has already escaped control
 // characters; a C++ name may still hold a ";" in an operator.)
 func foldedName(name string) string {
 	if !strings.ContainsAny(name, ";\n") {

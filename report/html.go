@@ -16,7 +16,10 @@ func WriteHTML(w io.Writer, c *Capture) error {
 	if c == nil {
 		return fmt.Errorf("report: WriteHTML: nil capture")
 	}
-	v := buildView(c)
+	return writeHTMLView(w, buildView(c))
+}
+
+func writeHTMLView(w io.Writer, v *view) error {
 	data := htmlData{Title: v.title, Facts: v.facts, Findings: v.findings, Threads: v.threads, Comments: v.comments}
 	for i, s := range v.sections {
 		hs := htmlSection{s: s, ID: fmt.Sprintf("s%d", i), Open: i < 2 || s.phase != PhaseBefore}
@@ -62,9 +65,6 @@ type htmlStack struct {
 func (h htmlSection) Stacks() []htmlStack {
 	var out []htmlStack
 	for i, st := range h.s.stacks {
-		if i == detailStacks {
-			break
-		}
 		out = append(out, htmlStack{
 			Num: i + 1, Pct: strings.TrimSpace(pct(st.value, h.s.total)), Value: valueText(st.value, h.s.unit),
 			Threads: st.threadsText(8), Frames: st.frames,
@@ -73,7 +73,7 @@ func (h htmlSection) Stacks() []htmlStack {
 	return out
 }
 
-func (h htmlSection) More() int { return max(0, len(h.s.stacks)-detailStacks) }
+func (h htmlSection) More() int { return h.s.count - len(h.s.stacks) }
 
 type htmlFunc struct{ Name, Flat, FlatPct, Cum, CumPct string }
 

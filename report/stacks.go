@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/binary"
 	"fmt"
 	"path"
 	"sort"
@@ -87,36 +88,33 @@ func locationKind(l *profile.Location) frameKind {
 	return kindNative
 }
 
-// frames expands a sample's stack, innermost first, inlined functions as
-// frames of their own.
-func frames(s *profile.Sample) []frame {
-	var out []frame
-	for _, l := range s.Location {
-		k := locationKind(l)
-		mod := ""
-		if l.Mapping != nil {
-			mod = path.Base(l.Mapping.File)
-		}
-		if len(l.Line) == 0 {
-			out = append(out, frame{name: fmt.Sprintf("%#x", l.Address), module: mod, kind: k})
-			continue
-		}
-		for _, ln := range l.Line {
-			fr := frame{module: mod, kind: k, line: ln.Line}
-			if ln.Function != nil {
-				fr.name = clean(ln.Function.Name)
-				if fr.name == "" {
-					fr.name = clean(ln.Function.SystemName)
-				}
-				if ln.Function.Filename != "" {
-					fr.file = clean(path.Base(ln.Function.Filename))
-				}
-			}
+// locationFrames expands a location into frames, innermost first,
+// inlined functions as frames of their own.
+func locationFrames(l *profile.Location) []frame {
+	k := locationKind(l)
+	mod := ""
+	if l.Mapping != nil {
+		mod = clean(path.Base(l.Mapping.File))
+	}
+	if len(l.Line) == 0 {
+		return []frame{{name: fmt.Sprintf("%#x", l.Address), module: mod, kind: k}}
+	}
+	out := make([]frame, 0, len(l.Line))
+	for _, ln := range l.Line {
+		fr := frame{module: mod, kind: k, line: ln.Line}
+		if ln.Function != nil {
+			fr.name = clean(ln.Function.Name)
 			if fr.name == "" {
-				fr.name = fmt.Sprintf("%#x", l.Address)
+				fr.name = clean(ln.Function.SystemName)
 			}
-			out = append(out, fr)
+			if ln.Function.Filename != "" {
+				fr.file = clean(path.Base(ln.Function.Filename))
+			}
 		}
+		if fr.name == "" {
+			fr.name = fmt.Sprintf("%#x", l.Address)
+		}
+		out = append(out, fr)
 	}
 	return out
 }
@@ -173,7 +171,75 @@ func inPhase(phase string) func(*profile.Sample) bool {
 	return func(s *profile.Sample) bool { return label(s, LabelPhase) == phase }
 }
 
-// stackTotal is one distinct stack (by function names) and its weight.
+// analysis is a profile read once for the renderings: each location's
+// frames, and each sample's stack as one of the profile's distinct stacks
+// by function name (pprof keeps stacks apart by address; a person reading
+// a report does not care which line of a loop a sample hit).
+type analysis struct {
+	p       *profile.Profile
+	stackOf []int     // per sample
+	stacks  [][]frame // per distinct stack, innermost first
+}
+
+func analyze(p *profile.Profile) *analysis {
+	a := &analysis{p: p, stackOf: make([]int, len(p.Sample))}
+	// Each location's frames and the key of their names, worked out once.
+	type locInfo struct {
+		frames []frame
+		key    []byte
+	}
+	locs := map[*profile.Location]*locInfo{}
+	nameIDs := map[string]uint64{}
+	byKey := map[string]int{}
+	var key []byte
+	for i, s := range p.Sample {
+		key = key[:0]
+		for _, l := range s.Location {
+			li := locs[l]
+			if li == nil {
+				li = &locInfo{frames: locationFrames(l)}
+				for _, f := range li.frames {
+					id, ok := nameIDs[f.name]
+					if !ok {
+						id = uint64(len(nameIDs))
+						nameIDs[f.name] = id
+					}
+					li.key = binary.AppendUvarint(li.key, id)
+				}
+				locs[l] = li
+			}
+			key = append(key, li.key...)
+		}
+		id, ok := byKey[string(key)]
+		if !ok {
+			id = len(a.stacks)
+			byKey[string(key)] = id
+			var fr []frame
+			for _, l := range s.Location {
+				fr = append(fr, locs[l].frames...)
+			}
+			a.stacks = append(a.stacks, fr)
+		}
+		a.stackOf[i] = id
+	}
+	return a
+}
+
+// totals sums value vi of the samples that pass keep (nil: all) per
+// distinct stack, and overall.
+func (a *analysis) totals(vi int, keep func(*profile.Sample) bool) ([]int64, int64) {
+	vals := make([]int64, len(a.stacks))
+	var total int64
+	for i, s := range a.p.Sample {
+		if v := s.Value[vi]; v != 0 && (keep == nil || keep(s)) {
+			vals[a.stackOf[i]] += v
+			total += v
+		}
+	}
+	return vals, total
+}
+
+// stackTotal is one distinct stack and its weight.
 type stackTotal struct {
 	frames  []frame // innermost first
 	value   int64
@@ -181,47 +247,46 @@ type stackTotal struct {
 	names   map[string]string
 }
 
-// topStacks aggregates p's samples that pass keep by the function names of
-// their stacks and returns them heaviest first, with the total.
-func topStacks(p *profile.Profile, vi int, keep func(*profile.Sample) bool) ([]*stackTotal, int64) {
-	by := map[string]*stackTotal{}
-	var total int64
-	for _, s := range p.Sample {
-		v := s.Value[vi]
-		if v == 0 || (keep != nil && !keep(s)) {
+// top returns the n heaviest stacks of vals (n <= 0: all), with the
+// threads they came from, and how many stacks have weight at all.
+func (a *analysis) top(vals []int64, n int, vi int, keep func(*profile.Sample) bool) ([]*stackTotal, int) {
+	var ids []int
+	for id, v := range vals {
+		if v != 0 {
+			ids = append(ids, id)
+		}
+	}
+	// Ties go to the stack seen first: the order of the profile's
+	// samples, which survives writing and reading the file.
+	sort.Slice(ids, func(i, j int) bool {
+		if vals[ids[i]] != vals[ids[j]] {
+			return vals[ids[i]] > vals[ids[j]]
+		}
+		return ids[i] < ids[j]
+	})
+	count := len(ids)
+	if n > 0 && len(ids) > n {
+		ids = ids[:n]
+	}
+	out := make([]*stackTotal, len(ids))
+	pos := map[int]*stackTotal{}
+	for i, id := range ids {
+		out[i] = &stackTotal{frames: a.stacks[id], value: vals[id], threads: map[string]int64{}, names: map[string]string{}}
+		pos[id] = out[i]
+	}
+	for i, s := range a.p.Sample {
+		st := pos[a.stackOf[i]]
+		if st == nil || s.Value[vi] == 0 || (keep != nil && !keep(s)) {
 			continue
 		}
-		total += v
-		fr := frames(s)
-		var kb strings.Builder
-		for _, f := range fr {
-			kb.WriteString(f.name)
-			kb.WriteByte(0)
-		}
-		st := by[kb.String()]
-		if st == nil {
-			st = &stackTotal{frames: fr, threads: map[string]int64{}, names: map[string]string{}}
-			by[kb.String()] = st
-		}
-		st.value += v
 		if tid := label(s, LabelThreadID); tid != "" {
-			st.threads[tid] += v
+			st.threads[tid] += s.Value[vi]
 			if n := label(s, LabelThreadName); n != "" {
 				st.names[tid] = n
 			}
 		}
 	}
-	out := make([]*stackTotal, 0, len(by))
-	for _, st := range by {
-		out = append(out, st)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].value != out[j].value {
-			return out[i].value > out[j].value
-		}
-		return stackString(out[i].frames, 0) < stackString(out[j].frames, 0)
-	})
-	return out, total
+	return out, count
 }
 
 // stackString joins frames innermost first with "←"; max > 0 keeps that
@@ -285,18 +350,16 @@ type funcTotal struct {
 	flat, cum int64
 }
 
-func topFunctions(p *profile.Profile, vi int, keep func(*profile.Sample) bool) ([]*funcTotal, int64) {
+// funcs ranks functions by flat weight, then cumulative.
+func (a *analysis) funcs(vals []int64) []*funcTotal {
 	by := map[string]*funcTotal{}
-	var total int64
-	for _, s := range p.Sample {
-		v := s.Value[vi]
-		if v == 0 || (keep != nil && !keep(s)) {
+	seen := map[string]bool{}
+	for id, v := range vals {
+		if v == 0 {
 			continue
 		}
-		total += v
-		fr := frames(s)
-		seen := map[string]bool{}
-		for i, f := range fr {
+		clear(seen)
+		for i, f := range a.stacks[id] {
 			ft := by[f.name]
 			if ft == nil {
 				ft = &funcTotal{name: f.name}
@@ -324,7 +387,7 @@ func topFunctions(p *profile.Profile, vi int, keep func(*profile.Sample) bool) (
 		}
 		return out[i].name < out[j].name
 	})
-	return out, total
+	return out
 }
 
 // valueText prints a value in its sample type's unit.

@@ -25,7 +25,10 @@ func WriteText(w io.Writer, c *Capture) error {
 	if c == nil {
 		return fmt.Errorf("report: WriteText: nil capture")
 	}
-	v := buildView(c)
+	return writeTextView(w, buildView(c))
+}
+
+func writeTextView(w io.Writer, v *view) error {
 	bw := bufio.NewWriter(w)
 	writeTextSummary(bw, v)
 	writeTextDetails(bw, v)
@@ -82,7 +85,7 @@ func writeSectionShort(w io.Writer, s *section) {
 	}
 	for i, st := range s.stacks {
 		if i == screenStacks {
-			fmt.Fprintf(w, "  … %d more below\n", len(s.stacks)-i)
+			fmt.Fprintf(w, "  … %d more below\n", s.count-i)
 			break
 		}
 		fmt.Fprintf(w, "  %s %9s  %s", pct(st.value, s.total), valueText(st.value, s.unit), stackString(st.frames, screenFrames))
@@ -132,10 +135,6 @@ func writeSectionLong(w io.Writer, s *section) {
 		fmt.Fprintf(w, "  %9s %6s %9s %6s  %s\n", valueText(f.flat, s.unit), pct(f.flat, s.total), valueText(f.cum, s.unit), pct(f.cum, s.total), f.name)
 	}
 	for i, st := range s.stacks {
-		if i == detailStacks {
-			fmt.Fprintf(w, "\n  … %d more stacks: `go tool pprof -traces` shows them all\n", len(s.stacks)-i)
-			break
-		}
 		fmt.Fprintf(w, "\n  #%d %s %s", i+1, strings.TrimSpace(pct(st.value, s.total)), valueText(st.value, s.unit))
 		if t := st.threadsText(8); t != "" {
 			fmt.Fprintf(w, "  %s", t)
@@ -150,5 +149,8 @@ func writeSectionLong(w io.Writer, s *section) {
 			}
 			fmt.Fprintf(w, "    %s %-64s %s\n", mark, f.String(), f.module)
 		}
+	}
+	if more := s.count - len(s.stacks); more > 0 {
+		fmt.Fprintf(w, "\n  … %d more stacks: `go tool pprof -traces` shows them all\n", more)
 	}
 }

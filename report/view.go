@@ -51,7 +51,8 @@ type section struct {
 	unit   string
 	phase  string
 	total  int64
-	stacks []*stackTotal
+	stacks []*stackTotal // the heaviest, detailStacks of them
+	count  int           // distinct stacks with weight
 	funcs  []*funcTotal
 	flame  *flameNode
 }
@@ -60,12 +61,14 @@ func buildView(c *Capture) *view {
 	v := &view{snap: c.Threads}
 	v.title = titleOf(c)
 	v.facts = factsOf(c)
+	var a *analysis
 	if c.Profile != nil {
-		v.sections = sectionsOf(c.Profile)
+		a = analyze(c.Profile)
+		v.sections = sectionsOf(a)
 		v.comments = c.Profile.Comments
 	}
 	v.threads = threadRows(c)
-	v.findings = findingsOf(c, v)
+	v.findings = findingsOf(c, a)
 	return v
 }
 
@@ -250,7 +253,8 @@ func settingsText(s *Settings) string {
 
 // sectionsOf ranks stacks: on-CPU and off-CPU, per phase, "during" first.
 // A profile without our sample types gets one section of its default.
-func sectionsOf(p *profile.Profile) []*section {
+func sectionsOf(a *analysis) []*section {
+	p := a.p
 	phases := phasesOf(p)
 	phased := len(phases) > 1 || phases[0] != ""
 	var out []*section
@@ -283,9 +287,11 @@ func sectionsOf(p *profile.Profile) []*section {
 				s.title += ", " + phaseText(ph)
 				s.short += " " + ph
 			}
-			s.stacks, s.total = topStacks(p, vi, keep)
-			s.funcs, _ = topFunctions(p, vi, keep)
-			s.flame = buildFlame(p, vi, keep)
+			var vals []int64
+			vals, s.total = a.totals(vi, keep)
+			s.stacks, s.count = a.top(vals, detailStacks, vi, keep)
+			s.funcs = a.funcs(vals)
+			s.flame = a.flame(vals)
 			out = append(out, s)
 		}
 	}
@@ -409,7 +415,7 @@ func isSystemLib(l *symbolize.Location) bool {
 }
 
 // findingsOf says in sentences what stands out, most important first.
-func findingsOf(c *Capture, v *view) []string {
+func findingsOf(c *Capture, a *analysis) []string {
 	var out []string
 	if snap := c.Threads; snap != nil {
 		ix := indexThreads(snap)
@@ -437,8 +443,9 @@ func findingsOf(c *Capture, v *view) []string {
 	if p == nil || !hasType(p, TypeCPUTime) {
 		return out
 	}
+	// The first phase is "during" when there are phases; a profile
+	// without them has the one phase "", which every sample is in.
 	phase := phasesOf(p)[0]
-	phased := phase != ""
 	keep := inPhase(phase)
 	when := "in the capture"
 	if phase == PhaseDuring {
@@ -458,7 +465,7 @@ func findingsOf(c *Capture, v *view) []string {
 		}
 		preempted := map[string]int64{}
 		for _, s := range p.Sample {
-			if (!phased || keep(s)) && label(s, LabelOffCPU) == "preempted" {
+			if keep(s) && label(s, LabelOffCPU) == "preempted" {
 				preempted[label(s, LabelThreadID)] += s.Value[offI]
 			}
 		}
@@ -473,7 +480,9 @@ func findingsOf(c *Capture, v *view) []string {
 	case cpuTotal > 0:
 		if tid, ns := heaviest(cpu); ns*2 >= cpuTotal {
 			top := ""
-			if st, _ := topStacks(p, cpuI, func(s *profile.Sample) bool { return (!phased || keep(s)) && label(s, LabelThreadID) == tid }); len(st) > 0 && len(st[0].frames) > 0 {
+			mine := func(s *profile.Sample) bool { return keep(s) && label(s, LabelThreadID) == tid }
+			vals, _ := a.totals(cpuI, mine)
+			if st, _ := a.top(vals, 1, cpuI, mine); len(st) > 0 && len(st[0].frames) > 0 {
 				top = " in " + stackString(st[0].frames, 3)
 			}
 			out = append(out, fmt.Sprintf("Thread %s used %s of CPU %s (%s of all on-CPU time)%s.",

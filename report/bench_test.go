@@ -1,0 +1,189 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stallwatch/stallwatch/snapshot"
+	"github.com/stallwatch/stallwatch/symbolize"
+)
+
+// benchSamples makes n samples shaped like a busy capture: 64 threads,
+// 4,000 distinct stacks 10 to 60 frames deep (kernel frames on top of a
+// third of them, inlined lines in some) drawn from 6,000 locations, hot
+// stacks far more often than cold ones, a fifth of them off-CPU.
+func benchSamples(n int) []Sample {
+	r := rand.New(rand.NewPCG(1, 2))
+	exe := &symbolize.Mapping{Start: 0x400000, Limit: 0x2000000, File: "/usr/bin/server", BuildID: "0123456789abcdef", Kind: symbolize.KindNative}
+	libc := &symbolize.Mapping{Start: 0x7f0000000000, Limit: 0x7f0000200000, File: "/usr/lib/x86_64-linux-gnu/libc.so.6", Kind: symbolize.KindNative}
+	kern := &symbolize.Mapping{Start: 0xffffffff81000000, Limit: 0xffffffff83000000, File: KernelMapping, Kind: symbolize.KindKernel}
+	var user, kernel []*symbolize.Location
+	for i := 0; i < 5500; i++ {
+		m := exe
+		if i%10 == 0 {
+			m = libc
+		}
+		l := &symbolize.Location{Addr: m.Start + uint64(i)*64, Mapping: m, Kind: symbolize.KindNative,
+			Lines: []symbolize.Line{{Function: fmt.Sprintf("pkg%d.Function%d", i%50, i), File: fmt.Sprintf("/src/pkg%d/file%d.go", i%50, i%300), Line: int64(i%900 + 1)}}}
+		if i%7 == 0 {
+			l.Lines = append([]symbolize.Line{{Function: fmt.Sprintf("pkg%d.inlined%d", i%50, i), File: "/src/inl.go", Line: 10}}, l.Lines...)
+		}
+		user = append(user, l)
+	}
+	for i := 0; i < 500; i++ {
+		kernel = append(kernel, &symbolize.Location{Addr: kern.Start + uint64(i)*256, Mapping: kern, Kind: symbolize.KindKernel,
+			Lines: []symbolize.Line{{Function: fmt.Sprintf("kernel_fn_%d", i)}}})
+	}
+	stacks := make([][]*symbolize.Location, 4000)
+	for i := range stacks {
+		var s []*symbolize.Location
+		if i%3 == 0 {
+			for k := 0; k < 3+r.IntN(8); k++ {
+				s = append(s, kernel[r.IntN(len(kernel))])
+			}
+		}
+		for k := 0; k < 10+r.IntN(50); k++ {
+			s = append(s, user[r.IntN(len(user))])
+		}
+		stacks[i] = s
+	}
+	samples := make([]Sample, n)
+	for i := range samples {
+		st := int(float64(len(stacks)) * r.Float64() * r.Float64() * r.Float64()) // hot stacks first
+		tid := 1000 + r.IntN(64)
+		s := Sample{Stack: stacks[st], TID: tid, ThreadName: fmt.Sprintf("worker-%d", tid%16), Phase: PhaseDuring, Count: 1}
+		if i%10 < 3 {
+			s.Phase = PhaseBefore
+		}
+		if i%5 == 0 {
+			s.OffCPU, s.Count, s.Nanos = true, 0, int64(r.IntN(1e8))
+		}
+		samples[i] = s
+	}
+	return samples
+}
+
+// BenchmarkBuildProfile measures what happens between the end of sampling
+// and a written profile.pb.gz, after symbolization: 100,000 samples into a
+// pprof profile, gzipped. Goal (issue 3): well under a second with
+// symbolization included.
+func BenchmarkBuildProfile(b *testing.B) {
+	samples := benchSamples(100_000)
+	meta := Meta{Start: time.Now(), Duration: 40 * time.Second, Period: int64(time.Second) / 997}
+	var size int
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := 0; i < b.N; i++ {
+		p, err := BuildProfile(samples, meta)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := WriteProfile(&buf, p); err != nil {
+			b.Fatal(err)
+		}
+		size = buf.Len()
+	}
+	b.ReportMetric(float64(size)/1e6, "MB-gz")
+	// CPU time is the figure to read on a shared machine: wall time
+	// includes waiting for a core.
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
+}
+
+// cpuTime is this process's user+system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkWriteText measures report.txt for the same capture.
+func BenchmarkWriteText(b *testing.B) {
+	p, err := BuildProfile(benchSamples(100_000), Meta{Period: int64(time.Second) / 997})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := &Capture{Info: Info{Trigger: "stall", PID: 1}, Profile: p}
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := 0; i < b.N; i++ {
+		if err := WriteText(io.Discard, c); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
+}
+
+// BenchmarkWriteHTML measures report.html (icicles included).
+func BenchmarkWriteHTML(b *testing.B) {
+	p, err := BuildProfile(benchSamples(100_000), Meta{Period: int64(time.Second) / 997})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := &Capture{Info: Info{Trigger: "stall", PID: 1}, Profile: p}
+	var size int
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := 0; i < b.N; i++ {
+		var buf bytes.Buffer
+		if err := WriteHTML(&buf, c); err != nil {
+			b.Fatal(err)
+		}
+		size = buf.Len()
+	}
+	b.ReportMetric(float64(size)/1e6, "MB")
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
+}
+
+// BenchmarkWriteCapture measures a whole capture directory for 100,000
+// samples and a 64-thread snapshot: both profiles, threads.json, both
+// reports, capture.json, each synced and renamed into place.
+func BenchmarkWriteCapture(b *testing.B) {
+	samples := benchSamples(100_000)
+	p, err := BuildProfile(samples, Meta{Period: int64(time.Second) / 997})
+	if err != nil {
+		b.Fatal(err)
+	}
+	snap := benchSnapshot(samples)
+	root := b.TempDir()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := 0; i < b.N; i++ {
+		c := &Capture{Info: Info{Trigger: "stall", PID: 1, TriggerAt: time.Unix(int64(i), 0)}, Profile: p, Threads: snap}
+		if _, err := WriteCapture(root, c); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
+}
+
+// benchSnapshot: one thread per tid of samples, each with the stack of
+// its first sample.
+func benchSnapshot(samples []Sample) *snapshot.Snapshot {
+	snap := &snapshot.Snapshot{PID: 1}
+	seen := map[int]bool{}
+	for _, s := range samples {
+		if seen[s.TID] {
+			continue
+		}
+		seen[s.TID] = true
+		t := snapshot.Thread{TID: s.TID, Name: s.ThreadName, State: 'S', OffCPUKnown: true, OffCPUFor: time.Second}
+		for _, l := range s.Stack {
+			if l.Kind == symbolize.KindKernel {
+				t.Kernel = append(t.Kernel, l)
+			} else {
+				t.User = append(t.User, l)
+			}
+		}
+		snap.Threads = append(snap.Threads, t)
+	}
+	return snap
+}

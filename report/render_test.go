@@ -1,0 +1,304 @@
+package report
+
+import (
+	"bytes"
+	"encoding/xml"
+	"io"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stallwatch/stallwatch/symbolize"
+)
+
+func renderText(t *testing.T, c *Capture) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := WriteText(&buf, c); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+func TestWriteTextFirstScreen(t *testing.T) {
+	out := renderText(t, fixtureCapture(t))
+	screen, _, ok := strings.Cut(out, strings.Repeat("═", 78))
+	if !ok {
+		t.Fatalf("no details separator:\n%s", out)
+	}
+	if n := strings.Count(screen, "\n"); n > 50 {
+		t.Errorf("the summary is %d lines; it must fit a screen (50):\n%s", n, screen)
+	}
+	// Everything issue 5 asks of report.txt is on the first screen, in
+	// this order.
+	wantInOrder := []string{
+		"stallwatch STALL capture of pid 4242 (/usr/bin/app --serve)",
+		"trigger     stall at 2026-01-05 14:30:12.345 UTC — no heartbeat for 10.2s (heartbeat: file /run/app.beat)",
+		"stall       heartbeat silent for 10.2s at the trigger; not recovered when this was written",
+		"window      2026-01-05 14:29:42.345 UTC → 14:30:22.345 (40s: 30s before the trigger, 10s after)",
+		"collected   101 on-CPU samples, 6 off-CPU intervals (11 from before the trigger), 8 threads, 1 JIT source",
+		"LOST        3 perf records",
+		"note        /proc/<pid>/sched is absent",
+		`DEADLOCK: tid 12 "lock-a" waits for tid 13 "lock-b" waits for tid 12 "lock-a".`,
+		`1 thread in uninterruptible sleep (D): tid 15 "disk".`,
+		`Thread 14 "metrics" was runnable but waited 2s for a CPU during the stall`,
+		`Thread 11 "spinner" used 91ms of CPU during the stall`,
+		"Threads (8; waiting first)",
+		"TID      NAME             ST   OFF-CPU      RUNQ       CPU  TOP FRAME",
+		"12       lock-a           S        12s       3ms        0s  __lll_lock_wait ← lock_a (app.c:50)  ⟵ waits: pthread mutex 0x7ffd0040 held by tid 13",
+		"11       spinner          R          -      40ms      91ms  hash (hash.h:30)",
+		"On-CPU stacks, during the stall (after the trigger) — total 91ms",
+		`98.9%      90ms  hash ← spin ← worker ← start_thread ← __clone3   [tid 11 "spinner"]`,
+		"Off-CPU stacks, during the stall (after the trigger) — total 18s",
+		"On-CPU stacks, before the trigger (flight recorder) — total 10ms",
+		"Off-CPU stacks, before the trigger (flight recorder) — total 300ms",
+	}
+	at := 0
+	for _, w := range wantInOrder {
+		i := strings.Index(screen[at:], w)
+		if i < 0 {
+			t.Fatalf("first screen lacks (after offset %d) %q:\n%s", at, w, screen)
+		}
+		at += i + len(w)
+	}
+	// The thread table lists waiting threads before the running one.
+	if strings.Index(screen, "  15       disk") > strings.Index(screen, "  11       spinner") {
+		t.Error("the D-state thread should come before the running one")
+	}
+}
+
+func TestWriteTextDetails(t *testing.T) {
+	out := renderText(t, fixtureCapture(t))
+	_, details, _ := strings.Cut(out, strings.Repeat("═", 78))
+	for _, want := range []string{
+		"Top functions (flat: where the time was; cum: under it)",
+		"    k futex_wait_queue",
+		"    j handler (app.js:3)",
+		"      hash (hash.h:30)",
+		"Thread dump of pid 4242",
+		"DEADLOCK 1:",
+		"Profile comments",
+	} {
+		if !strings.Contains(details, want) {
+			t.Errorf("details lack %q", want)
+		}
+	}
+}
+
+func TestWriteTextFlags(t *testing.T) {
+	c := fixtureCapture(t)
+	c.Info.CutShort, c.Info.CutShortWhy = true, "SIGTERM"
+	c.Info.TargetExited = true
+	c.Info.Counts.Lost = 0
+	c.Info.Counts.MissingSymbols = 2
+	out := renderText(t, c)
+	for _, want := range []string{
+		"CUT SHORT   SIGTERM: the files hold what was collected until then",
+		"TARGET EXITED the process exited during the capture",
+		"lost        nothing (0 perf records lost, no throttling)",
+		"missing     2 mappings without symbols",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+func TestWriteTextRecord(t *testing.T) {
+	// `stallwatch record`: no phases, no snapshot.
+	var samples []Sample
+	for _, s := range fixtureSamples() {
+		s.Phase = ""
+		samples = append(samples, s)
+	}
+	p, err := BuildProfile(samples, fixtureMeta())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := renderText(t, &Capture{Info: Info{Trigger: "manual", PID: 4242}, Profile: p})
+	if !strings.Contains(out, "On-CPU stacks — total 101ms") || !strings.Contains(out, "Off-CPU stacks — total 18.3s") {
+		t.Errorf("record report:\n%s", out)
+	}
+	if strings.Contains(out, "during the stall") || strings.Contains(out, "Threads (") {
+		t.Errorf("a record report has no phases and no thread table:\n%s", out)
+	}
+	if !strings.Contains(out, `Thread 11 "spinner" used 101ms of CPU in the capture`) {
+		t.Errorf("record findings:\n%s", out)
+	}
+}
+
+func TestWriteTextBlockedProcess(t *testing.T) {
+	var samples []Sample
+	for _, s := range fixtureSamples() {
+		if s.OffCPU {
+			samples = append(samples, s)
+		}
+	}
+	p, err := BuildProfile(samples, fixtureMeta())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := renderText(t, &Capture{Info: fixtureInfo(), Profile: p})
+	if !strings.Contains(out, "No thread ran on a CPU during the stall: the process is waiting, not busy") {
+		t.Errorf("a fully blocked process is not called out:\n%s", out)
+	}
+}
+
+func TestWriteTextForeignProfile(t *testing.T) {
+	// Any pprof file renders: here one with an unknown sample type.
+	p, err := BuildProfile(fixtureSamples(), fixtureMeta())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range p.SampleType {
+		st.Type = "x-" + st.Type
+	}
+	p.DefaultSampleType = ""
+	out := renderText(t, &Capture{Profile: p})
+	if !strings.Contains(out, "stallwatch profile") || !strings.Contains(out, "Stacks by x-wall-time, during the stall") {
+		t.Errorf("foreign profile:\n%s", out)
+	}
+}
+
+func renderHTML(t *testing.T, c *Capture) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, c); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+func TestWriteHTML(t *testing.T) {
+	c := fixtureCapture(t)
+	c.Threads.Threads[1].Name = `<script>alert(1)</script>`
+	out := renderHTML(t, c)
+
+	// Self-contained: no script, nothing fetched.
+	for _, bad := range []string{"<script", "<link", "src=", "@import", "url("} {
+		if strings.Contains(out, bad) {
+			t.Errorf("report.html contains %q: it must be self-contained and script-free", bad)
+		}
+	}
+	if m := regexp.MustCompile(`https?://[^"]*`).FindAllString(out, -1); len(m) != strings.Count(out, "<svg") {
+		t.Errorf("URLs other than the SVG namespace: %v", m)
+	}
+	if !strings.Contains(out, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Error("a thread name from the target is not escaped")
+	}
+	for _, want := range []string{
+		"<title>stallwatch STALL capture of pid 4242 (/usr/bin/app --serve)</title>",
+		"no heartbeat for 10.2s", "DEADLOCK", "Threads (8; waiting first)",
+		"On-CPU stacks, during the stall (after the trigger) — total 91ms",
+		"Off-CPU stacks, during the stall (after the trigger) — total 18s",
+		"Thread dump", "futex_wait_queue",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report.html lacks %q", want)
+		}
+	}
+
+	// One icicle per section, each well-formed SVG with a tooltip per frame.
+	svgs := regexp.MustCompile(`(?s)<svg.*?</svg>`).FindAllString(out, -1)
+	if len(svgs) != 4 {
+		t.Fatalf("%d SVG graphs, want 4 (on- and off-CPU, during and before)", len(svgs))
+	}
+	for i, s := range svgs {
+		if err := xmlWellFormed(s); err != nil {
+			t.Errorf("svg %d: %v", i, err)
+		}
+	}
+	if n := strings.Count(svgs[1], "<title>futex_wait_queue — 5s, 27.8%</title>"); n != 2 {
+		t.Errorf("off-CPU icicle: futex_wait_queue should show under lock_a and lock_b, 5s each (%d):\n%s", n, svgs[1])
+	}
+}
+
+func xmlWellFormed(s string) error {
+	d := xml.NewDecoder(strings.NewReader(s))
+	for {
+		_, err := d.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func TestFlameLayout(t *testing.T) {
+	// Children split their parent's width by value, callers above.
+	p, err := BuildProfile([]Sample{
+		{Stack: []*symbolize.Location{aLockA, aWorker}, TID: 1, Count: 3},
+		{Stack: []*symbolize.Location{aLockB, aWorker}, TID: 1, Count: 1},
+	}, Meta{Period: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := analyze(p)
+	vals, _ := a.totals(valCPUSamples, nil)
+	root := a.flame(vals)
+	if root.value != 4 || len(root.children) != 1 || root.children[0].name != "worker" {
+		t.Fatalf("root %+v", root)
+	}
+	w := root.children[0]
+	if len(w.children) != 2 || w.children[0].name != "lock_a" || w.children[0].value != 3 || w.children[1].value != 1 {
+		t.Fatalf("worker's children %+v", w.children)
+	}
+	svg := string(flameSVG(root, "count", "t"))
+	if !strings.Contains(svg, `<title>lock_a — 3, 75.0%</title><rect x="0.0" y="34" width="900.0"`) ||
+		!strings.Contains(svg, `<title>lock_b — 1, 25.0%</title><rect x="900.0" y="34" width="300.0"`) {
+		t.Errorf("icicle geometry:\n%s", svg)
+	}
+}
+
+func TestWriteFolded(t *testing.T) {
+	p, err := BuildProfile([]Sample{
+		{Stack: []*symbolize.Location{aSpin, aWorker}, TID: 1, Count: 3},
+		{Stack: []*symbolize.Location{aSpin, aWorker}, TID: 2, Count: 2}, // another thread, same stack: one line
+		{Stack: []*symbolize.Location{kFutexWait, lLock, aLockA}, TID: 3, OffCPU: true, Nanos: 500},
+		{Stack: []*symbolize.Location{loc(mJIT, 0x7f2000000200, fn("a;b\nc", "", 0))}, TID: 4, Count: 1},
+	}, Meta{Period: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		typ  string
+		want string
+	}{
+		{"cpu-samples", "a:b\\x0ac 1\nworker;spin;hash 5\n"},
+		{"off-cpu-time", "lock_a;__lll_lock_wait;futex_wait_queue 500\n"},
+		{"", "a:b\\x0ac 10\nlock_a;__lll_lock_wait;futex_wait_queue 500\nworker;spin;hash 50\n"}, // wall-time
+	}
+	for _, tt := range tests {
+		t.Run(tt.typ, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := WriteFolded(&buf, p, tt.typ); err != nil {
+				t.Fatal(err)
+			}
+			if buf.String() != tt.want {
+				t.Errorf("folded %s:\n%s\nwant:\n%s", tt.typ, buf.String(), tt.want)
+			}
+		})
+	}
+	if err := WriteFolded(io.Discard, p, "bogus"); err == nil || !strings.Contains(err.Error(), `no sample type "bogus"`) {
+		t.Errorf("unknown sample type: %v", err)
+	}
+}
+
+func TestFmtDur(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0s"}, {500, "500ns"}, {1500, "1.5µs"}, {400 * time.Microsecond, "400µs"},
+		{12345 * time.Microsecond, "12.3ms"}, {10200 * time.Millisecond, "10.2s"},
+		{125 * time.Second, "2m05s"}, {3*time.Hour + 4*time.Minute, "3h04m"}, {-2 * time.Second, "-2s"},
+	}
+	for _, tt := range tests {
+		if got := fmtDur(tt.d); got != tt.want {
+			t.Errorf("fmtDur(%d) = %q, want %q", tt.d, got, tt.want)
+		}
+	}
+}
