@@ -9,13 +9,12 @@
 package kallsyms
 
 import (
-	"bufio"
-	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 )
@@ -30,9 +29,13 @@ type Symbol struct {
 // Table is a sorted kernel symbol table.
 type Table struct {
 	syms   []Symbol // text symbols sorted by address
-	byName map[string]uint64
 	hidden bool
-	mods   []Module // from /proc/modules, ordered by address
+	// markers bound the image's text (see Find).
+	markers markers
+	// byName is built by the first Addr call.
+	nameOnce sync.Once
+	byName   map[string]uint64
+	mods     []Module // from /proc/modules, ordered by address
 }
 
 // Path is the file Load reads. Tests may point it elsewhere.
@@ -80,58 +83,130 @@ func readFile(path string) (*Table, error) {
 	return t, nil
 }
 
+// maxTable bounds what Parse reads (this machine's table is 5 MB; a
+// kernel with every debug option, about 20 MB).
+const maxTable = 256 << 20
+
 // Parse reads a kallsyms-format table: "ADDR TYPE NAME [MODULE]".
 func Parse(r io.Reader) (*Table, error) {
-	t := &Table{byName: make(map[string]uint64)}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	b, err := io.ReadAll(io.LimitReader(r, maxTable+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxTable {
+		return nil, fmt.Errorf("more than %d bytes", maxTable)
+	}
+	// One string for the whole text: every name is a slice of it, not
+	// an allocation of its own.
+	text := string(b)
+	t := &Table{syms: make([]Symbol, 0, strings.Count(text, "\n")+1)}
 	nonzero := false
 	lines := 0
-	for sc.Scan() {
+	for len(text) > 0 {
+		line := text
+		if i := strings.IndexByte(text, '\n'); i >= 0 {
+			line, text = text[:i], text[i+1:]
+		} else {
+			text = ""
+		}
 		lines++
-		line := sc.Bytes()
-		f := bytes.Fields(line)
-		if len(f) < 3 || len(f[1]) != 1 {
+		addrField, rest := nextField(line)
+		typ, rest := nextField(rest)
+		name, rest := nextField(rest)
+		mod, _ := nextField(rest)
+		if len(name) == 0 || len(typ) != 1 {
 			continue
 		}
-		addr, err := strconv.ParseUint(string(f[0]), 16, 64)
-		if err != nil {
+		addr, ok := parseHex(addrField)
+		if !ok {
 			continue
 		}
 		if addr != 0 {
 			nonzero = true
 		}
-		switch f[1][0] {
+		switch typ[0] {
 		case 't', 'T', 'w', 'W':
 		default:
 			continue
 		}
-		s := Symbol{Addr: addr, Name: string(f[2])}
-		if len(f) > 3 {
-			s.Module = string(bytes.Trim(f[3], "[]"))
-		}
+		s := Symbol{Addr: addr, Name: name, Module: strings.Trim(mod, "[]")}
 		t.syms = append(t.syms, s)
-		if _, dup := t.byName[s.Name]; !dup {
-			t.byName[s.Name] = addr
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
+		t.noteMarker(s)
 	}
 	if lines > 0 && !nonzero {
 		t.hidden = true
 		t.syms = nil
-		t.byName = map[string]uint64{}
+		t.markers = markers{}
 		return t, nil
 	}
-	sort.SliceStable(t.syms, func(i, j int) bool {
-		a, b := t.syms[i], t.syms[j]
-		if a.Addr != b.Addr {
-			return a.Addr < b.Addr
+	t.syms = slices.Clip(t.syms)
+	slices.SortFunc(t.syms, func(a, b Symbol) int {
+		if c := cmp.Compare(a.Addr, b.Addr); c != 0 {
+			return c
 		}
-		return namePreference(a.Name) < namePreference(b.Name)
+		if c := cmp.Compare(namePreference(a.Name), namePreference(b.Name)); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.Name, a.Name) // any fixed order: Lookup takes the last
 	})
 	return t, nil
+}
+
+// nextField splits the first space- or tab-separated field off s.
+func nextField(s string) (field, rest string) {
+	i := 0
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+		i++
+	}
+	j := i
+	for j < len(s) && s[j] != ' ' && s[j] != '\t' {
+		j++
+	}
+	return s[i:j], s[j:]
+}
+
+func parseHex(s string) (uint64, bool) {
+	if len(s) == 0 || len(s) > 16 {
+		return 0, false
+	}
+	var v uint64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		v = v<<4 | uint64(c)
+	}
+	return v, true
+}
+
+// markers are the image's section bounds, kept while parsing so that
+// Find need not build the name index.
+type markers struct {
+	stext, etext, sinittext, einittext uint64
+}
+
+func (t *Table) noteMarker(s Symbol) {
+	if s.Module != "" {
+		return
+	}
+	switch s.Name {
+	case "_stext":
+		t.markers.stext = s.Addr
+	case "_etext":
+		t.markers.etext = s.Addr
+	case "_sinittext":
+		t.markers.sinittext = s.Addr
+	case "_einittext":
+		t.markers.einittext = s.Addr
+	}
 }
 
 // namePreference ranks names that share an address: Lookup returns the
@@ -164,8 +239,18 @@ func (t *Table) Lookup(addr uint64) (Symbol, bool) {
 	return t.syms[i-1], true
 }
 
-// Addr returns the address of the named text symbol.
+// Addr returns the address of the named text symbol (the first of that
+// name). The name index is built on first use: symbolizing samples needs
+// only addresses.
 func (t *Table) Addr(name string) (uint64, bool) {
+	t.nameOnce.Do(func() {
+		t.byName = make(map[string]uint64, len(t.syms))
+		for _, s := range t.syms {
+			if _, dup := t.byName[s.Name]; !dup {
+				t.byName[s.Name] = s.Addr
+			}
+		}
+	})
 	a, ok := t.byName[name]
 	return a, ok
 }

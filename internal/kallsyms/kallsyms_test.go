@@ -156,3 +156,18 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkParse reads this machine's table (symbolization's first kernel
+// address pays for it once per stallwatch process).
+func BenchmarkParse(b *testing.B) {
+	data, err := os.ReadFile(Path)
+	if err != nil {
+		b.Skip(err)
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := Parse(strings.NewReader(string(data))); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

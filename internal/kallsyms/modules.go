@@ -104,12 +104,10 @@ func (t *Table) Module(addr uint64) (Module, bool) {
 // Text returns the bounds of the kernel image's text, [_stext, _etext),
 // or zeros when the table does not say.
 func (t *Table) Text() (start, end uint64) {
-	start, ok1 := t.byName["_stext"]
-	end, ok2 := t.byName["_etext"]
-	if !ok1 || !ok2 || end <= start {
+	if t.markers.stext == 0 || t.markers.etext <= t.markers.stext {
 		return 0, 0
 	}
-	return start, end
+	return t.markers.stext, t.markers.etext
 }
 
 // maxModuleSpan bounds how far past its last symbol an address may lie and
@@ -149,7 +147,5 @@ func (t *Table) inImageText(addr uint64) bool {
 	if addr >= start && addr < end {
 		return true
 	}
-	is, ok1 := t.byName["_sinittext"]
-	ie, ok2 := t.byName["_einittext"]
-	return ok1 && ok2 && addr >= is && addr < ie
+	return addr >= t.markers.sinittext && addr < t.markers.einittext
 }

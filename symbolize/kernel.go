@@ -1,0 +1,165 @@
+package symbolize
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/stallwatch/stallwatch/internal/kallsyms"
+	"github.com/stallwatch/stallwatch/internal/procfs"
+)
+
+// KernelMappingFile is the pseudo file of kernel image locations (perf's
+// and pprof's name for it).
+const KernelMappingFile = "[kernel.kallsyms]"
+
+// kernelSyms is the kernel's symbol table as this process sees it, with
+// one pseudo mapping for the image and one per module.
+type kernelSyms struct {
+	tab    *kallsyms.Table // nil when it could not be read
+	hidden bool
+	note   string
+	image  *Mapping
+	mods   map[string]*Mapping
+	usedM  map[*Mapping]bool
+}
+
+// loadKernelSyms reads the shared kallsyms table.
+func loadKernelSyms() *kernelSyms {
+	tab, err := kallsyms.Load()
+	if err != nil {
+		return &kernelSyms{hidden: true, note: fmt.Sprintf("kernel frames are [kernel]: cannot read kernel symbols: %v", err)}
+	}
+	return newKernelSyms(tab)
+}
+
+func newKernelSyms(tab *kallsyms.Table) *kernelSyms {
+	ks := &kernelSyms{tab: tab, mods: map[string]*Mapping{}, usedM: map[*Mapping]bool{}}
+	ks.image = &Mapping{File: KernelMappingFile, Kind: KindKernel, HasFunctions: !tab.Hidden()}
+	ks.image.Start, ks.image.Limit = tab.Text()
+	if tab.Hidden() {
+		ks.hidden = true
+		ks.note = hiddenNote()
+	}
+	for _, m := range tab.Modules() {
+		ks.mods[m.Name] = &Mapping{File: "[" + m.Name + "]", Start: m.Addr, Limit: m.Addr + m.Size, Kind: KindKernel, HasFunctions: !tab.Hidden()}
+	}
+	return ks
+}
+
+// hiddenNote says why kernel addresses are hidden and how to show them.
+func hiddenNote() string {
+	restrict := "?"
+	if b, err := os.ReadFile("/proc/sys/kernel/kptr_restrict"); err == nil {
+		restrict = strings.TrimSpace(string(b))
+	}
+	return fmt.Sprintf("kernel frames are [kernel]: the kernel hides its symbol addresses "+
+		"(kernel.kptr_restrict=%s, or stallwatch lacks CAP_SYSLOG); "+
+		"to name them run as root with: sysctl -w kernel.kptr_restrict=0", restrict)
+}
+
+// module returns the pseudo mapping of a module, made on first use.
+func (ks *kernelSyms) module(name string) *Mapping {
+	m := ks.mods[name]
+	if m == nil {
+		m = &Mapping{File: "[" + name + "]", Kind: KindKernel, HasFunctions: true}
+		ks.mods[name] = m
+	}
+	return m
+}
+
+// used returns the kernel mappings that locations refer to.
+func (ks *kernelSyms) used() []*Mapping {
+	var out []*Mapping
+	if ks.usedM[ks.image] {
+		out = append(out, ks.image)
+	}
+	for m := range ks.usedM {
+		if m != ks.image {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (p *Process) locateKernel(a Addr) *Location {
+	key := locKey{pc: a.PC, kernel: true}
+	if c, ok := p.cache[key]; ok {
+		return c.loc
+	}
+	loc := p.kernelLocation(a)
+	p.cache[key] = cached{loc: loc}
+	p.stats.Locations++
+	p.stats.Kernel++
+	return loc
+}
+
+// kernelLocation names a kernel address. Kernel callchain entries need no
+// return-address adjustment for naming here: kallsyms gives functions,
+// not lines, and a call never ends a kernel function that returns.
+func (p *Process) kernelLocation(a Addr) *Location {
+	ks := p.kernel
+	if ks == nil || ks.hidden || ks.tab == nil {
+		m := p.kernelImage()
+		return &Location{Addr: a.PC, Mapping: m, Kind: KindKernel, Lines: []Line{{Function: "[kernel]"}}}
+	}
+	pc := lookupPC(a)
+	s, ok := ks.tab.Find(pc)
+	if !ok {
+		p.stats.Unnamed++
+		ks.usedM[ks.image] = true
+		return &Location{Addr: a.PC, Mapping: ks.image, Kind: KindKernel, Lines: []Line{{Function: fmt.Sprintf("[kernel] %#x", a.PC)}}}
+	}
+	m := ks.image
+	if s.Module != "" {
+		m = ks.module(s.Module)
+	}
+	ks.usedM[m] = true
+	return &Location{Addr: a.PC, Mapping: m, Kind: KindKernel, Lines: []Line{{Function: s.Name, SystemName: s.Name}}}
+}
+
+// kernelImage is the image mapping, also when kernel symbols are off.
+func (p *Process) kernelImage() *Mapping {
+	if p.kernel == nil {
+		p.kernel = &kernelSyms{hidden: true, mods: map[string]*Mapping{}, usedM: map[*Mapping]bool{},
+			image: &Mapping{File: KernelMappingFile, Kind: KindKernel}}
+	}
+	p.kernel.usedM[p.kernel.image] = true
+	return p.kernel.image
+}
+
+// LocateKernelFrame names a line of /proc/<pid>/task/<tid>/stack, which
+// the kernel prints by name and offset (its address is usually 0).
+func (p *Process) LocateKernelFrame(f procfs.KernelFrame) *Location {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if loc, ok := p.kframes[f]; ok {
+		return loc
+	}
+	var m *Mapping
+	addr := f.Addr
+	mod := strings.Trim(f.Module, "[]")
+	if p.kernel != nil && p.kernel.tab != nil && !p.kernel.hidden {
+		if a, ok := p.kernel.tab.Addr(f.Symbol); ok && addr == 0 {
+			addr = a + f.Offset
+		}
+	}
+	if mod != "" {
+		if p.kernel == nil {
+			p.kernelImage()
+		}
+		m = p.kernel.module(mod)
+		p.kernel.usedM[m] = true
+	} else {
+		m = p.kernelImage()
+	}
+	name := f.Symbol
+	if name == "" {
+		name = "[kernel]"
+	}
+	loc := &Location{Addr: addr, Mapping: m, Kind: KindKernel, Lines: []Line{{Function: name, SystemName: f.Symbol}}}
+	p.kframes[f] = loc
+	p.stats.Locations++
+	p.stats.Kernel++
+	return loc
+}

@@ -1,0 +1,107 @@
+package symbolize
+
+import (
+	"math"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/jit"
+	"github.com/stallwatch/stallwatch/sampler"
+)
+
+// startNode runs testdata/symbols/node/spin.js under node --perf-prof in a
+// temporary directory (where V8 writes jit-<pid>.dump).
+func startNode(t testing.TB) (*testutil.Target, string) {
+	t.Helper()
+	node := testutil.RequireTool(t, "node")
+	script := testutil.Testdata(t, "symbols", "node", "spin.js")
+	cmd := exec.Command(node, "--perf-prof", "--interpreted-frames-native-stack", script)
+	cmd.Dir = t.TempDir()
+	tg := testutil.StartCmd(t, cmd)
+	tg.WaitLine(t, "ready", 60*time.Second)
+	return tg, script
+}
+
+// record samples pid on-CPU with callchains for d.
+func record(t testing.TB, pid int, d time.Duration, kernel bool) []sampler.Sample {
+	t.Helper()
+	testutil.RequirePerf(t)
+	s, err := sampler.Start(sampler.Config{PID: pid, Freq: 997, Kernel: kernel, History: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := s.StartRecording()
+	time.Sleep(d)
+	return r.Stop()
+}
+
+// TestNodeJIT samples a live Node.js process that spins in a JS function
+// and resolves the samples' stacks at their times: the function's name,
+// script and line come from the jitdump V8 writes.
+func TestNodeJIT(t *testing.T) {
+	tg, script := startNode(t)
+	p := newTestProcess(t, tg.Pid, Options{JIT: true, Kernel: true})
+	samples := record(t, tg.Pid, 1500*time.Millisecond, true)
+	if err := p.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	var onCPU, withFib int
+	var fib *Location
+	var fibPC, fibTime uint64
+	var locs []*Location
+	for _, s := range samples {
+		if s.Kind != sampler.OnCPU || len(s.Stack) == 0 {
+			continue
+		}
+		onCPU++
+		locs = p.LocateStack(locs[:0], s.Stack, int(s.Kernel), s.Time)
+		for i, l := range locs {
+			if l.Name() == "fibonacci" {
+				withFib++
+				fib, fibPC, fibTime = l, s.Stack[i], s.Time
+				break
+			}
+		}
+	}
+	if onCPU < 100 {
+		t.Fatalf("only %d on-CPU samples in 1.5 s of a spinning process", onCPU)
+	}
+	// The main thread spins in fibonacci; V8's helper threads take a
+	// few samples of their own.
+	if withFib*10 < onCPU*6 {
+		t.Errorf("fibonacci is in %d of %d on-CPU stacks, want at least 60%%; stats: %+v", withFib, onCPU, p.Stats())
+	}
+	if fib == nil {
+		t.Fatal("no fibonacci frame")
+	}
+	if fib.Kind != KindJIT || fib.Mapping == nil || fib.Mapping.File != "[jit]" || fib.Lines[0].File != script ||
+		fib.Lines[0].Line != lineOf(t, script, "function fibonacci(") || !strings.Contains(fib.Lines[0].SystemName, "fibonacci") {
+		t.Errorf("fibonacci frame: %s", describe(fib))
+	}
+	st := p.Stats()
+	if st.JITFrames == 0 || len(st.JIT) == 0 || st.JIT[0].Kind != "jitdump" || st.JIT[0].Symbols == 0 {
+		t.Errorf("Stats: JIT frames %d, sources %+v", st.JITFrames, st.JIT)
+	}
+
+	// At a time before V8 loaded that code, the address held something
+	// else (or nothing): the time picks the code.
+	jp, err := jit.OpenProcess(tg.Pid, jit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer jp.Close()
+	sym, ok := jp.Index().LookupAt(fibPC, fibTime)
+	if !ok || sym.Loaded == 0 {
+		t.Fatalf("jit has no timed code at %#x", fibPC)
+	}
+	if before := p.Locate(Addr{PC: fibPC, Time: sym.Loaded - 1, Return: true}); before == fib {
+		t.Errorf("Locate at a time before the code was loaded gave the same location %s", describe(before))
+	}
+	if latest := p.Locate(Addr{PC: fibPC, Time: math.MaxUint64}); latest.Kind != KindJIT {
+		t.Errorf("Locate at the latest time: %s", describe(latest))
+	}
+}

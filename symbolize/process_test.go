@@ -1,0 +1,242 @@
+package symbolize
+
+import (
+	"bytes"
+	"debug/elf"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/internal/testutil"
+)
+
+// TestCPlusPlus: C++ names are demangled as binutils' c++filt does, and
+// the mangled name is kept.
+func TestCPlusPlus(t *testing.T) {
+	bin := cProg(t, "g++", "prog.cpp")
+	filt := testutil.RequireTool(t, "c++filt")
+	tg := startTarget(t, bin)
+	p := newTestProcess(t, tg.Pid, Options{})
+	for _, tc := range []struct{ which, fn, sys string }{
+		{"spin", "stall::Worker::spin(int)", "_ZN5stall6Worker4spinEi"},
+		{"visit", "stall::Worker::visit<long>(std::vector<long", "_ZN5stall6Worker5visitIlEEPv"},
+	} {
+		f := tg.field(t, "ret "+tc.which)
+		loc := p.Locate(Addr{PC: hexArg(t, f[2]), Return: true})
+		ln := loc.Lines[len(loc.Lines)-1]
+		if !strings.Contains(ln.Function, tc.fn) || !strings.HasPrefix(ln.SystemName, tc.sys) {
+			t.Errorf("Locate(%s) = %s\nwant %s... (%s...)", tc.which, describe(loc), tc.fn, tc.sys)
+			continue
+		}
+		out, err := exec.Command(filt, ln.SystemName).Output()
+		must(t, err)
+		if want := strings.TrimSpace(string(out)); ln.Function != want {
+			t.Errorf("Locate(%s) = %q, c++filt says %q", tc.which, ln.Function, want)
+		}
+	}
+}
+
+func TestDemangle(t *testing.T) {
+	for _, tc := range []struct{ raw, want string }{
+		{"_ZN5stall6Worker4spinEi", "stall::Worker::spin(int)"},
+		{"_Z3fooi.cold", "foo(int) [clone .cold]"},
+		{"_ZN4core3fmt5write17h0123456789abcdefE", "core::fmt::write"}, // Rust, legacy mangling
+		{"_RNvCs1234_7mycrate3foo", "mycrate::foo"},                    // Rust, v0 mangling
+		{"main.stallingWork", "main.stallingWork"},                     // Go: untouched
+		{"write", "write"}, // C
+		{"_Z", "_Z"},       // broken: as it is
+		{"JS:*fibonacci /app/fib.js:1:1", "JS:*fibonacci /app/fib.js:1:1"},                   // not ours to change
+		{"_ZN" + strings.Repeat("1a", 4000) + "E", "_ZN" + strings.Repeat("1a", 4000) + "E"}, // too long to try
+	} {
+		if got := demangleName(tc.raw); got != tc.want {
+			if len(got) > 80 {
+				got = got[:80] + "..."
+			}
+			t.Errorf("demangleName(%.40q) = %q, want %.80q", tc.raw, got, tc.want)
+		}
+	}
+}
+
+// TestGoBinary checks against what the Go runtime itself says of its
+// return addresses: function, file and line, inlined calls included;
+// and, built with -s -w (no symbols, no DWARF), from the pclntab alone.
+func TestGoBinary(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		flags  []string
+		source string
+	}{
+		{"default", nil, "dwarf"},
+		{"stripped", []string{"-ldflags=-s -w"}, "gopclntab"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bin := goProg(t, tc.flags...)
+			tg := startTarget(t, bin)
+			p := newTestProcess(t, tg.Pid, Options{})
+			n := 0
+			for _, l := range tg.lines {
+				if !strings.HasPrefix(l, "ret ") {
+					continue
+				}
+				parts := strings.Split(strings.TrimPrefix(l, "ret "), " | ")
+				pc, first, _ := strings.Cut(parts[0], " ")
+				parts[0] = first
+				loc := p.Locate(Addr{PC: hexArg(t, pc), Return: true})
+				want := parts
+				if tc.source == "gopclntab" {
+					// The pclntab's line is the innermost; debug/gosym
+					// names the function that holds the code.
+					f := strings.Fields(parts[0])
+					last := strings.Fields(parts[len(parts)-1])
+					want = []string{last[0] + " " + f[1] + " " + f[2]}
+				}
+				if len(loc.Lines) != len(want) {
+					t.Errorf("Locate(%s) = %s\nwant %q", pc, describe(loc), want)
+					continue
+				}
+				for i, w := range want {
+					ln := loc.Lines[i]
+					if got := ln.Function + " " + ln.File + " " + strconv.FormatInt(ln.Line, 10); got != w {
+						t.Errorf("Locate(%s) line %d = %q, want %q", pc, i, got, w)
+					}
+				}
+				n++
+			}
+			if n < 2 {
+				t.Fatalf("the target printed %d return addresses:\n%s", n, strings.Join(tg.lines, "\n"))
+			}
+			st := p.Stats()
+			if len(st.Mappings) != 1 || st.Mappings[0].Lines != tc.source {
+				t.Errorf("Stats: %+v, want lines from %s", st.Mappings, tc.source)
+			}
+		})
+	}
+}
+
+// TestDeletedBinary: a binary deleted while it runs (an upgrade) is read
+// through /proc/<pid>/map_files.
+func TestDeletedBinary(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "deleted")
+	b, err := os.ReadFile(cProg(t, "gcc", "prog.c"))
+	must(t, err)
+	must(t, os.WriteFile(bin, b, 0o755))
+	tg := startTarget(t, bin)
+	must(t, os.Remove(bin))
+	p := newTestProcess(t, tg.Pid, Options{})
+	f := tg.field(t, "ret")
+	if loc := p.Locate(Addr{PC: hexArg(t, f[2]), Return: true}); loc.Name() != "outer_function" || loc.Lines[0].Line != atoi(t, f[4]) {
+		t.Fatalf("Locate in a deleted binary = %s", describe(loc))
+	}
+}
+
+// TestReplacedBinary: a file replaced on disk after the target mapped it
+// (same path, another inode) is not read by path: its symbols would be
+// another build's.
+func TestReplacedBinary(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "replaced")
+	b, err := os.ReadFile(cProg(t, "gcc", "prog.c"))
+	must(t, err)
+	must(t, os.WriteFile(bin, b, 0o755))
+	tg := startTarget(t, bin)
+	other, err := os.ReadFile(cProg(t, "gcc", "prog.c", "-O2"))
+	must(t, err)
+	must(t, os.WriteFile(bin+".new", other, 0o755))
+	must(t, os.Rename(bin+".new", bin))
+	p := newTestProcess(t, tg.Pid, Options{})
+	f := tg.field(t, "ret")
+	if loc := p.Locate(Addr{PC: hexArg(t, f[2]), Return: true}); loc.Name() != "outer_function" || loc.Lines[0].Line != atoi(t, f[4]) {
+		t.Fatalf("Locate in a replaced binary = %s", describe(loc))
+	}
+}
+
+// TestRefreshKeepsUnmapped: code that ran in a shared object unloaded
+// before the end of the capture still resolves after Refresh.
+func TestRefreshKeepsUnmapped(t *testing.T) {
+	gcc := testutil.RequireTool(t, "gcc")
+	lib := built(t, "plugin", func(dir string) (string, error) {
+		out := filepath.Join(dir, "libplugin.so")
+		return out, run(dir, gcc, "-O1", "-g", "-shared", "-fPIC", "-o", out, testutil.Testdata(t, "symbols", "plugin.c"))
+	})
+	bin := cProg(t, "gcc", "dlopen.c", "-ldl")
+	cmd := exec.Command(bin, lib)
+	stdin, err := cmd.StdinPipe()
+	must(t, err)
+	tg := testutil.StartCmd(t, cmd)
+	line := tg.WaitLine(t, "ret ", 30*time.Second)
+	pc := hexArg(t, strings.Fields(line)[2])
+	tg.WaitLine(t, "ready", 10*time.Second)
+
+	p := newTestProcess(t, tg.Pid, Options{})
+	if _, err := stdin.Write([]byte("close\n")); err != nil {
+		t.Fatal(err)
+	}
+	tg.WaitLine(t, "closed", 10*time.Second)
+	if err := p.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	maps, err := procfs.ReadMaps(tg.Pid)
+	must(t, err)
+	for _, m := range maps {
+		if m.Path == lib {
+			t.Fatalf("%s is still mapped after dlclose: the test proves nothing", lib)
+		}
+	}
+	loc := p.Locate(Addr{PC: pc, Return: true})
+	if loc.Name() != "plugin_work" || loc.Mapping == nil || loc.Mapping.File != lib {
+		t.Fatalf("Locate in an unloaded library = %s, want plugin_work in %s", describe(loc), lib)
+	}
+	if loc.Lines[0].Line != lineOf(t, testutil.Testdata(t, "symbols", "plugin.c"), "return plugin_where();") {
+		t.Errorf("line: %s", describe(loc))
+	}
+}
+
+// TestVDSO names code in the vdso from the image in the target's memory.
+func TestVDSO(t *testing.T) {
+	bin := cProg(t, "gcc", "prog.c")
+	tg := startTarget(t, bin)
+	maps, err := procfs.ReadMaps(tg.Pid)
+	must(t, err)
+	var vdso procfs.Mapping
+	for _, m := range maps {
+		if m.Path == "[vdso]" {
+			vdso = m
+		}
+	}
+	if vdso.Start == 0 {
+		t.Skip("no [vdso] on this machine")
+	}
+	// The truth, independently: the vdso is linked at 0 and mapped whole,
+	// so a symbol's address is the mapping's start plus its value.
+	img, err := readMem(tg.Pid, vdso.Start, int(vdso.End-vdso.Start))
+	must(t, err)
+	ef, err := elf.NewFile(bytes.NewReader(img))
+	must(t, err)
+	syms, err := ef.DynamicSymbols()
+	must(t, err)
+	var want elf.Symbol
+	for _, s := range syms {
+		if s.Name == "__vdso_clock_gettime" {
+			want = s
+		}
+	}
+	if want.Value == 0 {
+		t.Fatalf("no __vdso_clock_gettime in the vdso's symbols")
+	}
+	p := newTestProcess(t, tg.Pid, Options{})
+	loc := p.Locate(Addr{PC: vdso.Start + want.Value + 4})
+	if n := loc.Name(); n != "clock_gettime" && n != "__vdso_clock_gettime" {
+		t.Fatalf("Locate(in clock_gettime) = %s", describe(loc))
+	}
+	if loc.Mapping == nil || loc.Mapping.File != "[vdso]" {
+		t.Errorf("mapping: %s", describe(loc))
+	}
+}
