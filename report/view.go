@@ -75,6 +75,9 @@ func buildView(c *Capture) *view {
 func titleOf(c *Capture) string {
 	in := &c.Info
 	if in.PID == 0 && in.Trigger == "" {
+		if c.Threads != nil && c.Threads.PID != 0 {
+			return fmt.Sprintf("stallwatch thread snapshot of pid %d", c.Threads.PID)
+		}
 		return "stallwatch profile"
 	}
 	var sb strings.Builder

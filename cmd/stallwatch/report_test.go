@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	reports "github.com/stallwatch/stallwatch/report"
+	"github.com/stallwatch/stallwatch/snapshot"
+	"github.com/stallwatch/stallwatch/symbolize"
+)
+
+// reportCapture writes a small capture: one thread spinning in spin(), one
+// blocked in read().
+func reportCapture(t *testing.T) string {
+	t.Helper()
+	exe := &symbolize.Mapping{Start: 0x400000, Limit: 0x500000, File: "/usr/bin/target", Kind: symbolize.KindNative, HasFunctions: true}
+	kern := &symbolize.Mapping{Start: 0xffffffff81000000, Limit: 0xffffffff82000000, File: reports.KernelMapping, Kind: symbolize.KindKernel}
+	loc := func(m *symbolize.Mapping, addr uint64, name string) *symbolize.Location {
+		return &symbolize.Location{Addr: addr, Mapping: m, Kind: m.Kind, Lines: []symbolize.Line{{Function: name}}}
+	}
+	spin := []*symbolize.Location{loc(exe, 0x401000, "spin"), loc(exe, 0x402000, "main")}
+	read := []*symbolize.Location{loc(kern, 0xffffffff81001000, "pipe_read"), loc(exe, 0x403000, "reader"), loc(exe, 0x402000, "main")}
+	p, err := reports.BuildProfile([]reports.Sample{
+		{Stack: spin, TID: 10, ThreadName: "spinner", Phase: reports.PhaseDuring, Count: 7},
+		{Stack: read, TID: 11, ThreadName: "reader", Phase: reports.PhaseDuring, OffCPU: true, Nanos: int64(2 * time.Second)},
+	}, reports.Meta{Period: int64(time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := &snapshot.Snapshot{PID: 99, Threads: []snapshot.Thread{
+		{TID: 10, Name: "spinner", State: 'R', User: spin},
+		{TID: 11, Name: "reader", State: 'S', Kernel: read[:1], User: read[1:], OffCPUKnown: true, OffCPUFor: 2 * time.Second},
+	}}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	dir, err := reports.WriteCapture(t.TempDir(), &reports.Capture{
+		Info:    reports.Info{Trigger: "stall", PID: 99, TriggerAt: at, Start: at.Add(-time.Second), End: at.Add(time.Second), Reason: "no heartbeat for 10s"},
+		Profile: p, Threads: snap,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func runCLI(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = run(args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+func TestReportCommand(t *testing.T) {
+	dir := reportCapture(t)
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"text of a directory", []string{"report", dir}, []string{"stallwatch STALL capture of pid 99", "no heartbeat for 10s", "Threads (2; waiting first)", "spin ← main"}},
+		{"flags after the directory", []string{"report", dir, "--format", "html"}, []string{"<!DOCTYPE html>", "<svg"}},
+		{"folded wall time", []string{"report", "--format=folded", dir}, []string{"main;reader;pipe_read 2000000000\nmain;spin 7000000\n"}},
+		{"folded samples", []string{"report", dir, "--format", "folded", "--sample-type", "cpu-samples"}, []string{"main;spin 7\n"}},
+		{"capture.json names its directory", []string{"report", filepath.Join(dir, "capture.json")}, []string{"stallwatch STALL capture of pid 99"}},
+		{"a bare profile", []string{"report", filepath.Join(dir, "profile.pb.gz")}, []string{"stallwatch profile", "On-CPU stacks, during the stall"}},
+		{"threads.pb.gz renders a thread dump", []string{"report", filepath.Join(dir, "threads.pb.gz")}, []string{"Thread dump of pid", `tid 11      "reader"`, "pipe_read"}},
+		{"threads.json", []string{"report", filepath.Join(dir, "threads.json")}, []string{"stallwatch thread snapshot of pid 99", `tid 10      "spinner"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := runCLI(tt.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
+
+func TestReportCommandOutputFile(t *testing.T) {
+	dir := reportCapture(t)
+	out := filepath.Join(t.TempDir(), "stall.html")
+	code, stdout, stderr := runCLI("report", dir, "--format", "html", "-o", out)
+	if code != 0 || stdout != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %s", code, stdout, stderr)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil || !strings.HasPrefix(string(data), "<!DOCTYPE html>") {
+		t.Fatalf("%s: %v %.40q", out, err, data)
+	}
+}
+
+func TestReportCommandErrors(t *testing.T) {
+	dir := reportCapture(t)
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no argument", []string{"report"}, exitUsage, "a capture directory or a profile is required"},
+		{"two arguments", []string{"report", dir, dir}, exitUsage, "one capture directory or profile, not 2"},
+		{"bad format", []string{"report", dir, "--format", "pdf"}, exitUsage, `--format must be text, html or folded, not "pdf"`},
+		{"sample type without folded", []string{"report", dir, "--sample-type", "cpu-time"}, exitUsage, "--sample-type applies to --format folded"},
+		{"unknown sample type", []string{"report", dir, "--format", "folded", "--sample-type", "nope"}, exitFailure, `no sample type "nope" in the profile (it has cpu-samples, cpu-time, off-cpu-time, wall-time)`},
+		{"missing path", []string{"report", filepath.Join(dir, "nope")}, exitFailure, "no such file or directory"},
+		{"not a profile", []string{"report", filepath.Join(dir, "report.txt")}, exitFailure, "report.txt: not a pprof profile"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := runCLI(tt.args...)
+			if code != tt.code || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, stderr, tt.code, tt.want)
+			}
+		})
+	}
+}
+
+func TestReportHelp(t *testing.T) {
+	code, _, stderr := runCLI("report", "--help")
+	if code != 0 {
+		t.Fatalf("--help exits %d", code)
+	}
+	for _, want := range []string{"Usage: stallwatch report DIR|PROFILE", "flamegraph.pl", "go tool pprof", "-sample-type", "wall-time"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("help lacks %q:\n%s", want, stderr)
+		}
+	}
+}
