@@ -15,12 +15,13 @@ import (
 
 var attrSize = uint32(unsafe.Sizeof(unix.PerfEventAttr{}))
 
-// The three events opened on every thread. The tracker owns the ring and
-// never samples: it brings FORK, EXIT and COMM records (task=1, comm=1)
-// whatever the sampling rate is, so thread churn is followed even with
-// sampling off. The on-CPU and off-CPU events write into its ring
-// (PERF_EVENT_IOC_SET_OUTPUT: allowed because they watch the same task)
-// and are enabled and disabled on their own.
+// The three events opened on every thread. The tracker never samples: it
+// brings FORK, EXIT and COMM records (task=1, comm=1) into a small ring of
+// its own that wakes the reader at every record, so threads are followed
+// at once whatever the sampling rate is. The on-CPU event owns the sample
+// ring (woken when half full); the off-CPU event writes into it too
+// (PERF_EVENT_IOC_SET_OUTPUT: allowed because both watch the same task).
+// Each is enabled and disabled on its own.
 func (s *Sampler) trackerAttr() unix.PerfEventAttr {
 	return unix.PerfEventAttr{
 		Type:        unix.PERF_TYPE_SOFTWARE,
@@ -29,8 +30,12 @@ func (s *Sampler) trackerAttr() unix.PerfEventAttr {
 		Sample_type: commonSampleType,
 		// exclude_kernel: the tracker samples nothing, and without it
 		// an unprivileged user would need kernel profiling rights.
+		// watermark=1, wakeup_watermark=1: every record wakes the reader,
+		// so a new thread is attached as soon as its FORK is written.
 		Bits: unix.PerfBitSampleIDAll | unix.PerfBitUseClockID | unix.PerfBitTask |
-			unix.PerfBitComm | unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv,
+			unix.PerfBitComm | unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv |
+			unix.PerfBitWatermark,
+		Wakeup:  1,
 		Clockid: unix.CLOCK_MONOTONIC,
 	}
 }

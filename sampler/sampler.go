@@ -54,8 +54,8 @@ type Sampler struct {
 }
 
 type closeJob struct {
-	fds []int
-	mem []byte
+	fds  []int
+	mems [][]byte
 }
 
 // thread is one watched thread.
@@ -74,8 +74,10 @@ type thread struct {
 	offLayout        layout
 	onEnabled        bool
 	offEnabled       bool
-	mem              []byte // the ring's mapping
+	mem              []byte // the sample ring's mapping, on the on-CPU event
 	ring             *ring
+	sideMem          []byte // the tracker's ring: FORK, EXIT, COMM
+	side             *ring
 	oc               offTracker
 }
 
@@ -125,8 +127,13 @@ type Stats struct {
 }
 
 const (
-	tick         = 25 * time.Millisecond  // ring poll when no watermark wakes us
-	scanInterval = 100 * time.Millisecond // /proc/<pid>/task backstop
+	// Rings wake the loop: the sample ring when half full, the side-band
+	// ring at every record (a thread started or ended). The tick only
+	// bounds how stale the flight recorder gets between reads (which
+	// drain first anyway) and paces the /proc backstop: on a VM each
+	// wakeup of an idle Go process costs ~0.2 ms of CPU.
+	tick         = 500 * time.Millisecond
+	scanInterval = 500 * time.Millisecond // /proc/<pid>/task backstop
 	maxExited    = 4096                   // exited threads remembered
 	epollWake    = -1
 	epollPidfd   = -2
@@ -181,6 +188,7 @@ func (s *Sampler) start() error {
 	if s.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
 		return fmt.Errorf("sampler: epoll_create1: %w", err)
 	}
+
 	if s.wakefd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 		return fmt.Errorf("sampler: eventfd: %w", err)
 	}
@@ -319,7 +327,7 @@ func (s *Sampler) attach(tid int, seen uint64) (err error) {
 	if t.tracker, err = s.openEvent(&a, tid, "dummy", false); err != nil {
 		return err
 	}
-	if err := s.mapRing(t); err != nil {
+	if t.sideMem, t.side, err = s.mapRing(t.tracker, t.tid, s.pageSize, false); err != nil {
 		return err
 	}
 	if err := s.epollAdd(t.tracker, int32(tid)); err != nil {
@@ -327,6 +335,9 @@ func (s *Sampler) attach(tid int, seen uint64) (err error) {
 	}
 	if name, err := procfs.Comm(s.pid, tid); err == nil {
 		t.name = name
+	}
+	if err := s.openOnCPU(t); err != nil {
+		return err
 	}
 	if s.freq > 0 {
 		if err := s.startOnCPU(t); err != nil {
@@ -356,44 +367,57 @@ func (s *Sampler) openEvent(a *unix.PerfEventAttr, tid int, what string, needsKe
 	return fd, nil
 }
 
-// mapRing maps the tracker's ring, halving it while locked memory is short.
-func (s *Sampler) mapRing(t *thread) error {
-	size := s.ringBytes()
+// mapRing maps a ring of size data bytes on fd. With shrink, it halves
+// the size while locked memory is short (Config.RingBytes unset).
+func (s *Sampler) mapRing(fd, tid, size int, shrink bool) ([]byte, *ring, error) {
 	for {
-		mem, err := unix.Mmap(t.tracker, 0, s.pageSize+size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		mem, err := unix.Mmap(fd, 0, s.pageSize+size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 		if err == nil {
-			t.mem = mem
-			t.ring, err = newRing(mem, s.pageSize)
-			return err
+			r, err := newRing(mem, s.pageSize)
+			if err != nil {
+				_ = unix.Munmap(mem)
+				return nil, nil, err
+			}
+			return mem, r, nil
 		}
-		op := fmt.Sprintf("mmap of the %d KiB perf ring of thread %d of pid %d", size>>10, t.tid, s.pid)
+		op := fmt.Sprintf("mmap of the %d KiB perf ring of thread %d of pid %d", size>>10, tid, s.pid)
 		if !errors.Is(err, unix.EPERM) {
-			return fmt.Errorf("%s: %w", op, err)
+			return nil, nil, fmt.Errorf("%s: %w", op, err)
 		}
-		if size <= s.pageSize || s.cfg.RingBytes != 0 {
-			return mlockErr(op, err, s.pageSize+size)
+		if !shrink || size <= s.pageSize || s.cfg.RingBytes != 0 {
+			return nil, nil, mlockErr(op, err, s.pageSize+size)
 		}
 		size /= 2
-		s.log.Debug("locked memory short: smaller ring", "tid", t.tid, "bytes", size)
+		s.log.Debug("locked memory short: smaller ring", "tid", tid, "bytes", size)
 	}
 }
 
+// openOnCPU opens t's on-CPU event, disabled, and maps the sample ring on
+// it: the off-CPU event writes there too. It is opened even while on-CPU
+// sampling is off so that the ring exists whatever SetRate does.
+func (s *Sampler) openOnCPU(t *thread) error {
+	a := s.onCPUAttr(max(s.freq, placeholderFreq))
+	fd, err := s.openEvent(&a, t.tid, s.eventName(), s.cfg.Kernel)
+	if err != nil {
+		return err
+	}
+	t.on = fd
+	if t.onID, err = eventID(fd); err != nil {
+		return fmt.Errorf("PERF_EVENT_IOC_ID on thread %d: %w", t.tid, err)
+	}
+	t.onLayout = layoutOfAttr(&a)
+	if t.mem, t.ring, err = s.mapRing(fd, t.tid, s.ringBytes(), true); err != nil {
+		return err
+	}
+	return s.epollAdd(fd, int32(t.tid))
+}
+
+// placeholderFreq is the rate an on-CPU event is opened with while on-CPU
+// sampling is off; SetRate sets the real one before enabling it.
+const placeholderFreq = 49
+
 func (s *Sampler) startOnCPU(t *thread) error {
-	if t.on < 0 {
-		a := s.onCPUAttr(s.freq)
-		fd, err := s.openEvent(&a, t.tid, s.eventName(), s.cfg.Kernel)
-		if err != nil {
-			return err
-		}
-		t.on = fd
-		if err := setOutput(fd, t.tracker); err != nil {
-			return fmt.Errorf("PERF_EVENT_IOC_SET_OUTPUT on thread %d: %w", t.tid, err)
-		}
-		if t.onID, err = eventID(fd); err != nil {
-			return fmt.Errorf("PERF_EVENT_IOC_ID on thread %d: %w", t.tid, err)
-		}
-		t.onLayout = layoutOfAttr(&a)
-	} else if err := setPeriod(t.on, s.periodArg(s.freq)); err != nil {
+	if err := setPeriod(t.on, s.periodArg(s.freq)); err != nil {
 		return fmt.Errorf("PERF_EVENT_IOC_PERIOD on thread %d: %w", t.tid, err)
 	}
 	if !t.onEnabled {
@@ -431,7 +455,7 @@ func (s *Sampler) startOffCPU(t *thread, now uint64) error {
 			return err
 		}
 		t.off = fd
-		if err := setOutput(fd, t.tracker); err != nil {
+		if err := setOutput(fd, t.on); err != nil {
 			return fmt.Errorf("PERF_EVENT_IOC_SET_OUTPUT on thread %d: %w", t.tid, err)
 		}
 		if t.offID, err = eventID(fd); err != nil {
@@ -500,16 +524,16 @@ func (s *Sampler) closeThread(t *thread) {
 	if t.tracker >= 0 && s.epfd >= 0 {
 		_ = unix.EpollCtl(s.epfd, unix.EPOLL_CTL_DEL, t.tracker, nil)
 	}
-	job := closeJob{mem: t.mem}
+	job := closeJob{mems: [][]byte{t.mem, t.sideMem}}
 	for _, fd := range []*int{&t.on, &t.off, &t.tracker} {
 		if *fd >= 0 {
 			job.fds = append(job.fds, *fd)
 			*fd = -1
 		}
 	}
-	t.mem, t.ring = nil, nil
+	t.mem, t.ring, t.sideMem, t.side = nil, nil, nil, nil
 	t.onEnabled, t.offEnabled = false, false
-	if len(job.fds) > 0 || job.mem != nil {
+	if len(job.fds) > 0 {
 		s.closer <- job
 	}
 }
@@ -517,8 +541,10 @@ func (s *Sampler) closeThread(t *thread) {
 func (s *Sampler) closeLoop() {
 	defer close(s.closerDone)
 	for job := range s.closer {
-		if job.mem != nil {
-			_ = unix.Munmap(job.mem)
+		for _, mem := range job.mems {
+			if mem != nil {
+				_ = unix.Munmap(mem)
+			}
 		}
 		for _, fd := range job.fds {
 			unix.Close(fd)
@@ -550,11 +576,7 @@ func (s *Sampler) loop() {
 	events := make([]unix.EpollEvent, 128)
 	var hup []int
 	for {
-		n, err := unix.EpollWait(s.epfd, events, int(tick/time.Millisecond))
-		if err != nil && err != unix.EINTR {
-			s.log.Error("epoll_wait", "err", err)
-			time.Sleep(tick)
-		}
+		n := s.wait(events)
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
@@ -595,11 +617,25 @@ func (s *Sampler) loop() {
 	}
 }
 
+// wait returns the ready events, or none after a tick. It blocks in
+// epoll_wait: the epoll descriptor cannot go through Go's poller, because
+// polling a perf descriptor consumes its readiness (perf_poll clears
+// rb->poll), so the outer poll's check would eat the wakeup that the inner
+// epoll_wait then needs.
+func (s *Sampler) wait(events []unix.EpollEvent) int {
+	n, err := unix.EpollWait(s.epfd, events, int(tick/time.Millisecond))
+	if err != nil && err != unix.EINTR {
+		s.log.Error("epoll_wait", "err", err)
+		time.Sleep(tick)
+	}
+	return max(n, 0)
+}
+
 // scan compares the live threads with /proc/<pid>/task: a backstop for
 // threads whose FORK or EXIT record we could not see. It reports whether
 // the target is gone.
 func (s *Sampler) scan() bool {
-	if !procfs.Alive(s.pid) {
+	if s.pidfd < 0 && !procfs.Alive(s.pid) {
 		return true
 	}
 	tids, err := procfs.Threads(s.pid)
@@ -660,19 +696,23 @@ func (s *Sampler) drainAll() {
 	s.pending = s.pending[:0]
 }
 
+// drain reads t's sample ring, then its side-band ring (whose EXIT record
+// ends the thread, after its last samples).
 func (s *Sampler) drain(t *thread) {
-	if t.ring == nil || t.ring.pending() == 0 {
-		return
-	}
 	var exit uint64
-	t.ring.read(func(b []byte) {
-		if when, ok := s.handle(t, b); ok {
-			exit = when
+	for _, r := range []*ring{t.ring, t.side} {
+		if r == nil || r.pending() == 0 {
+			continue
 		}
-	})
-	if t.ring.corrupt > 0 {
-		s.stats.BadRecords += t.ring.corrupt
-		t.ring.corrupt = 0
+		r.read(func(b []byte) {
+			if when, ok := s.handle(t, b); ok {
+				exit = when
+			}
+		})
+		if r.corrupt > 0 {
+			s.stats.BadRecords += r.corrupt
+			r.corrupt = 0
+		}
 	}
 	if exit != 0 {
 		s.release(t, exit)

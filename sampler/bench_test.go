@@ -1,0 +1,211 @@
+package sampler
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/kallsyms"
+	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/internal/testutil"
+)
+
+// workMeter follows the spin target's "work ITERATIONS CPU_NS" lines.
+type workMeter struct {
+	mu        sync.Mutex
+	iter, cpu uint64
+	seen      chan struct{}
+}
+
+func meterWork(tg *testutil.Target) *workMeter {
+	w := &workMeter{seen: make(chan struct{}, 1)}
+	go func() {
+		for {
+			line, err := tg.Stdout.ReadString('\n')
+			var it, cpu uint64
+			if n, _ := fmt.Sscanf(line, "work %d %d", &it, &cpu); n == 2 {
+				w.mu.Lock()
+				w.iter, w.cpu = it, cpu
+				w.mu.Unlock()
+				select {
+				case w.seen <- struct{}{}:
+				default:
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return w
+}
+
+// next waits for a fresh report and returns it.
+func (w *workMeter) next() (iter, cpu uint64) {
+	select {
+	case <-w.seen:
+	default:
+	}
+	<-w.seen
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.iter, w.cpu
+}
+
+// rate is the target's work per CPU second over d: sampling overhead is
+// charged to the target's CPU time, so this measures it even on a machine
+// shared with other load.
+func (w *workMeter) rate(d time.Duration) float64 {
+	i0, c0 := w.next()
+	time.Sleep(d)
+	i1, c1 := w.next()
+	return float64(i1-i0) / (float64(c1-c0) / 1e9)
+}
+
+// perfRecord runs `perf record -F freq -g -p pid` for d and returns its
+// own CPU time.
+func perfRecord(b *testing.B, perf string, pid, freq int, d time.Duration, during func()) time.Duration {
+	b.Helper()
+	out := filepath.Join(b.TempDir(), "perf.data")
+	cmd := exec.Command(perf, "record", "-q", "-F", fmt.Sprint(freq), "-g", "-p", fmt.Sprint(pid), "-o", out,
+		"--", "sleep", fmt.Sprintf("%.3f", (d+300*time.Millisecond).Seconds()))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond) // let perf attach
+	if during != nil {
+		during()
+	}
+	if err := cmd.Wait(); err != nil {
+		b.Fatalf("perf record: %v\n%s", err, stderr.String())
+	}
+	return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+}
+
+// selfCPU is this process's CPU time from the scheduler's own clock
+// (schedstat of every thread): getrusage's tick-sampled times misjudge a
+// process that runs in short bursts.
+func selfCPU() time.Duration {
+	tids, _ := procfs.Threads(os.Getpid())
+	var ns uint64
+	for _, tid := range tids {
+		if ss, err := procfs.ReadSchedstat(os.Getpid(), tid); err == nil {
+			ns += ss.RunNanos
+		}
+	}
+	return time.Duration(ns)
+}
+
+// BenchmarkTargetSlowdown: work per CPU second of a CPU-bound target with
+// deep stacks, unsampled, sampled by stallwatch at 997 Hz with kernel and
+// user callchains, and under `perf record -F 997 -g -p`. x-vs-perf is our
+// work rate over perf's: 1 or more means we slow the target no more.
+func BenchmarkTargetSlowdown(b *testing.B) {
+	testutil.RequirePerf(b)
+	perf := testutil.RequireTool(b, "perf")
+	tg := testutil.Start(b, target(b, "spin"), "-threads", "2", "-depth", "24", "-report", "100ms")
+	tg.WaitLine(b, "ready", 30*time.Second)
+	w := meterWork(tg)
+	const window = 2 * time.Second
+	for i := 0; i < b.N; i++ {
+		base := w.rate(window)
+		s, err := Start(Config{PID: tg.Pid, Freq: 997, Kernel: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ours := w.rate(window)
+		st := s.Stats()
+		s.Close()
+		var theirs float64
+		perfRecord(b, perf, tg.Pid, 997, window, func() { theirs = w.rate(window) })
+		b.ReportMetric(base, "base-work/cpu-s")
+		b.ReportMetric(100*(1-ours/base), "ours-slowdown-%")
+		b.ReportMetric(100*(1-theirs/base), "perf-slowdown-%")
+		b.ReportMetric(ours/theirs, "x-vs-perf")
+		b.Logf("work/cpu-s: none %.0f, stallwatch %.0f, perf %.0f; our samples %d lost %d", base, ours, theirs, st.Samples, st.LostRecords)
+	}
+}
+
+// BenchmarkOwnCPU: stallwatch's own CPU time in steady state while
+// sampling 8 busy threads at 997 Hz with kernel callchains, as a share of
+// one core, beside perf record -g's on the same target; "offcpu" adds
+// context-switch sampling (with 2 KiB stack dumps), which perf record -g
+// does not do.
+func BenchmarkOwnCPU(b *testing.B) {
+	testutil.RequirePerf(b)
+	perf := testutil.RequireTool(b, "perf")
+	tg := testutil.Start(b, target(b, "spin"), "-threads", "8", "-depth", "8")
+	tg.WaitLine(b, "ready", 30*time.Second)
+	if _, err := kallsyms.Load(); err != nil { // once per process, not per capture
+		b.Fatal(err)
+	}
+	for _, offCPU := range []bool{false, true} {
+		name := "oncpu"
+		if offCPU {
+			name = "oncpu+offcpu"
+		}
+		b.Run(name, func(b *testing.B) {
+			const window = 3 * time.Second
+			for i := 0; i < b.N; i++ {
+				s, err := Start(Config{PID: tg.Pid, Freq: 997, OffCPU: offCPU, Kernel: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				time.Sleep(300 * time.Millisecond)
+				runtime.GC()
+				st0 := s.Stats()
+				c0, t0 := selfCPU(), time.Now()
+				time.Sleep(window)
+				ours := float64(selfCPU()-c0) / float64(time.Since(t0))
+				st := s.Stats()
+				s.Close()
+				theirs := float64(perfRecord(b, perf, tg.Pid, 997, window, nil)) / float64(window+450*time.Millisecond)
+				rate := float64(st.Samples-st0.Samples) / window.Seconds()
+				offRate := float64(st.OffCPUIntervals-st0.OffCPUIntervals) / window.Seconds()
+				b.ReportMetric(100*ours, "cpu-%-of-core")
+				b.ReportMetric(100*theirs, "perf-cpu-%-of-core")
+				b.ReportMetric(rate, "samples/s")
+				b.ReportMetric(offRate, "offcpu-intervals/s")
+				b.Logf("stallwatch %.2f%% of a core for %.0f samples/s and %.0f off-CPU intervals/s; perf record -g %.2f%%", 100*ours, rate, offRate, 100*theirs)
+			}
+		})
+	}
+}
+
+// BenchmarkLost32Threads: 32 busy threads sampled at 997 Hz for 10 s; the
+// goal is no lost record or sample.
+func BenchmarkLost32Threads(b *testing.B) {
+	testutil.RequirePerf(b)
+	tg := testutil.Start(b, target(b, "spin"), "-threads", "32", "-depth", "8")
+	tg.WaitLine(b, "ready", 30*time.Second)
+	for i := 0; i < b.N; i++ {
+		s, err := Start(Config{PID: tg.Pid, Freq: 997, OffCPU: true, Kernel: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rec := s.StartRecording()
+		time.Sleep(10 * time.Second)
+		samples := rec.Stop()
+		st := rec.Stats()
+		s.Close()
+		b.ReportMetric(float64(st.LostRecords), "lost-records")
+		b.ReportMetric(float64(st.LostSamples), "lost-samples")
+		b.ReportMetric(float64(st.Throttles), "throttles")
+		b.ReportMetric(float64(len(samples)), "samples")
+		b.Logf("%d samples, %d lost records, %d lost samples, %d throttles, %d threads", len(samples), st.LostRecords, st.LostSamples, st.Throttles, st.ThreadsLive)
+	}
+}
+
+func init() {
+	// perf record writes its data under the benchmark's temp dir; make
+	// sure it can find its own helpers without a terminal.
+	os.Setenv("PERF_PAGER", "cat")
+}
