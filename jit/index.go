@@ -96,8 +96,8 @@ func (ix *Index) Len() int {
 	return ix.live
 }
 
-// All yields every symbol in the order the files described them: load
-// order within each file, jitdumps before perf maps.
+// All yields every symbol in the order it was read: load order within
+// each file.
 func (ix *Index) All() iter.Seq[*Symbol] {
 	return func(yield func(*Symbol) bool) {
 		if ix == nil {
@@ -106,6 +106,18 @@ func (ix *Index) All() iter.Seq[*Symbol] {
 		for id := 0; id < ix.n; id++ {
 			sl := ix.store.slot(int32(id))
 			if !sl.tomb && !yield(&sl.sym) {
+				return
+			}
+		}
+	}
+}
+
+// layer yields the symbols of one layer in load order.
+func (ix *Index) layer(layer int) iter.Seq[*Symbol] {
+	return func(yield func(*Symbol) bool) {
+		for id := 0; ix != nil && id < ix.n; id++ {
+			sl := ix.store.slot(int32(id))
+			if !sl.tomb && int(sl.layer) == layer && !yield(&sl.sym) {
 				return
 			}
 		}
@@ -171,7 +183,8 @@ type slot struct {
 	// covered when it was loaded: where to look for earlier times.
 	underOff, underLen uint32
 	// tomb marks the range a CODE_MOVE vacated.
-	tomb bool
+	tomb  bool
+	layer uint8
 }
 
 // symbolStore keeps slots in fixed-size chunks, so that a *Symbol handed
@@ -209,7 +222,7 @@ func (b *builder) add(layer int, sym Symbol, tomb bool) int32 {
 		b.live++
 	}
 	sl := b.store.slot(id)
-	sl.sym, sl.tomb = sym, tomb
+	sl.sym, sl.tomb, sl.layer = sym, tomb, uint8(layer)
 	off := len(b.under)
 	b.under = b.layers[layer].paint(b.under, id, sym.Start, sym.Start+sym.Size)
 	sl.underOff, sl.underLen = uint32(off), uint32(len(b.under)-off)

@@ -2,7 +2,11 @@ package jit
 
 import (
 	"cmp"
+	"fmt"
+	"io"
 	"slices"
+	"strings"
+	"time"
 )
 
 // Summary describes one jitdump or perf map: what `stallwatch jit
@@ -84,4 +88,115 @@ func Inspect(path string, opts Options) (*Summary, error) {
 	slices.SortStableFunc(sum.Largest, func(a, b Symbol) int { return cmp.Compare(b.Size, a.Size) })
 	sum.Largest = slices.Clip(sum.Largest[:min(len(sum.Largest), largestCount)])
 	return sum, nil
+}
+
+// WriteText writes the summary for people: the header, the records, the
+// time span, the largest code and everything wrong, with file offsets.
+func (s *Summary) WriteText(w io.Writer) error {
+	var b strings.Builder
+	in := &s.Info
+	fmt.Fprintf(&b, "%s: %s, %d bytes", s.Path, in.Kind, s.Size)
+	if in.Runtime != RuntimeUnknown {
+		fmt.Fprintf(&b, ", written by %s", in.Runtime)
+	}
+	b.WriteString("\n")
+	if in.Kind == KindJitdump {
+		h := s.Header
+		order := "little-endian"
+		if h.BigEndian {
+			order = "big-endian"
+		}
+		fmt.Fprintf(&b, "  header     version %d, %s, %d bytes, elf_mach %d%s, pid %d, flags %#x\n",
+			h.Version, order, h.Size, h.ElfMach, machName(h.ElfMach), h.Pid, h.Flags)
+		if h.ArchTimestamp() {
+			b.WriteString("             ARCH_TIMESTAMP: record times are TSC ticks, not CLOCK_MONOTONIC\n")
+		}
+		fmt.Fprintf(&b, "  records    %d:", in.Records)
+		for t := RecordType(0); t < numRecordTypes; t++ {
+			fmt.Fprintf(&b, " %d %v,", s.Counts[t], t)
+		}
+		fmt.Fprintf(&b, " %d unknown, %d bad\n", in.Unknown, in.Bad)
+		if s.Counts[CodeLoad]+s.Counts[CodeMove] > 0 {
+			unit := "ns CLOCK_MONOTONIC"
+			if h.ArchTimestamp() {
+				unit = "TSC ticks"
+			}
+			fmt.Fprintf(&b, "  time span  %d .. %d %s (%v)\n", s.FirstTime, s.LastTime, unit, spanOf(s, h))
+		}
+	} else {
+		fmt.Fprintf(&b, "  lines      %d: %d bad\n", in.Records, in.Bad)
+	}
+	fmt.Fprintf(&b, "  code       %d pieces, %d loaded over earlier code\n", s.Symbols, s.Reused)
+	for i, sym := range s.Largest {
+		fmt.Fprintf(&b, "  %-10s %#x %6d bytes  %s\n", firstOnly(i, "largest"), sym.Start, sym.Size, sym.Name)
+	}
+	problems := append([]*FormatError(nil), in.Problems...)
+	if in.Truncated != nil {
+		problems = append(problems, in.Truncated)
+	}
+	if len(problems) == 0 {
+		b.WriteString("  problems   none\n")
+	}
+	for i, p := range problems {
+		where := fmt.Sprintf("offset %d (%#x)", p.Offset, p.Offset)
+		if p.Line > 0 {
+			where = fmt.Sprintf("line %d, offset %d", p.Line, p.Offset)
+		}
+		fmt.Fprintf(&b, "  %-10s %s: %s\n", firstOnly(i, "problems"), where, p.Reason)
+	}
+	if more := in.Bad - len(in.Problems); more > 0 && len(in.Problems) == maxProblems {
+		fmt.Fprintf(&b, "             ... and more: %d bad in all\n", in.Bad)
+	}
+	if in.Broken != nil {
+		fmt.Fprintf(&b, "  reading stopped at offset %d: nothing after it can be found\n", in.Broken.Offset)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func firstOnly(i int, label string) string {
+	if i == 0 {
+		return label
+	}
+	return ""
+}
+
+func spanOf(s *Summary, h Header) string {
+	if h.ArchTimestamp() {
+		return fmt.Sprintf("%d ticks", s.LastTime-s.FirstTime)
+	}
+	return time.Duration(s.LastTime - s.FirstTime).String()
+}
+
+func machName(m uint32) string {
+	switch m {
+	case 62:
+		return " (x86-64)"
+	case 183:
+		return " (aarch64)"
+	case 3:
+		return " (i386)"
+	case 40:
+		return " (arm)"
+	case 243:
+		return " (riscv)"
+	}
+	return ""
+}
+
+// UnmarshalText reads what MarshalText wrote ("CODE_LOAD", or "record
+// type 7" for ids this package does not know).
+func (t *RecordType) UnmarshalText(b []byte) error {
+	for c := RecordType(0); c < numRecordTypes; c++ {
+		if c.String() == string(b) {
+			*t = c
+			return nil
+		}
+	}
+	var n uint32
+	if _, err := fmt.Sscanf(string(b), "record type %d", &n); err != nil {
+		return fmt.Errorf("unknown record type %q", b)
+	}
+	*t = RecordType(n)
+	return nil
 }

@@ -1,6 +1,9 @@
 package jit
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Runtime is the JIT that wrote a symbol.
 type Runtime uint8
@@ -96,4 +99,15 @@ func runtimeFromPath(path string) Runtime {
 		return RuntimeJVM
 	}
 	return RuntimeUnknown
+}
+
+// UnmarshalText reads what MarshalText wrote.
+func (r *Runtime) UnmarshalText(b []byte) error {
+	for i, n := range runtimeNames {
+		if n == string(b) {
+			*r = Runtime(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown runtime %q", b)
 }

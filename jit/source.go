@@ -308,3 +308,14 @@ func (s *source) close() error {
 	s.f = nil
 	return err
 }
+
+// UnmarshalText reads what MarshalText wrote.
+func (k *SourceKind) UnmarshalText(b []byte) error {
+	for _, c := range []SourceKind{KindJitdump, KindPerfMap} {
+		if c.String() == string(b) {
+			*k = c
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown source kind %q", b)
+}

@@ -1,0 +1,168 @@
+package jit
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+
+	"github.com/stallwatch/stallwatch/internal/procfs"
+	"golang.org/x/sys/unix"
+)
+
+// WritePerfMap writes the symbols of ix that came from jitdumps as a perf
+// map, in the order they were loaded (a reader takes later lines over
+// earlier ones, as the JIT reused memory). With display, names are
+// DisplayName's; otherwise as the runtime wrote them, which is what the
+// runtime's own perf map would say. It returns the lines written.
+func WritePerfMap(w io.Writer, ix *Index, display bool) (int, error) {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	n := 0
+	var line []byte
+	for s := range ix.layer(layerJitdump) {
+		name := s.Name
+		if display {
+			name = s.Display
+		}
+		line = strconv.AppendUint(line[:0], s.Start, 16)
+		line = append(line, ' ')
+		line = strconv.AppendUint(line, s.Size, 16)
+		line = append(line, ' ')
+		line = appendMapName(line, name)
+		line = append(line, '\n')
+		if _, err := bw.Write(line); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, bw.Flush()
+}
+
+// appendMapName appends name with line breaks and other control bytes
+// replaced: a name from the target must not add lines of its own.
+func appendMapName(b []byte, name string) []byte {
+	if name == "" {
+		return append(b, '?')
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c < 0x20 || c == 0x7f {
+			c = ' '
+		}
+		b = append(b, c)
+	}
+	return b
+}
+
+// MapFile is a perf map stallwatch writes for a process: written whole to
+// a temporary file in the same directory, then renamed over the old one,
+// so readers never see half of it; owned by the target's user, as perf
+// requires of the maps it trusts.
+type MapFile struct {
+	// Path is the file as the user should read it: in the target's mount
+	// namespace for the default place.
+	Path     string
+	dir      *os.File // the directory, opened in the target's root
+	base     string
+	uid, gid int
+}
+
+// OpenMapFile prepares the perf map of pid: /tmp/perf-<nspid>.map inside
+// the target's root when path is "", else path in our own file system.
+// It refuses to take over a perf map the target writes itself.
+func OpenMapFile(pid int, path string) (*MapFile, error) {
+	st, err := procfs.ReadStatus(pid, pid)
+	if err != nil {
+		return nil, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	m := &MapFile{uid: int(st.Uid[1]), gid: int(st.Gid[1])}
+	if path == "" {
+		m.Path = fmt.Sprintf("/tmp/perf-%d.map", st.InnerPid())
+		m.dir, err = procfs.OpenInRoot(pid, "/tmp", false)
+		if err == nil && writesItself(pid, m.Path) {
+			m.dir.Close()
+			return nil, fmt.Errorf("pid %d writes %s itself (--perf-basic-prof or the like): give another path with -o", pid, m.Path)
+		}
+	} else {
+		m.Path = path
+		m.dir, err = os.Open(filepath.Dir(path))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("perf map for pid %d: %w", pid, err)
+	}
+	m.base = filepath.Base(m.Path)
+	return m, nil
+}
+
+// writesItself reports whether the process holds name open for writing.
+func writesItself(pid int, name string) bool {
+	fds, err := os.ReadDir(procfs.PidPath(pid, "fd"))
+	if err != nil {
+		return false
+	}
+	for _, e := range fds {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if t, err := procfs.FdTarget(pid, fd); err == nil && path.Clean(t) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Write replaces the perf map with the jitdump symbols of ix and returns
+// how many lines it wrote.
+func (m *MapFile) Write(ix *Index, display bool) (int, error) {
+	dirfd := int(m.dir.Fd())
+	tmp := fmt.Sprintf(".%s.%d.tmp", m.base, os.Getpid())
+	fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if errors.Is(err, unix.EEXIST) {
+		// Left by a stallwatch that was killed: ours to replace.
+		_ = unix.Unlinkat(dirfd, tmp, 0)
+		fd, err = unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("create %s: %w", m.tmpPath(tmp), err)
+	}
+	f := os.NewFile(uintptr(fd), m.tmpPath(tmp))
+	n, err := m.fill(f, ix, display)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(dirfd, tmp, dirfd, m.base)
+	}
+	if err != nil {
+		_ = unix.Unlinkat(dirfd, tmp, 0)
+		return 0, fmt.Errorf("write %s: %w", m.Path, err)
+	}
+	return n, nil
+}
+
+func (m *MapFile) fill(f *os.File, ix *Index, display bool) (int, error) {
+	n, err := WritePerfMap(f, ix, display)
+	if err != nil {
+		return n, err
+	}
+	// perf trusts a map owned by the user it runs as or root: give it to
+	// the target's user. Not being allowed to (not root) leaves it ours,
+	// which is the target's user when we run as that user.
+	if err := f.Chown(m.uid, m.gid); err != nil && !errors.Is(err, unix.EPERM) {
+		return n, err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		return n, err
+	}
+	return n, f.Sync()
+}
+
+func (m *MapFile) tmpPath(tmp string) string { return filepath.Join(filepath.Dir(m.Path), tmp) }
+
+// Close releases the directory.
+func (m *MapFile) Close() error { return m.dir.Close() }
