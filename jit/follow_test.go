@@ -109,7 +109,7 @@ func TestFollowKeepsOldIndexes(t *testing.T) {
 	if old.Len() != n || p.Index().Len() <= n {
 		t.Errorf("old index has %d symbols (was %d), new %d", old.Len(), n, p.Index().Len())
 	}
-	if p.Index() != p.Index() {
+	if a, b := p.Index(), p.Index(); a != b {
 		t.Error("Index without changes is not the same Index")
 	}
 }
