@@ -13,25 +13,25 @@ import (
 // PC and stack pointer from the syscall file, the user stack from
 // BlockedStack, and the top of the user stack read with
 // process_vm_readv). The thread is never stopped.
-func (s *Sampler) blockedNow(tid int, now uint64) (blocked *Sample, runnable bool) {
+func (s *Sampler) blockedNow(tid int, now uint64) (blocked *Sample, runnable bool, kernel []procfs.KernelFrame) {
 	st, err := procfs.ReadStat(s.pid, tid)
 	if err != nil {
-		return nil, false
+		return nil, false, nil
 	}
 	switch st.State {
 	case 'R':
-		return nil, true
+		return nil, true, nil
 	case 'Z', 'X', 'x':
-		return nil, false
+		return nil, false, nil
 	}
 	smp := &Sample{Kind: OffCPU, Time: now, PID: int32(s.pid), TID: int32(tid), CPU: int32(st.Processor)}
 	if s.cfg.Kernel {
-		smp.Stack = s.kernelStack(tid)
-		smp.Kernel = uint16(len(smp.Stack))
+		// Root only; others get the user part alone.
+		kernel, _ = procfs.ReadKernelStack(s.pid, tid)
 	}
 	sc, err := procfs.ReadSyscall(s.pid, tid)
 	if err != nil || sc.Running {
-		return smp, false
+		return smp, false, kernel
 	}
 	smp.Regs = UserRegs{IP: sc.PC, SP: sc.SP}
 	var user []uint64
@@ -49,17 +49,13 @@ func (s *Sampler) blockedNow(tid int, now uint64) (blocked *Sample, runnable boo
 	if s.dumpOff > 0 && sc.SP != 0 {
 		smp.StackDump = readStack(s.pid, sc.SP, s.dumpOff)
 	}
-	return smp, false
+	return smp, false, kernel
 }
 
-// kernelStack reads /proc/<pid>/task/<tid>/stack (root only) and turns its
-// function+offset lines into addresses. Frames kallsyms cannot place are
-// left out; with kptr_restrict hiding addresses there are none.
-func (s *Sampler) kernelStack(tid int) []uint64 {
-	frames, err := procfs.ReadKernelStack(s.pid, tid)
-	if err != nil || len(frames) == 0 {
-		return nil
-	}
+// kernelAddrs turns /proc/<pid>/task/<tid>/stack's function+offset frames
+// into addresses. Frames kallsyms cannot place are left out; with
+// kptr_restrict hiding addresses there are none.
+func kernelAddrs(frames []procfs.KernelFrame) []uint64 {
 	tab, err := kallsyms.Load()
 	if err != nil || tab.Hidden() {
 		return nil

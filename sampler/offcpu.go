@@ -1,5 +1,7 @@
 package sampler
 
+import "github.com/stallwatch/stallwatch/internal/procfs"
+
 // offTracker turns one thread's context-switch records into off-CPU
 // intervals. A switch-out sample (the context-switches event, with the
 // stack) comes first, then the PERF_RECORD_SWITCH out record (which says
@@ -22,13 +24,25 @@ type offTracker struct {
 	awaitOut  bool // the switch-out sample came, its record not yet
 	iv        Sample
 	broken    uint64 // intervals dropped because a record was lost
+
+	// kernel is the synthetic interval's kernel stack as /proc names it,
+	// turned into addresses by resolve only when the interval is read:
+	// the kernel symbol table may still be loading when it opens.
+	kernel  []procfs.KernelFrame
+	resolve func([]procfs.KernelFrame) []uint64
 }
 
 // begin starts observing at time t. blocked, when not nil, is the thread
 // as /proc saw it blocked just after the context-switch event was enabled;
 // runnable says /proc saw it running or waiting for a CPU.
 func (o *offTracker) begin(t uint64, blocked *Sample, runnable bool) {
-	*o = offTracker{watching: true, begun: t, runnable: runnable, broken: o.broken}
+	o.beginFrames(t, blocked, runnable, nil, nil)
+}
+
+// beginFrames is begin with the blocked thread's kernel frames, named, and
+// the function that resolves them.
+func (o *offTracker) beginFrames(t uint64, blocked *Sample, runnable bool, kernel []procfs.KernelFrame, resolve func([]procfs.KernelFrame) []uint64) {
+	*o = offTracker{watching: true, begun: t, runnable: runnable, broken: o.broken, kernel: kernel, resolve: resolve}
 	if blocked != nil {
 		o.open, o.synthetic = true, true
 		o.iv = *blocked
@@ -48,6 +62,7 @@ func (o *offTracker) switchOutSample(s Sample) {
 		o.broken++
 	}
 	o.open, o.synthetic, o.awaitOut = true, false, true
+	o.kernel = nil
 	o.iv = s
 	o.iv.Kind, o.iv.Weight, o.iv.Preempted = OffCPU, 0, false
 }
@@ -92,11 +107,26 @@ func (o *offTracker) switchIn(t uint64, pid, tid int32) (Sample, bool) {
 
 // close ends the open interval at t and returns it.
 func (o *offTracker) close(t uint64) Sample {
-	iv := o.iv
+	iv := o.withKernel()
 	if t > iv.Time {
 		iv.Weight = t - iv.Time
 	}
 	o.open, o.synthetic, o.awaitOut = false, false, false
+	o.kernel = nil
+	return iv
+}
+
+// withKernel returns the open interval, its kernel frames resolved if it
+// is the synthetic one.
+func (o *offTracker) withKernel() Sample {
+	iv := o.iv
+	if o.synthetic && len(o.kernel) > 0 && o.resolve != nil {
+		k := o.resolve(o.kernel)
+		o.kernel = nil
+		o.iv.Stack = append(k, o.iv.Stack...)
+		o.iv.Kernel = uint16(len(k))
+		iv = o.iv
+	}
 	return iv
 }
 
@@ -117,7 +147,7 @@ func (o *offTracker) current(t uint64) (Sample, bool) {
 	if !o.watching || !o.open || t < o.iv.Time {
 		return Sample{}, false
 	}
-	iv := o.iv
+	iv := o.withKernel()
 	iv.Weight = t - iv.Time
 	return iv, true
 }

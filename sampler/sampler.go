@@ -204,11 +204,10 @@ func (s *Sampler) start() error {
 		}
 	}
 	s.probeEvent()
-	if s.cfg.Kernel && s.offCPU {
-		// Blocked threads' kernel stacks are named through kallsyms:
-		// read it now, not under the lock the first time a thread is
-		// found blocked.
-		_, _ = kallsyms.Load()
+	if s.cfg.Kernel && s.cfg.OffCPU {
+		// Blocked threads' kernel stacks are named through kallsyms,
+		// when their intervals are read: load it meanwhile.
+		go kallsyms.Load()
 	}
 	raiseNoFile(uint64(fdsPerThread * len(tids)))
 	s.mu.Lock()
@@ -470,8 +469,8 @@ func (s *Sampler) startOffCPU(t *thread, now uint64) error {
 		return fmt.Errorf("PERF_EVENT_IOC_ENABLE on thread %d: %w", t.tid, err)
 	}
 	t.offEnabled = true
-	blocked, runnable := s.blockedNow(t.tid, now)
-	t.oc.begin(now, blocked, runnable)
+	blocked, runnable, kernel := s.blockedNow(t.tid, now)
+	t.oc.beginFrames(now, blocked, runnable, kernel, kernelAddrs)
 	return nil
 }
 
@@ -493,6 +492,7 @@ func (s *Sampler) release(t *thread, when uint64) {
 	if _, ok := s.live[t.tid]; !ok {
 		return
 	}
+	delete(s.live, t.tid) // first: the drain may meet its EXIT record
 	s.drain(t)
 	if iv, ok := t.oc.end(when); ok {
 		s.emit(iv, when)
@@ -500,7 +500,6 @@ func (s *Sampler) release(t *thread, when uint64) {
 	s.stats.BrokenIntervals += t.oc.broken
 	t.oc.broken = 0
 	s.closeThread(t)
-	delete(s.live, t.tid)
 	t.exited = when
 	s.stats.ThreadsExited++
 	s.forget(t)
