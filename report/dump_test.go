@@ -311,6 +311,7 @@ func TestWaitsFor(t *testing.T) {
 		{"two-cycle with a waiter", []snapshot.Thread{th(1, 2), th(2, 1), th(3, 1)}, [][]int{{1, 2}}, [][]int{{3, 1}}},
 		{"self deadlock", []snapshot.Thread{th(5, 5)}, [][]int{{5}}, nil},
 		{"three-cycle", []snapshot.Thread{th(1, 2), th(2, 3), th(3, 1)}, [][]int{{1, 2, 3}}, nil},
+		{"cycle read from its smallest tid", []snapshot.Thread{th(1, 9), th(9, 5), th(5, 9)}, [][]int{{5, 9}}, [][]int{{1, 9}}},
 		{"longest chain first", []snapshot.Thread{th(1, 9), th(2, 3), th(3, 4), th(4, 9), th(9, 0)}, nil, [][]int{{2, 3, 4, 9}, {1, 9}}},
 	}
 	for _, tt := range tests {

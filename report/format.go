@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"math"
 	"path"
 	"strconv"
 	"strings"
@@ -26,6 +27,9 @@ func fmtTime(t time.Time) string {
 // digits below a minute ("312ms", "4.25s"), minutes and hours above.
 func fmtDur(d time.Duration) string {
 	if d < 0 {
+		if d == math.MinInt64 { // has no positive counterpart
+			d++
+		}
 		return "-" + fmtDur(-d)
 	}
 	switch {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"io"
+	"math"
 	"regexp"
 	"strings"
 	"testing"
@@ -295,6 +296,7 @@ func TestFmtDur(t *testing.T) {
 		{0, "0s"}, {500, "500ns"}, {1500, "1.5µs"}, {400 * time.Microsecond, "400µs"},
 		{12345 * time.Microsecond, "12.3ms"}, {10200 * time.Millisecond, "10.2s"},
 		{125 * time.Second, "2m05s"}, {3*time.Hour + 4*time.Minute, "3h04m"}, {-2 * time.Second, "-2s"},
+		{math.MaxInt64, "2562047h47m"}, {math.MinInt64, "-2562047h47m"},
 	}
 	for _, tt := range tests {
 		if got := fmtDur(tt.d); got != tt.want {

@@ -171,7 +171,7 @@ func waitsFor(threads []snapshot.Thread) snapshot.LockGraph {
 		n := start
 		for {
 			if i, ok := pos[n]; ok {
-				cyc := append([]int(nil), walk[i:]...)
+				cyc := rotateToMin(walk[i:])
 				g.Cycles = append(g.Cycles, cyc)
 				for _, c := range cyc {
 					inCycle[c] = true
@@ -213,6 +213,24 @@ func waitsFor(threads []snapshot.Thread) snapshot.LockGraph {
 		}
 		g.Chains = append(g.Chains, ch)
 	}
-	sort.SliceStable(g.Chains, func(i, j int) bool { return len(g.Chains[i]) > len(g.Chains[j]) })
+	sort.Slice(g.Cycles, func(i, j int) bool { return g.Cycles[i][0] < g.Cycles[j][0] })
+	sort.SliceStable(g.Chains, func(i, j int) bool {
+		if len(g.Chains[i]) != len(g.Chains[j]) {
+			return len(g.Chains[i]) > len(g.Chains[j])
+		}
+		return g.Chains[i][0] < g.Chains[j][0]
+	})
 	return g
+}
+
+// rotateToMin starts a cycle at its smallest tid, as the snapshot does, so
+// a deadlock reads the same whichever thread the walk began at.
+func rotateToMin(c []int) []int {
+	m := 0
+	for i := range c {
+		if c[i] < c[m] {
+			m = i
+		}
+	}
+	return append(append([]int(nil), c[m:]...), c[:m]...)
 }

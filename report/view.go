@@ -258,6 +258,9 @@ func settingsText(s *Settings) string {
 // A profile without our sample types gets one section of its default.
 func sectionsOf(a *analysis) []*section {
 	p := a.p
+	if len(p.Sample) == 0 {
+		return nil // a snapshot alone, or a capture cut before any sample
+	}
 	phases := phasesOf(p)
 	phased := len(phases) > 1 || phases[0] != ""
 	var out []*section
