@@ -168,7 +168,20 @@ func ptraceStop(t *testing.T, pid, tid int) stopped {
 			return
 		}
 		var ws unix.WaitStatus
-		if _, r.err = unix.Wait4(tid, &ws, unix.WALL, nil); r.err != nil {
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			wpid, err := unix.Wait4(tid, &ws, unix.WALL|unix.WNOHANG, nil)
+			if err != nil || wpid == tid {
+				r.err = err
+				break
+			}
+			if time.Now().After(deadline) {
+				r.err = fmt.Errorf("thread %d did not stop", tid)
+				// Leave the thread locked: its exit detaches.
+				runtime.Goexit()
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if r.err != nil {
 			return
 		}
 		var regs unix.PtraceRegs

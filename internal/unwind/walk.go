@@ -197,19 +197,19 @@ func (w *walker) fpStepState(s *frameState) stepResult {
 		if !w.scan {
 			return stepResult{end: fmt.Sprintf("no call frame information for pc %#x and the frame pointer is unknown", s.ip())}
 		}
-		if s.first {
+		var ok bool
+		if bp, ok = w.scanForFrame(s.sp(), 0); !ok {
 			// A frameless leaf (Go's and the JIT's system call stubs)
-			// has its return address on top of the stack.
-			if ra, ok := readU64(w.mem, s.sp()); ok && w.isReturnAddress(ra) {
+			// has its return address on top of the stack and no frame
+			// record. This is tried last: a function with a frame may
+			// have a stale return address there.
+			if ra, ok := readU64(w.mem, s.sp()); ok && s.first && w.isReturnAddress(ra) {
 				s.regs = regState{}
 				s.regs.set(regRA, ra)
 				s.regs.set(regRSP, s.sp()+8)
 				s.exact, s.first = false, false
 				return stepResult{how: Leaf, cfa: s.sp()}
 			}
-		}
-		var ok bool
-		if bp, ok = w.scanForFrame(s.sp(), 0); !ok {
 			return stepResult{end: fmt.Sprintf("no call frame information for pc %#x, the frame pointer is unknown, and no saved frame pointer was found on the stack", s.ip())}
 		}
 		how = Scanned

@@ -1,0 +1,3 @@
+module goblocked
+
+go 1.26
