@@ -180,7 +180,7 @@ func (f *facts) info() report.Info {
 		c.Threads = max(c.Threads, len(f.snap.Threads))
 	}
 	for _, j := range f.symStats.JIT {
-		if j.Err == "" {
+		if j.Err == "" || j.Symbols > 0 {
 			c.JITSources++
 		}
 		if strings.Contains(j.Err, "truncated") {

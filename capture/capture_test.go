@@ -1,0 +1,308 @@
+package capture
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/report"
+)
+
+// record runs Record on pid for d into a temporary directory and returns
+// the capture directory's profile and info.
+func record(t *testing.T, pid int, d time.Duration, mod func(*Config)) (*Result, *profile.Profile, *report.Info) {
+	t.Helper()
+	cfg := Config{PID: pid, Out: t.TempDir(), Freq: 997, OffCPU: true, Kernel: true, Ptrace: true}
+	if mod != nil {
+		mod(&cfg)
+	}
+	res, err := Record(context.Background(), cfg, d, nil)
+	if err != nil {
+		t.Fatalf("Record: %v", err)
+	}
+	c, err := report.ReadCapture(res.Dir)
+	if err != nil {
+		t.Fatalf("ReadCapture(%s): %v", res.Dir, err)
+	}
+	if err := c.Profile.CheckValid(); err != nil {
+		t.Fatalf("profile.CheckValid: %v", err)
+	}
+	return res, c.Profile, &c.Info
+}
+
+func valueIndex(t *testing.T, p *profile.Profile, typ string) int {
+	t.Helper()
+	for i, st := range p.SampleType {
+		if st.Type == typ {
+			return i
+		}
+	}
+	t.Fatalf("profile has no sample type %q: %v", typ, p.SampleType)
+	return -1
+}
+
+// funcs returns a sample's function names, innermost first (inlined
+// functions included).
+func funcs(s *profile.Sample) []string {
+	var names []string
+	for _, l := range s.Location {
+		for _, ln := range l.Line {
+			names = append(names, ln.Function.Name)
+		}
+	}
+	return names
+}
+
+func threadName(s *profile.Sample) string {
+	if v := s.Label[report.LabelThreadName]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func indexOf(names []string, want string) int {
+	for i, n := range names {
+		if n == want {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestRecordOnCPU: a Go program spinning in main.spinHot on two threads;
+// spinHot holds ≥ 90% of their CPU samples with its callers beneath.
+func TestRecordOnCPU(t *testing.T) {
+	testutil.RequirePerf(t)
+	bin := testutil.BuildGo(t, "spin")
+	tg := testutil.Start(t, bin, "-threads", "2", "-depth", "2")
+	tg.WaitLine(t, "ready", 10*time.Second)
+
+	res, p, info := record(t, tg.Pid, 2*time.Second, nil)
+	if info.Trigger != "manual" || info.PID != tg.Pid || res.Samples == 0 {
+		t.Fatalf("capture.json: trigger %q pid %d, %d samples", info.Trigger, info.PID, res.Samples)
+	}
+	ci := valueIndex(t, p, report.TypeCPUSamples)
+	var total, hot, withCallers int64
+	for _, s := range p.Sample {
+		if !strings.HasPrefix(threadName(s), "spin-") {
+			continue
+		}
+		n := s.Value[ci]
+		total += n
+		names := funcs(s)
+		if i := indexOf(names, "main.spinHot"); i >= 0 && i <= 1 {
+			hot += n
+			if m, w := indexOf(names, "main.spinMiddle"), indexOf(names, "main.spinWorker"); m > i && w > m {
+				withCallers += n
+			}
+		}
+	}
+	if total < 100 {
+		t.Fatalf("only %d CPU samples from the spin threads in 2 s at 997 Hz", total)
+	}
+	if float64(hot) < 0.9*float64(total) {
+		t.Errorf("main.spinHot on top in %d of %d samples of the spinning threads, want ≥ 90%%", hot, total)
+	}
+	if float64(withCallers) < 0.9*float64(hot) {
+		t.Errorf("spinMiddle and spinWorker beneath spinHot in %d of %d samples", withCallers, hot)
+	}
+}
+
+// TestRecordOffCPU: threads blocked for the whole recording, one in
+// nanosleep and one reading a pipe, each off the CPU for ≥ 90% of it, on a
+// stack with the kernel's wait function on top and the C function beneath
+// (through libc, which has no frame pointers: the .eh_frame unwinder).
+func TestRecordOffCPU(t *testing.T) {
+	testutil.RequirePerf(t)
+	testutil.RequirePtrace(t)
+	bin := testutil.BuildC(t, "offcpu/offcpu.c")
+	tg := testutil.Start(t, bin)
+	tg.WaitLine(t, "ready", 10*time.Second)
+	time.Sleep(100 * time.Millisecond) // let both block
+
+	const d = 2 * time.Second
+	_, p, info := record(t, tg.Pid, d, nil)
+	window := info.End.Sub(info.Start)
+	oi := valueIndex(t, p, report.TypeOffCPUTime)
+	cases := []struct {
+		thread string
+		kernel []string // one of these kernel functions is on the stack
+		cfunc  string
+	}{
+		{"sleeper", []string{"hrtimer_nanosleep", "do_nanosleep", "common_nsleep"}, "sleep_forever"},
+		{"piper", []string{"pipe_read", "anon_pipe_read"}, "read_forever"},
+	}
+	for _, c := range cases {
+		var off time.Duration
+		var good time.Duration
+		var example []string
+		for _, s := range p.Sample {
+			if threadName(s) != c.thread || s.Value[oi] == 0 {
+				continue
+			}
+			v := time.Duration(s.Value[oi])
+			off += v
+			names := funcs(s)
+			example = names
+			kernelTop := len(s.Location) > 0 && s.Location[0].Mapping != nil && strings.Contains(s.Location[0].Mapping.File, "kernel")
+			k := -1
+			for _, kf := range c.kernel {
+				if i := indexOf(names, kf); i >= 0 {
+					k = i
+				}
+			}
+			if kernelTop && k >= 0 && indexOf(names, c.cfunc) > k {
+				good += v
+			}
+		}
+		if off < window*9/10 {
+			t.Errorf("%s: off-CPU %v of a %v recording, want ≥ 90%%", c.thread, off, window)
+		}
+		if good < off*9/10 {
+			t.Errorf("%s: only %v of %v off-CPU time on a stack with %v on top and %s beneath; a stack: %v",
+				c.thread, good, off, c.kernel, c.cfunc, example)
+		}
+	}
+}
+
+// TestRecordNodeJIT: JavaScript function names from Node.js's jitdump
+// appear as frames.
+func TestRecordNodeJIT(t *testing.T) {
+	testutil.RequirePerf(t)
+	node := testutil.RequireTool(t, "node")
+	dir := t.TempDir()
+	cmd := exec.Command(node, "--perf-prof", testutil.Testdata(t, "node", "fib.js"))
+	cmd.Dir = dir
+	tg := testutil.StartCmd(t, cmd)
+	tg.WaitLine(t, "ready", 30*time.Second)
+
+	_, p, info := record(t, tg.Pid, 2*time.Second, func(c *Config) { c.OffCPU = false })
+	if info.Counts.JITSources == 0 {
+		t.Errorf("capture.json counts no JIT source; notes: %v", info.Notes)
+	}
+	ci := valueIndex(t, p, report.TypeCPUSamples)
+	var total, fib int64
+	for _, s := range p.Sample {
+		total += s.Value[ci]
+		for _, n := range funcs(s) {
+			if strings.Contains(n, "fibonacci") {
+				fib += s.Value[ci]
+				break
+			}
+		}
+	}
+	if total == 0 || float64(fib) < 0.5*float64(total) {
+		t.Errorf("fibonacci in %d of %d CPU samples of a process that runs it in a loop", fib, total)
+	}
+}
+
+// TestRecordChurn: threads that come and go are all sampled, and the
+// recorder's own descriptors return to their count.
+func TestRecordChurn(t *testing.T) {
+	testutil.RequirePerf(t)
+	bin := testutil.BuildC(t, "churn/churn.c")
+	tg := testutil.Start(t, bin)
+	tg.WaitLine(t, "ready", 10*time.Second)
+	before := testutil.OpenFDs(t)
+	_, p, _ := record(t, tg.Pid, 2*time.Second, nil)
+	tids := map[string]bool{}
+	for _, s := range p.Sample {
+		if v := s.Label[report.LabelThreadID]; len(v) > 0 {
+			tids[v[0]] = true
+		} else if v := s.NumLabel[report.LabelThreadID]; len(v) > 0 {
+			tids[strconv.FormatInt(v[0], 10)] = true
+		}
+	}
+	if len(tids) < 10 {
+		t.Errorf("samples from %d threads of a process that starts threads continuously", len(tids))
+	}
+	if after := testutil.OpenFDs(t); after != before {
+		t.Errorf("open fds %d before the recording, %d after", before, after)
+	}
+}
+
+// TestRecordTargetExits: a target that exits mid-recording leaves a valid
+// capture that says so.
+func TestRecordTargetExits(t *testing.T) {
+	testutil.RequirePerf(t)
+	bin := testutil.BuildGo(t, "exiter")
+	tg := testutil.Start(t, bin, "-after", "700ms")
+	tg.WaitLine(t, "ready", 10*time.Second)
+	start := time.Now()
+	res, p, info := record(t, tg.Pid, 5*time.Second, nil)
+	if time.Since(start) > 4*time.Second {
+		t.Errorf("Record took %v: it should end when the target exits", time.Since(start))
+	}
+	if !res.TargetExited || !info.TargetExited || !info.CutShort {
+		t.Errorf("result exited=%v, capture.json exited=%v cut_short=%v (%s)", res.TargetExited, info.TargetExited, info.CutShort, info.CutShortWhy)
+	}
+	if len(p.Sample) == 0 {
+		t.Error("no samples kept from before the exit")
+	}
+}
+
+// TestSessionCapture: the flight recorder's samples come as phase=before,
+// the capture's as phase=during, and the directory holds every file of the
+// contract.
+func TestSessionCapture(t *testing.T) {
+	testutil.RequirePerf(t)
+	testutil.RequirePtrace(t)
+	bin := testutil.BuildGo(t, "spin")
+	tg := testutil.Start(t, bin, "-threads", "2")
+	tg.WaitLine(t, "ready", 10*time.Second)
+
+	out := t.TempDir()
+	s, err := Open(Config{PID: tg.Pid, Out: out, Freq: 499, BaselineFreq: 97, CaptureFor: time.Second,
+		History: 5 * time.Second, OffCPU: true, Kernel: true, Ptrace: true, Snapshot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	time.Sleep(1500 * time.Millisecond)
+	res, err := s.Capture(context.Background(), Trigger{Kind: Stall, Reason: "test", StallFor: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(filepath.Base(res.Dir), "-"+strconv.Itoa(tg.Pid)+"-stall") {
+		t.Errorf("capture dir %s, want <time>-%d-stall", res.Dir, tg.Pid)
+	}
+	for _, f := range []string{report.FileProfile, report.FileThreads, report.FileText, report.FileHTML, report.FileInfo} {
+		if _, err := os.Stat(filepath.Join(res.Dir, f)); err != nil {
+			t.Errorf("capture dir lacks %s", f)
+		}
+	}
+	p, err := ProfileOf(res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	phases := map[string]int{}
+	for _, smp := range p.Sample {
+		if v := smp.Label[report.LabelPhase]; len(v) > 0 {
+			phases[v[0]]++
+		}
+	}
+	if phases[report.PhaseBefore] == 0 || phases[report.PhaseDuring] == 0 {
+		t.Errorf("samples by phase: %v, want both %q and %q", phases, report.PhaseBefore, report.PhaseDuring)
+	}
+	if err := s.Recovered(res, 4*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c, err := report.ReadCapture(res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Info.StallLen != 4*time.Second || c.Info.Recovered.IsZero() {
+		t.Errorf("after Recovered: stall length %v, recovered %v", c.Info.StallLen, c.Info.Recovered)
+	}
+	if c.Threads == nil || len(c.Threads.Threads) < 3 {
+		t.Errorf("thread snapshot missing or short: %+v", c.Threads)
+	}
+}
