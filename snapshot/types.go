@@ -59,8 +59,14 @@ type Thread struct {
 	// Kernel and User are the stacks, innermost first, resolved.
 	Kernel []*symbolize.Location
 	User   []*symbolize.Location
-	// UserAddrs are the raw user addresses User was resolved from.
+	// UserAddrs are the raw user addresses User was resolved from: the
+	// first is the thread's instruction pointer, the others return
+	// addresses except where UserExact says otherwise.
 	UserAddrs []uint64
+	// UserExact[i] marks UserAddrs[i] as the address of an instruction
+	// about to run rather than a return address (the first frame, a
+	// signal trampoline, the instruction a signal interrupted).
+	UserExact []bool
 	// Unwinder names the method that produced User ("fp", "cfi+fp", "pc only").
 	Unwinder string
 

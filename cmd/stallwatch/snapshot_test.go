@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/internal/testutil"
+	reports "github.com/stallwatch/stallwatch/report"
+)
+
+var snapshotBin struct {
+	sync.Once
+	path string
+	err  error
+	out  []byte
+}
+
+// stallwatchForSnapshot builds the stallwatch binary once: the snapshot
+// must come from another process than the target's parent to stop the
+// target's main thread too (see snapshot.Options).
+func stallwatchForSnapshot(t *testing.T) string {
+	t.Helper()
+	snapshotBin.Do(func() {
+		dir, err := os.MkdirTemp("", "stallwatch-snapshot-test-")
+		if err != nil {
+			snapshotBin.err = err
+			return
+		}
+		snapshotBin.path = filepath.Join(dir, "stallwatch")
+		snapshotBin.out, snapshotBin.err = exec.Command("go", "build", "-o", snapshotBin.path, ".").CombinedOutput()
+	})
+	if snapshotBin.err != nil {
+		t.Fatalf("go build: %v\n%s", snapshotBin.err, snapshotBin.out)
+	}
+	return snapshotBin.path
+}
+
+func snapshotDeadlock(t *testing.T) (*testutil.Target, map[string]int) {
+	t.Helper()
+	testutil.RequirePtrace(t)
+	tg := testutil.Start(t, testutil.BuildC(t, "deadlock/deadlock.c"))
+	line := tg.WaitLine(t, "ready ", 10*time.Second)
+	ids := map[string]int{}
+	for _, f := range strings.Fields(line)[1:] {
+		k, v, _ := strings.Cut(f, "=")
+		ids[k], _ = strconv.Atoi(v)
+	}
+	for _, k := range []string{"a", "b", "waiter"} {
+		tid := ids[k]
+		if err := testutil.Eventually(10*time.Second, func() bool {
+			sc, err := procfs.ReadSyscall(tg.Pid, tid)
+			return err == nil && sc.Nr == 202
+		}); err != nil {
+			t.Fatalf("thread %s never blocked", k)
+		}
+	}
+	return tg, ids
+}
+
+// TestSnapshotCommand: `stallwatch snapshot` on a deadlocked process
+// prints the deadlock in text and JSON, stops every thread including the
+// main one (it is not the target's parent), and writes a capture
+// directory with --out.
+func TestSnapshotCommand(t *testing.T) {
+	tg, ids := snapshotDeadlock(t)
+	bin := stallwatchForSnapshot(t)
+	pid := strconv.Itoa(tg.Pid)
+
+	text, err := exec.Command(bin, "snapshot", "--pid", pid).Output()
+	if err != nil {
+		t.Fatalf("snapshot: %v\n%s", err, text)
+	}
+	for _, want := range []string{"DEADLOCK", "take_b_while_holding_a", "take_a_while_holding_b", "wait_for_a"} {
+		if !bytes.Contains(text, []byte(want)) {
+			t.Errorf("text output lacks %q:\n%s", want, text)
+		}
+	}
+
+	out := t.TempDir()
+	js, err := exec.Command(bin, "snapshot", "--pid", pid, "--format", "json", "--out", out).Output()
+	if err != nil {
+		t.Fatalf("snapshot --format json: %v", err)
+	}
+	snap, err := reports.ReadThreadDumpJSON(bytes.NewReader(js), "stdout")
+	if err != nil {
+		t.Fatalf("JSON output: %v\n%s", err, js)
+	}
+	if len(snap.Locks.Cycles) != 1 || len(snap.Threads) != 5 {
+		t.Errorf("%d cycles, %d threads; want 1 and 5", len(snap.Locks.Cycles), len(snap.Threads))
+	}
+	for _, th := range snap.Threads {
+		if !th.Stopped && th.State != 'R' {
+			t.Errorf("thread %d (%s) was not read under ptrace: %s", th.TID, th.Name, th.Err)
+		}
+		if th.TID == ids["a"] && (th.Wait == nil || th.Wait.Owner != ids["b"]) {
+			t.Errorf("worker-a waits for %+v, want worker-b", th.Wait)
+		}
+	}
+	dirs, _ := filepath.Glob(filepath.Join(out, "*-"+pid+"-manual"))
+	if len(dirs) != 1 {
+		t.Fatalf("capture directories %v, want one", dirs)
+	}
+	for _, f := range []string{reports.FileThreads, reports.FileThreadJSON, reports.FileText, reports.FileInfo} {
+		if _, err := os.Stat(filepath.Join(dirs[0], f)); err != nil {
+			t.Errorf("capture lacks %s: %v", f, err)
+		}
+	}
+}
+
+// TestSnapshotSIGTERM: SIGTERM while a 1,000-thread snapshot is being
+// taken ends it early, and leaves no thread stopped or traced.
+func TestSnapshotSIGTERM(t *testing.T) {
+	testutil.RequirePtrace(t)
+	tg := testutil.Start(t, testutil.BuildC(t, "manythreads/manythreads.c"), "1000")
+	tg.WaitLine(t, "ready 1000", 30*time.Second)
+	bin := stallwatchForSnapshot(t)
+	cmd := exec.Command(bin, "snapshot", "--pid", strconv.Itoa(tg.Pid))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until it is stopping threads, then interrupt it.
+	err := testutil.Eventually(20*time.Second, func() bool {
+		tids, _ := procfs.Threads(tg.Pid)
+		for _, tid := range tids {
+			if st, err := procfs.ReadStatus(tg.Pid, tid); err == nil && st.TracerPid != 0 {
+				return true
+			}
+		}
+		return false
+	})
+	cmd.Process.Signal(syscall.SIGTERM)
+	werr := cmd.Wait()
+	t.Logf("exit: %v; stderr: %s", werr, stderr.String())
+	if err == nil && !strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("SIGTERM mid-snapshot: exit %v, stderr %q; want it reported as interrupted", werr, stderr.String())
+	}
+	tids, _ := procfs.Threads(tg.Pid)
+	for _, tid := range tids {
+		if st, err := procfs.ReadStatus(tg.Pid, tid); err == nil && (st.TracerPid != 0 || st.State == 't') {
+			t.Errorf("thread %d left state %c, TracerPid %d", tid, st.State, st.TracerPid)
+		}
+	}
+}
+
+// TestSnapshotUsage: bad invocations are usage errors (exit 2); a pid that
+// does not exist is a failure (exit 1).
+func TestSnapshotUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"snapshot"}, exitUsage},
+		{[]string{"snapshot", "--pid", "1", "--format", "xml"}, exitUsage},
+		{[]string{"snapshot", "--pid", "1", "extra"}, exitUsage},
+		{[]string{"snapshot", "--pid", "999999999"}, exitFailure},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(tc.args, &stdout, &stderr); code != tc.code {
+			t.Errorf("%v: exit %d, want %d; stderr %s", tc.args, code, tc.code, stderr.String())
+		}
+	}
+}

@@ -1,0 +1,66 @@
+package snapshot
+
+import (
+	"context"
+	"os/exec"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/testutil"
+)
+
+// BenchmarkSnapshot: the wall time of a snapshot of a process of 100 and
+// of 1,000 sleeping threads, the longest single-thread stop, and gdb's
+// `thread apply all bt` on the same process for comparison (x-vs-gdb is
+// our time over gdb's: below 1 is faster).
+func BenchmarkSnapshot(b *testing.B) {
+	testutil.RequirePtrace(b)
+	gdb := testutil.RequireTool(b, "gdb")
+	for _, n := range []int{100, 1000} {
+		b.Run("threads="+strconv.Itoa(n), func(b *testing.B) {
+			bin := testutil.BuildC(b, "manythreads/manythreads.c")
+			tg := testutil.Start(b, bin, strconv.Itoa(n))
+			tg.WaitLine(b, "ready ", 60*time.Second)
+			var ours, theirs time.Duration
+			var maxStop time.Duration
+			var stops []time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				snap, err := Take(context.Background(), tg.Pid, Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ours += time.Since(start)
+				if len(snap.Threads) != n+1 {
+					b.Fatalf("%d threads, want %d", len(snap.Threads), n+1)
+				}
+				maxStop = max(maxStop, snap.MaxStop)
+				for _, th := range snap.Threads {
+					if th.Stopped {
+						stops = append(stops, th.Stop)
+					}
+				}
+				b.StopTimer()
+				start = time.Now()
+				out, err := exec.Command(gdb, "-batch", "-nx", "-ex", "thread apply all bt", "-p", strconv.Itoa(tg.Pid)).CombinedOutput()
+				if err != nil {
+					b.Fatalf("gdb: %v\n%s", err, out)
+				}
+				theirs += time.Since(start)
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(ours.Milliseconds())/float64(b.N), "ms/snapshot")
+			b.ReportMetric(float64(theirs.Milliseconds())/float64(b.N), "gdb-ms")
+			b.ReportMetric(float64(maxStop.Microseconds()), "max-stop-µs")
+			slices.Sort(stops)
+			if len(stops) > 0 {
+				b.ReportMetric(float64(stops[len(stops)/2].Microseconds()), "median-stop-µs")
+				b.ReportMetric(float64(stops[len(stops)*99/100].Microseconds()), "p99-stop-µs")
+			}
+			b.ReportMetric(ours.Seconds()/theirs.Seconds(), "x-vs-gdb")
+		})
+	}
+}

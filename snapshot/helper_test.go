@@ -1,0 +1,52 @@
+package snapshot
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Helper processes: some tests need a snapshot taken by another process
+// (one that is killed while it holds a thread stopped; one that runs as
+// an unprivileged user). They re-run this test binary with
+// SNAPSHOT_TEST_HELPER set; helperMain does the helper's work and reports
+// whether it did.
+const (
+	helperEnv = "SNAPSHOT_TEST_HELPER"
+	// helperHold: stop the thread SNAPSHOT_TEST_TID and never let go;
+	// print "seized TID" once it is stopped.
+	helperHold = "hold"
+	// helperTake: take a snapshot and print it as JSON.
+	helperTake = "take"
+)
+
+func helperMain() bool {
+	mode := os.Getenv(helperEnv)
+	if mode == "" {
+		return false
+	}
+	pid, _ := strconv.Atoi(os.Getenv("SNAPSHOT_TEST_PID"))
+	switch mode {
+	case helperHold:
+		hold, _ := strconv.Atoi(os.Getenv("SNAPSHOT_TEST_TID"))
+		testHookStopped = func(tid int) {
+			if tid == hold {
+				fmt.Printf("seized %d\n", tid)
+				time.Sleep(time.Hour)
+			}
+		}
+		Take(context.Background(), pid, Options{})
+	case helperTake:
+		snap, err := Take(context.Background(), pid, Options{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		json.NewEncoder(os.Stdout).Encode(snap)
+	}
+	os.Exit(0)
+	return true
+}

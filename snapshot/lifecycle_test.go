@@ -1,0 +1,212 @@
+package snapshot
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/internal/testutil"
+)
+
+// TestManyThreads: a process of 1,000 threads is snapshotted completely,
+// every thread listed with its C function, and left running.
+func TestManyThreads(t *testing.T) {
+	testutil.RequirePtrace(t)
+	tg := testutil.Start(t, buildC(t, "manythreads/manythreads.c"), "1000")
+	tg.WaitLine(t, "ready 1000", 30*time.Second)
+	tids, err := procfs.Threads(tg.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := take(t, tg.Pid, Options{})
+	if len(snap.Threads) != len(tids) || len(tids) != 1001 {
+		t.Fatalf("%d threads in the snapshot, %d in /proc, want 1001", len(snap.Threads), len(tids))
+	}
+	stopped, named := 0, 0
+	for i := range snap.Threads {
+		th := &snap.Threads[i]
+		if th.Stopped {
+			stopped++
+		}
+		if hasInOrder(userNames(th), "idle_forever", "idler") {
+			named++
+		}
+	}
+	if stopped != 1000 || named != 1000 {
+		t.Errorf("%d threads stopped and %d named idle_forever → idler, want 1000 of each", stopped, named)
+	}
+	t.Logf("1001 threads in %v, longest stop %v", snap.Duration, snap.MaxStop)
+	assertReleased(t, tg.Pid)
+}
+
+// TestStoppedProcess: a process stopped by SIGSTOP is snapshotted and
+// stays stopped (ptrace must not resume it); after SIGCONT it runs on.
+func TestStoppedProcess(t *testing.T) {
+	tg, _ := deadlockTarget(t)
+	if err := syscall.Kill(tg.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(tg.Pid, syscall.SIGCONT)
+	allStopped := func() bool {
+		tids, _ := procfs.Threads(tg.Pid)
+		for _, tid := range tids {
+			if st, err := procfs.ReadStatus(tg.Pid, tid); err != nil || st.State != 'T' {
+				return false
+			}
+		}
+		return true
+	}
+	if err := testutil.Eventually(5*time.Second, allStopped); err != nil {
+		t.Fatal("SIGSTOP did not stop every thread")
+	}
+	snap := take(t, tg.Pid, Options{})
+	if !snap.PtraceUsed {
+		t.Error("no thread was read under ptrace")
+	}
+	if !strings.Contains(strings.Join(snap.Notes, "\n"), "left stopped") {
+		t.Errorf("notes %q do not say the process was left stopped", snap.Notes)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if !allStopped() {
+		t.Error("the snapshot resumed a process stopped by SIGSTOP")
+	}
+	assertNotTraced(t, tg.Pid)
+	syscall.Kill(tg.Pid, syscall.SIGCONT)
+	assertProgress(t, tg)
+}
+
+// assertNotTraced checks that no thread of pid is traced (stopped is fine).
+func assertNotTraced(t *testing.T, pid int) {
+	t.Helper()
+	tids, _ := procfs.Threads(pid)
+	for _, tid := range tids {
+		if st, err := procfs.ReadStatus(pid, tid); err == nil && (st.TracerPid != 0 || st.State == 't') {
+			t.Errorf("thread %d: state %c TracerPid %d", tid, st.State, st.TracerPid)
+		}
+	}
+}
+
+// TestTargetExitsMidSnapshot: the target is killed while the snapshot
+// holds its first thread stopped; Take returns what it read, marked.
+func TestTargetExitsMidSnapshot(t *testing.T) {
+	tg, _ := deadlockTarget(t)
+	killed := false
+	testHookStopped = func(tid int) {
+		if !killed {
+			killed = true
+			syscall.Kill(tg.Pid, syscall.SIGKILL)
+		}
+	}
+	defer func() { testHookStopped = nil }()
+	snap := take(t, tg.Pid, Options{})
+	if !killed {
+		t.Fatal("no thread was stopped")
+	}
+	if !snap.TargetExited {
+		t.Error("TargetExited not set")
+	}
+	if len(snap.Threads) == 0 {
+		t.Error("no thread kept: the facts read before the exit are lost")
+	}
+	if !strings.Contains(strings.Join(snap.Notes, "\n"), "exited during the snapshot") {
+		t.Errorf("notes %q do not say the process exited", snap.Notes)
+	}
+}
+
+// TestPanicWhileStopped: a failure in our code while a thread is stopped
+// lets the thread go and is reported; the snapshot goes on.
+func TestPanicWhileStopped(t *testing.T) {
+	tg, ids := deadlockTarget(t)
+	testHookStopped = func(tid int) {
+		if tid == ids["progress"] {
+			panic("injected")
+		}
+	}
+	defer func() { testHookStopped = nil }()
+	snap := take(t, tg.Pid, Options{})
+	if !strings.Contains(strings.Join(snap.Notes, "\n"), "internal error while thread") {
+		t.Errorf("notes %q do not report the failure", snap.Notes)
+	}
+	if th := threadOf(t, snap, ids["a"]); !th.Stopped || len(th.User) < 3 {
+		t.Errorf("the threads after the failure were not read: %+v", th)
+	}
+	assertReleased(t, tg.Pid)
+	assertProgress(t, tg)
+}
+
+// TestKilledWhileSeized: a stallwatch that dies by SIGKILL while it holds
+// a thread stopped leaves nothing behind: the kernel detaches, the thread
+// runs again (its progress counter moves).
+func TestKilledWhileSeized(t *testing.T) {
+	tg, ids := deadlockTarget(t)
+	prog := ids["progress"]
+	helper := exec.Command(os.Args[0], "-test.run=^$")
+	helper.Env = append(os.Environ(), helperEnv+"="+helperHold,
+		"SNAPSHOT_TEST_PID="+strconv.Itoa(tg.Pid), "SNAPSHOT_TEST_TID="+strconv.Itoa(prog))
+	h := testutil.StartCmd(t, helper)
+	h.WaitLine(t, "seized ", 30*time.Second)
+	st, err := procfs.ReadStatus(tg.Pid, prog)
+	tracer, _ := procfs.ReadStatus(st.TracerPid, st.TracerPid)
+	if err != nil || st.State != 't' || tracer.Tgid != h.Pid {
+		t.Fatalf("progress thread not held by the helper: %+v, %v", st, err)
+	}
+	if err := h.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-h.Done()
+	assertReleased(t, tg.Pid)
+	assertProgress(t, tg)
+}
+
+// TestPtraceRefused: an unprivileged stallwatch (user nobody) asked for a
+// root process gets what /proc shows it, with PtraceError saying which
+// capability is missing and how to grant it, and stops nothing.
+func TestPtraceRefused(t *testing.T) {
+	testutil.RequireRoot(t)
+	tg, _ := deadlockTarget(t)
+	dir, err := os.MkdirTemp("", "snapshot-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "snapshot.test")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil || os.Chmod(dir, 0o755) != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^$")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), helperEnv+"="+helperTake, "SNAPSHOT_TEST_PID="+strconv.Itoa(tg.Pid))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helper as nobody: %v\n%s", err, out)
+	}
+	var snap Snapshot
+	if err := json.Unmarshal(out, &snap); err != nil {
+		t.Fatalf("helper output: %v\n%s", err, out)
+	}
+	if !strings.Contains(snap.PtraceError, "CAP_SYS_PTRACE") || !strings.Contains(snap.PtraceError, "--no-ptrace") {
+		t.Errorf("PtraceError %q does not name CAP_SYS_PTRACE and the fix", snap.PtraceError)
+	}
+	if snap.PtraceUsed || len(snap.Threads) != 5 {
+		t.Errorf("PtraceUsed %v, %d threads; want no ptrace and all 5 threads", snap.PtraceUsed, len(snap.Threads))
+	}
+	for _, th := range snap.Threads {
+		if th.Name == "" || th.State == 0 {
+			t.Errorf("thread %d without /proc facts: %+v", th.TID, th)
+		}
+	}
+	t.Logf("notes: %q", snap.Notes)
+	assertReleased(t, tg.Pid)
+}

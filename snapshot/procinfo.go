@@ -1,0 +1,256 @@
+package snapshot
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/perms"
+	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/internal/unwind"
+)
+
+// x86-64 system call numbers the snapshot interprets.
+const (
+	sysRead           = 0
+	sysWrite          = 1
+	sysPoll           = 7
+	sysPread64        = 17
+	sysPwrite64       = 18
+	sysReadv          = 19
+	sysWritev         = 20
+	sysSelect         = 23
+	sysPause          = 34
+	sysNanosleep      = 35
+	sysSendto         = 44
+	sysRecvfrom       = 45
+	sysSendmsg        = 46
+	sysRecvmsg        = 47
+	sysAccept         = 43
+	sysConnect        = 42
+	sysWait4          = 61
+	sysFlock          = 73
+	sysFsync          = 74
+	sysFdatasync      = 75
+	sysFcntl          = 72
+	sysIoctl          = 16
+	sysRtSigsuspend   = 130
+	sysRtSigtimedwait = 128
+	sysFutex          = 202
+	sysEpollWait      = 232
+	sysClockNanosleep = 230
+	sysWaitid         = 247
+	sysPselect6       = 270
+	sysPpoll          = 271
+	sysEpollPwait     = 281
+	sysAccept4        = 288
+	sysRecvmmsg       = 299
+	sysSendmmsg       = 307
+	sysEpollPwait2    = 441
+	sysFutexWaitv     = 449
+	sysRestart        = 219
+)
+
+// fdSyscalls take a file descriptor as their first argument and block on it.
+var fdSyscalls = map[int]bool{
+	sysRead: true, sysWrite: true, sysPread64: true, sysPwrite64: true, sysReadv: true,
+	sysWritev: true, sysSendto: true, sysRecvfrom: true, sysSendmsg: true, sysRecvmsg: true,
+	sysAccept: true, sysAccept4: true, sysConnect: true, sysFlock: true, sysFsync: true,
+	sysFdatasync: true, sysFcntl: true, sysIoctl: true, sysEpollWait: true, sysEpollPwait: true,
+	sysEpollPwait2: true, sysRecvmmsg: true, sysSendmmsg: true,
+}
+
+// readFacts fills what /proc tells about a thread: name, state, wchan,
+// system call, switches, scheduler times. Errors of single files are
+// noted in t.Err, files we may not read in denied; an error is returned
+// when the thread is gone.
+func readFacts(pid int, t *Thread, sc *procfs.Syscall, denied map[string]bool) (procfs.Status, error) {
+	tid := t.TID
+	st, err := procfs.ReadStatus(pid, tid)
+	if err != nil {
+		return st, err
+	}
+	t.Name = st.Name
+	t.State = st.State
+	t.VoluntarySwitches = st.VoluntaryCtxtSwitches
+	t.InvoluntarySwitches = st.NonvoluntaryCtxtSwitches
+	var errs []string
+	note := func(what string, err error) {
+		switch {
+		case err == nil || errors.Is(err, procfs.ErrGone):
+		case perms.IsPermission(err):
+			// Said once for the snapshot, not once per thread.
+			denied[what] = true
+		default:
+			errs = append(errs, fmt.Sprintf("%s: %v", what, err))
+		}
+	}
+	if t.Name == "" {
+		t.Name, err = procfs.Comm(pid, tid)
+		note("comm", err)
+	}
+	t.Wchan, err = procfs.Wchan(pid, tid)
+	note("wchan", err)
+	if ss, err := procfs.ReadSchedstat(pid, tid); err == nil {
+		t.RunTime = time.Duration(ss.RunNanos)
+		t.RunqueueWait = time.Duration(ss.WaitNanos)
+	} else {
+		note("schedstat", err)
+	}
+	*sc, err = procfs.ReadSyscall(pid, tid)
+	note("syscall", err)
+	if err == nil && !sc.Running && !sc.NotInSyscall && sc.Nr >= 0 {
+		t.Syscall = &Syscall{Nr: sc.Nr, Name: syscallName(sc.Nr), Args: sc.Args}
+	}
+	t.Err = strings.Join(errs, "; ")
+	return st, nil
+}
+
+func syscallName(nr int) string {
+	if n, ok := syscallNames[nr]; ok {
+		return n
+	}
+	return fmt.Sprintf("syscall_%d", nr)
+}
+
+// describe writes the readable form of a system call, and the wait it
+// means when it is one that blocks on something other than a futex
+// (futexes are the lock analysis's). A Wait's Desc reads after "waits
+// for": "a timeout: nanosleep(1s)", "read() on fd 5 → pipe:[12]".
+func describe(pid int, s *Syscall, mem unwind.Memory) *Wait {
+	a := s.Args
+	switch {
+	case s.Nr == sysFutex:
+		s.Desc = fmt.Sprintf("futex(%#x %s)", a[0], futexOpName(a[1]))
+		return nil
+	case fdSyscalls[s.Nr]:
+		fd := int(int32(a[0]))
+		target := fdTarget(pid, fd)
+		s.Desc = fmt.Sprintf("%s(fd %d → %s)", s.Name, fd, target)
+		kind := "fd"
+		if s.Nr == sysEpollWait || s.Nr == sysEpollPwait || s.Nr == sysEpollPwait2 {
+			kind = "poll"
+		}
+		return &Wait{Kind: kind, Desc: fmt.Sprintf("%s() on fd %d → %s", s.Name, fd, target)}
+	case s.Nr == sysPoll || s.Nr == sysPpoll:
+		s.Desc = fmt.Sprintf("%s(%s)", s.Name, pollFDs(pid, mem, a[0], a[1]))
+		return &Wait{Kind: "poll", Desc: s.Desc}
+	case s.Nr == sysSelect || s.Nr == sysPselect6:
+		s.Desc = fmt.Sprintf("%s(nfds %d)", s.Name, int(int32(a[0])))
+		return &Wait{Kind: "poll", Desc: s.Desc}
+	case s.Nr == sysNanosleep:
+		s.Desc = fmt.Sprintf("nanosleep(%s)", timespecAt(mem, a[0]))
+		return &Wait{Kind: "sleep", Desc: "a timeout: " + s.Desc}
+	case s.Nr == sysClockNanosleep:
+		abs := ""
+		if a[1]&1 != 0 {
+			abs = "until "
+		}
+		s.Desc = fmt.Sprintf("clock_nanosleep(%s%s)", abs, timespecAt(mem, a[2]))
+		return &Wait{Kind: "sleep", Desc: "a timeout: " + s.Desc}
+	case s.Nr == sysRestart:
+		s.Desc = "restart_syscall() (a sleep or wait resumed after a stop)"
+		return &Wait{Kind: "sleep", Desc: "a timeout: " + s.Desc}
+	case s.Nr == sysWait4:
+		s.Desc = fmt.Sprintf("wait4(pid %d)", int(int32(a[0])))
+		return &Wait{Kind: "child", Desc: "a child process: " + s.Desc}
+	case s.Nr == sysWaitid:
+		s.Desc = fmt.Sprintf("waitid(type %d, id %d)", a[0], int(int32(a[1])))
+		return &Wait{Kind: "child", Desc: "a child process: " + s.Desc}
+	case s.Nr == sysPause || s.Nr == sysRtSigsuspend || s.Nr == sysRtSigtimedwait:
+		s.Desc = s.Name + "()"
+		return &Wait{Kind: "signal", Desc: "a signal: " + s.Desc}
+	case s.Nr == sysFutexWaitv:
+		s.Desc = fmt.Sprintf("futex_waitv(%d futexes)", a[1])
+		return nil
+	}
+	s.Desc = fmt.Sprintf("%s(%#x, %#x, %#x)", s.Name, a[0], a[1], a[2])
+	return &Wait{Kind: "syscall", Desc: s.Desc + " to return"}
+}
+
+func fdTarget(pid, fd int) string {
+	if fd < 0 {
+		return "invalid fd"
+	}
+	target, err := procfs.FdTarget(pid, fd)
+	if err != nil {
+		return "unknown (" + shortErr(err) + ")"
+	}
+	return target
+}
+
+// pollFDs lists the descriptors of a poll set, the first few of them.
+func pollFDs(pid int, mem unwind.Memory, addr, n uint64) string {
+	const show = 8
+	if n == 0 {
+		return "no fds"
+	}
+	k := min(n, show)
+	b := make([]byte, 8*k)
+	if _, err := mem.ReadAt(b, addr); err != nil {
+		return fmt.Sprintf("%d fds", n)
+	}
+	var parts []string
+	for i := uint64(0); i < k; i++ {
+		fd := int(int32(binary.LittleEndian.Uint32(b[8*i:])))
+		parts = append(parts, fmt.Sprintf("fd %d → %s", fd, fdTarget(pid, fd)))
+	}
+	if n > show {
+		parts = append(parts, fmt.Sprintf("and %d more", n-show))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func timespecAt(mem unwind.Memory, addr uint64) string {
+	var b [16]byte
+	if addr == 0 {
+		return "no time"
+	}
+	if _, err := mem.ReadAt(b[:], addr); err != nil {
+		return fmt.Sprintf("%#x", addr)
+	}
+	sec := int64(binary.LittleEndian.Uint64(b[:]))
+	nsec := int64(binary.LittleEndian.Uint64(b[8:]))
+	if sec < 0 || nsec < 0 || nsec >= 1e9 || sec > 1<<40 {
+		return fmt.Sprintf("%#x", addr)
+	}
+	return (time.Duration(sec)*time.Second + time.Duration(nsec)).String()
+}
+
+var futexOps = [...]string{"FUTEX_WAIT", "FUTEX_WAKE", "FUTEX_FD", "FUTEX_REQUEUE", "FUTEX_CMP_REQUEUE",
+	"FUTEX_WAKE_OP", "FUTEX_LOCK_PI", "FUTEX_UNLOCK_PI", "FUTEX_TRYLOCK_PI", "FUTEX_WAIT_BITSET",
+	"FUTEX_WAKE_BITSET", "FUTEX_WAIT_REQUEUE_PI", "FUTEX_CMP_REQUEUE_PI", "FUTEX_LOCK_PI2"}
+
+const (
+	futexPrivate  = 128
+	futexRealtime = 256
+	futexCmdMask  = ^uint64(futexPrivate | futexRealtime)
+)
+
+func futexOpName(op uint64) string {
+	cmd := op & futexCmdMask
+	name := fmt.Sprintf("op %d", cmd)
+	if cmd < uint64(len(futexOps)) {
+		name = futexOps[cmd]
+	}
+	if op&futexPrivate != 0 {
+		name += "_PRIVATE"
+	}
+	if op&futexRealtime != 0 {
+		name += "|FUTEX_CLOCK_REALTIME"
+	}
+	return name
+}
+
+func shortErr(err error) string {
+	if errors.Is(err, procfs.ErrGone) {
+		return "gone"
+	}
+	s := err.Error()
+	if i := strings.LastIndex(s, ": "); i >= 0 {
+		return s[i+2:]
+	}
+	return s
+}

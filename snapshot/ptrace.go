@@ -1,0 +1,212 @@
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/internal/unwind"
+	"golang.org/x/sys/unix"
+)
+
+// stopKind says what kind of ptrace stop a thread was in.
+type stopKind uint8
+
+const (
+	stopInterrupt stopKind = iota // our PTRACE_INTERRUPT
+	stopGroup                     // the process was stopped by a signal (SIGSTOP, ...): it stays stopped
+	stopSignal                    // a signal arrived first; it is delivered again at detach
+)
+
+// stopResult is what one brief stop of a thread produced.
+type stopResult struct {
+	regs  unwind.Regs
+	trace unwind.Trace
+	stop  time.Duration // PTRACE_INTERRUPT to PTRACE_DETACH: an upper bound of the stop
+	kind  stopKind
+	sig   unix.Signal
+	// exited: the thread exited while seized (nothing else is valid).
+	exited bool
+	// abandoned: the thread did not stop in time, or died while seized;
+	// the tracing OS thread is let die, which makes the kernel detach it
+	// or release it (see stopThread).
+	abandoned bool
+	err       error
+}
+
+// stopTimeout bounds the wait for a seized thread to stop. A thread in
+// uninterruptible sleep (D) stops only when it leaves it; such threads are
+// not seized at all (Take reads them without a stop).
+var stopTimeout = 250 * time.Millisecond
+
+// stackCopy is how much of the stack above SP is copied during the stop;
+// unwinding reads beyond it from the live process.
+const stackCopy = 16 << 10
+
+// testHookStopped, when set, runs while a thread is stopped, after its
+// registers were read (tests: panic, hang, kill the target there).
+var testHookStopped func(tid int)
+
+// stopThread stops one thread of pid with PTRACE_SEIZE and
+// PTRACE_INTERRUPT, reads its registers and the top of its stack, unwinds
+// it with u, and detaches at once.
+//
+// ptrace binds a tracee to the OS thread that seized it, so the sequence
+// runs on a goroutine locked to its OS thread. On every path that returns
+// normally the thread is detached before the goroutine ends; if the
+// tracee never stops (so PTRACE_DETACH cannot be issued) the goroutine
+// ends still locked, the Go runtime terminates that OS thread, and the
+// kernel detaches every tracee of an exiting tracer. The same holds if
+// stallwatch itself dies, by any signal: no path leaves a thread stopped
+// or traced. PTRACE_O_EXITKILL is never set.
+func stopThread(pid, tid int, u *unwind.Process, maxFrames int) stopResult {
+	ch := make(chan stopResult, 1)
+	go func() {
+		runtime.LockOSThread()
+		res := traceOnce(pid, tid, u, maxFrames)
+		ch <- res
+		if !res.abandoned {
+			runtime.UnlockOSThread()
+		}
+		// abandoned: return while locked; the OS thread exits.
+	}()
+	return <-ch
+}
+
+// traceOnce is stopThread's body, on the locked OS thread.
+func traceOnce(pid, tid int, u *unwind.Process, maxFrames int) (res stopResult) {
+	if err := unix.PtraceSeize(tid); err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return stopResult{exited: true}
+		}
+		return stopResult{err: fmt.Errorf("PTRACE_SEIZE thread %d: %w", tid, err)}
+	}
+	start := time.Now()
+	attached := true
+	detachSig := 0
+	// detach lets the thread go, handing back a signal that was being
+	// delivered when it stopped (x/sys's PtraceDetach always passes 0).
+	detach := func() {
+		if !attached {
+			return
+		}
+		attached = false
+		_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_DETACH, uintptr(tid), 0, uintptr(detachSig), 0, 0)
+		if e == 0 {
+			res.sig = unix.Signal(detachSig)
+			return
+		}
+		// ESRCH: the thread is gone (and, being traced, waits for us to
+		// reap it), or it is not stopped. Either way the cure is the
+		// same: let the OS thread die; the kernel detaches the live and
+		// releases the dead tracees of an exiting tracer.
+		res.abandoned = true
+		if e != unix.ESRCH && res.err == nil {
+			res.err = fmt.Errorf("PTRACE_DETACH thread %d: %w", tid, e)
+		}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			res = stopResult{err: fmt.Errorf("internal error while thread %d was stopped (it was let go): %v", tid, p)}
+		}
+		detach()
+		res.stop = time.Since(start)
+	}()
+	if err := unix.PtraceInterrupt(tid); err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			attached = false
+			return stopResult{exited: true, abandoned: true}
+		}
+		return stopResult{err: fmt.Errorf("PTRACE_INTERRUPT thread %d: %w", tid, err)}
+	}
+	ws, gone, err := waitStop(tid, start.Add(stopTimeout))
+	switch {
+	case gone:
+		attached = false
+		return stopResult{exited: true, abandoned: true}
+	case err != nil:
+		attached = false // cannot detach a running tracee
+		return stopResult{abandoned: true, err: err}
+	}
+	sig := ws.StopSignal()
+	event := (uint32(ws) >> 16) & 0xff
+	switch {
+	case event == unix.PTRACE_EVENT_STOP && sig == unix.SIGTRAP:
+		res.kind = stopInterrupt
+	case event == unix.PTRACE_EVENT_STOP:
+		res.kind = stopGroup
+	case event == 0:
+		// A signal-delivery-stop: the signal was being delivered when
+		// we stopped the thread; hand it back at detach.
+		res.kind = stopSignal
+		detachSig = int(sig)
+	}
+	var regs unix.PtraceRegs
+	if err := unix.PtraceGetRegs(tid, &regs); err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			attached = false
+			return stopResult{exited: true, abandoned: true}
+		}
+		detach()
+		return stopResult{err: fmt.Errorf("PTRACE_GETREGS thread %d: %w", tid, err), kind: res.kind}
+	}
+	res.regs = regsOf(&regs)
+	if testHookStopped != nil {
+		testHookStopped(tid)
+	}
+	live := unwind.ProcessMemory(pid)
+	dump := make([]byte, stackCopy)
+	n, _ := live.ReadAt(dump, res.regs.SP)
+	mem := unwind.Fallback(unwind.DumpMemory(res.regs.SP, dump[:n]), live)
+	res.trace = u.UnwindTrace(res.regs, mem, maxFrames)
+	detach()
+	return res
+}
+
+// waitStop waits for tid's stop after PTRACE_INTERRUPT. gone reports that
+// the thread exited instead. Waiting polls with WNOHANG so that a thread
+// that does not stop (uninterruptible sleep) cannot hold us past deadline.
+// __WALL is needed for threads other than the leader.
+func waitStop(tid int, deadline time.Time) (ws unix.WaitStatus, gone bool, err error) {
+	for i := 0; ; i++ {
+		wpid, err := unix.Wait4(tid, &ws, unix.WALL|unix.WNOHANG, nil)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.ECHILD):
+			return ws, true, nil
+		case err != nil:
+			return ws, false, fmt.Errorf("wait for thread %d: %w", tid, err)
+		case wpid == tid && (ws.Exited() || ws.Signaled()):
+			return ws, true, nil
+		case wpid == tid && ws.Stopped():
+			return ws, false, nil
+		}
+		if time.Now().After(deadline) {
+			return ws, false, fmt.Errorf("thread %d did not stop within %v", tid, stopTimeout)
+		}
+		if i < 30 {
+			// The thread usually stops within microseconds: give it
+			// the CPU rather than sleeping a scheduler tick.
+			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+			continue
+		}
+		time.Sleep(min(time.Duration(20<<min(i-30, 6))*time.Microsecond, time.Millisecond))
+	}
+}
+
+// tracedByUs reports whether a thread's status names a thread of this
+// process as its tracer (TracerPid is the tracing thread's id).
+func tracedByUs(st procfs.Status) bool {
+	if st.TracerPid == 0 {
+		return false
+	}
+	if st.TracerPid == os.Getpid() {
+		return true
+	}
+	tr, err := procfs.ReadStatus(st.TracerPid, st.TracerPid)
+	return err == nil && tr.Tgid == os.Getpid()
+}

@@ -1,0 +1,397 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/monotime"
+	"github.com/stallwatch/stallwatch/internal/perms"
+	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/internal/unwind"
+	"github.com/stallwatch/stallwatch/symbolize"
+	"golang.org/x/sys/unix"
+)
+
+// Options says how a snapshot is taken.
+type Options struct {
+	// NoPtrace reads user stacks without stopping any thread: the
+	// instruction and stack pointers of a thread blocked in the kernel come
+	// from /proc/<pid>/task/<tid>/syscall; running threads get none.
+	NoPtrace bool
+	// Symbolizer names the frames. Nil: Take makes one for the snapshot
+	// (kernel symbols, ELF files, the target's JIT dumps and perf maps).
+	Symbolizer *symbolize.Process
+	// OffCPUSince tells, from a running sampler, since when (CLOCK_MONOTONIC
+	// ns) a thread has been off the CPU. Used where the kernel's own
+	// accounting (/proc/<pid>/task/<tid>/sched) is absent.
+	OffCPUSince func(tid int) (since uint64, ok bool)
+	Logger      *slog.Logger
+}
+
+// maxFrames bounds each user stack.
+const maxFrames = unwind.MaxFrames
+
+// Take snapshots every thread of pid. It returns an error only when there
+// is nothing to show (no such process, not permitted to read even its
+// thread list); everything else that went wrong is in the Snapshot's
+// Notes, PtraceError and each Thread's Err. A context cancelled midway
+// (SIGINT, SIGTERM) ends the snapshot early with what was read; no thread
+// is ever left stopped.
+func Take(ctx context.Context, pid int, opts Options) (*Snapshot, error) {
+	tk := &taker{pid: pid, opts: opts, log: opts.Logger}
+	if tk.log == nil {
+		tk.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return tk.take(ctx)
+}
+
+// taker holds the state of one Take.
+type taker struct {
+	pid  int
+	opts Options
+	log  *slog.Logger
+	snap *Snapshot
+
+	unw      *unwind.Process
+	mem      unwind.Memory
+	sym      *symbolize.Process
+	ownSym   bool
+	ptrace   bool // stops still allowed
+	isParent bool // we are the target's parent (see userStack)
+	sched    bool // /proc/<pid>/task/<tid>/sched exists
+	tids     map[int]bool
+	kernel   map[int][]procfs.KernelFrame
+	notes    map[string]bool
+	denied   map[string]bool // /proc files of threads we may not read
+}
+
+func (tk *taker) note(format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	if tk.notes[s] {
+		return
+	}
+	tk.notes[s] = true
+	tk.snap.Notes = append(tk.snap.Notes, s)
+}
+
+func (tk *taker) take(ctx context.Context) (*Snapshot, error) {
+	pid := tk.pid
+	st, err := procfs.ReadStatus(pid, pid)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot of pid %d: %w", pid, err)
+	}
+	if st.Tgid != pid {
+		return nil, fmt.Errorf("snapshot of pid %d: it is a thread of process %d; snapshot the process", pid, st.Tgid)
+	}
+	start := time.Now()
+	tk.snap = &Snapshot{PID: pid, Time: start, Mono: monotime.Now()}
+	tk.notes = map[string]bool{}
+	tk.kernel = map[int][]procfs.KernelFrame{}
+	tk.denied = map[string]bool{}
+	tk.snap.Command, _ = procfs.Cmdline(pid)
+	tk.isParent = st.PPid == os.Getpid()
+	tk.mem = unwind.ProcessMemory(pid)
+	tk.sched = hasSchedFile(pid)
+	tk.prepare()
+	defer tk.closeSymbolizer()
+
+	tids, err := procfs.Threads(pid)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot of pid %d: threads: %w", pid, err)
+	}
+	tk.tids = make(map[int]bool, len(tids))
+	for _, tid := range tids {
+		tk.tids[tid] = true
+	}
+	exited := 0
+	for i, tid := range tids {
+		if err := ctx.Err(); err != nil {
+			tk.note("snapshot cut short (%v): %d of %d threads not read", context.Cause(ctx), len(tids)-i, len(tids))
+			break
+		}
+		t, ok := tk.thread(tid)
+		if !ok {
+			exited++
+			continue
+		}
+		tk.snap.Threads = append(tk.snap.Threads, t)
+	}
+	tk.finish(tids, exited)
+	tk.snap.Duration = time.Since(start)
+	return tk.snap, nil
+}
+
+// prepare makes the unwinder and the symbolizer (before any stop: they
+// read the maps and parse files, which must not lengthen a stop) and
+// decides whether stops are possible.
+func (tk *taker) prepare() {
+	var err error
+	if tk.unw, err = unwind.NewProcess(tk.pid); err != nil {
+		if perms.IsPermission(err) && !tk.opts.NoPtrace {
+			tk.snap.PtraceError = perms.Ptrace(fmt.Sprintf("ptrace pid %d", tk.pid), unwrapErrno(err)).Error()
+			tk.note("not permitted to read the process's memory (%s): no user stacks, /proc facts only", tk.snap.PtraceError)
+		} else {
+			tk.note("user stacks unavailable: %v", explain(err))
+		}
+	} else {
+		for _, p := range tk.unw.Problems() {
+			tk.note("unwinding: %s", p)
+		}
+	}
+	tk.sym = tk.opts.Symbolizer
+	if tk.sym == nil {
+		tk.sym, err = symbolize.NewProcess(tk.pid, symbolize.Options{Kernel: true, JIT: true, Logger: tk.opts.Logger})
+		if err != nil {
+			tk.note("frames are not named: %v", err)
+			tk.sym = nil
+		}
+		tk.ownSym = tk.sym != nil
+	}
+	switch {
+	case tk.opts.NoPtrace:
+	case !ptraceSupported:
+		tk.note("user stacks are read without ptrace stops on this architecture")
+	case tk.unw == nil:
+	default:
+		tk.ptrace = true
+	}
+	if !tk.sched {
+		if tk.opts.OffCPUSince != nil {
+			tk.note("off-CPU times come from the sampler (/proc/<pid>/task/<tid>/sched is absent: the kernel lacks CONFIG_SCHED_DEBUG)")
+		} else {
+			tk.note("how long threads have been off the CPU is unknown: /proc/<pid>/task/<tid>/sched is absent (the kernel lacks CONFIG_SCHED_DEBUG) and no sampler was running")
+		}
+	}
+}
+
+func (tk *taker) closeSymbolizer() {
+	if tk.ownSym && tk.sym != nil {
+		tk.sym.Close()
+	}
+}
+
+// thread reads one thread; ok is false when it exited before anything
+// could be read.
+func (tk *taker) thread(tid int) (Thread, bool) {
+	t := Thread{TID: tid}
+	var sc procfs.Syscall
+	st, err := readFacts(tk.pid, &t, &sc, tk.denied)
+	if err != nil {
+		return t, false
+	}
+	if t.Syscall != nil {
+		t.Wait = describe(tk.pid, t.Syscall, tk.mem)
+		if t.Syscall.Nr == sysFutex {
+			t.Wait = futexWaitOf(&t, tk.mem, tk.tids)
+		}
+	} else if t.State == 'D' && t.Wchan != "" {
+		t.Wait = &Wait{Kind: "kernel", Desc: "the kernel (uninterruptible sleep in " + t.Wchan + ")"}
+	}
+	tk.offCPU(&t)
+	if kf, err := procfs.ReadKernelStack(tk.pid, tid); err == nil {
+		tk.kernel[tid] = kf
+	} else if perms.IsPermission(err) {
+		tk.denied["stack"] = true
+	} else if !errors.Is(err, procfs.ErrGone) {
+		tk.note("kernel stack of thread %d: %v", tid, err)
+	}
+	tk.userStack(&t, st, sc)
+	if t.Stopped && t.Stop > tk.snap.MaxStop {
+		tk.snap.MaxStop = t.Stop
+	}
+	return t, true
+}
+
+// offCPU fills how long a sleeping thread has been off the CPU.
+func (tk *taker) offCPU(t *Thread) {
+	if t.State == 'R' {
+		return
+	}
+	now := monotime.Now()
+	if tk.sched {
+		if at, ok := schedExecStart(tk.pid, t.TID); ok && at <= now {
+			t.OffCPUFor, t.OffCPUKnown, t.OffCPUSource = time.Duration(now-at), true, "sched"
+			return
+		}
+	}
+	if tk.opts.OffCPUSince != nil {
+		if since, ok := tk.opts.OffCPUSince(t.TID); ok && since <= now {
+			t.OffCPUFor, t.OffCPUKnown, t.OffCPUSource = time.Duration(now-since), true, "sampler"
+		}
+	}
+}
+
+// userStack reads the thread's user stack: under a brief ptrace stop
+// when allowed and possible, otherwise without a stop from /proc.
+func (tk *taker) userStack(t *Thread, st procfs.Status, sc procfs.Syscall) {
+	if tk.unw == nil {
+		t.Unwinder = "none"
+		return
+	}
+	stop := tk.ptrace
+	switch {
+	case !stop:
+	case t.State == 'Z' || t.State == 'X':
+		t.Unwinder = "none"
+		return
+	case st.TracerPid != 0 && !tracedByUs(st):
+		stop = false
+		tk.note("thread %d is traced by pid %d (a debugger?): read without a stop", t.TID, st.TracerPid)
+	case t.State == 'D':
+		// It would stop only when it leaves the uninterruptible sleep;
+		// meanwhile its registers are saved and its stack is still.
+		stop = false
+	case t.TID == tk.pid && tk.isParent:
+		// A ptrace stop of a child's main thread is reported to its
+		// parent's wait for the process (Go's os.Process.Wait would
+		// return as if the child had stopped), so it is read without.
+		stop = false
+		tk.note("thread %d (main thread) was read without a stop: stallwatch is the target's parent, and would see the stop as its child stopping", t.TID)
+	}
+	if stop {
+		res := stopThread(tk.pid, t.TID, tk.unw, maxFrames)
+		switch {
+		case res.exited:
+			t.Err = joinErr(t.Err, "exited during the snapshot")
+			return
+		case res.err != nil && perms.IsPermission(res.err) && !res.abandoned:
+			tk.ptrace = false
+			tk.snap.PtraceError = perms.Ptrace(fmt.Sprintf("ptrace pid %d", tk.pid), unwrapErrno(res.err)).Error()
+			tk.note("ptrace refused: user stacks read without stops from /proc (%s)", tk.snap.PtraceError)
+		case res.err != nil:
+			tk.note("thread %d: %v; read without a stop instead", t.TID, res.err)
+		default:
+			t.UserAddrs, t.UserExact = res.trace.PCs, res.trace.Exact
+			t.Unwinder = res.trace.Methods()
+			t.Stopped, t.Stop = true, res.stop
+			tk.snap.PtraceUsed = true
+			switch res.kind {
+			case stopGroup:
+				tk.note("the process is stopped by a signal (state T); it was left stopped")
+			case stopSignal:
+				tk.note("thread %d had signal %v arriving when it was stopped; the signal was delivered at detach", t.TID, res.sig)
+			}
+			return
+		}
+	}
+	if sc.Running {
+		t.Unwinder = "none"
+		t.Err = joinErr(t.Err, "running in user space: no user stack without a ptrace stop")
+		return
+	}
+	tr, err := tk.unw.BlockedTrace(t.TID, maxFrames)
+	if err != nil {
+		t.Unwinder = "none"
+		t.Err = joinErr(t.Err, "user stack: "+err.Error())
+		return
+	}
+	t.UserAddrs, t.UserExact = tr.PCs, tr.Exact
+	t.Unwinder = tr.Methods()
+	if t.Unwinder != "pc only" {
+		t.Unwinder += " (no stop)"
+	}
+}
+
+// finish: threads that came or went, the process's exit, names, the lock
+// graph.
+func (tk *taker) finish(tids []int, exited int) {
+	snap := tk.snap
+	if len(tk.denied) > 0 {
+		var files []string
+		for f := range tk.denied {
+			files = append(files, f)
+		}
+		sort.Strings(files)
+		err := perms.Ptrace(fmt.Sprintf("read /proc/%d/task/*/{%s}", tk.pid, strings.Join(files, ",")), unix.EACCES)
+		tk.note("not shown, not permitted: %v", err)
+	}
+	if exited > 0 {
+		tk.note("%d threads exited before they could be read", exited)
+	}
+	if !procfs.Alive(tk.pid) {
+		snap.TargetExited = true
+		tk.note("the process exited during the snapshot: %d of %d threads were read", len(snap.Threads), len(tids))
+	} else if now, err := procfs.Threads(tk.pid); err == nil {
+		born := 0
+		for _, tid := range now {
+			if !tk.tids[tid] {
+				born++
+			}
+		}
+		if born > 0 {
+			tk.note("%d threads started during the snapshot and are not in it", born)
+		}
+	}
+	tk.name()
+	for i := range snap.Threads {
+		t := &snap.Threads[i]
+		if t.Wait != nil && t.Wait.Addr != 0 {
+			names := make([]string, 0, len(t.User))
+			for _, l := range t.User {
+				for _, ln := range l.Lines {
+					names = append(names, ln.Function)
+				}
+			}
+			refineByStack(t.Wait, names)
+		}
+	}
+	snap.Locks = buildGraph(snap.Threads)
+	sort.SliceStable(snap.Threads, func(i, j int) bool { return snap.Threads[i].TID < snap.Threads[j].TID })
+}
+
+// name resolves every frame.
+func (tk *taker) name() {
+	for i := range tk.snap.Threads {
+		t := &tk.snap.Threads[i]
+		for _, kf := range tk.kernel[t.TID] {
+			if tk.sym != nil {
+				t.Kernel = append(t.Kernel, tk.sym.LocateKernelFrame(kf))
+			} else {
+				t.Kernel = append(t.Kernel, unnamed(kf.Addr, kf.Symbol))
+			}
+		}
+		for j, pc := range t.UserAddrs {
+			exact := j == 0 || j < len(t.UserExact) && t.UserExact[j]
+			if tk.sym != nil {
+				t.User = append(t.User, tk.sym.Locate(symbolize.Addr{PC: pc, Time: tk.snap.Mono, Return: !exact}))
+			} else {
+				t.User = append(t.User, unnamed(pc, ""))
+			}
+		}
+	}
+}
+
+// unnamed is a frame when no symbolizer could be made.
+func unnamed(pc uint64, name string) *symbolize.Location {
+	if name == "" {
+		name = fmt.Sprintf("[unknown] %#x", pc)
+	}
+	return &symbolize.Location{Addr: pc, Lines: []symbolize.Line{{Function: name}}}
+}
+
+func joinErr(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// explain shortens an error for a note.
+func explain(err error) string {
+	return strings.TrimPrefix(err.Error(), "unwind: ")
+}
+
+func unwrapErrno(err error) error {
+	var e unix.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	return err
+}
