@@ -43,7 +43,7 @@ type Config struct {
 	// samples past it are dropped and counted (Stats.RecordingDropped).
 	RecordingBytes int64
 	// RingBytes is the size of the data area of each thread's ring
-	// buffer, a power of two of pages (default 128 KiB, less when the
+	// buffer, a power of two of pages (default 256 KiB, less when the
 	// target has so many threads that all rings would pass 64 MiB).
 	// Records that find their ring full are lost and counted.
 	RingBytes int
@@ -61,7 +61,7 @@ const (
 	defaultHistory        = 30 * time.Second
 	defaultHistoryBytes   = 64 << 20
 	defaultRecordingBytes = 1 << 30
-	defaultRingBytes      = 128 << 10
+	defaultRingBytes      = 256 << 10
 	ringBudget            = 64 << 20 // all rings together, when RingBytes is not set
 	minRingBytes          = 16 << 10
 )

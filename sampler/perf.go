@@ -56,6 +56,11 @@ func (s *Sampler) onCPUAttr(freq int) unix.PerfEventAttr {
 		Clockid:          unix.CLOCK_MONOTONIC,
 		Sample_max_stack: uint16(s.cfg.MaxStack),
 	}
+	// The sample ring lives on this event: wake the reader when a quarter
+	// is full, leaving three quarters for the time it takes to be
+	// scheduled on a busy machine.
+	a.Bits |= unix.PerfBitWatermark
+	a.Wakeup = uint32(max(s.ringBytes()/4, 8))
 	if s.hardware {
 		a.Type, a.Config = unix.PERF_TYPE_HARDWARE, unix.PERF_COUNT_HW_CPU_CYCLES
 		a.Sample = uint64(freq)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -43,6 +44,8 @@ type Sampler struct {
 	gone     bool // the target exited
 
 	epfd, wakefd, pidfd int
+	epfile              *os.File // owns epfd
+	epconn              syscall.RawConn
 	done                chan struct{}
 	loopDone            chan struct{}
 	// Closing a perf event that shares a ring can wait for an RCU grace
@@ -187,6 +190,13 @@ func (s *Sampler) start() error {
 	}
 	if s.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
 		return fmt.Errorf("sampler: epoll_create1: %w", err)
+	}
+	if err := unix.SetNonblock(s.epfd, true); err != nil {
+		return fmt.Errorf("sampler: epoll: %w", err)
+	}
+	s.epfile = os.NewFile(uintptr(s.epfd), "sampler-epoll")
+	if s.epconn, err = s.epfile.SyscallConn(); err != nil {
+		return fmt.Errorf("sampler: epoll: %w", err)
 	}
 
 	if s.wakefd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
@@ -561,6 +571,10 @@ func (s *Sampler) releaseAll() {
 }
 
 func (s *Sampler) closeFDs() {
+	if s.epfile != nil {
+		s.epfile.Close()
+		s.epfile, s.epfd = nil, -1
+	}
 	for _, fd := range []*int{&s.epfd, &s.wakefd, &s.pidfd} {
 		if *fd >= 0 {
 			unix.Close(*fd)
@@ -616,18 +630,35 @@ func (s *Sampler) loop() {
 	}
 }
 
-// wait returns the ready events, or none after a tick. It blocks in
-// epoll_wait: the epoll descriptor cannot go through Go's poller, because
-// polling a perf descriptor consumes its readiness (perf_poll clears
-// rb->poll), so the outer poll's check would eat the wakeup that the inner
-// epoll_wait then needs.
+// wait returns after a wakeup or a tick, with the events its epoll set
+// reports. The set waits in Go's poller rather than in a blocking
+// epoll_wait: a goroutine parked in a system call keeps sysmon polling
+// (most of the sampler's own CPU when measured). Polling a perf descriptor
+// consumes its readiness (perf_poll clears rb->poll), so the poller's own
+// check eats the ring's EPOLLIN and the epoll_wait here may find nothing;
+// a wakeup from the poller is therefore taken as "read the rings",
+// whatever epoll_wait then says. Hang-ups, the pidfd and the eventfd are
+// reported either way (their readiness is not consumed).
 func (s *Sampler) wait(events []unix.EpollEvent) int {
-	n, err := unix.EpollWait(s.epfd, events, int(tick/time.Millisecond))
-	if err != nil && err != unix.EINTR {
-		s.log.Error("epoll_wait", "err", err)
+	n, first := 0, true
+	_ = s.epfile.SetReadDeadline(time.Now().Add(tick))
+	err := s.epconn.Read(func(fd uintptr) bool {
+		var err error
+		n, err = unix.EpollWait(int(fd), events, 0)
+		if err != nil {
+			n = 0
+		}
+		if first && n == 0 {
+			first = false
+			return false // nothing yet: wait in the poller
+		}
+		return true
+	})
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		s.log.Error("epoll", "err", err)
 		time.Sleep(tick)
 	}
-	return max(n, 0)
+	return n
 }
 
 // scan compares the live threads with /proc/<pid>/task: a backstop for
@@ -820,7 +851,7 @@ func (s *Sampler) emit(smp Sample, now uint64) {
 		s.stats.OffCPUIntervals++
 	}
 	if s.hist != nil {
-		s.hist.add(smp, max(now, monotime.Now()))
+		s.hist.add(smp, now)
 	}
 	for r := range s.recs {
 		r.add(smp)
