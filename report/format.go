@@ -180,3 +180,20 @@ func plural(n int, one, many string) string {
 	}
 	return fmtCount(int64(n)) + " " + many
 }
+
+// systemCode says whether a function is a wrapper a person looks past to
+// find the program's own code: libc and the dynamic loader, and the Go
+// runtime and syscall packages.
+func systemCode(module, function string) bool {
+	for _, p := range []string{"libc.so", "libc-", "libpthread", "ld-linux", "ld-musl", "libc.musl"} {
+		if strings.HasPrefix(module, p) {
+			return true
+		}
+	}
+	for _, p := range []string{"runtime.", "internal/runtime/", "runtime/internal/", "syscall.", "internal/syscall/"} {
+		if strings.HasPrefix(function, p) {
+			return true
+		}
+	}
+	return false
+}

@@ -47,11 +47,13 @@ func TestWriteTextFirstScreen(t *testing.T) {
 		`Thread 11 "spinner" used 91ms of CPU during the stall`,
 		"Threads (8; waiting first)",
 		"TID      NAME             ST   OFF-CPU      RUNQ       CPU  TOP FRAME",
-		"12       lock-a           S        12s       3ms        0s  __lll_lock_wait ← lock_a (app.c:50)  ⟵ waits: pthread mutex 0x7ffd0040 held by tid 13",
+		"12       lock-a           S        12s       3ms        0s  lock_a (app.c:50)  ⟵ waits for tid 13",
+		"15       disk             D         9s       3ms        0s  read_block (app.c:80)",
 		"11       spinner          R          -      40ms      91ms  hash (hash.h:30)",
 		"On-CPU stacks, during the stall (after the trigger) — total 91ms",
 		`98.9%      90ms  hash ← spin ← worker ← start_thread ← __clone3   [tid 11 "spinner"]`,
 		"Off-CPU stacks, during the stall (after the trigger) — total 18s",
+		`27.8%        5s  futex_wait_queue ← … ← lock_a ← worker ← start_thread ← __clone3   [tid 12 "lock-a"]`,
 		"On-CPU stacks, before the trigger (flight recorder) — total 10ms",
 		"Off-CPU stacks, before the trigger (flight recorder) — total 300ms",
 	}
@@ -143,6 +145,26 @@ func TestWriteTextBlockedProcess(t *testing.T) {
 	out := renderText(t, &Capture{Info: fixtureInfo(), Profile: p})
 	if !strings.Contains(out, "No thread ran on a CPU during the stall: the process is waiting, not busy") {
 		t.Errorf("a fully blocked process is not called out:\n%s", out)
+	}
+}
+
+func TestWriteTextIdleStacks(t *testing.T) {
+	// Off-CPU, threads parked in system code only make way for those
+	// blocked in the program's code, and are summed up as idle.
+	idle := []*symbolize.Location{kSleep, kEntry, lSleep, lStart, lClone}
+	p, err := BuildProfile([]Sample{
+		{Stack: idle, TID: 1, OffCPU: true, Nanos: int64(8 * time.Second)},
+		{Stack: stackLockA, TID: 2, OffCPU: true, Nanos: int64(time.Second)},
+	}, Meta{Period: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := renderText(t, &Capture{Profile: p})
+	want := "Off-CPU stacks — total 9s\n" +
+		"   11.1%        1s  futex_wait_queue ← … ← lock_a ← worker ← start_thread ← __clone3   [tid 2]\n" +
+		"   88.9%        8s  idle: 1 stack only in kernel, libc or runtime code\n"
+	if !strings.Contains(out, want) {
+		t.Errorf("report lacks\n%s\nin:\n%s", want, out)
 	}
 }
 
@@ -285,6 +307,31 @@ func TestWriteFolded(t *testing.T) {
 	}
 	if err := WriteFolded(io.Discard, p, "bogus"); err == nil || !strings.Contains(err.Error(), `no sample type "bogus"`) {
 		t.Errorf("unknown sample type: %v", err)
+	}
+}
+
+func TestStackSummary(t *testing.T) {
+	k := func(name string) frame { return frame{name: name, kind: kindKernel, module: KernelMapping} }
+	libc := func(name string) frame { return frame{name: name, module: "libc.so.6"} }
+	app := func(name string) frame { return frame{name: name, module: "app"} }
+	tests := []struct {
+		name string
+		fr   []frame
+		max  int
+		want string
+	}{
+		{"empty", nil, 6, "[no stack]"},
+		{"all app", []frame{app("a"), app("b")}, 6, "a ← b"},
+		{"kernel and libc skipped to the program", []frame{k("futex_wait"), k("do_futex"), libc("__lll_lock_wait"), app("lock_a"), app("main")}, 6, "futex_wait ← … ← lock_a ← main"},
+		{"no skip when the program follows at once", []frame{k("irq"), app("spin"), app("main")}, 6, "irq ← spin ← main"},
+		{"Go runtime wrappers skipped", []frame{{name: "internal/runtime/syscall/linux.Syscall6"}, {name: "syscall.Syscall6"}, {name: "main.(*mutex).Lock"}}, 6, "internal/runtime/syscall/linux.Syscall6 ← … ← main.(*mutex).Lock"},
+		{"cut at max", []frame{k("k"), app("a"), app("b"), app("c"), app("d")}, 3, "k ← a ← b ← … (2 more)"},
+		{"only system code", []frame{k("schedule"), k("do_nanosleep"), libc("clock_nanosleep")}, 6, "schedule ← do_nanosleep ← clock_nanosleep"},
+	}
+	for _, tt := range tests {
+		if got := stackSummary(tt.fr, tt.max); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
 	}
 }
 

@@ -225,6 +225,16 @@ func analyze(p *profile.Profile) *analysis {
 	return a
 }
 
+// systemOnly says whether a stack has no frame of the program's own code.
+func (a *analysis) systemOnly(id int) bool {
+	for _, f := range a.stacks[id] {
+		if f.kind != kindKernel && !systemCode(f.module, f.name) {
+			return false
+		}
+	}
+	return true
+}
+
 // totals sums value vi of the samples that pass keep (nil: all) per
 // distinct stack, and overall.
 func (a *analysis) totals(vi int, keep func(*profile.Sample) bool) ([]int64, int64) {
@@ -307,6 +317,38 @@ func stackString(fr []frame, max int) string {
 		fmt.Fprintf(&sb, " ← … (%d more)", len(fr)-n)
 	}
 	return sb.String()
+}
+
+// stackSummary prints a stack on one line for the first screen: the
+// innermost frame (where the time went), then, past the kernel's frames and
+// the wrappers of libc and the runtime, the program's own frames, at most
+// max names in all. "…" marks frames left out.
+func stackSummary(fr []frame, max int) string {
+	if len(fr) == 0 {
+		return "[no stack]"
+	}
+	app := -1
+	for i := 1; i < len(fr); i++ {
+		if fr[i].kind != kindKernel && !systemCode(fr[i].module, fr[i].name) {
+			app = i
+			break
+		}
+	}
+	if app < 0 {
+		return stackString(fr, max)
+	}
+	parts := []string{fr[0].name}
+	if app > 1 {
+		parts = append(parts, "…")
+	}
+	i := app
+	for shown := 1; i < len(fr) && shown < max; i, shown = i+1, shown+1 {
+		parts = append(parts, fr[i].name)
+	}
+	if i < len(fr) {
+		parts = append(parts, fmt.Sprintf("… (%d more)", len(fr)-i))
+	}
+	return strings.Join(parts, " ← ")
 }
 
 // threadsText names the threads of a stack, heaviest first.

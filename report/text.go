@@ -71,7 +71,7 @@ func writeThreadTable(w io.Writer, rows []threadRow, max int) {
 	for _, r := range rows[:n] {
 		top := r.top
 		if r.waits != "" {
-			top += "  ⟵ waits: " + r.waits
+			top += "  ⟵ " + r.waits
 		}
 		fmt.Fprintf(w, "  %-8d %-16s %-2s %9s %9s %9s  %s\n", r.tid, truncate(r.name, 16), r.state, r.offCPU, r.runq, r.cpu, truncate(top, 100))
 	}
@@ -79,20 +79,23 @@ func writeThreadTable(w io.Writer, rows []threadRow, max int) {
 
 func writeSectionShort(w io.Writer, s *section) {
 	fmt.Fprintf(w, "%s — total %s\n", s.title, valueText(s.total, s.unit))
-	if len(s.stacks) == 0 {
+	if s.count == 0 {
 		fmt.Fprintln(w, "  (none)")
 		return
 	}
-	for i, st := range s.stacks {
-		if i == screenStacks {
-			fmt.Fprintf(w, "  … %d more below\n", s.count-i)
-			break
-		}
-		fmt.Fprintf(w, "  %s %9s  %s", pct(st.value, s.total), valueText(st.value, s.unit), stackString(st.frames, screenFrames))
+	for _, st := range s.screen {
+		fmt.Fprintf(w, "  %s %9s  %s", pct(st.value, s.total), valueText(st.value, s.unit), stackSummary(st.frames, screenFrames))
 		if t := st.threadsText(3); t != "" {
 			fmt.Fprintf(w, "   [%s]", t)
 		}
 		fmt.Fprintln(w)
+	}
+	if s.idleTotal > 0 {
+		fmt.Fprintf(w, "  %s %9s  idle: %s only in kernel, libc or runtime code\n",
+			pct(s.idleTotal, s.total), valueText(s.idleTotal, s.unit), plural(s.idleStacks, "stack", "stacks"))
+	}
+	if more := s.count - len(s.screen) - s.idleStacks; more > 0 {
+		fmt.Fprintf(w, "  … %d more below\n", more)
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/stallwatch/stallwatch/snapshot"
-	"github.com/stallwatch/stallwatch/symbolize"
 )
 
 // view is what report.txt and report.html show, computed once from a
@@ -55,6 +54,13 @@ type section struct {
 	count  int           // distinct stacks with weight
 	funcs  []*funcTotal
 	flame  *flameNode
+
+	// The first screen's stacks. Off-CPU, stacks made only of kernel,
+	// libc and runtime code (idle threads parked by their runtime) make
+	// way for those in the program's code and are summed up as idle.
+	screen     []*stackTotal
+	idleTotal  int64
+	idleStacks int
 }
 
 func buildView(c *Capture) *view {
@@ -298,6 +304,20 @@ func sectionsOf(a *analysis) []*section {
 			s.stacks, s.count = a.top(vals, detailStacks, vi, keep)
 			s.funcs = a.funcs(vals)
 			s.flame = a.flame(vals)
+			s.screen = s.stacks[:min(len(s.stacks), screenStacks)]
+			if k.typ == TypeOffCPUTime {
+				busy := append([]int64(nil), vals...)
+				for id, v := range busy {
+					if v != 0 && a.systemOnly(id) {
+						s.idleTotal += v
+						s.idleStacks++
+						busy[id] = 0
+					}
+				}
+				if s.idleTotal > 0 {
+					s.screen, _ = a.top(busy, screenStacks, vi, keep)
+				}
+			}
 			out = append(out, s)
 		}
 	}
@@ -362,12 +382,7 @@ func threadRows(c *Capture) []threadRow {
 		if cpuKnown {
 			r.cpu = fmtDur(time.Duration(cpu[strconv.Itoa(t.TID)]))
 		}
-		if t.Wait != nil {
-			r.waits = clean(t.Wait.Desc)
-			if r.waits == "" && t.Wait.Owner != 0 {
-				r.waits = fmt.Sprintf("tid %d", t.Wait.Owner)
-			}
-		}
+		r.waits = waitText(t.Wait)
 		rows = append(rows, r)
 	}
 	sort.SliceStable(rows, func(i, j int) bool {
@@ -384,40 +399,54 @@ func threadRows(c *Capture) []threadRow {
 }
 
 // topFrame is the frame that says most about where a thread is: its first
-// user functions, skipping into the caller of libc's lock and wait
-// wrappers; the kernel's wait function when there is no user stack.
+// user frame in the program's own code, past libc's and the Go runtime's
+// wrappers; else its first user frame; else the kernel's wait function.
 func topFrame(t *snapshot.Thread) string {
-	var names []string
+	first := ""
 	for _, l := range t.User {
 		if l == nil || len(l.Lines) == 0 {
 			continue
 		}
-		names = append(names, frameText(l.Lines[0]))
-		if len(names) == 1 && isSystemLib(l) {
-			continue
+		mod := ""
+		if l.Mapping != nil {
+			mod = path.Base(l.Mapping.File)
 		}
-		break
-	}
-	if len(names) == 0 {
-		for _, l := range t.Kernel {
-			if l != nil && len(l.Lines) > 0 {
-				return "[k] " + clean(l.Lines[0].Function)
+		for _, ln := range l.Lines {
+			if !systemCode(mod, ln.Function) {
+				return frameText(ln)
 			}
 		}
-		if t.Wchan != "" {
-			return "[k] " + clean(t.Wchan)
+		if first == "" {
+			first = frameText(l.Lines[0])
 		}
-		return "-"
 	}
-	return strings.Join(names, " ← ")
+	if first != "" {
+		return first
+	}
+	for _, l := range t.Kernel {
+		if l != nil && len(l.Lines) > 0 {
+			return "[k] " + clean(l.Lines[0].Function)
+		}
+	}
+	if t.Wchan != "" {
+		return "[k] " + clean(t.Wchan)
+	}
+	return "-"
 }
 
-func isSystemLib(l *symbolize.Location) bool {
-	if l.Mapping == nil {
-		return false
+// waitText is what the thread table says a thread waits for: the owner
+// when one is known, what is waited on when it is more than a bare futex
+// (the thread dump has the whole description).
+func waitText(w *snapshot.Wait) string {
+	switch {
+	case w == nil:
+		return ""
+	case w.Owner != 0:
+		return fmt.Sprintf("waits for tid %d", w.Owner)
+	case w.Kind == "futex" || w.Desc == "":
+		return ""
 	}
-	b := path.Base(l.Mapping.File)
-	return strings.HasPrefix(b, "libc.so") || strings.HasPrefix(b, "libc-") || strings.HasPrefix(b, "libpthread") || strings.HasPrefix(b, "ld-linux")
+	return clean(w.Desc)
 }
 
 // findingsOf says in sentences what stands out, most important first.
