@@ -155,10 +155,16 @@ func TestIndexMatchesOracle(t *testing.T) {
 			var snaps []snap
 			now := uint64(10)
 			const space = 1 << 14
+			// Three clusters of code far apart (regions of the
+			// lookup view), and now and then a piece spanning them.
+			cluster := func() uint64 { return uint64(rng.IntN(3)) << 24 }
 			for i := range 600 {
 				now += uint64(rng.IntN(20))
-				start := uint64(rng.IntN(space))
+				start := cluster() + uint64(rng.IntN(space))
 				end := start + 1 + uint64(rng.IntN(space/16))
+				if rng.IntN(100) == 0 {
+					end = start + uint64(rng.IntN(3<<24))
+				}
 				o := oracleOp{layer: layerJitdump, start: start, end: end, loaded: now, name: fmt.Sprint("f", i)}
 				switch r := rng.IntN(10); {
 				case r == 0:
@@ -175,7 +181,10 @@ func TestIndexMatchesOracle(t *testing.T) {
 			snaps = append(snaps, snap{b.index(), ops})
 			for _, sn := range snaps {
 				for range 500 {
-					addr := uint64(rng.IntN(space + space/16))
+					addr := cluster() + uint64(rng.IntN(space+space/16))
+					if rng.IntN(10) == 0 {
+						addr = uint64(rng.IntN(4 << 24))
+					}
 					at := uint64(rng.IntN(int(now + 50)))
 					if rng.IntN(8) == 0 {
 						at = math.MaxUint64
