@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,6 +36,11 @@ func runChild() bool {
 	case "user":
 	case "offcpu":
 		cfg.OffCPU = true
+	case "nofile":
+		// Room for the test binary's own descriptors and a few threads.
+		cfg.PID, _ = strconv.Atoi(os.Getenv(childEnv + "_PID"))
+		lim := unix.Rlimit{Cur: 24, Max: 24}
+		_ = unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
 	case "mlock":
 		// No locked memory of our own beyond perf_event_mlock_kb.
 		_ = unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unix.Rlimit{})
@@ -104,6 +110,28 @@ func copyFile(t *testing.T, from, to string) {
 	}
 	if err := dst.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Past RLIMIT_NOFILE's hard limit, the error says so with the numbers.
+func TestNoFileLimit(t *testing.T) {
+	testutil.RequirePerf(t)
+	tg := startTarget(t, "spin", "-threads", "16", "-depth", "1")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=nofile", fmt.Sprintf("%s_PID=%d", childEnv, tg.Pid))
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("child: %v: %s", err, out)
+	}
+	for _, w := range []string{"RLIMIT_NOFILE is 24 (hard limit 24)", "file descriptors", "ulimit -Hn", "LimitNOFILE"} {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("error lacks %q: %s", w, out)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package sampler
 import (
 	"fmt"
 	"os/exec"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 func startTarget(t *testing.T, name string, args ...string) *testutil.Target {
@@ -128,11 +130,38 @@ func TestOffCPUBlockedThreads(t *testing.T) {
 		}
 	}
 	tg.WaitLine(t, "ready", 30*time.Second)
-	s := mustStart(t, Config{PID: tg.Pid, Freq: 997, OffCPU: true, Kernel: true})
+	// The sleeper's user stack comes from BlockedStack (the lead wires an
+	// unwinder there); the piper's from /proc's syscall PC.
+	sleeperStack := []uint64{0x5eed0001, 0x5eed0002}
+	blockedStack := func(tid int) ([]uint64, error) {
+		if int32(tid) == roles["sleeper"] {
+			return sleeperStack, nil
+		}
+		return nil, fmt.Errorf("no unwinder for %d", tid)
+	}
+	s := mustStart(t, Config{PID: tg.Pid, Freq: 997, OffCPU: true, Kernel: true, BlockedStack: blockedStack})
 	rec := s.StartRecording()
 	time.Sleep(1500 * time.Millisecond)
 	samples := rec.Stop()
 	span := rec.End() - rec.Start()
+	for _, smp := range samples {
+		if smp.Kind != OffCPU {
+			continue
+		}
+		user := smp.Stack[smp.Kernel:]
+		switch smp.TID {
+		case roles["sleeper"]:
+			if !reflect.DeepEqual(user, sleeperStack) {
+				t.Errorf("sleeper's user stack %x, want BlockedStack's %x", user, sleeperStack)
+			}
+		case roles["piper"]:
+			// One frame, the PC in libc's read, and the top of the
+			// user stack for an unwinder.
+			if len(user) != 1 || user[0] != smp.Regs.IP || smp.Regs.SP == 0 || len(smp.StackDump) == 0 {
+				t.Errorf("piper: user stack %x, regs %+v, %d bytes of stack: want the syscall PC, SP and a dump", user, smp.Regs, len(smp.StackDump))
+			}
+		}
+	}
 
 	off := map[int32]uint64{}
 	top := map[int32]map[string]uint64{}
@@ -423,6 +452,27 @@ func TestSetRate(t *testing.T) {
 			t.Errorf("thread %d: on-CPU weights add up to %v for %v of CPU, want within [-4, +1] periods of it: a gap or double counting",
 				tid, time.Duration(w), time.Duration(used))
 		}
+	}
+}
+
+// Asked for the cycles event on a machine without a PMU, the sampler runs
+// on cpu-clock and says so.
+func TestHardwareFallsBack(t *testing.T) {
+	testutil.RequirePerf(t)
+	a := unix.PerfEventAttr{Type: unix.PERF_TYPE_HARDWARE, Config: unix.PERF_COUNT_HW_CPU_CYCLES, Size: attrSize, Sample: 1000,
+		Bits: unix.PerfBitDisabled | unix.PerfBitFreq | unix.PerfBitExcludeKernel}
+	want := "cpu-clock"
+	if fd, err := unix.PerfEventOpen(&a, 0, -1, -1, unix.PERF_FLAG_FD_CLOEXEC); err == nil {
+		unix.Close(fd)
+		want = "cycles"
+	}
+	tg := startTarget(t, "spin", "-threads", "1", "-depth", "1")
+	s := mustStart(t, Config{PID: tg.Pid, Freq: 499, Hardware: true, Kernel: true})
+	spinners := tidsNamed(s, "spin-")
+	runFor(t, tg.Pid, spinners, 200*time.Millisecond, 100*time.Millisecond, 5*time.Second)
+	st := s.Stats()
+	if st.Event != want || st.Samples == 0 {
+		t.Errorf("Stats: event %q with %d samples, want %q with samples", st.Event, st.Samples, want)
 	}
 }
 
