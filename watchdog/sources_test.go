@@ -138,7 +138,17 @@ func TestFingerprintSeesContent(t *testing.T) {
 	if err := os.WriteFile(path, []byte("1"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	before := fingerprintOf(path)
+	first := fingerprintOf(path, fingerprint{})
+	if !first.exists || first.hasSum {
+		t.Fatalf("first look %+v: the content is read only when nothing else tells", first)
+	}
+	baseline := fingerprintOf(path, first)
+	if baseline.sum == 0 || !baseline.hasSum {
+		t.Fatalf("unchanged file: content not read: %+v", baseline)
+	}
+	if again := fingerprintOf(path, baseline); !again.sameAs(baseline) {
+		t.Errorf("unchanged file looks changed: %+v vs %+v", again, baseline)
+	}
 	fi, _ := os.Stat(path)
 	if err := os.WriteFile(path, []byte("2"), 0o644); err != nil {
 		t.Fatal(err)
@@ -148,12 +158,38 @@ func TestFingerprintSeesContent(t *testing.T) {
 	if err := os.Chtimes(path, fi.ModTime(), fi.ModTime()); err != nil {
 		t.Fatal(err)
 	}
-	if after := fingerprintOf(path); after == before {
+	if after := fingerprintOf(path, baseline); after.sameAs(baseline) {
 		t.Errorf("content change not seen: %+v", after)
 	}
-	if !before.exists || fingerprintOf(path+".missing").exists {
-		t.Error("existence wrong")
+	if fingerprintOf(path+".missing", baseline).exists {
+		t.Error("a missing file exists")
 	}
+}
+
+func TestFileSourceRewatchesReplacedDirectory(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "run")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "beat")
+	bc := runSource(t, &File{Path: path, Poll: 50 * time.Millisecond, SlowPoll: time.Hour})
+	time.Sleep(100 * time.Millisecond)
+	writeAtomic(t, path, "1")
+	bc.expectBeat(t, "a beat announced by inotify", 2*time.Second)
+	// The target recreates its run directory: the old watch sees nothing
+	// more. The slow poll (an hour) must not be all that is left.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeAtomic(t, path, "2")
+	bc.expectBeat(t, "a beat in the recreated directory", 2*time.Second)
+	bc.drain()
+	writeAtomic(t, path, "3")
+	bc.expectBeat(t, "the next beat", 2*time.Second)
 }
 
 func TestFileSourcePollBackstop(t *testing.T) {

@@ -29,7 +29,7 @@ type builtOnce struct {
 
 var watchBin, beaterBin builtOnce
 
-func (b *builtOnce) build(t *testing.T, name, dir string) string {
+func (b *builtOnce) build(t testing.TB, name, dir string) string {
 	t.Helper()
 	b.Do(func() {
 		tmp, err := os.MkdirTemp("", "stallwatch-watch-test-")
