@@ -21,6 +21,9 @@ func WriteHTML(w io.Writer, c *Capture) error {
 
 func writeHTMLView(w io.Writer, v *view) error {
 	data := htmlData{Title: v.title, Facts: v.facts, Findings: v.findings, Threads: v.threads, Comments: v.comments}
+	if len(v.notes) > screenNotes+1 {
+		data.Notes = v.notes
+	}
 	for i, s := range v.sections {
 		hs := htmlSection{s: s, ID: fmt.Sprintf("s%d", i), Open: i < 2 || s.phase != PhaseBefore}
 		hs.Flame = flameSVG(s.flame, s.unit, hs.ID+"-flame")
@@ -43,6 +46,7 @@ type htmlData struct {
 	Threads  []threadRow
 	Sections []htmlSection
 	Dump     string
+	Notes    []string // all notes, when the facts show only the first
 	Comments []string
 }
 
@@ -169,6 +173,7 @@ svg.flame g:hover rect{stroke:#000;stroke-width:.6}
 </table></details>
 {{end}}
 {{if .Dump}}<h2>Thread dump</h2><pre>{{.Dump}}</pre>{{end}}
+{{if .Notes}}<h2>Notes</h2><ul>{{range .Notes}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{if .Comments}}<h2>Profile comments</h2><ul>{{range .Comments}}<li class="mono">{{.}}</li>{{end}}</ul>{{end}}
 <p class="mod">Written by stallwatch. The same data: <code>go tool pprof -http=: profile.pb.gz</code>, <code>stallwatch report DIR --format folded</code>.</p>
 </body></html>

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"math"
 	"regexp"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stallwatch/stallwatch/snapshot"
 	"github.com/stallwatch/stallwatch/symbolize"
 )
 
@@ -68,6 +70,41 @@ func TestWriteTextFirstScreen(t *testing.T) {
 	// The thread table lists waiting threads before the running one.
 	if strings.Index(screen, "  15       disk") > strings.Index(screen, "  11       spinner") {
 		t.Error("the D-state thread should come before the running one")
+	}
+}
+
+func TestWriteTextFitsScreenWhenBusy(t *testing.T) {
+	// Many threads, many deadlocks, many notes: the first screen stays a
+	// screen, and nothing is lost below it.
+	c := fixtureCapture(t)
+	snap := c.Threads
+	for i := 0; i < 200; i++ {
+		snap.Threads = append(snap.Threads, snapshot.Thread{TID: 1000 + i, Name: "pool", State: 'S', User: stackSleeper[3:]})
+	}
+	for i := 0; i < 6; i++ {
+		a, b := 2000+2*i, 2001+2*i
+		snap.Threads = append(snap.Threads,
+			snapshot.Thread{TID: a, Name: "dl", State: 'S', Wait: &snapshot.Wait{Owner: b}},
+			snapshot.Thread{TID: b, Name: "dl", State: 'S', Wait: &snapshot.Wait{Owner: a}})
+		snap.Locks.Cycles = append(snap.Locks.Cycles, []int{a, b})
+	}
+	for i := 0; i < 10; i++ {
+		c.Info.Notes = append(c.Info.Notes, fmt.Sprintf("note number %d", i))
+	}
+	out := renderText(t, c)
+	screen, details, _ := strings.Cut(out, strings.Repeat("═", 78))
+	if n := strings.Count(screen, "\n"); n > 60 {
+		t.Errorf("the summary is %d lines:\n%s", n, screen)
+	}
+	for _, want := range []string{"… 7 more in the details below", "… and 4 more deadlocks: see the lock graph below.", "Threads (220; waiting first; 10 shown, all in the thread dump below)"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("first screen lacks %q:\n%s", want, screen)
+		}
+	}
+	for _, want := range []string{"note number 9", "DEADLOCK 7:", "tid 1199 "} {
+		if !strings.Contains(details, want) {
+			t.Errorf("details lack %q", want)
+		}
 	}
 }
 

@@ -10,11 +10,14 @@ import (
 // How much of each list the first screen of report.txt shows; the details
 // below show more.
 const (
-	screenThreads = 10
-	screenStacks  = 3
-	screenFrames  = 6
-	detailStacks  = 10
-	detailFuncs   = 15
+	screenThreads      = 10
+	screenNotes        = 4
+	screenDeadlocks    = 3
+	screenStacks       = 3
+	screenStacksBefore = 2
+	screenFrames       = 6
+	detailStacks       = 10
+	detailFuncs        = 15
 )
 
 // WriteText writes report.txt: on the first screen the trigger, the stall,
@@ -113,6 +116,13 @@ func writeTextDetails(w io.Writer, v *view) {
 		// The dump writes to a bufio.Writer wrapping w; w is our own
 		// buffered writer, whose errors Flush reports.
 		_ = WriteThreadDump(w, v.snap)
+	}
+	if len(v.notes) > screenNotes+1 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Notes")
+		for _, n := range v.notes {
+			fmt.Fprintf(w, "  %s\n", clean(n))
+		}
 	}
 	if len(v.comments) > 0 {
 		fmt.Fprintln(w)

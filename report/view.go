@@ -16,6 +16,7 @@ import (
 // view is what report.txt and report.html show, computed once from a
 // Capture; the two renderings only lay it out.
 type view struct {
+	notes    []string // all of them; facts has the first few
 	title    string
 	facts    []fact
 	findings []string
@@ -66,6 +67,7 @@ type section struct {
 func buildView(c *Capture) *view {
 	v := &view{snap: c.Threads}
 	v.title = titleOf(c)
+	v.notes = c.Info.Notes
 	v.facts = factsOf(c)
 	var a *analysis
 	if c.Profile != nil {
@@ -183,7 +185,11 @@ func factsOf(c *Capture) []fact {
 	if in.Version != "" {
 		add("stallwatch", clean(in.Version), false)
 	}
-	for _, n := range in.Notes {
+	for i, n := range in.Notes {
+		if i == screenNotes && len(in.Notes) > screenNotes+1 {
+			add("note", fmt.Sprintf("… %d more in the details below", len(in.Notes)-i), true)
+			break
+		}
 		add("note", clean(n), true)
 	}
 	if in.PID == 0 && in.Trigger == "" && c.Profile != nil {
@@ -304,7 +310,11 @@ func sectionsOf(a *analysis) []*section {
 			s.stacks, s.count = a.top(vals, detailStacks, vi, keep)
 			s.funcs = a.funcs(vals)
 			s.flame = a.flame(vals)
-			s.screen = s.stacks[:min(len(s.stacks), screenStacks)]
+			n := screenStacks
+			if ph == PhaseBefore {
+				n = screenStacksBefore // the stall itself comes first
+			}
+			s.screen = s.stacks[:min(len(s.stacks), n)]
 			if k.typ == TypeOffCPUTime {
 				busy := append([]int64(nil), vals...)
 				for id, v := range busy {
@@ -315,7 +325,7 @@ func sectionsOf(a *analysis) []*section {
 					}
 				}
 				if s.idleTotal > 0 {
-					s.screen, _ = a.top(busy, screenStacks, vi, keep)
+					s.screen, _ = a.top(busy, n, vi, keep)
 				}
 			}
 			out = append(out, s)
@@ -454,7 +464,11 @@ func findingsOf(c *Capture, a *analysis) []string {
 	var out []string
 	if snap := c.Threads; snap != nil {
 		ix := indexThreads(snap)
-		for _, cy := range snap.Locks.Cycles {
+		for i, cy := range snap.Locks.Cycles {
+			if i == screenDeadlocks && len(snap.Locks.Cycles) > screenDeadlocks+1 {
+				out = append(out, fmt.Sprintf("… and %d more deadlocks: see the lock graph below.", len(snap.Locks.Cycles)-i))
+				break
+			}
 			parts := make([]string, 0, len(cy)+1)
 			for _, tid := range cy {
 				parts = append(parts, ix.name(tid))
