@@ -3,6 +3,7 @@ package symbolize
 import (
 	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -103,26 +104,32 @@ func (p *Process) openDebugFile(name string) (*objFile, error) {
 	return openObjFile(name, f)
 }
 
-// debugLink reads .gnu_debuglink: a NUL-terminated file name, padding to
-// four bytes, and the CRC32 of the debug file.
+// debugLink reads .gnu_debuglink.
 func (o *objFile) debugLink() (string, uint32, error) {
 	b, err := o.section(".gnu_debuglink")
 	if err != nil || b == nil {
 		return "", 0, err
 	}
+	return parseDebugLink(b, o.name, o.ef.ByteOrder)
+}
+
+// parseDebugLink decodes a .gnu_debuglink section: a NUL-terminated file
+// name, padding to four bytes, and the CRC32 of the debug file. The name
+// must be a plain file name: it is joined to directories we then open.
+func parseDebugLink(b []byte, file string, bo binary.ByteOrder) (string, uint32, error) {
 	i := bytes.IndexByte(b, 0)
 	if i <= 0 {
-		return "", 0, fmt.Errorf("%s: .gnu_debuglink has no file name", o.name)
+		return "", 0, fmt.Errorf("%s: .gnu_debuglink has no file name", file)
 	}
 	name := string(b[:i])
 	off := align4(uint64(i + 1))
 	if off+4 > uint64(len(b)) {
-		return "", 0, fmt.Errorf("%s: .gnu_debuglink is truncated (%d bytes)", o.name, len(b))
+		return "", 0, fmt.Errorf("%s: .gnu_debuglink is truncated (%d bytes)", file, len(b))
 	}
 	if strings.Contains(name, "/") || name == "." || name == ".." {
-		return "", 0, fmt.Errorf("%s: .gnu_debuglink names %q, not a plain file name: ignored", o.name, name)
+		return "", 0, fmt.Errorf("%s: .gnu_debuglink names %q, not a plain file name: ignored", file, name)
 	}
-	return name, o.ef.ByteOrder.Uint32(b[off:]), nil
+	return name, bo.Uint32(b[off:]), nil
 }
 
 // crcFile computes the CRC32 (IEEE, as gdb and objcopy do) of a whole file.

@@ -2,12 +2,11 @@ package symbolize
 
 import (
 	"debug/dwarf"
-	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 )
 
 // lineSource gives the source position and the inline chain at an
@@ -30,6 +29,8 @@ type frame struct {
 type dwarfLines struct {
 	name   string
 	d      *dwarf.Data
+	line   []byte // .debug_line, checked before debug/dwarf reads it
+	bo     binary.ByteOrder
 	units  []*dwarfUnit
 	ranges []unitRange // sorted by lo
 	names  map[dwarf.Offset]string
@@ -95,23 +96,9 @@ func (o *objFile) hasDWARF() bool {
 
 // openDWARF reads the file's DWARF sections and indexes its units.
 func (o *objFile) openDWARF() (*dwarfLines, error) {
-	for _, s := range o.ef.Sections {
-		if !strings.HasPrefix(s.Name, ".debug_") && !strings.HasPrefix(s.Name, ".zdebug_") {
-			continue
-		}
-		if s.Flags&elf.SHF_COMPRESSED == 0 && !strings.HasPrefix(s.Name, ".zdebug_") {
-			if s.Type != elf.SHT_NOBITS && s.Size > uint64(o.size) {
-				return nil, fmt.Errorf("%s: section %s at offset %#x claims %d bytes, the file has %d", o.name, s.Name, s.Offset, s.Size, o.size)
-			}
-			continue
-		}
-		if s.Size > maxInflated || s.Size/maxInflateRatio > s.FileSize {
-			return nil, fmt.Errorf("%s: compressed section %s at offset %#x would inflate %d bytes to %d: refused", o.name, s.Name, s.Offset, s.FileSize, s.Size)
-		}
-	}
 	dl := &dwarfLines{name: o.name, names: map[dwarf.Offset]string{}}
 	err := safely(o.name, func() error {
-		d, err := o.dwarfData()
+		d, err := dl.dwarfData(o)
 		if err != nil {
 			return fmt.Errorf("%s: DWARF: %w", o.name, err)
 		}
@@ -127,15 +114,13 @@ func (o *objFile) openDWARF() (*dwarfLines, error) {
 // dwarfData reads only the DWARF sections that names, lines and inline
 // chains need. elf.File.DWARF would also inflate location lists and type
 // units, a fifth of the work for a distribution's debug file.
-func (o *objFile) dwarfData() (*dwarf.Data, error) {
-	for _, s := range o.ef.Sections {
-		if strings.HasPrefix(s.Name, ".zdebug_") {
-			return o.ef.DWARF() // GNU's old compressed sections: let debug/elf unpack them
-		}
-	}
+func (dl *dwarfLines) dwarfData(o *objFile) (*dwarf.Data, error) {
 	var err error
 	get := func(name string) []byte {
 		b, e := o.section(".debug_" + name)
+		if b == nil && e == nil {
+			b, e = o.zdebugSection(".zdebug_" + name)
+		}
 		if e != nil && err == nil {
 			err = e
 		}
@@ -145,6 +130,7 @@ func (o *objFile) dwarfData() (*dwarf.Data, error) {
 	if err != nil {
 		return nil, err
 	}
+	dl.line, dl.bo = line, o.ef.ByteOrder
 	d, err := dwarf.New(abbrev, nil, nil, info, line, nil, ranges, str)
 	if err != nil {
 		return nil, err
@@ -162,8 +148,14 @@ func (o *objFile) dwarfData() (*dwarf.Data, error) {
 // index lists the compilation units and the addresses each covers.
 func (dl *dwarfLines) index() error {
 	r := dl.d.Reader()
-	for {
+	last := dwarf.Offset(0)
+	for first := true; ; first = false {
 		e, err := r.Next()
+		if err == nil && e != nil && !first && e.Offset <= last {
+			// SkipChildren follows DW_AT_sibling, which a damaged
+			// file can point backwards: that would loop forever.
+			err = fmt.Errorf("entry at offset %#x follows one at %#x", e.Offset, last)
+		}
 		if err != nil {
 			if len(dl.units) > 0 {
 				break // keep the units read before the damage
@@ -173,6 +165,7 @@ func (dl *dwarfLines) index() error {
 		if e == nil {
 			break
 		}
+		last = e.Offset
 		if e.Tag == dwarf.TagCompileUnit || e.Tag == dwarf.TagPartialUnit {
 			rs, err := dl.d.Ranges(e)
 			if err == nil && len(rs) > 0 {
@@ -251,6 +244,11 @@ func (dl *dwarfLines) load(u *dwarfUnit) error {
 }
 
 func (dl *dwarfLines) loadLines(u *dwarfUnit, cu *dwarf.Entry) error {
+	if off, ok := cu.Val(dwarf.AttrStmtList).(int64); ok {
+		if err := checkLineHeader(dl.line, off, dl.bo); err != nil {
+			return fmt.Errorf("%s: %w", dl.name, err)
+		}
+	}
 	lr, err := dl.d.LineReader(cu)
 	if err != nil {
 		return fmt.Errorf("%s: line table of unit at offset %#x: %w", dl.name, u.off, err)

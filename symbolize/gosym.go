@@ -30,7 +30,7 @@ func (o *objFile) openGoTable() (*goTable, error) {
 	}
 	g := &goTable{name: o.name}
 	err = safely(o.name, func() error {
-		t, err := gosym.NewTable(nil, gosym.NewLineTable(pcln, textStart))
+		t, err := newGoSymTable(pcln, textStart)
 		if err != nil {
 			return fmt.Errorf("%s: .gopclntab: %w", o.name, err)
 		}
@@ -41,6 +41,11 @@ func (o *objFile) openGoTable() (*goTable, error) {
 		return nil, err
 	}
 	return g, nil
+}
+
+// newGoSymTable parses a pclntab that checkPclntab accepted.
+func newGoSymTable(pcln []byte, textStart uint64) (*gosym.Table, error) {
+	return gosym.NewTable(nil, gosym.NewLineTable(pcln, textStart))
 }
 
 // checkPclntab checks the pclntab header (Go 1.2, 1.16, 1.18 and 1.20

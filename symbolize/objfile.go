@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"bytes"
+	"compress/zlib"
 	"debug/elf"
 	"encoding/binary"
 	"encoding/hex"
@@ -214,6 +215,32 @@ func (o *objFile) section(name string) ([]byte, error) {
 		return nil
 	})
 	return data, err
+}
+
+// zdebugSection reads a section in GNU's older compressed format
+// (.zdebug_*: "ZLIB", the inflated size as 8 big-endian bytes, a zlib
+// stream), with the same bounds as SHF_COMPRESSED sections.
+func (o *objFile) zdebugSection(name string) ([]byte, error) {
+	b, err := o.section(name)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	if len(b) < 12 || string(b[:4]) != "ZLIB" {
+		return b, nil // stored uncompressed
+	}
+	size := binary.BigEndian.Uint64(b[4:12])
+	if size > maxInflated || size/maxInflateRatio > uint64(len(b)) {
+		return nil, fmt.Errorf("%s: compressed section %s would inflate %d bytes to %d: refused", o.name, name, len(b), size)
+	}
+	zr, err := zlib.NewReader(bytes.NewReader(b[12:]))
+	if err != nil {
+		return nil, fmt.Errorf("%s: section %s: %w", o.name, name, err)
+	}
+	out := make([]byte, size)
+	if _, err := io.ReadFull(zr, out); err != nil {
+		return nil, fmt.Errorf("%s: section %s: %w", o.name, name, err)
+	}
+	return out, nil
 }
 
 // Compressed debug sections inflate to at most maxInflated bytes and
