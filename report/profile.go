@@ -76,8 +76,9 @@ const (
 
 // BuildProfile turns symbolized samples into a pprof profile with the
 // capture contract's sample types and labels. Identical stacks with
-// identical labels are merged into one pprof sample; on- and off-CPU time
-// of the same stack share it. The default sample type is wall-time, so
+// identical labels are merged into one pprof sample (on- and off-CPU
+// samples stay apart: their labels differ). The default sample type is
+// wall-time, so
 // `go tool pprof -top` shows where the threads spent the window, running
 // or not. Samples with the same labels share one Label map: copy it before
 // changing the labels of a single sample.

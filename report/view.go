@@ -45,8 +45,7 @@ type threadRow struct {
 
 // section is one ranking of stacks: a sample type in a phase.
 type section struct {
-	title  string // "On-CPU stacks, during the stall"
-	short  string // "on-CPU during"
+	title  string // "On-CPU stacks, during the stall (after the trigger)"
 	typ    string
 	unit   string
 	phase  string
@@ -275,35 +274,31 @@ func sectionsOf(a *analysis) []*section {
 	}
 	phases := phasesOf(p)
 	phased := len(phases) > 1 || phases[0] != ""
-	var out []*section
-	kinds := []struct{ typ, name string }{{TypeCPUTime, "On-CPU"}, {TypeOffCPUTime, "Off-CPU"}}
+	type kind struct{ typ, title string }
+	kinds := []kind{{TypeCPUTime, "On-CPU stacks"}, {TypeOffCPUTime, "Off-CPU stacks"}}
 	if !hasType(p, TypeCPUTime) && !hasType(p, TypeOffCPUTime) {
 		vi, err := valueIndex(p, "")
 		if err != nil {
 			return nil
 		}
-		kinds = []struct{ typ, name string }{{p.SampleType[vi].Type, "Stacks by " + p.SampleType[vi].Type}}
-		if p.SampleType[vi].Type == TypeThreads {
-			kinds[0].name = "Thread stacks"
+		k := kind{p.SampleType[vi].Type, "Stacks by " + clean(p.SampleType[vi].Type)}
+		if k.typ == TypeThreads {
+			k.title = "Thread stacks"
 		}
+		kinds = []kind{k}
 	}
+	var out []*section
 	for _, ph := range phases {
 		for _, k := range kinds {
 			vi, err := valueIndex(p, k.typ)
 			if err != nil {
 				continue
 			}
-			keep := inPhase(ph)
-			if !phased {
-				keep = nil
-			}
-			s := &section{typ: k.typ, unit: p.SampleType[vi].Unit, phase: ph, title: k.name + " stacks", short: strings.ToLower(k.name)}
-			if strings.HasPrefix(k.name, "Stacks") || k.name == "Thread stacks" {
-				s.title, s.short = k.name, k.typ
-			}
+			var keep func(*profile.Sample) bool
+			s := &section{typ: k.typ, unit: p.SampleType[vi].Unit, phase: ph, title: k.title}
 			if phased {
+				keep = inPhase(ph)
 				s.title += ", " + phaseText(ph)
-				s.short += " " + ph
 			}
 			var vals []int64
 			vals, s.total = a.totals(vi, keep)
