@@ -66,6 +66,7 @@ func TestReportCommand(t *testing.T) {
 		{"capture.json names its directory", []string{"report", filepath.Join(dir, "capture.json")}, []string{"stallwatch STALL capture of pid 99"}},
 		{"a bare profile", []string{"report", filepath.Join(dir, "profile.pb.gz")}, []string{"stallwatch profile", "On-CPU stacks, during the stall"}},
 		{"threads.pb.gz renders a thread dump", []string{"report", filepath.Join(dir, "threads.pb.gz")}, []string{"Thread dump of pid", `tid 11      "reader"`, "pipe_read"}},
+		{"folded threads", []string{"report", filepath.Join(dir, "threads.pb.gz"), "--format", "folded"}, []string{"main;reader;pipe_read 1\nmain;spin 1\n"}},
 		{"threads.json", []string{"report", filepath.Join(dir, "threads.json")}, []string{"stallwatch thread snapshot of pid 99", `tid 10      "spinner"`}},
 	}
 	for _, tt := range tests {
