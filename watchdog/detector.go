@@ -410,11 +410,16 @@ func (d *detector) Exit(now instant) {
 	d.show(now, attrs...)
 }
 
-// Deadline is when the detector wants its next Tick; ok is false when only
-// an event (a beat, a capture's end, a signal) can change anything.
-func (d *detector) Deadline() (at instant, ok bool) {
+// Deadline is when the detector wants its next Tick, asked at now; ok is
+// false when only an event (a beat, a capture's end, a signal) can change
+// anything. A deadline already past is due now: a Tick is late only by
+// the time since it was asked for.
+func (d *detector) Deadline(now instant) (at instant, ok bool) {
 	at, ok = d.nextDeadline()
 	d.deadline, d.hasDL = at, ok
+	if ok && at.Before(now) {
+		d.deadline = now
+	}
 	return at, ok
 }
 

@@ -117,13 +117,13 @@ const s = time.Second
 func TestDetectorStallCaptureRecover(t *testing.T) {
 	d, rec := newTestDetector(t, defaultPolicy)
 	d.Beat(0, t0(1*s))
-	if at, ok := d.Deadline(); !ok || at != t0(11*s) {
+	if at, ok := d.Deadline(t0(0)); !ok || at != t0(11*s) {
 		t.Fatalf("deadline after a beat at 1s = %v %v, want 11s", at.Mono-time.Hour, ok)
 	}
 	if act := d.Tick(t0(5 * s)); act.capture != nil {
 		t.Fatalf("capture at 5s, 4s after a beat: %+v", act.capture)
 	}
-	d.Deadline()
+	d.Deadline(t0(0))
 	act := d.Tick(t0(11 * s))
 	if act.capture == nil {
 		t.Fatalf("no capture 10s after the last beat; state %v", d.State())
@@ -146,7 +146,7 @@ func TestDetectorStallCaptureRecover(t *testing.T) {
 	if d.State() != Cooldown {
 		t.Errorf("state after the capture of a stall that goes on: %v, want cooldown", d.State())
 	}
-	if at, ok := d.Deadline(); !ok || at != t0(11*s+5*time.Minute) {
+	if at, ok := d.Deadline(t0(0)); !ok || at != t0(11*s+5*time.Minute) {
 		t.Errorf("cooldown deadline = %v, want capture start + recapture-after", at.Mono-time.Hour)
 	}
 	act = d.Beat(0, t0(31*s))
@@ -169,7 +169,7 @@ func TestDetectorStallCaptureRecover(t *testing.T) {
 func TestDetectorNoStallBeforeFirstBeat(t *testing.T) {
 	d, rec := newTestDetector(t, defaultPolicy)
 	for _, at := range []time.Duration{10 * s, 60 * s, time.Hour} {
-		d.Deadline()
+		d.Deadline(t0(0))
 		if act := d.Tick(t0(at)); act.capture != nil {
 			t.Fatalf("capture at %v without any beat", at)
 		}
@@ -180,11 +180,11 @@ func TestDetectorNoStallBeforeFirstBeat(t *testing.T) {
 	if _, ok := rec.find("no heartbeat seen yet"); !ok {
 		t.Error("no warning that no heartbeat was seen")
 	}
-	if _, ok := d.Deadline(); ok {
+	if _, ok := d.Deadline(t0(0)); ok {
 		t.Error("still asks for ticks after warning once")
 	}
 	d.Beat(0, t0(2*time.Hour))
-	if at, _ := d.Deadline(); at != t0(2*time.Hour+10*s) {
+	if at, _ := d.Deadline(t0(0)); at != t0(2*time.Hour+10*s) {
 		t.Errorf("first stall deadline %v, want first beat + stall-after", at.Mono-time.Hour)
 	}
 }
@@ -201,7 +201,7 @@ func TestDetectorLateWakeUpRearms(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d, rec := newTestDetector(t, defaultPolicy)
 			d.Beat(0, t0(1*s))
-			d.Deadline()
+			d.Deadline(t0(0))
 			if act := d.Tick(tc.wake); act.capture != nil {
 				t.Fatalf("late wake-up blamed on the target: %+v", act.capture)
 			}
@@ -216,7 +216,7 @@ func TestDetectorLateWakeUpRearms(t *testing.T) {
 				t.Errorf("why = %q", attr(r, "why"))
 			}
 			// Re-armed: a full stall-after from the wake-up.
-			at, ok := d.Deadline()
+			at, ok := d.Deadline(t0(0))
 			if !ok || at.Mono != tc.wake.Mono+10*s {
 				t.Fatalf("deadline after re-arm = %v, want wake-up + 10s", at.Mono-tc.wake.Mono)
 			}
@@ -230,7 +230,7 @@ func TestDetectorLateWakeUpRearms(t *testing.T) {
 func TestDetectorSlightlyLateIsStillAStall(t *testing.T) {
 	d, _ := newTestDetector(t, defaultPolicy)
 	d.Beat(0, t0(1*s))
-	d.Deadline()
+	d.Deadline(t0(0))
 	if act := d.Tick(t0(11*s + 400*time.Millisecond)); act.capture == nil {
 		t.Fatal("a wake-up 400ms late did not report the stall")
 	}
@@ -245,7 +245,7 @@ func TestDetectorRecaptureAndRateLimit(t *testing.T) {
 	var seqs []int
 	now := 10 * s
 	for range 5 {
-		d.Deadline()
+		d.Deadline(t0(0))
 		act := d.Tick(t0(now))
 		if act.capture != nil {
 			seqs = append(seqs, act.capture.Seq)
@@ -262,7 +262,7 @@ func TestDetectorRecaptureAndRateLimit(t *testing.T) {
 	if _, ok := rec.find("--max-captures reached"); !ok {
 		t.Error("skipped capture not logged")
 	}
-	at, ok := d.Deadline()
+	at, ok := d.Deadline(t0(0))
 	if !ok || at != t0(10*s+time.Hour) {
 		t.Fatalf("rate-limited deadline %v, want the first capture + 1h", at.Mono-time.Hour)
 	}
@@ -276,7 +276,7 @@ func TestDetectorMaxCapturesZeroOnlyLogs(t *testing.T) {
 	p.MaxCaptures = 0
 	d, _ := newTestDetector(t, p)
 	d.Beat(0, t0(0))
-	d.Deadline()
+	d.Deadline(t0(0))
 	if act := d.Tick(t0(10 * s)); act.capture != nil {
 		t.Fatal("captured with --max-captures 0")
 	}
@@ -291,7 +291,7 @@ func TestDetectorMaxCapturesZeroOnlyLogs(t *testing.T) {
 func TestDetectorBeatDuringCapture(t *testing.T) {
 	d, rec := newTestDetector(t, defaultPolicy)
 	d.Beat(0, t0(0))
-	d.Deadline()
+	d.Deadline(t0(0))
 	act := d.Tick(t0(10 * s))
 	if act.capture == nil {
 		t.Fatal("no capture")
@@ -313,6 +313,31 @@ func TestDetectorBeatDuringCapture(t *testing.T) {
 	}
 }
 
+func TestDetectorStallAgainDuringCapture(t *testing.T) {
+	// Beats resume during a capture, then stop again before it ends: the
+	// second stall's deadline passes while no tick is asked for. That is
+	// no late wake-up of the watchdog: the stall is reported.
+	d, _ := newTestDetector(t, defaultPolicy)
+	d.Beat(0, t0(0))
+	d.Deadline(t0(0))
+	if act := d.Tick(t0(10 * s)); act.capture == nil {
+		t.Fatal("no capture")
+	}
+	d.Beat(0, t0(12*s))
+	if _, ok := d.Deadline(t0(12 * s)); ok {
+		t.Error("recovered with a capture running still asks for ticks")
+	}
+	d.CaptureDone(t0(40*s), &capture.Result{}, nil)
+	at, ok := d.Deadline(t0(40 * s))
+	if !ok || at != t0(22*s) {
+		t.Fatalf("deadline %v, want the beat at 12s + 10s", at.Mono-time.Hour)
+	}
+	act := d.Tick(t0(40*s + 5*time.Millisecond))
+	if act.capture == nil || act.capture.StallFor != 28*s+5*time.Millisecond {
+		t.Fatalf("second stall not captured: %+v, state %v", act.capture, d.State())
+	}
+}
+
 func TestDetectorSignal(t *testing.T) {
 	d, rec := newTestDetector(t, defaultPolicy)
 	d.Beat(0, t0(0))
@@ -325,7 +350,7 @@ func TestDetectorSignal(t *testing.T) {
 	}
 	// A stall starts during the signal's capture: it is logged, and
 	// captured once the running capture ends.
-	d.Deadline()
+	d.Deadline(t0(0))
 	if a := d.Tick(t0(10 * s)); a.capture != nil {
 		t.Fatal("concurrent capture")
 	}
@@ -360,7 +385,7 @@ func TestDetectorSourcesStallIndependently(t *testing.T) {
 	for now := s; now < 10*s; now += s {
 		d.Beat(0, t0(now)) // the process keeps running
 	}
-	if at, _ := d.Deadline(); at != t0(10*s) {
+	if at, _ := d.Deadline(t0(0)); at != t0(10*s) {
 		t.Fatalf("deadline %v, want the silent source's last beat + 10s", at.Mono-time.Hour)
 	}
 	act := d.Tick(t0(10 * s))
@@ -379,13 +404,13 @@ func TestDetectorSourcesStallIndependently(t *testing.T) {
 func TestDetectorExit(t *testing.T) {
 	d, rec := newTestDetector(t, defaultPolicy)
 	d.Beat(0, t0(0))
-	d.Deadline()
+	d.Deadline(t0(0))
 	d.Tick(t0(10 * s))
 	d.Exit(t0(12 * s))
 	if d.State() != Exited {
 		t.Fatalf("state %v", d.State())
 	}
-	if _, ok := d.Deadline(); ok {
+	if _, ok := d.Deadline(t0(0)); ok {
 		t.Error("exited detector still wants ticks")
 	}
 	if a := d.Signal(t0(13 * s)); a.capture != nil {
@@ -400,7 +425,7 @@ func TestDetectorExit(t *testing.T) {
 func TestDetectorFailedCapture(t *testing.T) {
 	d, rec := newTestDetector(t, defaultPolicy)
 	d.Beat(0, t0(0))
-	d.Deadline()
+	d.Deadline(t0(0))
 	d.Tick(t0(10 * s))
 	d.CaptureDone(t0(11*s), nil, context.DeadlineExceeded)
 	if _, ok := rec.find("capture failed"); !ok {

@@ -195,7 +195,7 @@ type loop struct {
 // arm makes sure a timer fires at the detector's deadline. A timer armed
 // for an earlier time is kept: when it fires the deadline is computed again.
 func (l *loop) arm() {
-	at, ok := l.d.Deadline()
+	at, ok := l.d.Deadline(l.w.clk.Now())
 	if !ok {
 		l.disarm()
 		return

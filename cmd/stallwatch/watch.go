@@ -306,7 +306,15 @@ func watch(ctx context.Context, args []string, stderr io.Writer) (code int, err 
 
 	code, err = watchTarget(ctx, f, pid, sources, child, sigs, log)
 	if child != nil && err != nil {
-		child.abandon(log) // we cannot watch it: do not leave it running unwatched
+		select {
+		case <-child.done:
+			// It exited before it could be watched: its status is
+			// the answer.
+			log.Warn("the target exited before stallwatch could watch it", "err", err)
+			return child.wait(log), nil
+		default:
+			child.abandon(log) // we cannot watch it: do not leave it running unwatched
+		}
 	}
 	return code, err
 }

@@ -237,6 +237,19 @@ func TestWatchChildExitStatus(t *testing.T) {
 	}
 }
 
+func TestWatchChildExitsAtOnce(t *testing.T) {
+	// The child is gone before stallwatch can watch it: its status is
+	// still stallwatch's.
+	sw := startWatch(t, "--heartbeat-proc", "--baseline-freq", "0", "--out", t.TempDir(), "--", "/bin/sh", "-c", "exit 5")
+	if got := exitCode(t, sw, 20*time.Second); got != 5 {
+		t.Errorf("exit %d, want the child's 5; log:\n%s", got, sw.Stderr())
+	}
+	sw = startWatch(t, "--heartbeat-proc", "--", "/nonexistent/cmd")
+	if got := exitCode(t, sw, 20*time.Second); got != exitFailure || !strings.Contains(sw.Stderr(), "/nonexistent/cmd") {
+		t.Errorf("missing command: exit %d; log:\n%s", got, sw.Stderr())
+	}
+}
+
 func TestWatchChildGetsStatsdURL(t *testing.T) {
 	beater := beaterPath(t)
 	dir := t.TempDir()
