@@ -18,6 +18,7 @@ import (
 // TestManyThreads: a process of 1,000 threads is snapshotted completely,
 // every thread listed with its C function, and left running.
 func TestManyThreads(t *testing.T) {
+	t.Parallel() // tests that set testHookStopped are not parallel
 	testutil.RequirePtrace(t)
 	tg := testutil.Start(t, buildC(t, "manythreads/manythreads.c"), "1000")
 	tg.WaitLine(t, "ready 1000", 30*time.Second)
@@ -49,6 +50,7 @@ func TestManyThreads(t *testing.T) {
 // TestStoppedProcess: a process stopped by SIGSTOP is snapshotted and
 // stays stopped (ptrace must not resume it); after SIGCONT it runs on.
 func TestStoppedProcess(t *testing.T) {
+	t.Parallel() // tests that set testHookStopped are not parallel
 	tg, _ := deadlockTarget(t)
 	if err := syscall.Kill(tg.Pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -145,6 +147,7 @@ func TestPanicWhileStopped(t *testing.T) {
 // a thread stopped leaves nothing behind: the kernel detaches, the thread
 // runs again (its progress counter moves).
 func TestKilledWhileSeized(t *testing.T) {
+	t.Parallel() // tests that set testHookStopped are not parallel
 	tg, ids := deadlockTarget(t)
 	prog := ids["progress"]
 	helper := exec.Command(os.Args[0], "-test.run=^$")
@@ -169,6 +172,7 @@ func TestKilledWhileSeized(t *testing.T) {
 // root process gets what /proc shows it, with PtraceError saying which
 // capability is missing and how to grant it, and stops nothing.
 func TestPtraceRefused(t *testing.T) {
+	t.Parallel() // tests that set testHookStopped are not parallel
 	testutil.RequireRoot(t)
 	tg, _ := deadlockTarget(t)
 	dir, err := os.MkdirTemp("", "snapshot-nobody-")

@@ -17,6 +17,7 @@ import (
 // are node's parent) and under a ptrace stop (from a helper process that
 // is not).
 func TestNodeBlocked(t *testing.T) {
+	t.Parallel() // tests that set testHookStopped are not parallel
 	testutil.RequirePtrace(t)
 	node := testutil.RequireTool(t, "node")
 	cmd := exec.Command(node, "--perf-prof", "--interpreted-frames-native-stack", "--no-turbo-inlining", testutil.Testdata(t, "node", "block.js"), "atomics")

@@ -44,6 +44,7 @@ func deadlockTarget(t *testing.T) (*testutil.Target, map[string]int) {
 // pointers: the CFI unwinder finds them). After it the target still runs
 // and no thread is stopped or traced.
 func TestDeadlock(t *testing.T) {
+	t.Parallel() // tests that set testHookStopped are not parallel
 	for _, noPtrace := range []bool{false, true} {
 		name := "ptrace"
 		if noPtrace {

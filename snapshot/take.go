@@ -70,6 +70,7 @@ type taker struct {
 	kernel   map[int][]procfs.KernelFrame
 	notes    map[string]bool
 	denied   map[string]bool // /proc files of threads we may not read
+	vanished int             // threads that exited while being read
 }
 
 func (tk *taker) note(format string, args ...any) {
@@ -260,6 +261,7 @@ func (tk *taker) userStack(t *Thread, st procfs.Status, sc procfs.Syscall) {
 		switch {
 		case res.exited:
 			t.Err = joinErr(t.Err, "exited during the snapshot")
+			tk.vanished++
 			return
 		case res.err != nil && perms.IsPermission(res.err) && !res.abandoned:
 			tk.ptrace = false
@@ -315,7 +317,7 @@ func (tk *taker) finish(tids []int, exited int) {
 	if exited > 0 {
 		tk.note("%d threads exited before they could be read", exited)
 	}
-	if !procfs.Alive(tk.pid) {
+	if !tk.alive(exited+tk.vanished > 0) {
 		snap.TargetExited = true
 		tk.note("the process exited during the snapshot: %d of %d threads were read", len(snap.Threads), len(tids))
 	} else if now, err := procfs.Threads(tk.pid); err == nil {
@@ -344,6 +346,16 @@ func (tk *taker) finish(tids []int, exited int) {
 	}
 	snap.Locks = buildGraph(snap.Threads)
 	sort.SliceStable(snap.Threads, func(i, j int) bool { return snap.Threads[i].TID < snap.Threads[j].TID })
+}
+
+// alive reports whether the process still lives. When threads vanished
+// during the snapshot the process may be on its way out (a group exit
+// kills its threads one by one): give it a moment to show it.
+func (tk *taker) alive(threadsVanished bool) bool {
+	if !threadsVanished {
+		return procfs.Alive(tk.pid)
+	}
+	return !eventuallyDead(tk.pid, 200*time.Millisecond)
 }
 
 // name resolves every frame.
@@ -394,4 +406,16 @@ func unwrapErrno(err error) error {
 		return e
 	}
 	return err
+}
+
+// eventuallyDead polls until pid is gone or a zombie, for at most d.
+func eventuallyDead(pid int, d time.Duration) bool {
+	for deadline := time.Now().Add(d); ; time.Sleep(5 * time.Millisecond) {
+		if !procfs.Alive(pid) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
 }

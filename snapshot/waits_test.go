@@ -14,6 +14,7 @@ import (
 // words, both mutex waits lead to their owner, and the chains end at the
 // owner "blocked in read() on fd N → socket:[…]".
 func TestBlockedWaits(t *testing.T) {
+	t.Parallel() // tests that set testHookStopped are not parallel
 	testutil.RequirePtrace(t)
 	tg := testutil.Start(t, buildC(t, "blocked/blocked.c"))
 	ids := readyLine(t, tg.WaitLine(t, "ready ", 10*time.Second))
