@@ -345,3 +345,102 @@ func TestDogStatsDEndToEnd(t *testing.T) {
 		t.Errorf("stats %+v: the client's datagrams are all valid and some are heartbeats", st)
 	}
 }
+
+// fakeClock is a clock the test moves by hand; timers fire when it passes
+// them.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    instant
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	at      instant
+	f       func()
+	stopped bool
+}
+
+func (c *fakeClock) Now() instant {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
+	if d <= 0 {
+		go f()
+		return func() bool { return false }
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTimer{at: c.now.Add(d), f: f}
+	c.timers = append(c.timers, t)
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		was := !t.stopped
+		t.stopped = true
+		return was
+	}
+}
+
+// advance moves the clock: mono (and the wall clock) by d, the boot clock
+// by d plus suspended. Due timers fire.
+func (c *fakeClock) advance(d, suspended time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.now.Boot += suspended
+	var due []func()
+	for _, t := range c.timers {
+		if !t.stopped && !c.now.Before(t.at) {
+			t.stopped = true
+			due = append(due, t.f)
+		}
+	}
+	c.mu.Unlock()
+	for _, f := range due {
+		f()
+	}
+}
+
+// manualSource beats when the test says so.
+type manualSource struct{ beats chan struct{} }
+
+func (m *manualSource) String() string { return "manual" }
+func (m *manualSource) Run(ctx context.Context, beat func()) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-m.beats:
+			beat()
+		}
+	}
+}
+
+func TestWatchdogFakeClockSuspendRearms(t *testing.T) {
+	clk := &fakeClock{now: t0(0)}
+	src := &manualSource{beats: make(chan struct{})}
+	fc := newFakeCapturer(time.Hour)
+	rec := &logRecorder{}
+	runWatchdog(t, Config{Sources: []Source{src}, StallAfter: 10 * time.Second, MaxCaptures: 6, Capturer: fc, Logger: slog.New(rec), clock: clk})
+	src.beats <- struct{}{}
+	if err := testutil.Eventually(2*time.Second, func() bool { return len(rec.states()) > 0 }); err != nil {
+		t.Fatal("first beat never reached the detector")
+	}
+	// The host sleeps for an hour right before the stall deadline: the
+	// monotonic clock reaches the deadline, the boot clock says why.
+	clk.advance(10*time.Second, time.Hour)
+	if err := testutil.Eventually(2*time.Second, func() bool { _, ok := rec.find("woke up late"); return ok }); err != nil {
+		t.Fatalf("suspend not noticed; log:\n%s", rec.dump())
+	}
+	fc.expectNoCapture(t, 100*time.Millisecond)
+	// Re-armed: a full stall-after later, the silence is the target's.
+	clk.advance(9*time.Second, 0)
+	fc.expectNoCapture(t, 100*time.Millisecond)
+	clk.advance(time.Second, 0)
+	tr := fc.expectCapture(t, 2*time.Second)
+	if tr.StallFor != 10*time.Second {
+		t.Errorf("stall for %v, want 10s counted from the re-arm", tr.StallFor)
+	}
+}
