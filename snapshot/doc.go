@@ -5,6 +5,22 @@
 // nothing of it.
 //
 // User stacks are read under a brief per-thread ptrace stop (PTRACE_SEIZE
-// and PTRACE_INTERRUPT, then an immediate detach), or without any stop at
-// all (Options.NoPtrace) from /proc and process_vm_readv.
+// and PTRACE_INTERRUPT, registers, a copy of the stack top, an unwind with
+// internal/unwind, then an immediate detach), or without any stop at all
+// (Options.NoPtrace) from /proc/<pid>/task/<tid>/syscall and
+// process_vm_readv. Threads in uninterruptible sleep, threads another
+// debugger traces, and the main thread of a process whose parent is the
+// caller (its stop would be reported to the caller's own wait for the
+// child) are always read without a stop. No path leaves a thread stopped
+// or traced: see stopThread.
+//
+// Lock owners come from the futex words: a glibc pthread_mutex_t keeps
+// its owner's tid beside the word, a priority-inheritance futex holds it
+// in the word, pthread_join waits on the joined thread's tid. They make
+// the waits-for graph, whose cycles are deadlocks.
+//
+// How long a thread has been off the CPU comes from the kernel's
+// accounting (/proc/<pid>/task/<tid>/sched, se.exec_start) where the
+// kernel has it, else from a running sampler (Options.OffCPUSince), else
+// it is unknown and a note says so.
 package snapshot

@@ -64,16 +64,30 @@ var testHookStopped func(tid int)
 // or traced. PTRACE_O_EXITKILL is never set.
 func stopThread(pid, tid int, u *unwind.Process, maxFrames int) stopResult {
 	ch := make(chan stopResult, 1)
-	go func() {
-		runtime.LockOSThread()
-		res := traceOnce(pid, tid, u, maxFrames)
-		ch <- res
-		if !res.abandoned {
-			runtime.UnlockOSThread()
-		}
-		// abandoned: return while locked; the OS thread exits.
-	}()
+	go tracer(ch, pid, tid, u, maxFrames)
 	return <-ch
+}
+
+// tracer runs traceOnce on a locked OS thread that is not the process's
+// main thread: Go parks rather than ends the main thread when a locked
+// goroutine exits on it, so it could never hand its tracees back.
+func tracer(ch chan<- stopResult, pid, tid int, u *unwind.Process, maxFrames int) {
+	runtime.LockOSThread()
+	if unix.Gettid() == os.Getpid() {
+		// While this goroutine holds the main thread locked, the one
+		// it starts runs on another.
+		inner := make(chan stopResult, 1)
+		go tracer(inner, pid, tid, u, maxFrames)
+		ch <- <-inner
+		runtime.UnlockOSThread()
+		return
+	}
+	res := traceOnce(pid, tid, u, maxFrames)
+	ch <- res
+	if !res.abandoned {
+		runtime.UnlockOSThread()
+	}
+	// abandoned: return while locked; the OS thread exits.
 }
 
 // traceOnce is stopThread's body, on the locked OS thread.
@@ -100,9 +114,12 @@ func traceOnce(pid, tid int, u *unwind.Process, maxFrames int) (res stopResult) 
 			return
 		}
 		// ESRCH: the thread is gone (and, being traced, waits for us to
-		// reap it), or it is not stopped. Either way the cure is the
-		// same: let the OS thread die; the kernel detaches the live and
-		// releases the dead tracees of an exiting tracer.
+		// reap it), or it is not stopped. Reap it if it is dead; else let
+		// the OS thread die: the kernel detaches the live and releases
+		// the dead tracees of an exiting tracer.
+		if e == unix.ESRCH && reap(tid) {
+			return
+		}
 		res.abandoned = true
 		if e != unix.ESRCH && res.err == nil {
 			res.err = fmt.Errorf("PTRACE_DETACH thread %d: %w", tid, e)
@@ -118,7 +135,7 @@ func traceOnce(pid, tid int, u *unwind.Process, maxFrames int) (res stopResult) 
 	if err := unix.PtraceInterrupt(tid); err != nil {
 		if errors.Is(err, unix.ESRCH) {
 			attached = false
-			return stopResult{exited: true, abandoned: true}
+			return stopResult{exited: true, abandoned: !reap(tid)}
 		}
 		return stopResult{err: fmt.Errorf("PTRACE_INTERRUPT thread %d: %w", tid, err)}
 	}
@@ -126,7 +143,7 @@ func traceOnce(pid, tid int, u *unwind.Process, maxFrames int) (res stopResult) 
 	switch {
 	case gone:
 		attached = false
-		return stopResult{exited: true, abandoned: true}
+		return stopResult{exited: true, abandoned: !reap(tid)}
 	case err != nil:
 		attached = false // cannot detach a running tracee
 		return stopResult{abandoned: true, err: err}
@@ -148,7 +165,7 @@ func traceOnce(pid, tid int, u *unwind.Process, maxFrames int) (res stopResult) 
 	if err := unix.PtraceGetRegs(tid, &regs); err != nil {
 		if errors.Is(err, unix.ESRCH) {
 			attached = false
-			return stopResult{exited: true, abandoned: true}
+			return stopResult{exited: true, abandoned: !reap(tid)}
 		}
 		detach()
 		return stopResult{err: fmt.Errorf("PTRACE_GETREGS thread %d: %w", tid, err), kind: res.kind}
@@ -196,6 +213,26 @@ func waitStop(tid int, deadline time.Time) (ws unix.WaitStatus, gone bool, err e
 		}
 		time.Sleep(min(time.Duration(20<<min(i-30, 6))*time.Microsecond, time.Millisecond))
 	}
+}
+
+// reap collects the exit of a traced thread that died, which only its
+// tracer can do (until then it stays a zombie and its process cannot be
+// reaped). It reports whether the thread is gone for good.
+func reap(tid int) bool {
+	var ws unix.WaitStatus
+	for i := 0; i < 50; i++ {
+		wpid, err := unix.Wait4(tid, &ws, unix.WALL|unix.WNOHANG, nil)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return errors.Is(err, unix.ECHILD) // not ours to wait for
+		case wpid == tid && (ws.Exited() || ws.Signaled()):
+			return true
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return false
 }
 
 // tracedByUs reports whether a thread's status names a thread of this
