@@ -148,7 +148,7 @@ type stopped struct {
 
 // ptraceStop seizes tid, stops it, copies its registers and the top of
 // its stack, and lets it go. The whole sequence runs on one OS thread.
-func ptraceStop(t *testing.T, pid, tid int) stopped {
+func ptraceStop(t testing.TB, pid, tid int) stopped {
 	t.Helper()
 	type result struct {
 		s   stopped
