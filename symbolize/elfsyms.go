@@ -106,26 +106,21 @@ func parseSymbols(data, strs []byte, class elf.Class, bo binary.ByteOrder) []sym
 	return out
 }
 
-// finish sorts the table and keeps one symbol per address.
+// finish sorts the table and keeps one symbol per address: sorting by
+// address alone, then choosing among the few that share one, is much
+// cheaper than comparing names inside the sort.
 func (t *symtab) finish() {
-	slices.SortFunc(t.syms, func(a, b sym) int {
-		if c := cmp.Compare(a.addr, b.addr); c != 0 {
-			return c
-		}
-		if t.better(&a, &b) {
-			return -1
-		}
-		if t.better(&b, &a) {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(t.syms, func(a, b sym) int { return cmp.Compare(a.addr, b.addr) })
 	out := t.syms[:0]
-	for i, s := range t.syms {
-		if i > 0 && s.addr == out[len(out)-1].addr {
-			continue // the first of an address is the preferred one
+	for i := 0; i < len(t.syms); {
+		best, j := i, i+1
+		for ; j < len(t.syms) && t.syms[j].addr == t.syms[i].addr; j++ {
+			if t.better(&t.syms[j], &t.syms[best]) {
+				best = j
+			}
 		}
-		out = append(out, s)
+		out = append(out, t.syms[best])
+		i = j
 	}
 	t.syms = slices.Clip(out)
 }

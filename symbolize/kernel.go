@@ -83,12 +83,12 @@ func (ks *kernelSyms) used() []*Mapping {
 }
 
 func (p *Process) locateKernel(a Addr) *Location {
-	key := locKey{pc: a.PC, kernel: true}
-	if c, ok := p.cache[key]; ok {
-		return c.loc
+	cache := p.kcache[b2i(a.Return)]
+	if loc, ok := cache[a.PC]; ok {
+		return loc
 	}
 	loc := p.kernelLocation(a)
-	p.cache[key] = cached{loc: loc}
+	cache[a.PC] = loc
 	p.stats.Locations++
 	p.stats.Kernel++
 	return loc

@@ -19,11 +19,11 @@ func (p *Process) Locate(a Addr) *Location {
 	if a.Kernel {
 		return p.locateKernel(a)
 	}
-	key := locKey{pc: a.PC, ret: a.Return}
-	c, ok := p.cache[key]
+	cache := p.cache[b2i(a.Return)]
+	c, ok := cache[a.PC]
 	if !ok {
 		c = p.locateUser(a)
-		p.cache[key] = c
+		cache[a.PC] = c
 		p.stats.Locations++
 	}
 	if c.jit && p.jit != nil {
@@ -46,6 +46,13 @@ func (p *Process) LocateStack(out []*Location, stack []uint64, kernel int, t uin
 		out = append(out, p.Locate(a))
 	}
 	return out
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // lookupPC is the address to name: a return address belongs to the call

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/jit"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,10 +33,14 @@ type Process struct {
 	retired []*mapping // mappings gone at a Refresh, for code unmapped since
 	objs    map[fileID]*objEntry
 	kernel  *kernelSyms
-	jit     jitSource
+	jit     *jitProcess
 	jitMap  *Mapping
-	cache   map[locKey]cached
-	jitLocs map[jitKey]*Location
+	// Caches, indexed by Addr.Return: uint64 keys take the maps' fast
+	// path, which a struct key would not.
+	cache   [2]map[uint64]cached    // user addresses
+	kcache  [2]map[uint64]*Location // kernel addresses
+	jitLocs [2]map[uint64]jitEntry  // JIT code, by address
+	jitMore map[jitKey]*Location    // JIT code at an address that held several
 	kframes map[procfs.KernelFrame]*Location
 	stats   Stats
 	closed  bool
@@ -65,12 +70,6 @@ type fileID struct {
 	path  string // pseudo files (vdso) have no inode
 }
 
-type locKey struct {
-	pc     uint64
-	ret    bool
-	kernel bool
-}
-
 type cached struct {
 	loc *Location
 	// jit: the address is in anonymous memory, in no mapping, or in a
@@ -79,10 +78,15 @@ type cached struct {
 	jit bool
 }
 
+type jitEntry struct {
+	sym *jit.Symbol
+	loc *Location
+}
+
 type jitKey struct {
 	pc  uint64
 	ret bool
-	id  any
+	sym *jit.Symbol
 }
 
 // NewProcess reads the target's maps and opens the files it has mapped
@@ -101,8 +105,10 @@ func newProcess(pid int, opts Options, ks *kernelSyms) (*Process, error) {
 		log:       opts.Logger,
 		debugDirs: opts.DebugDirs,
 		objs:      map[fileID]*objEntry{},
-		cache:     map[locKey]cached{},
-		jitLocs:   map[jitKey]*Location{},
+		cache:     [2]map[uint64]cached{{}, {}},
+		kcache:    [2]map[uint64]*Location{{}, {}},
+		jitLocs:   [2]map[uint64]jitEntry{{}, {}},
+		jitMore:   map[jitKey]*Location{},
 		kframes:   map[procfs.KernelFrame]*Location{},
 	}
 	if p.log == nil {
