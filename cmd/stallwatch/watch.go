@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -364,6 +365,9 @@ func watchTarget(ctx context.Context, f *watchFlags, pid int, sources []watchdog
 			log.Warn("closing the capture session", "err", err)
 		}
 	}()
+	// Reading the target's symbols left garbage behind; a watchdog that
+	// may idle for days should not keep its pages.
+	debug.FreeOSMemory()
 	wd, err := watchdog.New(watchdog.Config{
 		PID: pid, Sources: sources, StallAfter: f.stallAfter, RecaptureAfter: f.recaptureAfter,
 		MaxCaptures: f.maxCaptures, Capturer: sess, Logger: log,
@@ -375,7 +379,11 @@ func watchTarget(ctx context.Context, f *watchFlags, pid int, sources []watchdog
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	go relaySignals(runCtx, sigs, wd, child, stop, log)
+	// Signals are relayed until the child is reaped: one that ignores
+	// the first SIGTERM gets the next.
+	relayCtx, stopRelay := context.WithCancel(context.Background())
+	defer stopRelay()
+	go relaySignals(relayCtx, sigs, wd, child, stop, log)
 	err = wd.Run(runCtx)
 	switch {
 	case errors.Is(err, watchdog.ErrTargetExited):
@@ -386,13 +394,12 @@ func watchTarget(ctx context.Context, f *watchFlags, pid int, sources []watchdog
 	if child == nil {
 		return 0, nil
 	}
-	stop() // no more relaying: the child's status is all that is left
 	return child.wait(log), nil
 }
 
 // relaySignals turns SIGUSR1 into a capture and, for a child, passes
-// SIGINT and SIGTERM on to it. Without a child those two end the watch
-// through ctx (main cancels it).
+// SIGINT and SIGTERM on to it; those two also stop the watchdog (without a
+// child, main's context does that too).
 func relaySignals(ctx context.Context, sigs <-chan os.Signal, wd *watchdog.Watchdog, child *childProc, stop func(), log *slog.Logger) {
 	for {
 		select {
