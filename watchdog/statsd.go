@@ -319,12 +319,14 @@ type forwarder struct {
 	network, addr string
 	log           *slog.Logger
 	queue         chan []byte
+	queued        atomic.Int64 // bytes waiting in queue
 	sent, dropped atomic.Uint64
 	warned        bool
 }
 
 const (
 	forwardQueue   = 4096
+	forwardBytes   = 8 << 20 // what a flood of big datagrams may hold
 	forwardTimeout = 100 * time.Millisecond
 	redialEvery    = time.Second
 )
@@ -334,11 +336,23 @@ func newForwarder(network, addr string, log *slog.Logger) *forwarder {
 }
 
 func (f *forwarder) send(dg []byte) {
+	if f.queued.Add(int64(len(dg))) > forwardBytes {
+		f.queued.Add(-int64(len(dg)))
+		f.dropped.Add(1)
+		return
+	}
 	select {
 	case f.queue <- append([]byte(nil), dg...):
 	default:
+		f.queued.Add(-int64(len(dg)))
 		f.dropped.Add(1)
 	}
+}
+
+// next takes a datagram off the queue.
+func (f *forwarder) next(dg []byte) []byte {
+	f.queued.Add(-int64(len(dg)))
+	return dg
 }
 
 func (f *forwarder) run(ctx context.Context) {
@@ -356,6 +370,7 @@ func (f *forwarder) run(ctx context.Context) {
 			f.flush(conn)
 			return
 		case dg = <-f.queue:
+			dg = f.next(dg)
 		}
 		if conn == nil && time.Since(lastDial) >= redialEvery {
 			lastDial = time.Now()
@@ -377,7 +392,7 @@ func (f *forwarder) flush(conn net.Conn) {
 	for {
 		select {
 		case dg := <-f.queue:
-			if conn == nil || !f.write(conn, dg) {
+			if conn == nil || !f.write(conn, f.next(dg)) {
 				f.dropped.Add(1)
 			}
 		default:

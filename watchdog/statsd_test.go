@@ -211,3 +211,25 @@ func TestStatsdProxyRefusesLoop(t *testing.T) {
 		t.Fatal("bad --metric-tag accepted")
 	}
 }
+
+func TestForwarderQueueIsBounded(t *testing.T) {
+	// The agent is stuck (nothing drains the queue) and the target sends
+	// big datagrams: memory stays bounded, the excess is counted.
+	f := newForwarder("udp", "127.0.0.1:9", slog.New(&logRecorder{}))
+	big := make([]byte, maxDatagram)
+	for range 200 {
+		f.send(big)
+	}
+	if q := f.queued.Load(); q > forwardBytes {
+		t.Errorf("%d bytes queued, bound is %d", q, forwardBytes)
+	}
+	if want := uint64(200 - forwardBytes/maxDatagram); f.dropped.Load() != want {
+		t.Errorf("dropped %d, want %d", f.dropped.Load(), want)
+	}
+	for range len(f.queue) {
+		f.next(<-f.queue)
+	}
+	if q := f.queued.Load(); q != 0 {
+		t.Errorf("%d bytes counted in an empty queue", q)
+	}
+}
