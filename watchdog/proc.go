@@ -26,23 +26,45 @@ func (p *Progress) String() string { return "proc " + strconv.Itoa(p.PID) }
 func (p *Progress) Run(ctx context.Context, beat func()) error {
 	ticker := time.NewTicker(orDefault(p.Interval, time.Second))
 	defer ticker.Stop()
-	last, _ := readProgress(p.PID)
+	ticks, _ := processTicks(p.PID)
+	last, err := readProgress(p.PID)
+	fresh := err == nil
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-ticker.C:
 		}
+		// One read answers for a process that uses CPU; the threads
+		// are read only when it did not (their context switches tell
+		// a process that sleeps and wakes).
+		if t, err := processTicks(p.PID); err == nil && t != ticks {
+			ticks, fresh = t, false
+			beat()
+			continue
+		}
 		// A vanished target reads as no progress; the watchdog learns
 		// of the exit from the process itself.
 		cur, err := readProgress(p.PID)
-		if err == nil && cur != last {
+		if err != nil {
+			continue
+		}
+		if fresh && cur != last {
 			beat()
 		}
-		if err == nil {
-			last = cur
-		}
+		last, fresh = cur, true
 	}
+}
+
+// processTicks is the CPU time of the whole process (every thread, live
+// or exited), in clock ticks.
+func processTicks(pid int) (uint64, error) {
+	b, err := procfs.ReadLimited(procfs.PidPath(pid, "stat"), 4096)
+	if err != nil {
+		return 0, err
+	}
+	st, err := procfs.ParseStat(b)
+	return st.Utime + st.Stime, err
 }
 
 // progress sums what only moves when a thread runs. Sums can collide only

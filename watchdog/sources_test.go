@@ -3,6 +3,7 @@ package watchdog
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -278,6 +279,16 @@ func TestProgressSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	bc.expectBeat(t, "SIGCONT", 2*time.Second)
+}
+
+func TestProgressSourceSeesWakeups(t *testing.T) {
+	// A shell that sleeps and wakes uses next to no CPU time itself: its
+	// context switches are the progress.
+	waker := testutil.Start(t, "/bin/sh", "-c", "while :; do sleep 0.05; done")
+	bc := runSource(t, &Progress{PID: waker.Pid, Interval: 30 * time.Millisecond})
+	for i := range 3 {
+		bc.expectBeat(t, fmt.Sprintf("wake-up %d of a sleeping loop", i), 2*time.Second)
+	}
 }
 
 func TestProgressSourceIdleAndGone(t *testing.T) {
