@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -211,7 +212,7 @@ func (b *beater) commands() {
 }
 
 // sink keeps the spinning loop's work from being optimised away.
-var sink int
+var sink atomic.Int64
 
 func spinWhileBeating(b *beater) {
 	for {
@@ -219,9 +220,11 @@ func spinWhileBeating(b *beater) {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
+		x := 0
 		for i := 0; i < 1_000_000; i++ {
-			sink += i
+			x += i
 		}
+		sink.Add(int64(x))
 	}
 }
 
