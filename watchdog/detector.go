@@ -166,13 +166,13 @@ func (d *detector) Tick(now instant) action {
 				return action{exited: true}
 			}
 			d.enterStall(now, silent)
-			return d.tryCapture(now, capture.Stall)
+			return d.tryCapture(now)
 		}
 	case Stalled:
-		return d.tryCapture(now, capture.Stall)
+		return d.tryCapture(now)
 	case Cooldown:
 		if now.Sub(d.lastCapture) >= d.p.RecaptureAfter {
-			return d.tryCapture(now, capture.Stall)
+			return d.tryCapture(now)
 		}
 	}
 	return action{}
@@ -241,7 +241,7 @@ func (d *detector) enterStall(now instant, silent []int) {
 
 // tryCapture starts a stall capture unless one is running or the hourly
 // limit is reached.
-func (d *detector) tryCapture(now instant, kind capture.TriggerKind) action {
+func (d *detector) tryCapture(now instant) action {
 	if d.inflight != nil {
 		return action{}
 	}
@@ -267,7 +267,7 @@ func (d *detector) tryCapture(now instant, kind capture.TriggerKind) action {
 	d.history = append(d.history, now.Mono)
 	d.stallSeq++
 	d.limitLogged = false
-	tr := d.trigger(now, kind)
+	tr := d.trigger(now, capture.Stall)
 	tr.Seq = d.stallSeq
 	return d.startCapture(now, tr, true)
 }
@@ -359,7 +359,7 @@ func (d *detector) CaptureDone(now instant, res *capture.Result, err error) acti
 	case Stalled, Cooldown:
 		if d.stallSeq == 0 {
 			// The stall began during a signal's capture: capture it now.
-			return d.tryCapture(now, capture.Stall)
+			return d.tryCapture(now)
 		}
 		d.phase = Cooldown
 	case Exited:
