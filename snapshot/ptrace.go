@@ -26,6 +26,7 @@ type stopResult struct {
 	regs  unwind.Regs
 	trace unwind.Trace
 	stop  time.Duration // PTRACE_INTERRUPT to PTRACE_DETACH: an upper bound of the stop
+	held  time.Duration // the stop seen to PTRACE_DETACH: a lower bound
 	kind  stopKind
 	sig   unix.Signal
 	// exited: the thread exited while seized (nothing else is valid).
@@ -99,6 +100,7 @@ func traceOnce(pid, tid int, u *unwind.Process, maxFrames int) (res stopResult) 
 		return stopResult{err: fmt.Errorf("PTRACE_SEIZE thread %d: %w", tid, err)}
 	}
 	start := time.Now()
+	var seen time.Time
 	attached := true
 	detachSig := 0
 	// detach lets the thread go, handing back a signal that was being
@@ -131,6 +133,9 @@ func traceOnce(pid, tid int, u *unwind.Process, maxFrames int) (res stopResult) 
 		}
 		detach()
 		res.stop = time.Since(start)
+		if !seen.IsZero() {
+			res.held = time.Since(seen)
+		}
 	}()
 	if err := unix.PtraceInterrupt(tid); err != nil {
 		if errors.Is(err, unix.ESRCH) {
@@ -140,6 +145,7 @@ func traceOnce(pid, tid int, u *unwind.Process, maxFrames int) (res stopResult) 
 		return stopResult{err: fmt.Errorf("PTRACE_INTERRUPT thread %d: %w", tid, err)}
 	}
 	ws, gone, err := waitStop(tid, start.Add(stopTimeout))
+	seen = time.Now()
 	switch {
 	case gone:
 		attached = false
@@ -211,7 +217,8 @@ func waitStop(tid int, deadline time.Time) (ws unix.WaitStatus, gone bool, err e
 			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 			continue
 		}
-		time.Sleep(min(time.Duration(20<<min(i-30, 6))*time.Microsecond, time.Millisecond))
+		// Once stopped, the thread waits for us: poll finely.
+		time.Sleep(min(time.Duration(10<<min(i-30, 4))*time.Microsecond, 200*time.Microsecond))
 	}
 }
 

@@ -272,7 +272,7 @@ func (tk *taker) userStack(t *Thread, st procfs.Status, sc procfs.Syscall) {
 		default:
 			t.UserAddrs, t.UserExact = res.trace.PCs, res.trace.Exact
 			t.Unwinder = res.trace.Methods()
-			t.Stopped, t.Stop = true, res.stop
+			t.Stopped, t.Stop, t.StopHeld = true, res.stop, res.held
 			tk.snap.PtraceUsed = true
 			switch res.kind {
 			case stopGroup:

@@ -70,9 +70,13 @@ type Thread struct {
 	// Unwinder names the method that produced User ("fp", "cfi+fp", "pc only").
 	Unwinder string
 
-	// Stopped says the thread was stopped with ptrace; Stop is for how long.
-	Stopped bool
-	Stop    time.Duration
+	// Stopped says the thread was stopped with ptrace; Stop is for how
+	// long at most (from PTRACE_INTERRUPT to PTRACE_DETACH, which
+	// includes the time the thread took to get to the stop), StopHeld at
+	// least (from when the stop was seen).
+	Stopped  bool
+	Stop     time.Duration
+	StopHeld time.Duration
 
 	// Wait is what the thread waits for, when that is known.
 	Wait *Wait
