@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -58,22 +60,39 @@ func (w *workMeter) next() (iter, cpu uint64) {
 	return w.iter, w.cpu
 }
 
-// rate is the target's work per CPU second over d: sampling overhead is
-// charged to the target's CPU time, so this measures it even on a machine
-// shared with other load.
-func (w *workMeter) rate(d time.Duration) float64 {
+// rate is the target's work per CPU second over d, and the CPU seconds it
+// used: sampling overhead is charged to the target's CPU time, so this
+// measures it even on a machine shared with other load.
+func (w *workMeter) rate(d time.Duration) (perCPU, cpu float64) {
 	i0, c0 := w.next()
 	time.Sleep(d)
 	i1, c1 := w.next()
-	return float64(i1-i0) / (float64(c1-c0) / 1e9)
+	cpu = float64(c1-c0) / 1e9
+	return float64(i1-i0) / cpu, cpu
+}
+
+var perfSamples = regexp.MustCompile(`\((\d+) samples\)`)
+
+// processCPU is the CPU time of every thread of pid, from schedstat.
+func processCPU(pid int) float64 {
+	tids, _ := procfs.Threads(pid)
+	var ns uint64
+	for _, tid := range tids {
+		if ss, err := procfs.ReadSchedstat(pid, tid); err == nil {
+			ns += ss.RunNanos
+		}
+	}
+	return float64(ns) / 1e9
 }
 
 // perfRecord runs `perf record -F freq -g -p pid` for d and returns its
-// own CPU time.
-func perfRecord(b *testing.B, perf string, pid, freq int, d time.Duration, during func()) time.Duration {
+// own CPU time, the samples it wrote, and the target's CPU seconds while
+// it ran.
+func perfRecord(b *testing.B, perf string, pid, freq int, d time.Duration, during func()) (time.Duration, int, float64) {
 	b.Helper()
+	cpu0 := processCPU(pid)
 	out := filepath.Join(b.TempDir(), "perf.data")
-	cmd := exec.Command(perf, "record", "-q", "-F", fmt.Sprint(freq), "-g", "-p", fmt.Sprint(pid), "-o", out,
+	cmd := exec.Command(perf, "record", "-F", fmt.Sprint(freq), "-g", "-p", fmt.Sprint(pid), "-o", out,
 		"--", "sleep", fmt.Sprintf("%.3f", (d+300*time.Millisecond).Seconds()))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -87,7 +106,11 @@ func perfRecord(b *testing.B, perf string, pid, freq int, d time.Duration, durin
 	if err := cmd.Wait(); err != nil {
 		b.Fatalf("perf record: %v\n%s", err, stderr.String())
 	}
-	return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	n := 0
+	if m := perfSamples.FindStringSubmatch(stderr.String()); m != nil {
+		n, _ = strconv.Atoi(m[1])
+	}
+	return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), n, processCPU(pid) - cpu0
 }
 
 // selfCPU is this process's CPU time from the scheduler's own clock
@@ -105,9 +128,13 @@ func selfCPU() time.Duration {
 }
 
 // BenchmarkTargetSlowdown: work per CPU second of a CPU-bound target with
-// deep stacks, unsampled, sampled by stallwatch at 997 Hz with kernel and
-// user callchains, and under `perf record -F 997 -g -p`. x-vs-perf is our
-// work rate over perf's: 1 or more means we slow the target no more.
+// deep stacks, sampled by stallwatch at 997 Hz with kernel and user
+// callchains, and under `perf record -F 997 -g -p`, each against the
+// unsampled windows beside it. perf's per-CPU events lose the period
+// already run when a thread migrates, so it takes fewer samples per CPU
+// second than asked; the slowdowns are therefore also given per 1000
+// samples per CPU second, and x-vs-perf compares those: 1 or more means
+// each of our samples costs the target no more than one of perf's.
 func BenchmarkTargetSlowdown(b *testing.B) {
 	testutil.RequirePerf(b)
 	perf := testutil.RequireTool(b, "perf")
@@ -116,21 +143,36 @@ func BenchmarkTargetSlowdown(b *testing.B) {
 	w := meterWork(tg)
 	const window = 2 * time.Second
 	for i := 0; i < b.N; i++ {
-		base := w.rate(window)
+		// Unsampled windows around each sampled one: the machine's
+		// load drifts, and each tool is compared with its neighbours.
+		base1, _ := w.rate(window)
 		s, err := Start(Config{PID: tg.Pid, Freq: 997, Kernel: true})
 		if err != nil {
 			b.Fatal(err)
 		}
-		ours := w.rate(window)
-		st := s.Stats()
+		time.Sleep(100 * time.Millisecond)
+		st0, cpu0 := s.Stats(), processCPU(tg.Pid)
+		ours, _ := w.rate(window)
+		st, oursCPU := s.Stats(), processCPU(tg.Pid)-cpu0
 		s.Close()
+		base2, _ := w.rate(window)
 		var theirs float64
-		perfRecord(b, perf, tg.Pid, 997, window, func() { theirs = w.rate(window) })
-		b.ReportMetric(base, "base-work/cpu-s")
-		b.ReportMetric(100*(1-ours/base), "ours-slowdown-%")
-		b.ReportMetric(100*(1-theirs/base), "perf-slowdown-%")
-		b.ReportMetric(ours/theirs, "x-vs-perf")
-		b.Logf("work/cpu-s: none %.0f, stallwatch %.0f, perf %.0f; our samples %d lost %d", base, ours, theirs, st.Samples, st.LostRecords)
+		_, perfN, perfCPU := perfRecord(b, perf, tg.Pid, 997, window, func() { theirs, _ = w.rate(window) })
+		base3, _ := w.rate(window)
+
+		oursSlow := 1 - ours/((base1+base2)/2)
+		perfSlow := 1 - theirs/((base2+base3)/2)
+		oursRate := float64(st.Samples-st0.Samples) / oursCPU
+		perfRate := float64(perfN) / perfCPU
+		b.ReportMetric(100*oursSlow, "ours-slowdown-%")
+		b.ReportMetric(100*perfSlow, "perf-slowdown-%")
+		b.ReportMetric(oursRate, "ours-samples/cpu-s")
+		b.ReportMetric(perfRate, "perf-samples/cpu-s")
+		b.ReportMetric(100*oursSlow/oursRate*1000, "ours-%-per-kHz")
+		b.ReportMetric(100*perfSlow/perfRate*1000, "perf-%-per-kHz")
+		b.ReportMetric((perfSlow/perfRate)/(oursSlow/oursRate), "x-vs-perf")
+		b.Logf("work/cpu-s: none %.0f, stallwatch %.0f (%.0f samples/cpu-s), none %.0f, perf %.0f (%.0f samples/cpu-s), none %.0f; lost %d",
+			base1, ours, oursRate, base2, theirs, perfRate, base3, st.LostRecords)
 	}
 }
 
@@ -167,7 +209,8 @@ func BenchmarkOwnCPU(b *testing.B) {
 				ours := float64(selfCPU()-c0) / float64(time.Since(t0))
 				st := s.Stats()
 				s.Close()
-				theirs := float64(perfRecord(b, perf, tg.Pid, 997, window, nil)) / float64(window+450*time.Millisecond)
+				perfCPU, _, _ := perfRecord(b, perf, tg.Pid, 997, window, nil)
+				theirs := float64(perfCPU) / float64(window+450*time.Millisecond)
 				rate := float64(st.Samples-st0.Samples) / window.Seconds()
 				offRate := float64(st.OffCPUIntervals-st0.OffCPUIntervals) / window.Seconds()
 				b.ReportMetric(100*ours, "cpu-%-of-core")

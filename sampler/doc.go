@@ -8,4 +8,66 @@
 //
 // The sampler only collects raw samples (addresses, thread, time, weight).
 // It knows nothing of heartbeats, symbols or output formats.
+//
+// # Events and rings
+//
+// Each thread gets three events (pid = tid, cpu = -1), all with
+// use_clockid = CLOCK_MONOTONIC (the clock jitdump writers use) and the
+// same sample_id layout, so one decoder reads every record:
+//
+//   - a tracker (the dummy software event, task=1, comm=1) that brings
+//     FORK, EXIT and COMM records into a one-page ring of its own, with a
+//     one-byte watermark: every record wakes the reader, so a new thread is
+//     attached within milliseconds of its FORK and an exited one releases
+//     its descriptors at once. A /proc/<pid>/task scan every 500 ms is the
+//     backstop (threads started by a thread not yet attached);
+//   - the on-CPU event (cpu-clock, or cycles when asked and present) that
+//     owns the thread's sample ring (default 256 KiB, woken a quarter
+//     full). It is opened in period mode: cpu-clock's frequency mode is a
+//     fixed period inside the kernel anyway (perf_swevent_init_hrtimer),
+//     after which PERF_EVENT_IOC_PERIOD takes nanoseconds;
+//   - the off-CPU event (context-switches, period 1, context_switch=1),
+//     writing into the same ring (PERF_EVENT_IOC_SET_OUTPUT, allowed for
+//     events of the same task), opened when off-CPU sampling is first
+//     asked for.
+//
+// Per-thread rings cost memory (perf_event_mlock_kb, then RLIMIT_MEMLOCK,
+// then CAP_IPC_LOCK), so rings shrink when a target has many threads or
+// locked memory runs short; records that find a ring full are lost and
+// counted from the kernel's PERF_RECORD_LOST. Per-CPU rings would need one
+// event per thread and CPU.
+//
+// SetRate changes each thread's events in place (PERF_EVENT_IOC_PERIOD,
+// ENABLE, DISABLE), so no thread goes unsampled in between. The kernel
+// does not update the PERIOD field of cpu-clock samples after such a
+// change; on-CPU weights therefore come from the sampler's own record of
+// the period in force at each sample's time.
+//
+// # Off-CPU intervals
+//
+// The context-switches sample at switch-out carries the stack (kernel and
+// user callchain, user registers and the top DumpOffCPU bytes of the user
+// stack); the PERF_RECORD_SWITCH out record says whether the thread was
+// preempted; the switch-in record ends the interval, which is weighted by
+// its length in nanoseconds. A thread already blocked when observation
+// begins (at attach, or when SetRate turns off-CPU sampling on) opens an
+// interval at that moment with its stack from /proc (kernel frames by name
+// through kallsyms, the user PC and stack pointer from the syscall file, the
+// user stack from Config.BlockedStack, the stack's top read with
+// process_vm_readv; the thread is never stopped). Intervals still open
+// when a Recording stops or History is read are closed there.
+//
+// # Reading
+//
+// One goroutine waits for the rings in Go's poller (a blocking epoll_wait
+// keeps the runtime's sysmon polling), drains every ring on each wakeup,
+// and hands samples to the flight recorder (bounded by age and bytes,
+// evicted by whole chunks, exact by age for readers) and to the running
+// Recordings. Closing the events of an exited thread can wait for an RCU
+// grace period, so a separate goroutine does it. Every read (History,
+// Stop, Stats, Threads, OffCPUSince) drains the rings first.
+//
+// Input from the ring is checked like any other untrusted input: sizes are
+// bounded by the record that holds them, and a ring that does not hold
+// records is counted (Stats.BadRecords) and skipped to its head.
 package sampler

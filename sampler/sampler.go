@@ -165,13 +165,19 @@ func Start(cfg Config) (*Sampler, error) {
 		closer:     make(chan closeJob, 1024),
 		closerDone: make(chan struct{}),
 	}
-	go s.closeLoop()
 	if cfg.History > 0 {
 		s.hist = &history{maxAge: uint64(cfg.History), maxBytes: cfg.HistoryBytes}
+	}
+	// A record larger than its ring is dropped without even a LOST record
+	// (the kernel emits LOST in front of the next record that fits, and
+	// none ever does): refuse such a configuration.
+	if need := s.maxRecord(); cfg.RingBytes != 0 && s.ringBytes() < need {
+		return nil, fmt.Errorf("sampler: RingBytes %d is smaller than the largest record this configuration writes (%d bytes)", cfg.RingBytes, need)
 	}
 	if cfg.Freq > 0 {
 		s.rates = append(s.rates, rateChange{at: 0, period: periodOf(cfg.Freq)})
 	}
+	go s.closeLoop()
 	if err := s.start(); err != nil {
 		s.releaseAll()
 		close(s.closer)
@@ -198,7 +204,6 @@ func (s *Sampler) start() error {
 	if s.epconn, err = s.epfile.SyscallConn(); err != nil {
 		return fmt.Errorf("sampler: epoll: %w", err)
 	}
-
 	if s.wakefd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 		return fmt.Errorf("sampler: eventfd: %w", err)
 	}
@@ -293,6 +298,13 @@ func (s *Sampler) epollAdd(fd int, data int32) error {
 		return fmt.Errorf("sampler: epoll_ctl add: %w", err)
 	}
 	return nil
+}
+
+// maxRecord bounds the size of one sample record: the fixed fields, a
+// callchain of MaxStack entries plus its context markers, the registers
+// and the larger stack dump.
+func (s *Sampler) maxRecord() int {
+	return headerSize + 7*8 + (s.cfg.MaxStack+4)*8 + 8 + 8*userRegsCount + 16 + max(s.dumpOn, s.dumpOff)
 }
 
 // ringBytes is the data size for a new thread's ring.

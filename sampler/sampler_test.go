@@ -142,6 +142,13 @@ func TestOffCPUBlockedThreads(t *testing.T) {
 	s := mustStart(t, Config{PID: tg.Pid, Freq: 997, OffCPU: true, Kernel: true, BlockedStack: blockedStack})
 	rec := s.StartRecording()
 	time.Sleep(1500 * time.Millisecond)
+	for _, role := range []string{"sleeper", "piper"} {
+		// Blocked since before the sampler came: since it attached.
+		since, ok := s.OffCPUSince(int(roles[role]))
+		if !ok || since == 0 || since > rec.Start() {
+			t.Errorf("OffCPUSince(%s) = %d, %v; want a time before the recording began (%d)", role, since, ok, rec.Start())
+		}
+	}
 	samples := rec.Stop()
 	span := rec.End() - rec.Start()
 	for _, smp := range samples {

@@ -1,0 +1,54 @@
+package sampler
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// Configurations that cannot work are refused before anything is opened.
+func TestStartRefusesBadConfig(t *testing.T) {
+	self := os.Getpid()
+	cases := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no pid", Config{}, "not a process id"},
+		{"negative frequency", Config{PID: self, Freq: -1}, "negative"},
+		{"frequency above the kernel's limit", Config{PID: self, Freq: 1 << 30}, "perf_event_max_sample_rate"},
+		{"ring smaller than a record", Config{PID: self, Freq: 99, RingBytes: 4096, DumpOffCPU: 8192, OffCPU: true}, "smaller than the largest record"},
+		{"negative ring", Config{PID: self, RingBytes: -1}, "negative"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := Start(c.cfg)
+			if err == nil {
+				s.Close()
+				t.Fatalf("Start(%+v) succeeded", c.cfg)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %q, want it to say %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestDumpSize(t *testing.T) {
+	cases := []struct{ in, def, want int }{
+		{0, 2048, 2048},
+		{-1, 2048, 0},
+		{1, 2048, 8},
+		{1 << 20, 2048, maxDump},
+		{0, 0, 0},
+	}
+	for _, c := range cases {
+		want := c.want
+		if userRegsMask == 0 {
+			want = 0
+		}
+		if got := dumpSize(c.in, c.def); got != want {
+			t.Errorf("dumpSize(%d, %d) = %d, want %d", c.in, c.def, got, want)
+		}
+	}
+}
