@@ -154,7 +154,7 @@ func (f *facts) info() report.Info {
 		Settings: report.Settings{
 			Freq:         f.cfg.Freq,
 			BaselineFreq: f.cfg.BaselineFreq,
-			History:      f.cfg.History,
+			History:      f.history(),
 			CaptureFor:   f.cfg.CaptureFor,
 			OffCPU:       f.cfg.OffCPU,
 			Kernel:       f.cfg.Kernel,
@@ -232,6 +232,15 @@ func (f *facts) allNotes() []string {
 		notes = append(notes, f.snap.Notes...)
 	}
 	return notes
+}
+
+// history is how much flight recorder the capture could include: none
+// without a baseline sampler.
+func (f *facts) history() time.Duration {
+	if f.cfg.BaselineFreq == 0 {
+		return 0
+	}
+	return f.cfg.History
 }
 
 func (f *facts) meta(info report.Info) report.Meta {

@@ -27,6 +27,7 @@ func Record(ctx context.Context, cfg Config, d time.Duration, progress func(Prog
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
+	cfg.CaptureFor, cfg.BaselineFreq = d, 0 // what capture.json reports
 	s := &Session{cfg: cfg, tg: readTarget(cfg.PID)}
 	var err error
 	if s.unw, err = unwind.NewProcess(cfg.PID); err != nil {

@@ -74,11 +74,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := c.run(ctx, args[1:], stdout, stderr)
-	return report(err, c.name, stderr)
+	return exitCode(err, c.name, stderr)
 }
 
-// report prints err and maps it to an exit code.
-func report(err error, name string, stderr io.Writer) int {
+// exitCode prints err and maps it to an exit code.
+func exitCode(err error, name string, stderr io.Writer) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
@@ -137,9 +137,17 @@ func newFlagSet(name, usageLine, description string, stderr io.Writer) *flag.Fla
 
 // parseFlags parses args; a parse error is a usage error (exit 2) and
 // --help is a clean exit.
+//
+// The flag package prints the whole help on any error; a typo deserves one
+// line, so help is printed only when asked for.
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	defer fs.SetOutput(out)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(out)
+			fs.Usage()
 			return err
 		}
 		return usageError{err.Error()}
