@@ -12,6 +12,7 @@ import (
 
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/sampler"
+	"golang.org/x/sys/unix"
 )
 
 // Benchmarks run on a live Node.js process with --perf-prof: a 98 MB
@@ -57,7 +58,7 @@ func BenchmarkLocateWarm(b *testing.B) {
 		}
 	}
 	b.ResetTimer()
-	start := time.Now()
+	start, startCPU := time.Now(), cpuTime()
 	n := 0
 	for b.Loop() {
 		for _, a := range addrs {
@@ -66,6 +67,7 @@ func BenchmarkLocateWarm(b *testing.B) {
 		n += len(addrs)
 	}
 	b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(n), "ns/locate")
+	b.ReportMetric(float64((cpuTime()-startCPU).Nanoseconds())/float64(n), "cpu-ns/locate")
 	b.ReportMetric(100*float64(kernel)/float64(len(addrs)), "%kernel")
 	b.ReportMetric(100*float64(native)/float64(len(addrs)), "%native")
 	b.ReportMetric(100*float64(jit)/float64(len(addrs)), "%jit")
@@ -101,17 +103,17 @@ func BenchmarkColdFirstLocate(b *testing.B) {
 	if len(targets) == 0 {
 		b.Fatal("no sampled address in node or libc")
 	}
+	var theirsCPU time.Duration
 	theirs := medianOf(3, func() {
+		theirsCPU = 0
 		for _, t := range targets {
-			out, err := exec.Command(addr2line, "-f", "-i", "-C", "-e", t.file, fmt.Sprintf("%#x", t.vaddr)).CombinedOutput()
-			if err != nil {
-				b.Fatalf("addr2line: %v\n%s", err, out)
-			}
+			theirsCPU += runCPU(b, exec.Command(addr2line, "-f", "-i", "-C", "-e", t.file, fmt.Sprintf("%#x", t.vaddr)))
 		}
 	})
 	b.ResetTimer()
-	start := time.Now()
+	start, startCPU := time.Now(), cpuTime()
 	for b.Loop() {
+		resetFileCache()
 		p, err := NewProcess(tg.Pid, Options{})
 		if err != nil {
 			b.Fatal(err)
@@ -122,10 +124,33 @@ func BenchmarkColdFirstLocate(b *testing.B) {
 		p.Close()
 	}
 	ours := time.Since(start) / time.Duration(b.N)
+	oursCPU := (cpuTime() - startCPU) / time.Duration(b.N)
 	b.ReportMetric(float64(ours.Microseconds())/1000, "ms/cold")
+	b.ReportMetric(float64(oursCPU.Microseconds())/1000, "cpu-ms/cold")
 	b.ReportMetric(float64(theirs.Microseconds())/1000, "addr2line-ms")
-	b.ReportMetric(float64(ours)/float64(theirs), "x-vs-addr2line")
+	b.ReportMetric(float64(theirsCPU.Microseconds())/1000, "addr2line-cpu-ms")
+	b.ReportMetric(float64(oursCPU)/float64(theirsCPU), "cpu-x-vs-addr2line")
 	b.ReportMetric(float64(len(targets)), "files")
+}
+
+// cpuTime is this process's user and system CPU time so far: on a
+// machine shared with other work, CPU time compares runs where wall time
+// mostly measures the neighbours.
+func cpuTime() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// runCPU runs cmd and returns the CPU time it used.
+func runCPU(b *testing.B, cmd *exec.Cmd) time.Duration {
+	b.Helper()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("%s: %v\n%s", cmd.Path, err, out)
+	}
+	return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 }
 
 func medianOf(n int, f func()) time.Duration {
@@ -159,35 +184,47 @@ func BenchmarkSymbolize100k(b *testing.B) {
 	if out, err := exec.Command(perf, "record", "-q", "-F", "997", "-g", "-k", "mono", "-o", data, "-p", fmt.Sprint(tg.Pid), "--", "sleep", "2").CombinedOutput(); err != nil {
 		b.Fatalf("perf record: %v\n%s", err, out)
 	}
-	perfSamples := 0
+	var theirsCPU time.Duration
 	theirs := medianOf(3, func() {
-		cmd := exec.Command(perf, "report", "-i", data, "--stdio", "--no-children", "-g", "none", "-q")
-		out, err := cmd.Output()
-		if err != nil {
-			b.Fatalf("perf report: %v", err)
-		}
-		perfSamples = strings.Count(string(out), "\n")
+		theirsCPU = runCPU(b, exec.Command(perf, "report", "-i", data, "--stdio", "--no-children", "-g", "none", "-q"))
 	})
-	_ = perfSamples
-	var locs []*Location
-	b.ResetTimer()
-	start := time.Now()
-	for b.Loop() {
-		p, err := NewProcess(tg.Pid, Options{JIT: true, Kernel: true})
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, s := range samples {
-			locs = p.LocateStack(locs[:0], s.Stack, int(s.Kernel), s.Time)
-		}
-		p.Close()
+	// cold: the first capture of a target; files: a later capture, whose
+	// files' tables stallwatch read before.
+	for _, mode := range []string{"cold", "files-cached"} {
+		b.Run(mode, func(b *testing.B) {
+			var locs []*Location
+			start, startCPU := time.Now(), cpuTime()
+			for b.Loop() {
+				if mode == "cold" {
+					resetFileCache()
+				}
+				p, err := NewProcess(tg.Pid, Options{JIT: true, Kernel: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, s := range samples {
+					locs = p.LocateStack(locs[:0], s.Stack, int(s.Kernel), s.Time)
+				}
+				p.Close()
+			}
+			ours := time.Since(start) / time.Duration(b.N)
+			oursCPU := (cpuTime() - startCPU) / time.Duration(b.N)
+			b.ReportMetric(float64(ours.Microseconds())/1000, "ms/100k-samples")
+			b.ReportMetric(float64(oursCPU.Microseconds())/1000, "cpu-ms/100k-samples")
+			b.ReportMetric(float64(theirs.Microseconds())/1000, "perf-report-ms")
+			b.ReportMetric(float64(theirsCPU.Microseconds())/1000, "perf-report-cpu-ms")
+			b.ReportMetric(float64(oursCPU)/float64(theirsCPU), "cpu-x-vs-perf-report")
+			b.ReportMetric(float64(len(recorded)), "distinct-samples")
+			if fi, err := os.Stat(data); err == nil {
+				b.ReportMetric(float64(fi.Size())/(1<<20), "perf.data-MB")
+			}
+		})
 	}
-	ours := time.Since(start) / time.Duration(b.N)
-	b.ReportMetric(float64(ours.Microseconds())/1000, "ms/100k-samples")
-	b.ReportMetric(float64(theirs.Microseconds())/1000, "perf-report-ms")
-	b.ReportMetric(float64(ours)/float64(theirs), "x-vs-perf-report")
-	b.ReportMetric(float64(len(recorded)), "distinct-samples")
-	if fi, err := os.Stat(data); err == nil {
-		b.ReportMetric(float64(fi.Size())/(1<<20), "perf.data-MB")
-	}
+}
+
+// resetFileCache forgets every file's tables.
+func resetFileCache() {
+	fileCache.Lock()
+	fileCache.m, fileCache.bytes = nil, 0
+	fileCache.Unlock()
 }

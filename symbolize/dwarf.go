@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"sync"
 )
 
 // lineSource gives the source position and the inline chain at an
@@ -27,6 +28,8 @@ type frame struct {
 // built up front; a unit's line table and its tree of functions and
 // inlined calls are read the first time an address falls in it.
 type dwarfLines struct {
+	mu     sync.Mutex // units load lazily; Processes share a file's tables
+	size   int64      // bytes of the sections read
 	name   string
 	d      *dwarf.Data
 	line   []byte // .debug_line, checked before debug/dwarf reads it
@@ -124,6 +127,7 @@ func (dl *dwarfLines) dwarfData(o *objFile) (*dwarf.Data, error) {
 		if e != nil && err == nil {
 			err = e
 		}
+		dl.size += int64(len(b))
 		return b
 	}
 	abbrev, info, line, ranges, str := get("abbrev"), get("info"), get("line"), get("ranges"), get("str")
@@ -198,7 +202,11 @@ func (dl *dwarfLines) unitAt(vaddr uint64) *dwarfUnit {
 	return nil
 }
 
+func (dl *dwarfLines) sizeBytes() int64 { return dl.size }
+
 func (dl *dwarfLines) frames(vaddr uint64) (out []frame, err error) {
+	dl.mu.Lock()
+	defer dl.mu.Unlock()
 	u := dl.unitAt(vaddr)
 	if u == nil {
 		return nil, nil

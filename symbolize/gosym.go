@@ -12,7 +12,10 @@ import (
 type goTable struct {
 	name string
 	t    *gosym.Table
+	size int64
 }
+
+func (g *goTable) sizeBytes() int64 { return g.size }
 
 // openGoTable reads .gopclntab, after checking that its header's counts
 // fit in the section (debug/gosym allocates from them).
@@ -28,7 +31,7 @@ func (o *objFile) openGoTable() (*goTable, error) {
 	if s := o.ef.Section(".text"); s != nil {
 		textStart = s.Addr
 	}
-	g := &goTable{name: o.name}
+	g := &goTable{name: o.name, size: int64(len(pcln)) * 2}
 	err = safely(o.name, func() error {
 		t, err := newGoSymTable(pcln, textStart)
 		if err != nil {

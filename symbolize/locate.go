@@ -16,6 +16,10 @@ import (
 func (p *Process) Locate(a Addr) *Location {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.locate(a)
+}
+
+func (p *Process) locate(a Addr) *Location {
 	if a.Kernel {
 		return p.locateKernel(a)
 	}
@@ -41,9 +45,11 @@ func (p *Process) Locate(a Addr) *Location {
 // kernel is where user code stopped, not a return address. The locations
 // are appended to out.
 func (p *Process) LocateStack(out []*Location, stack []uint64, kernel int, t uint64) []*Location {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for i, pc := range stack {
 		a := Addr{PC: pc, Time: t, Kernel: i < kernel, Return: i != 0 && i != kernel}
-		out = append(out, p.Locate(a))
+		out = append(out, p.locate(a))
 	}
 	return out
 }
@@ -186,6 +192,24 @@ func (p *Process) loadSymbols(o *objFile) {
 		return
 	}
 	o.loaded = true
+	key, cacheable := p.cacheKey(o)
+	if cacheable {
+		if fs := cachedFile(key); fs != nil {
+			o.apply(fs)
+			return
+		}
+	}
+	defer func() {
+		// Everything needed later is in memory now: let the debug
+		// file's descriptor go, and share the tables.
+		if o.debug != nil {
+			o.debug.close()
+			o.debug = nil
+		}
+		if cacheable {
+			cacheFile(key, o.snapshot())
+		}
+	}()
 	t := &symtab{}
 	var sources []string
 	addTable := func(f *objFile, what string) bool {

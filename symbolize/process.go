@@ -26,7 +26,8 @@ type Process struct {
 	opts      Options
 	log       *slog.Logger
 	debugDirs []string
-	sameRoot  bool // the target's root is ours: no second look on the host
+	sameRoot  bool   // the target's root is ours: no second look on the host
+	rootID    string // identifies the target's root, for the file cache
 
 	mu      sync.Mutex
 	maps    []*mapping // current executable mappings, sorted by start
@@ -118,6 +119,7 @@ func newProcess(pid int, opts Options, ks *kernelSyms) (*Process, error) {
 		p.debugDirs = DefaultDebugDirs
 	}
 	p.sameRoot = sameFile(procfs.PidPath(pid, "root"), "/")
+	p.rootID = rootID(procfs.PidPath(pid, "root"))
 	maps, err := procfs.ReadMaps(pid)
 	if err != nil {
 		return nil, fmt.Errorf("symbolize pid %d: %w", pid, err)

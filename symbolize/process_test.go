@@ -240,3 +240,44 @@ func TestVDSO(t *testing.T) {
 		t.Errorf("mapping: %s", describe(loc))
 	}
 }
+
+// TestFileCacheAcrossProcesses: a second Process for a target (the next
+// capture) reuses the tables read for the first, gives the same answers,
+// and neither leaves a descriptor open after Close.
+func TestFileCacheAcrossProcesses(t *testing.T) {
+	bin := cProg(t, "gcc", "prog.c")
+	tg := startTarget(t, bin)
+	f := tg.field(t, "inl")
+	a := Addr{PC: hexArg(t, f[1]), Return: true}
+	fds := testutil.OpenFDs(t)
+
+	p1, err := NewProcess(tg.Pid, Options{})
+	must(t, err)
+	first := p1.Locate(a)
+	must(t, p1.Close())
+	fileCache.Lock()
+	hits := fileCache.hits
+	fileCache.Unlock()
+
+	p2, err := NewProcess(tg.Pid, Options{})
+	must(t, err)
+	second := p2.Locate(a)
+	st := p2.Stats()
+	must(t, p2.Close())
+	fileCache.Lock()
+	hits = fileCache.hits - hits
+	fileCache.Unlock()
+
+	if hits != 1 {
+		t.Errorf("the second Process read %s again (%d cache hits)", bin, hits)
+	}
+	if describe(first) != describe(second) || len(second.Lines) != 2 {
+		t.Errorf("first %s\nsecond %s", describe(first), describe(second))
+	}
+	if len(st.Mappings) != 1 || st.Mappings[0].Symbols != "symtab" || st.Mappings[0].Lines != "dwarf" {
+		t.Errorf("Stats of the cached file: %+v", st.Mappings)
+	}
+	if now := testutil.OpenFDs(t); now != fds {
+		t.Errorf("%d descriptors open before, %d after both Processes closed", fds, now)
+	}
+}
