@@ -292,6 +292,8 @@ func unwrapPath(err error) error {
 
 // Mappings returns the target's executable mappings (current and gone),
 // then the kernel's and the JIT's pseudo mappings that locations use.
+// Their Has* fields are set as files are read: they are final once the
+// Locate calls of a capture are done.
 func (p *Process) Mappings() []*Mapping {
 	p.mu.Lock()
 	defer p.mu.Unlock()
