@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -147,12 +148,14 @@ func TestWatchdogFileStallCaptureRecover(t *testing.T) {
 	beater := startFileBeater(t, path, 20*time.Millisecond)
 	fc := newFakeCapturer(100 * time.Millisecond)
 	rec := &logRecorder{}
-	stallAfter := 300 * time.Millisecond
+	// 50 beats per stall-after: a loaded machine may delay the beater,
+	// not by a second.
+	stallAfter := time.Second
 	runWatchdog(t, Config{
 		Sources: []Source{&File{Path: path, Poll: PollInterval(stallAfter)}}, StallAfter: stallAfter,
 		RecaptureAfter: time.Hour, MaxCaptures: 6, Capturer: fc, Logger: slog.New(rec),
 	})
-	fc.expectNoCapture(t, 2*stallAfter)
+	fc.expectNoCapture(t, 3*stallAfter/2)
 
 	beater.halt()
 	stopped := time.Now()
@@ -166,7 +169,9 @@ func TestWatchdogFileStallCaptureRecover(t *testing.T) {
 	if late := time.Duration(tr.Mono) - time.Duration(beater.lastBeat.Load()) - stallAfter; late < 0 || late > time.Second {
 		t.Errorf("trigger %v after last beat + stall-after", late)
 	}
-	time.Sleep(200 * time.Millisecond) // let the capture end: cooldown
+	if err := testutil.Eventually(5*time.Second, func() bool { return slices.Contains(rec.states(), "cooldown") }); err != nil {
+		t.Fatalf("no cooldown after the capture; log:\n%s", rec.dump())
+	}
 	resumed := startFileBeater(t, path, 20*time.Millisecond)
 	defer resumed.halt()
 	select {
@@ -300,7 +305,7 @@ func TestDogStatsDEndToEnd(t *testing.T) {
 		mu.Unlock()
 	}
 	fc := newFakeCapturer(50 * time.Millisecond)
-	stallAfter := 500 * time.Millisecond
+	stallAfter := time.Second
 	runWatchdog(t, Config{Sources: []Source{p}, StallAfter: stallAfter, MaxCaptures: 6, Capturer: fc})
 
 	client, err := statsd.New(strings.TrimPrefix(p.Addr(), "udp://"),
@@ -326,7 +331,7 @@ func TestDogStatsDEndToEnd(t *testing.T) {
 			}
 		}
 	}()
-	fc.expectNoCapture(t, 3*stallAfter)
+	fc.expectNoCapture(t, 3*stallAfter/2)
 	close(stop)
 	<-clientDone
 	tr := fc.expectCapture(t, stallAfter+time.Second)
