@@ -20,7 +20,7 @@ import (
 // is watching to the end of the run; the peak since start (reading the
 // target's symbols) is reported apart. The budget, over 60 s: 0.1%
 // of a core and 30 MB with baseline sampling off; 1% of a core with 49 Hz
-// baseline sampling. STALLWATCH_IDLE_BENCH sets the run's length (default
+// baseline sampling of a target with 8 worker threads (busy half the time). STALLWATCH_IDLE_BENCH sets the run's length (default
 // 10s; the figures are rates, so a shorter run reports the same ratio,
 // only noisier).
 func BenchmarkWatchIdle(b *testing.B) {
@@ -31,10 +31,11 @@ func BenchmarkWatchIdle(b *testing.B) {
 	for _, bc := range []struct {
 		name     string
 		baseline string
-		budget   float64 // % of a core
+		threads  string // worker threads of the target, beyond Go's own
+		budget   float64
 	}{
-		{"baseline-off", "0", 0.1},
-		{"baseline-49Hz", "49", 1},
+		{"baseline-off", "0", "0", 0.1},
+		{"baseline-49Hz-8-threads", "49", "8", 1},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			if bc.baseline != "0" {
@@ -43,7 +44,7 @@ func BenchmarkWatchIdle(b *testing.B) {
 			var cpu, rss, hwm float64
 			n := 0
 			for b.Loop() {
-				c, r, h := idleRun(b, d, bc.baseline)
+				c, r, h := idleRun(b, d, bc.baseline, bc.threads)
 				cpu, rss, hwm = cpu+c, rss+r, hwm+h
 				n++
 			}
@@ -61,10 +62,10 @@ func BenchmarkWatchIdle(b *testing.B) {
 // idleRun watches a beater for d and returns stallwatch's CPU use in
 // percent of a core, its largest RSS during the run and its peak RSS since
 // it started, in MB.
-func idleRun(b *testing.B, d time.Duration, baseline string) (cpuPct, rssMB, hwmMB float64) {
+func idleRun(b *testing.B, d time.Duration, baseline, threads string) (cpuPct, rssMB, hwmMB float64) {
 	dir := b.TempDir()
 	beat := filepath.Join(dir, "beat")
-	target := testutil.Start(b, beaterBin.build(b, "beater", testutil.Testdata(b, "beater")), "-file", beat, "-interval", "1s")
+	target := testutil.Start(b, beaterBin.build(b, "beater", testutil.Testdata(b, "beater")), "-file", beat, "-interval", "1s", "-threads", threads)
 	target.WaitLine(b, "ready", 10*time.Second)
 	sw := testutil.Start(b, watchBin.build(b, "stallwatch", "."), "watch", "--pid", strconv.Itoa(target.Pid),
 		"--heartbeat-file", beat, "--baseline-freq", baseline, "--out", filepath.Join(dir, "out"))

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,6 +55,7 @@ func main() {
 	exitCode := flag.Int("exit-code", 0, "exit status for -exit-after")
 	termCode := flag.Int("term-code", -1, "on SIGINT/SIGTERM print the signal and exit with this status (-1: die by the signal)")
 	spin := flag.Bool("spin", false, "burn CPU in a goroutine while beating")
+	threads := flag.Int("threads", 0, "run `N` more OS threads, each busy half the time (a service's workers)")
 	flag.Parse()
 
 	b := &beater{file: *file, metric: *metric, resumed: make(chan struct{})}
@@ -98,6 +100,9 @@ func main() {
 	}
 	if *spin {
 		go spinWhileBeating(b)
+	}
+	for range *threads {
+		go worker()
 	}
 	go b.commands()
 	b.beat()
@@ -225,6 +230,22 @@ func spinWhileBeating(b *beater) {
 			x += i
 		}
 		sink.Add(int64(x))
+	}
+}
+
+// worker keeps an OS thread of its own busy half of every 10 ms.
+func worker() {
+	runtime.LockOSThread()
+	for {
+		start := time.Now()
+		x := 0
+		for time.Since(start) < 5*time.Millisecond {
+			for i := 0; i < 10_000; i++ {
+				x += i
+			}
+		}
+		sink.Add(int64(x))
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
