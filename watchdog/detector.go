@@ -10,35 +10,35 @@ import (
 )
 
 // State is where the detector stands. Each change is one log line.
-type State int
+type state int
 
 const (
-	Waiting   State = iota // no heartbeat seen yet: nothing can stall
-	Healthy                // every source beat within stall-after
-	Stalled                // a source is silent; no capture running (rate limit)
-	Capturing              // a capture is running
-	Cooldown               // the stall goes on; waiting for a recapture
-	Recovered              // beats resumed; the last capture is finishing
-	Exited                 // the target exited
+	stateWaiting   state = iota // no heartbeat seen yet: nothing can stall
+	stateHealthy                // every source beat within stall-after
+	stateStalled                // a source is silent; no capture running (rate limit)
+	stateCapturing              // a capture is running
+	stateCooldown               // the stall goes on; waiting for a recapture
+	stateRecovered              // beats resumed; the last capture is finishing
+	stateExited                 // the target exited
 )
 
 var stateNames = [...]string{"waiting", "healthy", "stalled", "capturing", "cooldown", "recovered", "exited"}
 
-func (s State) String() string {
+func (s state) String() string {
 	if s < 0 || int(s) >= len(stateNames) {
-		return fmt.Sprintf("State(%d)", int(s))
+		return fmt.Sprintf("state(%d)", int(s))
 	}
 	return stateNames[s]
 }
 
 var stateMessages = [...]string{
-	Waiting:   "waiting for the first heartbeat",
-	Healthy:   "heartbeat healthy",
-	Stalled:   "heartbeat stalled",
-	Capturing: "capture started",
-	Cooldown:  "capture done; the stall goes on",
-	Recovered: "heartbeat recovered",
-	Exited:    "target exited",
+	stateWaiting:   "waiting for the first heartbeat",
+	stateHealthy:   "heartbeat healthy",
+	stateStalled:   "heartbeat stalled",
+	stateCapturing: "capture started",
+	stateCooldown:  "capture done; the stall goes on",
+	stateRecovered: "heartbeat recovered",
+	stateExited:    "target exited",
 }
 
 // policy is the detector's configuration.
@@ -85,8 +85,8 @@ type detector struct {
 	seen  []bool
 	start instant
 
-	phase     State // Waiting, Healthy, Stalled, Cooldown, Recovered or Exited
-	shown     State // the state last logged
+	phase     state // any state but stateCapturing, which is shown while a capture runs
+	shown     state // the state last logged
 	shownAt   instant
 	inflight  *capture.Trigger
 	forStall  bool // the capture in flight belongs to the current stall
@@ -115,28 +115,28 @@ func newDetector(p policy, names []string, log *slog.Logger, now instant) *detec
 	d := &detector{
 		p: p, log: log, names: names,
 		last: make([]instant, len(names)), seen: make([]bool, len(names)),
-		start: now, phase: Waiting, shown: Waiting, shownAt: now,
+		start: now, phase: stateWaiting, shown: stateWaiting, shownAt: now,
 		offset: now.suspendOffset(),
 	}
-	log.Info(stateMessages[Waiting], "state", Waiting, "sources", strings.Join(names, ", "), "stall_after", p.StallAfter)
+	log.Info(stateMessages[stateWaiting], "state", stateWaiting, "sources", strings.Join(names, ", "), "stall_after", p.StallAfter)
 	return d
 }
 
 // State is the state as last logged.
-func (d *detector) State() State { return d.shown }
+func (d *detector) State() state { return d.shown }
 
 // Beat records a heartbeat of source i.
 func (d *detector) Beat(i int, now instant) action {
 	d.offset = now.suspendOffset()
-	if d.phase == Exited {
+	if d.phase == stateExited {
 		return action{}
 	}
 	d.last[i], d.seen[i] = now, true
 	switch d.phase {
-	case Waiting:
-		d.phase = Healthy
+	case stateWaiting:
+		d.phase = stateHealthy
 		d.show(now, "source", d.names[i])
-	case Stalled, Cooldown:
+	case stateStalled, stateCooldown:
 		if len(d.silent(now)) == 0 {
 			return d.recover(now)
 		}
@@ -146,20 +146,20 @@ func (d *detector) Beat(i int, now instant) action {
 
 // Tick is called when the deadline the detector asked for has come.
 func (d *detector) Tick(now instant) action {
-	if d.phase == Exited {
+	if d.phase == stateExited {
 		return action{}
 	}
-	if d.phase == Healthy && d.wokeLate(now) {
+	if d.phase == stateHealthy && d.wokeLate(now) {
 		return action{}
 	}
 	d.offset = now.suspendOffset()
 	switch d.phase {
-	case Waiting:
+	case stateWaiting:
 		if !d.warned && now.Sub(d.start) >= d.p.StallAfter {
 			d.warned = true
-			d.log.Warn("no heartbeat seen yet", "state", Waiting, "after", round(now.Sub(d.start)), "sources", strings.Join(d.names, ", "))
+			d.log.Warn("no heartbeat seen yet", "state", stateWaiting, "after", round(now.Sub(d.start)), "sources", strings.Join(d.names, ", "))
 		}
-	case Healthy:
+	case stateHealthy:
 		if silent := d.silent(now); len(silent) > 0 {
 			if d.alive != nil && !d.alive() {
 				d.Exit(now)
@@ -168,9 +168,9 @@ func (d *detector) Tick(now instant) action {
 			d.enterStall(now, silent)
 			return d.tryCapture(now)
 		}
-	case Stalled:
+	case stateStalled:
 		return d.tryCapture(now)
-	case Cooldown:
+	case stateCooldown:
 		if now.Sub(d.lastCapture) >= d.p.RecaptureAfter {
 			return d.tryCapture(now)
 		}
@@ -227,13 +227,13 @@ func (d *detector) enterStall(now instant, silent []int) {
 		d.silentNames = append(d.silentNames, d.names[i])
 	}
 	d.stallSeq, d.stallResults, d.limitLogged = 0, nil, false
-	d.phase = Stalled
+	d.phase = stateStalled
 	attrs := []any{"source", strings.Join(d.silentNames, ", "), "silent_for", round(now.Sub(d.stallStart)),
 		"last_beat", d.stallStart.Wall}
 	if d.inflight != nil {
 		// A signal's capture is running: the state shown stays
 		// "capturing", but the stall is news.
-		d.log.Info(stateMessages[Stalled], append([]any{"state", d.shown}, attrs...)...)
+		d.log.Info(stateMessages[stateStalled], append([]any{"state", d.shown}, attrs...)...)
 		return
 	}
 	d.show(now, attrs...)
@@ -251,7 +251,7 @@ func (d *detector) tryCapture(now instant) action {
 	}
 	d.pruneHistory(now)
 	if d.p.MaxCaptures <= 0 || len(d.history) >= d.p.MaxCaptures {
-		d.phase = Stalled
+		d.phase = stateStalled
 		d.show(now)
 		if !d.limitLogged {
 			d.limitLogged = true
@@ -280,7 +280,7 @@ func (d *detector) pruneHistory(now instant) {
 	d.history = d.history[n:]
 }
 
-func (d *detector) inStall() bool { return d.phase == Stalled || d.phase == Cooldown }
+func (d *detector) inStall() bool { return d.phase == stateStalled || d.phase == stateCooldown }
 
 func (d *detector) trigger(now instant, kind capture.TriggerKind) capture.Trigger {
 	tr := capture.Trigger{Kind: kind, At: now.Wall, Mono: uint64(now.Mono)}
@@ -324,7 +324,7 @@ func (d *detector) startCapture(now instant, tr capture.Trigger, forStall bool) 
 // Signal asks for a capture now, whatever the state; during a capture it
 // is taken when that one ends.
 func (d *detector) Signal(now instant) action {
-	if d.phase == Exited {
+	if d.phase == stateExited {
 		return action{}
 	}
 	if d.inflight != nil {
@@ -352,17 +352,17 @@ func (d *detector) CaptureDone(now instant, res *capture.Result, err error) acti
 	}
 	var act action
 	switch d.phase {
-	case Recovered:
+	case stateRecovered:
 		act = action{recovered: d.stallResults, stall: d.stallLen}
 		d.stallResults = nil
-		d.phase = Healthy
-	case Stalled, Cooldown:
+		d.phase = stateHealthy
+	case stateStalled, stateCooldown:
 		if d.stallSeq == 0 {
 			// The stall began during a signal's capture: capture it now.
 			return d.tryCapture(now)
 		}
-		d.phase = Cooldown
-	case Exited:
+		d.phase = stateCooldown
+	case stateExited:
 		return action{}
 	}
 	d.show(now)
@@ -385,28 +385,28 @@ func kindOf(tr *capture.Trigger) capture.TriggerKind {
 // recover ends the stall at a beat.
 func (d *detector) recover(now instant) action {
 	d.stallLen = now.Sub(d.stallStart)
-	d.phase = Recovered
+	d.phase = stateRecovered
 	d.show(now, "stall", round(d.stallLen), "source", strings.Join(d.silentNames, ", "), "captures", d.stallSeq)
 	if d.inflight != nil && d.forStall {
 		return action{} // its Result is known when it ends
 	}
 	act := action{recovered: d.stallResults, stall: d.stallLen}
 	d.stallResults = nil
-	d.phase = Healthy
+	d.phase = stateHealthy
 	d.show(now)
 	return act
 }
 
 // Exit records that the target exited.
 func (d *detector) Exit(now instant) {
-	if d.phase == Exited {
+	if d.phase == stateExited {
 		return
 	}
 	attrs := []any{"was", d.shown}
-	if d.inStall() || d.phase == Recovered {
+	if d.inStall() || d.phase == stateRecovered {
 		attrs = append(attrs, "silent_for", round(now.Sub(d.stallStart)))
 	}
-	d.phase = Exited
+	d.phase = stateExited
 	d.show(now, attrs...)
 }
 
@@ -424,21 +424,21 @@ func (d *detector) Deadline(now instant) (at instant, ok bool) {
 }
 
 func (d *detector) nextDeadline() (instant, bool) {
-	if d.phase == Exited || (d.inflight != nil && d.phase != Healthy && d.phase != Waiting) {
+	if d.phase == stateExited || (d.inflight != nil && d.phase != stateHealthy && d.phase != stateWaiting) {
 		return instant{}, false
 	}
 	switch d.phase {
-	case Waiting:
+	case stateWaiting:
 		return d.start.Add(d.p.StallAfter), !d.warned
-	case Healthy:
+	case stateHealthy:
 		i := d.oldestBeat()
 		return d.last[i].Add(d.p.StallAfter), true
-	case Stalled:
+	case stateStalled:
 		if d.p.MaxCaptures <= 0 || len(d.history) == 0 {
 			return instant{}, false
 		}
 		return d.start.Add(d.history[0] + captureWindow - d.start.Mono), true
-	case Cooldown:
+	case stateCooldown:
 		at := d.lastCapture.Add(d.p.RecaptureAfter)
 		if d.p.MaxCaptures > 0 && len(d.history) >= d.p.MaxCaptures {
 			if free := d.start.Add(d.history[0] + captureWindow - d.start.Mono); at.Before(free) {
@@ -464,8 +464,8 @@ func (d *detector) oldestBeat() int {
 // one lasted.
 func (d *detector) show(now instant, attrs ...any) {
 	st := d.phase
-	if d.inflight != nil && st != Recovered && st != Exited {
-		st = Capturing
+	if d.inflight != nil && st != stateRecovered && st != stateExited {
+		st = stateCapturing
 	}
 	if st == d.shown {
 		return

@@ -138,12 +138,12 @@ func TestDetectorStallCaptureRecover(t *testing.T) {
 	if !strings.Contains(tr.Reason, "10s") {
 		t.Errorf("reason %q does not say how long", tr.Reason)
 	}
-	if d.State() != Capturing {
+	if d.State() != stateCapturing {
 		t.Errorf("state %v, want capturing", d.State())
 	}
 	res := &capture.Result{Dir: "/out/x", Trigger: *tr}
 	d.CaptureDone(t0(21*s), res, nil)
-	if d.State() != Cooldown {
+	if d.State() != stateCooldown {
 		t.Errorf("state after the capture of a stall that goes on: %v, want cooldown", d.State())
 	}
 	if at, ok := d.Deadline(t0(0)); !ok || at != t0(11*s+5*time.Minute) {
@@ -153,14 +153,14 @@ func TestDetectorStallCaptureRecover(t *testing.T) {
 	if len(act.recovered) != 1 || act.recovered[0] != res || act.stall != 30*s {
 		t.Errorf("recovery action = %+v, want the capture and a 30s stall", act)
 	}
-	if d.State() != Healthy {
+	if d.State() != stateHealthy {
 		t.Errorf("state after recovery %v", d.State())
 	}
 	want := []string{"healthy", "stalled", "capturing", "cooldown", "recovered", "healthy"}
 	if got := rec.states(); !slices.Equal(got, want) {
 		t.Errorf("state lines %v, want %v", got, want)
 	}
-	r, ok := rec.find(stateMessages[Recovered])
+	r, ok := rec.find(stateMessages[stateRecovered])
 	if !ok || attr(r, "stall").Duration() != 30*s {
 		t.Errorf("recovered line lacks the stall's length: %v", r)
 	}
@@ -174,7 +174,7 @@ func TestDetectorNoStallBeforeFirstBeat(t *testing.T) {
 			t.Fatalf("capture at %v without any beat", at)
 		}
 	}
-	if d.State() != Waiting {
+	if d.State() != stateWaiting {
 		t.Errorf("state %v, want waiting", d.State())
 	}
 	if _, ok := rec.find("no heartbeat seen yet"); !ok {
@@ -205,7 +205,7 @@ func TestDetectorLateWakeUpRearms(t *testing.T) {
 			if act := d.Tick(tc.wake); act.capture != nil {
 				t.Fatalf("late wake-up blamed on the target: %+v", act.capture)
 			}
-			if d.State() != Healthy {
+			if d.State() != stateHealthy {
 				t.Errorf("state %v, want healthy", d.State())
 			}
 			r, ok := rec.find("woke up late")
@@ -256,7 +256,7 @@ func TestDetectorRecaptureAndRateLimit(t *testing.T) {
 	if !slices.Equal(seqs, []int{1, 2}) {
 		t.Fatalf("captures of a 5-minute stall with max 2/hour: seqs %v", seqs)
 	}
-	if d.State() != Stalled {
+	if d.State() != stateStalled {
 		t.Errorf("state while rate limited: %v", d.State())
 	}
 	if _, ok := rec.find("--max-captures reached"); !ok {
@@ -280,7 +280,7 @@ func TestDetectorMaxCapturesZeroOnlyLogs(t *testing.T) {
 	if act := d.Tick(t0(10 * s)); act.capture != nil {
 		t.Fatal("captured with --max-captures 0")
 	}
-	if d.State() != Stalled {
+	if d.State() != stateStalled {
 		t.Errorf("state %v, want stalled", d.State())
 	}
 	if act := d.Signal(t0(11 * s)); act.capture == nil || act.capture.Kind != capture.Signal {
@@ -297,9 +297,9 @@ func TestDetectorBeatDuringCapture(t *testing.T) {
 		t.Fatal("no capture")
 	}
 	if a := d.Beat(0, t0(12*s)); a.recovered != nil {
-		t.Fatal("Recovered called before the capture's result exists")
+		t.Fatal("stateRecovered called before the capture's result exists")
 	}
-	if d.State() != Recovered {
+	if d.State() != stateRecovered {
 		t.Errorf("state after a beat during the capture: %v", d.State())
 	}
 	res := &capture.Result{Dir: "d"}
@@ -354,7 +354,7 @@ func TestDetectorSignal(t *testing.T) {
 	if a := d.Tick(t0(10 * s)); a.capture != nil {
 		t.Fatal("concurrent capture")
 	}
-	if r, ok := rec.find(stateMessages[Stalled]); !ok || attr(r, "state").String() != "capturing" {
+	if r, ok := rec.find(stateMessages[stateStalled]); !ok || attr(r, "state").String() != "capturing" {
 		t.Error("stall during a capture not logged")
 	}
 	a := d.CaptureDone(t0(11*s), &capture.Result{}, nil)
@@ -367,7 +367,7 @@ func TestDetectorSignal(t *testing.T) {
 		t.Fatalf("queued signal capture = %+v", a.capture)
 	}
 	a = d.Beat(0, t0(25*s))
-	if a.recovered != nil || d.State() != Recovered {
+	if a.recovered != nil || d.State() != stateRecovered {
 		t.Fatalf("beat during the signal capture of a stall: %+v, state %v", a, d.State())
 	}
 	a = d.CaptureDone(t0(31*s), &capture.Result{}, nil)
@@ -407,7 +407,7 @@ func TestDetectorExit(t *testing.T) {
 	d.Deadline(t0(0))
 	d.Tick(t0(10 * s))
 	d.Exit(t0(12 * s))
-	if d.State() != Exited {
+	if d.State() != stateExited {
 		t.Fatalf("state %v", d.State())
 	}
 	if _, ok := d.Deadline(t0(0)); ok {
@@ -416,7 +416,7 @@ func TestDetectorExit(t *testing.T) {
 	if a := d.Signal(t0(13 * s)); a.capture != nil {
 		t.Error("capture of an exited target")
 	}
-	r, _ := rec.find(stateMessages[Exited])
+	r, _ := rec.find(stateMessages[stateExited])
 	if attr(r, "was").String() != "capturing" {
 		t.Errorf("exit line: was=%v", attr(r, "was"))
 	}

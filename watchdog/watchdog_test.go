@@ -180,7 +180,7 @@ func TestWatchdogFileStallCaptureRecover(t *testing.T) {
 			t.Errorf("recovered stall %v is shorter than the silence", stall)
 		}
 	case <-time.After(3 * time.Second):
-		t.Fatalf("Recovered not called when beats resumed; log:\n%s", rec.dump())
+		t.Fatalf("stateRecovered not called when beats resumed; log:\n%s", rec.dump())
 	}
 	want := []string{"healthy", "stalled", "capturing", "cooldown", "recovered", "healthy"}
 	if err := testutil.Eventually(2*time.Second, func() bool { return len(rec.states()) >= len(want) }); err != nil || strings.Join(rec.states(), " ") != strings.Join(want, " ") {
@@ -241,7 +241,7 @@ func TestWatchdogTargetExit(t *testing.T) {
 		t.Fatal("watchdog did not notice the target's exit")
 	}
 	fc.expectNoCapture(t, 50*time.Millisecond)
-	if r, ok := rec.find(stateMessages[Exited]); !ok || attr(r, "was").String() != "healthy" {
+	if r, ok := rec.find(stateMessages[stateExited]); !ok || attr(r, "was").String() != "healthy" {
 		t.Errorf("exit not reported as an exit of a healthy target: %v", r)
 	}
 }
