@@ -94,9 +94,9 @@ func TestParseStatsdAddr(t *testing.T) {
 		{"", true, "", "", true},
 	}
 	for _, tc := range tests {
-		n, a, err := ParseStatsdAddr(tc.in, tc.listen)
+		n, a, err := parseStatsdAddr(tc.in, tc.listen)
 		if (err != nil) != tc.err || n != tc.net || a != tc.adr {
-			t.Errorf("ParseStatsdAddr(%q, %v) = %q %q %v; want %q %q err=%v", tc.in, tc.listen, n, a, err, tc.net, tc.adr, tc.err)
+			t.Errorf("parseStatsdAddr(%q, %v) = %q %q %v; want %q %q err=%v", tc.in, tc.listen, n, a, err, tc.net, tc.adr, tc.err)
 		}
 	}
 }

@@ -75,7 +75,7 @@ func ListenStatsd(cfg StatsdConfig) (*StatsdProxy, error) {
 			return nil, err
 		}
 	}
-	lnet, laddr, err := ParseStatsdAddr(cfg.Listen, true)
+	lnet, laddr, err := parseStatsdAddr(cfg.Listen, true)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +84,7 @@ func ListenStatsd(cfg StatsdConfig) (*StatsdProxy, error) {
 		p.log = slog.Default()
 	}
 	if cfg.Forward != "" {
-		fnet, faddr, err := ParseStatsdAddr(cfg.Forward, false)
+		fnet, faddr, err := parseStatsdAddr(cfg.Forward, false)
 		if err != nil {
 			return nil, err
 		}
@@ -107,10 +107,10 @@ func ListenStatsd(cfg StatsdConfig) (*StatsdProxy, error) {
 	return p, nil
 }
 
-// ParseStatsdAddr reads a DogStatsD address: udp://HOST:PORT, HOST:PORT,
+// parseStatsdAddr reads a DogStatsD address: udp://HOST:PORT, HOST:PORT,
 // unix:///path, unixgram:///path or /path. For a listening address an
 // empty host means 127.0.0.1.
-func ParseStatsdAddr(s string, listen bool) (network, addr string, err error) {
+func parseStatsdAddr(s string, listen bool) (network, addr string, err error) {
 	rest, isUnix := strings.CutPrefix(s, "unix://")
 	if !isUnix {
 		rest, isUnix = strings.CutPrefix(s, "unixgram://")

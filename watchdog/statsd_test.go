@@ -114,7 +114,7 @@ func TestStatsdProxy(t *testing.T) {
 				t.Fatal(err)
 			}
 			bc := runSource(t, p)
-			lnet, laddr, _ := ParseStatsdAddr(p.Addr(), false)
+			lnet, laddr, _ := parseStatsdAddr(p.Addr(), false)
 			app, err := net.Dial(lnet, laddr)
 			if err != nil {
 				t.Fatal(err)
