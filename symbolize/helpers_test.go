@@ -1,6 +1,7 @@
 package symbolize
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stallwatch/stallwatch/internal/perms"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 )
 
@@ -22,6 +24,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv("SYMBOLIZE_AS_NOBODY") == "1" {
+		asNobody()
+		return
+	}
 	dir, err := os.MkdirTemp("", "symbolize-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -182,4 +188,17 @@ func describe(l *Location) string {
 		fmt.Fprintf(&b, " [%s (%s) %s:%d]", ln.Function, ln.SystemName, ln.File, ln.Line)
 	}
 	return b.String()
+}
+
+// asNobody is TestNewProcessErrors' child, run as an unprivileged user:
+// it prints what NewProcess says of root's process 1.
+func asNobody() {
+	_, err := NewProcess(1, Options{})
+	var pe *perms.Error
+	if errors.As(err, &pe) {
+		fmt.Println("perms.Error:", err)
+		os.Exit(0)
+	}
+	fmt.Println("NewProcess(1) as nobody:", err)
+	os.Exit(1)
 }

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/stallwatch/stallwatch/internal/perms"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/jit"
 	"golang.org/x/sys/unix"
@@ -122,7 +123,8 @@ func newProcess(pid int, opts Options, ks *kernelSyms) (*Process, error) {
 	p.rootID = rootID(procfs.PidPath(pid, "root"))
 	maps, err := procfs.ReadMaps(pid)
 	if err != nil {
-		return nil, fmt.Errorf("symbolize pid %d: %w", pid, err)
+		// Another user's maps need ptrace access: say how to get it.
+		return nil, perms.Ptrace(fmt.Sprintf("read maps of pid %d", pid), err)
 	}
 	p.setMaps(maps)
 	if opts.Kernel {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -279,5 +280,39 @@ func TestFileCacheAcrossProcesses(t *testing.T) {
 	}
 	if now := testutil.OpenFDs(t); now != fds {
 		t.Errorf("%d descriptors open before, %d after both Processes closed", fds, now)
+	}
+}
+
+// TestNewProcessErrors: a target that does not exist is an error that
+// names it; as an unprivileged user, another user's target is a
+// permission error that says what to grant.
+func TestNewProcessErrors(t *testing.T) {
+	_, err := NewProcess(1<<22+12345, Options{})
+	if err == nil || !strings.Contains(err.Error(), "4206649") {
+		t.Errorf("NewProcess(no such pid) = %v", err)
+	}
+	if os.Geteuid() != 0 {
+		return
+	}
+	// As nobody, root's process 1 is out of reach. The test binary is
+	// copied where nobody may run it.
+	dir, err := os.MkdirTemp("", "symbolize-nobody-")
+	must(t, err)
+	defer os.RemoveAll(dir)
+	must(t, os.Chmod(dir, 0o755))
+	b, err := os.ReadFile(os.Args[0])
+	must(t, err)
+	self := filepath.Join(dir, "symbolize.test")
+	must(t, os.WriteFile(self, b, 0o755))
+	cmd := exec.Command(self)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "SYMBOLIZE_AS_NOBODY=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("as nobody: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "perms.Error") || !strings.Contains(string(out), "CAP_SYS_PTRACE") {
+		t.Errorf("the error as nobody does not say what to grant:\n%s", out)
 	}
 }
