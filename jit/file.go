@@ -3,6 +3,7 @@ package jit
 import (
 	"fmt"
 	"os"
+	"syscall"
 )
 
 // Options tune how symbol files are read.
@@ -39,7 +40,8 @@ func ReadFile(path string, opts Options) (*Index, SourceInfo, error) {
 }
 
 func openFileSource(path string) (*source, error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK: a FIFO named by mistake must not hang us in open.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -196,3 +196,47 @@ func TestFollowGrowingPerfMap(t *testing.T) {
 		t.Errorf("info = %+v", info)
 	}
 }
+
+// Lookups on Indexes handed out earlier run while Update reads more (run
+// with -race).
+func TestConcurrentLookupsDuringUpdate(t *testing.T) {
+	full := sampleDump()
+	path := filepath.Join(t.TempDir(), "jit-1.dump")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p := followFiles(t, KindJitdump, path)
+	stop := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				done <- n
+				return
+			default:
+			}
+			ix := p.Index()
+			for s := range ix.All() {
+				if got, ok := ix.LookupAt(s.Start, s.Loaded); ok && !got.Contains(s.Start) {
+					panic("wrong symbol")
+				}
+				n++
+			}
+			_ = p.Sources()
+		}
+	}()
+	for off := 0; off < len(full); off += 7 {
+		f.Write(full[off:min(off+7, len(full))])
+		if err := p.Update(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if n := <-done; n == 0 {
+		t.Error("the reader never saw a symbol")
+	}
+}

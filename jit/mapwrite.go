@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"path/filepath"
 	"strconv"
 
@@ -98,18 +97,25 @@ func OpenMapFile(pid int, path string) (*MapFile, error) {
 	return m, nil
 }
 
-// writesItself reports whether the process holds name open for writing.
+// writesItself reports whether the process holds name (in its root)
+// open: then the map is the runtime's own. Files are compared by inode,
+// which holds across mount namespaces and chroots.
 func writesItself(pid int, name string) bool {
+	f, err := procfs.OpenInRoot(pid, name, true)
+	if err != nil {
+		return false
+	}
+	fi, err := f.Stat()
+	f.Close()
+	if err != nil {
+		return false
+	}
 	fds, err := os.ReadDir(procfs.PidPath(pid, "fd"))
 	if err != nil {
 		return false
 	}
 	for _, e := range fds {
-		fd, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if t, err := procfs.FdTarget(pid, fd); err == nil && path.Clean(t) == name {
+		if st, err := os.Stat(procfs.PidPath(pid, "fd", e.Name())); err == nil && os.SameFile(fi, st) {
 			return true
 		}
 	}
