@@ -21,6 +21,10 @@ type dumpReader struct {
 	hasHdr bool
 	off    int64 // offset of the next record
 
+	// entries is the reused buffer for every CODE_DEBUG_INFO entry,
+	// non-nil when line tables are kept.
+	entries []debugEntry
+
 	buf      []byte
 	bufStart int64 // file offset of buf[0]
 	bufLen   int   // valid bytes in buf
@@ -102,6 +106,9 @@ func (d *dumpReader) read(r io.ReaderAt, size int64, visit func(*record)) error 
 		if full {
 			b = b[:rec.size]
 		}
+		if rec.typ == CodeDebugInfo && d.entries != nil {
+			rec.dbgEntries = d.entries[:0]
+		}
 		if rec.typ < numRecordTypes {
 			if err := decodeRecord(e, b, full, &rec); err != nil {
 				d.bad++
@@ -109,6 +116,9 @@ func (d *dumpReader) read(r io.ReaderAt, size int64, visit func(*record)) error 
 			} else {
 				d.counts[rec.typ]++
 				visit(&rec)
+			}
+			if rec.dbgEntries != nil {
+				d.entries = rec.dbgEntries[:0]
 			}
 		} else {
 			d.unknown++
@@ -170,4 +180,4 @@ func (d *dumpReader) fill(r io.ReaderAt, size int64, want int) error {
 }
 
 // reset forgets everything read, for a file that was replaced or shrank.
-func (d *dumpReader) reset() { *d = dumpReader{name: d.name, buf: d.buf} }
+func (d *dumpReader) reset() { *d = dumpReader{name: d.name, buf: d.buf, entries: d.entries} }

@@ -17,6 +17,10 @@ type Options struct {
 	// Dirs are more directories, in the target's mount namespace, where
 	// OpenProcess looks for jit-<pid>.dump when the target maps none.
 	Dirs []string
+	// LineTables keeps each jitdump symbol's CODE_DEBUG_INFO line table
+	// for Index.LineAt (about 16 bytes per entry; writers emit one entry
+	// per source position). Without it a symbol keeps its first line.
+	LineTables bool
 	// NoJitdump and NoPerfMap leave one kind of file alone (`stallwatch
 	// jit tomap` must not read the perf map it writes).
 	NoJitdump, NoPerfMap bool
@@ -33,7 +37,7 @@ func ReadFile(path string, opts Options) (*Index, SourceInfo, error) {
 		return nil, SourceInfo{}, err
 	}
 	defer s.close()
-	s.convert = opts.ConvertTSC
+	s.configure(opts)
 	var b builder
 	err = s.ingest(&b, true)
 	return b.index(), s.info, err

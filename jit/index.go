@@ -17,6 +17,8 @@ type Symbol struct {
 	Runtime     Runtime
 	Source      string // the file it came from (path as found)
 	Loaded      uint64 // CLOCK_MONOTONIC ns of the load (0 for perf maps)
+
+	id int32 // in its Index, for LineAt
 }
 
 // End is the first address after the code.
@@ -40,6 +42,8 @@ type Index struct {
 	layers [numLayers]layerView
 	store  symbolStore
 	under  []piece
+	lines  []lineEntry
+	files  []string
 	n      int // symbols (tombstones included)
 	live   int // symbols without tombstones
 }
@@ -94,6 +98,40 @@ func (ix *Index) lookupLayer(l *layerView, addr, t uint64) (_ *Symbol, decided b
 		}
 		id = u[j].id
 	}
+}
+
+// LineAt returns the source file and line of addr inside s, from the
+// line table of its CODE_DEBUG_INFO record (kept with Options.LineTables):
+// the line of the last entry at or before addr. ok is false when s has no
+// table, does not hold addr, or is not from this index.
+func (ix *Index) LineAt(s *Symbol, addr uint64) (file string, line int, ok bool) {
+	if ix == nil || s == nil || s.id < 0 || int(s.id) >= ix.n || !s.Contains(addr) {
+		return "", 0, false
+	}
+	sl := ix.store.slot(s.id)
+	if &sl.sym != s || sl.linesLen == 0 {
+		return "", 0, false
+	}
+	tab := ix.lines[sl.linesOff : sl.linesOff+sl.linesLen]
+	off := addr - s.Start
+	i, _ := slices.BinarySearchFunc(tab, off, func(e lineEntry, off uint64) int {
+		if e.off <= off {
+			return -1
+		}
+		return 1
+	})
+	if i == 0 {
+		return "", 0, false // before the first entry
+	}
+	e := tab[i-1]
+	return ix.files[e.file], int(e.line), true
+}
+
+// lineEntry maps an offset in a symbol's code to a source line.
+type lineEntry struct {
+	off  uint64
+	line int32
+	file uint32 // in Index.files
 }
 
 // Len is the number of symbols the index holds, old and new.
@@ -281,6 +319,8 @@ type slot struct {
 	// under[underOff:underOff+underLen] are the pieces this symbol
 	// covered when it was loaded: where to look for earlier times.
 	underOff, underLen uint32
+	// lines[linesOff:linesOff+linesLen] is the symbol's line table.
+	linesOff, linesLen uint32
 	// tomb marks the range a CODE_MOVE vacated.
 	tomb  bool
 	layer uint8
@@ -306,6 +346,9 @@ type builder struct {
 	n      int
 	live   int
 	under  []piece
+	lines  []lineEntry
+	files  []string
+	fileID map[string]uint32
 	layers [numLayers]painter
 	snap   *Index
 }
@@ -321,12 +364,38 @@ func (b *builder) add(layer int, sym Symbol, tomb bool) int32 {
 		b.live++
 	}
 	sl := b.store.slot(id)
+	sym.id = id
 	sl.sym, sl.tomb, sl.layer = sym, tomb, uint8(layer)
 	off := len(b.under)
 	b.under = b.layers[layer].paint(b.under, id, sym.Start, sym.Start+sym.Size)
 	sl.underOff, sl.underLen = uint32(off), uint32(len(b.under)-off)
 	b.snap = nil
 	return id
+}
+
+// addLines keeps the line table of symbol id (just added).
+func (b *builder) addLines(id int32, tab []lineEntry) {
+	if len(tab) == 0 {
+		return
+	}
+	sl := b.store.slot(id)
+	sl.linesOff, sl.linesLen = uint32(len(b.lines)), uint32(len(tab))
+	b.lines = append(b.lines, tab...)
+	b.snap = nil
+}
+
+// fileIndex returns the number of a source file name in the index.
+func (b *builder) fileIndex(name string) uint32 {
+	if i, ok := b.fileID[name]; ok {
+		return i
+	}
+	if b.fileID == nil {
+		b.fileID = make(map[string]uint32)
+	}
+	i := uint32(len(b.files))
+	b.files = append(b.files, name)
+	b.fileID[name] = i
+	return i
 }
 
 // latest returns the newest symbol of layer at addr, as the builder
@@ -344,7 +413,8 @@ func (b *builder) index() *Index {
 	if b.snap != nil {
 		return b.snap
 	}
-	ix := &Index{store: symbolStore{chunks: slices.Clip(b.store.chunks)}, under: slices.Clip(b.under), n: b.n, live: b.live}
+	ix := &Index{store: symbolStore{chunks: slices.Clip(b.store.chunks)}, under: slices.Clip(b.under),
+		lines: slices.Clip(b.lines), files: slices.Clip(b.files), n: b.n, live: b.live}
 	for i := range b.layers {
 		ix.layers[i] = b.layers[i].view(&b.store)
 	}

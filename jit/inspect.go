@@ -43,7 +43,7 @@ func Inspect(path string, opts Options) (*Summary, error) {
 		return nil, err
 	}
 	defer s.close()
-	s.convert = opts.ConvertTSC
+	s.configure(opts)
 	size, err := s.size()
 	if err != nil {
 		return nil, err

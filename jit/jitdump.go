@@ -144,6 +144,8 @@ type record struct {
 	dbgFile   []byte
 	dbgLine   int32
 	dbgParsed uint64 // entries decoded (fewer than dbgNr when only the head was read)
+	// dbgEntries collects every entry when it is not nil (line tables).
+	dbgEntries []debugEntry
 
 	// CODE_UNWINDING_INFO
 	unwindSize, ehFrameHdrSize, mappedSize uint64
@@ -259,10 +261,20 @@ func decodeDebug(e endian, b []byte, full bool, r *record) error {
 		if addr < lowest {
 			lowest, r.dbgFile, r.dbgLine = addr, file, line
 		}
+		if r.dbgEntries != nil {
+			r.dbgEntries = append(r.dbgEntries, debugEntry{addr: addr, line: line, file: file})
+		}
 		p = p[16+n+1:]
 		r.dbgParsed++
 	}
 	return nil
+}
+
+// debugEntry is one CODE_DEBUG_INFO entry; file points into the record.
+type debugEntry struct {
+	addr uint64
+	line int32
+	file []byte
 }
 
 func decodeUnwinding(e endian, b []byte, r *record) error {

@@ -319,7 +319,7 @@ func (p *Process) consider(c candidate) {
 		}
 	}
 	delete(p.refused, c.path)
-	s.convert = p.opts.ConvertTSC
+	s.configure(p.opts)
 	s.trust = func(f *os.File) string { return p.trust(f, c.mapped) }
 	if c.reopen {
 		s.reopen = c.open

@@ -1,10 +1,12 @@
 package jit
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -86,10 +88,12 @@ type source struct {
 }
 
 type pendingDebug struct {
-	set  bool
-	addr uint64
-	file string
-	line int
+	set     bool
+	addr    uint64
+	file    string
+	line    int
+	entries []lineEntry // with line tables: offsets still absolute
+	lowest  uint64      // the lowest entry's address
 }
 
 func newSource(f *os.File, kind SourceKind, path, how string) (*source, error) {
@@ -106,6 +110,14 @@ func newSource(f *os.File, kind SourceKind, path, how string) (*source, error) {
 		s.pmap = newMapReader(path)
 	}
 	return s, nil
+}
+
+// configure applies the options that change how records are read.
+func (s *source) configure(opts Options) {
+	s.convert = opts.ConvertTSC
+	if opts.LineTables && s.dump != nil {
+		s.dump.entries = make([]debugEntry, 0, 16)
+	}
 }
 
 func (s *source) stat() error {
@@ -247,23 +259,54 @@ func (s *source) intern(b []byte) string {
 func (s *source) record(b *builder, r *record) {
 	switch r.typ {
 	case CodeDebugInfo:
-		s.dbg = pendingDebug{set: true, addr: r.addr, file: s.intern(r.dbgFile), line: int(r.dbgLine)}
+		entries := s.dbg.entries[:0]
+		lowest := ^uint64(0)
+		for _, e := range r.dbgEntries {
+			entries = append(entries, lineEntry{off: e.addr, line: int32(e.line), file: b.fileIndex(s.intern(e.file))})
+			lowest = min(lowest, e.addr)
+		}
+		s.dbg = pendingDebug{set: true, addr: r.addr, file: s.intern(r.dbgFile), line: int(r.dbgLine), entries: entries, lowest: lowest}
 	case CodeLoad:
 		dbg := s.dbg
-		s.dbg = pendingDebug{}
+		s.dbg = pendingDebug{entries: dbg.entries[:0]}
 		if r.codeSize == 0 {
 			return
 		}
 		sym := s.symbol(r.addr, r.codeSize, string(r.name), s.time(r.time))
 		sym.CodeIndex = r.codeIndex
-		if dbg.set && dbg.addr == r.addr && dbg.file != "" {
+		matched := dbg.set && dbg.addr == r.addr
+		if matched && dbg.file != "" {
 			sym.File, sym.Line = dbg.file, dbg.line
 		}
-		b.add(layerJitdump, sym, false)
+		id := b.add(layerJitdump, sym, false)
+		if matched && len(dbg.entries) > 0 {
+			b.addLines(id, lineTable(dbg.entries, dbg.lowest, r.addr, r.codeSize))
+		}
 		s.info.Symbols++
 	case CodeMove:
 		s.move(b, r)
 	}
+}
+
+// lineTable turns debug entries into offsets in the code. LLVM and V8
+// add 0x40 to every address (perf puts the code after an ELF header);
+// entries that start at code_addr+0x40 or later are taken to have it.
+// Entries outside the code are dropped; the rest are sorted by offset.
+func lineTable(entries []lineEntry, lowest, codeAddr, codeSize uint64) []lineEntry {
+	bias := uint64(0)
+	if lowest >= codeAddr+debugAddrBias {
+		bias = debugAddrBias
+	}
+	out := entries[:0]
+	for _, e := range entries {
+		if e.off < codeAddr+bias || e.off-codeAddr-bias >= codeSize {
+			continue
+		}
+		e.off -= codeAddr + bias
+		out = append(out, e)
+	}
+	slices.SortStableFunc(out, func(a, b lineEntry) int { return cmp.Compare(a.off, b.off) })
+	return out
 }
 
 func (s *source) symbol(start, size uint64, name string, loaded uint64) Symbol {
