@@ -52,6 +52,14 @@ func (s *Sampler) blockedNow(tid int, now uint64) (blocked *Sample, runnable boo
 	return smp, false, kernel
 }
 
+// warmKallsyms reads the kernel symbol table and builds its name index
+// (about 0.1 s each), so that kernelAddrs is quick under the lock.
+func warmKallsyms() {
+	if tab, err := kallsyms.Load(); err == nil {
+		tab.Addr("")
+	}
+}
+
 // kernelAddrs turns /proc/<pid>/task/<tid>/stack's function+offset frames
 // into addresses. Frames kallsyms cannot place are left out; with
 // kptr_restrict hiding addresses there are none.

@@ -36,17 +36,29 @@ type offTracker struct {
 // as /proc saw it blocked just after the context-switch event was enabled;
 // runnable says /proc saw it running or waiting for a CPU.
 func (o *offTracker) begin(t uint64, blocked *Sample, runnable bool) {
-	o.beginFrames(t, blocked, runnable, nil, nil)
+	o.watch(t)
+	o.adopt(blocked, runnable, nil, nil)
 }
 
-// beginFrames is begin with the blocked thread's kernel frames, named, and
-// the function that resolves them.
-func (o *offTracker) beginFrames(t uint64, blocked *Sample, runnable bool, kernel []procfs.KernelFrame, resolve func([]procfs.KernelFrame) []uint64) {
-	*o = offTracker{watching: true, begun: t, runnable: runnable, broken: o.broken, kernel: kernel, resolve: resolve}
+// watch starts observing at time t, before /proc has been looked at.
+func (o *offTracker) watch(t uint64) {
+	*o = offTracker{watching: true, begun: t, broken: o.broken}
+}
+
+// adopt gives the tracker what /proc showed of the thread just after
+// observation began (see begin), with the blocked thread's kernel frames
+// by name and the function that resolves them. It is ignored once a switch
+// record has come: the records then tell the truth.
+func (o *offTracker) adopt(blocked *Sample, runnable bool, kernel []procfs.KernelFrame, resolve func([]procfs.KernelFrame) []uint64) {
+	if !o.watching || o.switched {
+		return
+	}
+	o.runnable = runnable
 	if blocked != nil {
 		o.open, o.synthetic = true, true
 		o.iv = *blocked
-		o.iv.Kind, o.iv.Time, o.iv.Weight = OffCPU, t, 0
+		o.iv.Kind, o.iv.Time, o.iv.Weight = OffCPU, o.begun, 0
+		o.kernel, o.resolve = kernel, resolve
 	}
 }
 

@@ -3,6 +3,8 @@ package sampler
 import (
 	"reflect"
 	"testing"
+
+	"github.com/stallwatch/stallwatch/internal/procfs"
 )
 
 // step is one input to an offTracker.
@@ -114,6 +116,26 @@ func TestOffTracker(t *testing.T) {
 				t.Errorf("broken %d, want %d", o.broken, c.broken)
 			}
 		})
+	}
+}
+
+// What /proc showed arrives after observation began; a switch record seen
+// in between makes it stale.
+func TestOffTrackerAdopt(t *testing.T) {
+	blocked := &Sample{TID: 7, Stack: []uint64{0x401000}}
+	var o offTracker
+	o.watch(10)
+	runTracker(&o, []step{{"sample", 20}, {"out", 20}})
+	o.adopt(blocked, false, nil, nil)
+	if iv, _ := o.current(30); iv.Time != 20 {
+		t.Errorf("adopt after a switch replaced the interval: %+v", iv)
+	}
+	o.watch(100)
+	o.adopt(blocked, false, nil, func([]procfs.KernelFrame) []uint64 { return []uint64{0xffffffff81000000} })
+	o.kernel = []procfs.KernelFrame{{Symbol: "do_nanosleep"}}
+	iv, ok := o.current(150)
+	if !ok || iv.Time != 100 || iv.Weight != 50 || iv.Kernel != 1 || len(iv.Stack) != 2 {
+		t.Errorf("adopted interval %+v %v, want since 100 with one kernel and one user frame", iv, ok)
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/stallwatch/stallwatch/internal/kallsyms"
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 )
@@ -27,6 +26,7 @@ type Sampler struct {
 	dumpOff  int
 	pageSize int
 
+	rateMu   sync.Mutex // one SetRate at a time
 	mu       sync.Mutex
 	threads  map[int]*thread // every thread seen, exited ones included (bounded)
 	live     map[int]*thread // threads with open events
@@ -220,9 +220,12 @@ func (s *Sampler) start() error {
 	}
 	s.probeEvent()
 	if s.cfg.Kernel && s.cfg.OffCPU {
-		// Blocked threads' kernel stacks are named through kallsyms,
-		// when their intervals are read: load it meanwhile.
-		go kallsyms.Load()
+		// Blocked threads' kernel stacks are named through kallsyms
+		// when their intervals are read, under the lock: have it loaded
+		// before, not while the rings wait.
+		warmKallsyms()
+	} else if s.cfg.Kernel {
+		go warmKallsyms() // for a later SetRate that turns off-CPU on
 	}
 	raiseNoFile(uint64(fdsPerThread * len(tids)))
 	s.mu.Lock()
@@ -348,7 +351,7 @@ func (s *Sampler) attach(tid int, seen uint64) (err error) {
 	if t.tracker, err = s.openEvent(&a, tid, "dummy", false); err != nil {
 		return err
 	}
-	if t.sideMem, t.side, err = s.mapRing(t.tracker, t.tid, s.pageSize, false); err != nil {
+	if t.sideMem, t.side, err = s.mapRing(t.tracker, t.tid, sidePages*s.pageSize, false); err != nil {
 		return err
 	}
 	if err := s.epollAdd(t.tracker, int32(tid)); err != nil {
@@ -433,6 +436,11 @@ func (s *Sampler) openOnCPU(t *thread) error {
 	return s.epollAdd(fd, int32(t.tid))
 }
 
+// sidePages is the size of the side-band ring: 128 FORK records, for a
+// burst of thread starts while the reader waits for a CPU (the /proc scan
+// catches what a full ring loses).
+const sidePages = 2
+
 // placeholderFreq is the rate an on-CPU event is opened with while on-CPU
 // sampling is off; SetRate sets the real one before enabling it.
 const placeholderFreq = 49
@@ -469,6 +477,42 @@ func (s *Sampler) periodArg(freq int) uint64 {
 // startOffCPU enables context-switch sampling of t at time now, and opens
 // an interval if the thread is blocked at that moment.
 func (s *Sampler) startOffCPU(t *thread, now uint64) error {
+	if err := s.enableOffCPU(t, now); err != nil {
+		return err
+	}
+	s.probe(t.tid, now).apply(t)
+	return nil
+}
+
+// blockedProbe is what /proc showed of a thread when off-CPU observation
+// of it began.
+type blockedProbe struct {
+	begun    uint64
+	blocked  *Sample
+	runnable bool
+	kernel   []procfs.KernelFrame
+}
+
+// probe looks at thread tid through /proc for an observation begun at
+// begun. It reads nothing that s.mu guards, so SetRate runs it without
+// the lock.
+func (s *Sampler) probe(tid int, begun uint64) blockedProbe {
+	p := blockedProbe{begun: begun}
+	p.blocked, p.runnable, p.kernel = s.blockedNow(tid, begun)
+	return p
+}
+
+// apply hands a probe to t's tracker if observation has not restarted
+// since.
+func (p blockedProbe) apply(t *thread) {
+	if t.oc.watching && t.oc.begun == p.begun {
+		t.oc.adopt(p.blocked, p.runnable, p.kernel, kernelAddrs)
+	}
+}
+
+// enableOffCPU opens (once) and enables t's context-switch event, and
+// starts its tracker at now.
+func (s *Sampler) enableOffCPU(t *thread, now uint64) error {
 	if t.off < 0 {
 		a := s.offCPUAttr()
 		fd, err := s.openEvent(&a, t.tid, "context-switches", true)
@@ -491,8 +535,7 @@ func (s *Sampler) startOffCPU(t *thread, now uint64) error {
 		return fmt.Errorf("PERF_EVENT_IOC_ENABLE on thread %d: %w", t.tid, err)
 	}
 	t.offEnabled = true
-	blocked, runnable, kernel := s.blockedNow(t.tid, now)
-	t.oc.beginFrames(now, blocked, runnable, kernel, kernelAddrs)
+	t.oc.watch(now)
 	return nil
 }
 
@@ -877,14 +920,43 @@ func (s *Sampler) SetRate(freq int, offCPU bool) error {
 	if err := checkFreq(freq); err != nil {
 		return err
 	}
+	s.rateMu.Lock()
+	defer s.rateMu.Unlock()
+	started, begun, err := s.setRate(freq, offCPU)
+	if len(started) == 0 {
+		return err
+	}
+	// Threads blocked at this moment are looked at through /proc without
+	// the lock: with many threads and an unwinder behind BlockedStack it
+	// takes a while, and the rings must go on being read meanwhile.
+	if s.cfg.Kernel {
+		warmKallsyms()
+	}
+	probes := make([]blockedProbe, len(started))
+	for i, tid := range started {
+		probes[i] = s.probe(tid, begun)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, tid := range started {
+		if t, ok := s.live[tid]; ok {
+			probes[i].apply(t)
+		}
+	}
+	return err
+}
+
+// setRate changes the events under the lock; it returns the threads whose
+// off-CPU observation just began, and when.
+func (s *Sampler) setRate(freq int, offCPU bool) (started []int, begun uint64, _ error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return errors.New("sampler: SetRate after Close")
+		return nil, 0, errors.New("sampler: SetRate after Close")
 	}
 	if s.gone {
 		s.freq, s.offCPU = freq, offCPU
-		return nil
+		return nil, 0, nil
 	}
 	s.drainAll()
 	now := monotime.Now()
@@ -925,16 +997,21 @@ func (s *Sampler) SetRate(freq int, offCPU bool) error {
 		}
 		now = monotime.Now()
 		for _, t := range s.live {
-			if offCPU {
-				if err := s.startOffCPU(t, now); err != nil && !errors.Is(err, errGone) {
+			if !offCPU {
+				s.stopOffCPU(t, now)
+				continue
+			}
+			if err := s.enableOffCPU(t, now); err != nil {
+				if !errors.Is(err, errGone) {
 					errs = append(errs, err)
 				}
-			} else {
-				s.stopOffCPU(t, now)
+				continue
 			}
+			started = append(started, t.tid)
 		}
+		begun = now
 	}
-	return errors.Join(errs...)
+	return started, begun, errors.Join(errs...)
 }
 
 // OffCPUSince reports whether thread tid is off the CPU now, and since

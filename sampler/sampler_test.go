@@ -194,11 +194,18 @@ func TestOffCPUBlockedThreads(t *testing.T) {
 		"piper":   {"pipe_read", "anon_pipe_read"}, // renamed in 6.15
 		"napper":  {"do_nanosleep", "hrtimer_nanosleep"},
 	}
+	lost := rec.Stats().LostRecords
 	for role, funcs := range want {
 		tid := roles[role]
 		frac := float64(off[tid]) / float64(span)
-		if frac < 0.9 {
-			t.Errorf("%s (tid %d): off-CPU %.1f%% of the recording, want >= 90%%", role, tid, 100*frac)
+		least := 0.9
+		if role == "napper" && lost > 0 {
+			// Its intervals whose records were lost (a slow reader
+			// under -race on a busy machine) are missing, and counted.
+			least = 0.75
+		}
+		if frac < least {
+			t.Errorf("%s (tid %d): off-CPU %.1f%% of the recording, want >= %.0f%% (%d records lost)", role, tid, 100*frac, 100*least, lost)
 		}
 		var onTop uint64
 		for _, f := range funcs {
@@ -216,6 +223,40 @@ func TestOffCPUBlockedThreads(t *testing.T) {
 		t.Errorf("napper: %d of %d intervals carry user registers and a stack dump", napperDumps, napperIntervals)
 	}
 	t.Logf("stats %+v", rec.Stats())
+}
+
+// measureLateness measures, until the test ends, how late a goroutine's
+// 1 ms sleeps wake: how long this process waits for a CPU. The returned
+// function gives the median so far.
+func measureLateness(t *testing.T) func() time.Duration {
+	var mu sync.Mutex
+	var late []time.Duration
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			t0 := time.Now()
+			time.Sleep(time.Millisecond)
+			mu.Lock()
+			late = append(late, time.Since(t0)-time.Millisecond)
+			mu.Unlock()
+		}
+	}()
+	return func() time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(late) == 0 {
+			return 0
+		}
+		s := append([]time.Duration(nil), late...)
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		return s[len(s)/2]
+	}
 }
 
 // churnLog collects the churn target's "start TID NS" and "end TID NS" lines.
@@ -261,8 +302,9 @@ func readChurn(t *testing.T, tg *testutil.Target) *churnLog {
 // that ended are given back.
 func TestChurn(t *testing.T) {
 	testutil.RequirePerf(t)
-	tg := startTarget(t, "churn/churn.c", "-r", "25", "-s", "10", "-p", "120")
+	tg := startTarget(t, "churn/churn.c", "-r", "25", "-s", "10", "-p", "400")
 	cl := readChurn(t, tg)
+	lateness := measureLateness(t)
 	t0 := time.Now()
 	defer func() { t.Logf("test body took %v", time.Since(t0)) }()
 	fd0 := testutil.OpenFDs(t)
@@ -325,6 +367,12 @@ func TestChurn(t *testing.T) {
 			continue
 		}
 		latencies = append(latencies, time.Duration(int64(ti.Attached)-int64(st)))
+		// Seen is its FORK record's time, a little before the thread
+		// printed its start; the /proc backstop would see it later.
+		if ti.Seen > st+uint64(time.Millisecond) {
+			t.Errorf("thread %d seen at %d, %v after it started at %d: not through its FORK record",
+				tid, ti.Seen, time.Duration(ti.Seen-st), st)
+		}
 	}
 	cl.mu.Unlock()
 	if checked < 5 {
@@ -332,14 +380,17 @@ func TestChurn(t *testing.T) {
 	}
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
 	// The FORK record wakes the sampler at once; what remains is how
-	// soon this process gets a CPU, which a loaded machine delays: the
-	// median, not the tail, is what the sampler answers for.
+	// soon this process gets a CPU, which a loaded machine delays. The
+	// median latency may exceed 100 ms only by how late this process's
+	// own 1 ms sleeps woke during the test.
 	p90 := latencies[len(latencies)*9/10]
-	if med := latencies[len(latencies)/2]; med > 100*time.Millisecond {
-		t.Errorf("median from thread start to attach is %v, want <= 100ms (all: %v)", med, latencies)
+	med := latencies[len(latencies)/2]
+	late := lateness()
+	if med > 100*time.Millisecond+late {
+		t.Errorf("median from thread start to attach is %v, want <= 100ms + %v (the test's own wakeup delay) (all: %v)", med, late, latencies)
 	}
-	t.Logf("%d threads checked; start->attach median %v p90 %v max %v; fds start %d mid %d (live target threads %d)",
-		checked, latencies[len(latencies)/2], p90, latencies[len(latencies)-1], fd0, mid, len(tasks))
+	t.Logf("%d threads checked; start->attach median %v p90 %v max %v (1 ms sleeps woke %v late); fds start %d mid %d (live target threads %d)",
+		checked, med, p90, latencies[len(latencies)-1], late, fd0, mid, len(tasks))
 	st := s.Stats()
 	if st.ThreadsExited < checked {
 		t.Errorf("Stats.ThreadsExited %d, want >= %d", st.ThreadsExited, checked)
@@ -633,5 +684,37 @@ func TestFlightRecorder(t *testing.T) {
 	}
 	if fresh == 0 {
 		t.Error("no new samples after History: reading stopped sampling")
+	}
+}
+
+// Off-CPU sampling turned on by SetRate: threads blocked at that moment
+// count from that moment, with their kernel wait function.
+func TestSetRateStartsOffCPU(t *testing.T) {
+	testutil.RequirePerf(t)
+	tg := startTarget(t, "offcpu/offcpu.c")
+	s := mustStart(t, Config{PID: tg.Pid, Freq: 49, Kernel: true})
+	sleeper := tidsNamed(s, "sleeper")
+	rec := s.StartRecording()
+	time.Sleep(200 * time.Millisecond)
+	if err := s.SetRate(997, true); err != nil {
+		t.Fatal(err)
+	}
+	on := monotime.Now()
+	time.Sleep(time.Second)
+	samples := rec.Stop()
+	var off uint64
+	for _, smp := range samples {
+		if smp.Kind == OffCPU && sleeper[smp.TID] {
+			off += smp.Weight
+			if smp.Time+uint64(50*time.Millisecond) < on {
+				t.Errorf("off-CPU interval from %d, before off-CPU sampling began at %d", smp.Time, on)
+			}
+			if f := waitFunc(t, smp); f != "hrtimer_nanosleep" && f != "do_nanosleep" {
+				t.Errorf("sleeper's wait function %q", f)
+			}
+		}
+	}
+	if want := rec.End() - on; off < want*9/10 || off > rec.End()-rec.Start() {
+		t.Errorf("sleeper off-CPU %v, want about %v (since SetRate)", time.Duration(off), time.Duration(want))
 	}
 }
