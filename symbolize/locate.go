@@ -30,12 +30,30 @@ func (p *Process) locate(a Addr) *Location {
 		cache[a.PC] = c
 		p.stats.Locations++
 	}
-	if c.jit && p.jit != nil {
-		if s, ok := p.jit.lookupAt(lookupPC(a), a.Time); ok {
-			return p.jitLocation(a, s)
+	if c.miss {
+		if p.jit != nil {
+			if s, ok := p.jit.lookupAt(lookupPC(a), a.Time); ok {
+				return p.jitLocation(a, s)
+			}
+		}
+		if !c.counted {
+			// Counted once, when the unnamed frame is first handed
+			// out: an address the JIT names is not a miss.
+			c.counted = true
+			cache[a.PC] = c
+			p.countMiss(c.m)
 		}
 	}
 	return c.loc
+}
+
+func (p *Process) countMiss(m *mapping) {
+	if m == nil {
+		p.stats.Unknown++
+		return
+	}
+	m.unnamed++
+	p.stats.Unnamed++
 }
 
 // LocateStack resolves a sampled stack taken at CLOCK_MONOTONIC time t:
@@ -75,13 +93,10 @@ func (p *Process) locateUser(a Addr) cached {
 	pc := lookupPC(a)
 	m := p.mappingAt(pc)
 	if m == nil {
-		p.stats.Unknown++
-		return cached{loc: unknownLocation(a.PC), jit: true}
+		return cached{loc: unknownLocation(a.PC), miss: true}
 	}
 	m.addrs++
 	if m.anon || m.obj == nil || m.obj.o == nil {
-		m.unnamed++
-		p.stats.Unnamed++
 		name := m.pub.File
 		if m.obj != nil && m.obj.o == nil {
 			name = path.Base(m.pm.Path) + fmt.Sprintf("+%#x", pc-m.pm.Start+m.pm.Offset)
@@ -89,7 +104,7 @@ func (p *Process) locateUser(a Addr) cached {
 			name = fmt.Sprintf("%s %#x", name, a.PC)
 		}
 		loc := &Location{Addr: a.PC, Mapping: m.pub, Kind: m.pub.Kind, Lines: []Line{{Function: name}}}
-		return cached{loc: loc, jit: true}
+		return cached{loc: loc, miss: true, m: m}
 	}
 	o := m.obj.o
 	p.loadSymbols(o)
@@ -97,11 +112,9 @@ func (p *Process) locateUser(a Addr) cached {
 	vaddr := pc - m.bias
 	lines := p.nativeLines(o, vaddr)
 	if len(lines) == 0 {
-		m.unnamed++
-		p.stats.Unnamed++
 		lines = []Line{{Function: fmt.Sprintf("%s+%#x", path.Base(m.pm.Path), vaddr)}}
 		loc := &Location{Addr: a.PC, Mapping: m.pub, Kind: KindNative, Lines: lines}
-		return cached{loc: loc, jit: true}
+		return cached{loc: loc, miss: true, m: m}
 	}
 	return cached{loc: &Location{Addr: a.PC, Mapping: m.pub, Kind: KindNative, Lines: lines}}
 }
@@ -239,6 +252,9 @@ func (p *Process) loadSymbols(o *objFile) {
 			o.note("no debug file: " + strings.Join(tried, "; "))
 		}
 	}
+	// A full .symtab (the file's or its debug file's) holds every
+	// dynamic symbol too; MiniDebugInfo holds only what .dynsym lacks.
+	needDynsym := !haveSymtab
 	if !haveSymtab {
 		mini, err := o.miniDebugInfo()
 		if err != nil {
@@ -247,7 +263,7 @@ func (p *Process) loadSymbols(o *objFile) {
 			haveSymtab = addTable(mini, ".gnu_debugdata")
 		}
 	}
-	if s := o.symbolSection(elf.SHT_DYNSYM); s != nil {
+	if s := o.symbolSection(elf.SHT_DYNSYM); s != nil && needDynsym {
 		n, err := t.addSection(o.ef, s)
 		if err != nil {
 			o.note(fmt.Sprintf("%s: %v", o.name, err))

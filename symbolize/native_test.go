@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"debug/elf"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -134,7 +135,12 @@ func TestUnknownAddress(t *testing.T) {
 	if loc.Name() != "[unknown] 0x10" || loc.Mapping != nil || loc.Kind != KindUnknown || loc.Addr != 0x10 {
 		t.Errorf("Locate(0x10) = %s", describe(loc))
 	}
-	if st := p.Stats(); st.Unknown != 1 {
-		t.Errorf("Stats().Unknown = %d, want 1", st.Unknown)
+	anon := hexArg(t, tg.field(t, "anon")[1])
+	loc = p.Locate(Addr{PC: anon + 0x10})
+	if want := fmt.Sprintf("[anon] %#x", anon+0x10); loc.Name() != want || loc.Mapping == nil || loc.Mapping.File != "[anon]" {
+		t.Errorf("Locate(anonymous memory) = %s, want %s", describe(loc), want)
+	}
+	if st := p.Stats(); st.Unknown != 1 || st.Unnamed != 1 {
+		t.Errorf("Stats(): unknown %d, unnamed %d; want 1 and 1", st.Unknown, st.Unnamed)
 	}
 }

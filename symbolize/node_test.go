@@ -83,12 +83,21 @@ func TestNodeJIT(t *testing.T) {
 		t.Errorf("fibonacci frame: %s", describe(fib))
 	}
 	st := p.Stats()
+	var anonAddrs, anonUnnamed int
 	for _, ms := range st.Mappings {
+		if ms.File == "[anon]" {
+			anonAddrs += ms.Addresses
+			anonUnnamed += ms.Unnamed
+		}
 		// node's text is linked 4 MiB above its file offset: every
 		// address sampled in it must be named (the bias is right).
 		if strings.HasSuffix(ms.File, "/node") && (ms.Unnamed != 0 || ms.Addresses == 0 || ms.Symbols != "symtab") {
 			t.Errorf("node's own code: %+v", ms)
 		}
+	}
+	// Addresses the JIT named are not counted as unnamed.
+	if anonUnnamed*2 > anonAddrs {
+		t.Errorf("%d of %d addresses in anonymous memory counted unnamed", anonUnnamed, anonAddrs)
 	}
 	if st.JITFrames == 0 || len(st.JIT) == 0 || st.JIT[0].Kind != "jitdump" || st.JIT[0].Symbols == 0 {
 		t.Errorf("Stats: JIT frames %d, sources %+v", st.JITFrames, st.JIT)

@@ -74,10 +74,13 @@ type fileID struct {
 
 type cached struct {
 	loc *Location
-	// jit: the address is in anonymous memory, in no mapping, or in a
-	// file that names nothing there: ask the JIT index first, at the
-	// sample's time.
-	jit bool
+	// miss: nothing but a JIT can name the address (it is in anonymous
+	// memory, in no mapping, or in a file that names nothing there): ask
+	// the JIT index first, at the sample's time, and count loc as
+	// unnamed (in m, or unknown when m is nil) once it is handed out.
+	miss    bool
+	counted bool
+	m       *mapping
 }
 
 type jitEntry struct {

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 // where returns its caller's return address: a PC inside the caller, just
@@ -41,6 +42,9 @@ int main(void) {
 	// Through the GOT in a PIE: libc's own address of write, not a PLT stub.
 	void *(*volatile w)(void) = (void *(*)(void))write;
 	printf("libc write %p\n", (void *)w);
+	// Anonymous executable memory, where a JIT would put code.
+	void *anon = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	printf("anon %p\n", anon);
 	printf("ready\n");
 	fflush(stdout);
 	for (;;)
