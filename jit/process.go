@@ -54,10 +54,9 @@ func OpenProcess(pid int, opts Options) (*Process, error) {
 	if _, err := procfs.ReadMaps(pid); err != nil {
 		return nil, perms.Ptrace(fmt.Sprintf("read maps of pid %d", pid), err)
 	}
-	if err := p.Update(); err != nil {
-		p.Close()
-		return nil, err
-	}
+	// A file that cannot be read says so in its SourceInfo (ReadError);
+	// the others still count.
+	_ = p.Update()
 	return p, nil
 }
 
@@ -96,7 +95,10 @@ func (p *Process) Update() error {
 		}
 	}
 	for _, s := range p.sources {
-		if err := s.ingest(p.b, false); err != nil {
+		err := s.ingest(p.b, false)
+		s.info.ReadError = ""
+		if err != nil {
+			s.info.ReadError = err.Error()
 			errs = append(errs, err)
 		}
 	}

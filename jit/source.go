@@ -62,6 +62,9 @@ type SourceInfo struct {
 	// Problems are the first defects found, with their offsets.
 	Problems []*FormatError
 
+	// ReadError is the last error reading the file (I/O, not format).
+	ReadError string
+
 	// Refused is set when the file was found but not trusted; Reason
 	// says why (not a regular file, owner, a symbolic link, unreadable).
 	Refused bool
