@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"strings"
@@ -269,5 +270,36 @@ func TestJitdumpLyingSizesAllocateLittle(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if per := (after.TotalAlloc - before.TotalAlloc) / 10; per > 64<<10 {
 		t.Errorf("reading a %d-byte file allocated %d bytes", len(w.bytes()), per)
+	}
+}
+
+// Garbage after a good header: reading stops or skips, never panics, and
+// every defect names the file and an offset inside it.
+func TestJitdumpGarbage(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for i := range 50 {
+		w := newDumpWriter(i%2 == 1, hdrOpts{})
+		w.load(1, 0x1000, 0x10, 1, "JS:*first /a.js:1:1")
+		junk := make([]byte, 16+rng.IntN(4000))
+		for j := range junk {
+			junk[j] = byte(rng.Uint32())
+		}
+		b := append(w.bytes(), junk...)
+		p := writeFile(t, "jit-1.dump", b)
+		ix, info, err := ReadFile(p, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, ok := ix.Lookup(0x1000); !ok || s.Display != "first" {
+			t.Fatalf("the record before the garbage was lost: %+v", info)
+		}
+		if info.Broken == nil && info.Truncated == nil && info.Bad == 0 && info.Unknown == 0 {
+			t.Fatalf("%d bytes of garbage went unnoticed: %+v", len(junk), info)
+		}
+		for _, pr := range append(info.Problems, info.Truncated) {
+			if pr != nil && (pr.File != p || pr.Offset < headerSize || pr.Offset >= int64(len(b))) {
+				t.Fatalf("problem %v outside the garbage", pr)
+			}
+		}
 	}
 }

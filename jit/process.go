@@ -231,18 +231,26 @@ func (p *Process) jitdumpGuesses() []candidate {
 	add := func(dir, how string) {
 		out = append(out, p.inRoot(path.Join(dir, name), how, KindJitdump))
 	}
-	if cwd, err := procfs.Cwd(p.pid); err == nil {
+	cwd, err := procfs.Cwd(p.pid)
+	if err == nil {
 		add(cwd, "cwd")
 	}
 	add("/tmp", "/tmp")
 	env, _ := procfs.Environ(p.pid)
-	if d := env["JITDUMPDIR"]; path.IsAbs(d) {
+	// The runtime resolved relative directories against its cwd.
+	abs := func(d string) string {
+		if d == "" || path.IsAbs(d) || cwd == "" {
+			return d
+		}
+		return path.Join(cwd, d)
+	}
+	if d := abs(env["JITDUMPDIR"]); path.IsAbs(d) {
 		add(d, "$JITDUMPDIR")
 		for _, sub := range p.subdirs(path.Join(d, ".debug", "jit")) {
 			add(sub, "$JITDUMPDIR")
 		}
 	}
-	if h := env["HOME"]; path.IsAbs(h) {
+	if h := abs(env["HOME"]); path.IsAbs(h) {
 		for _, sub := range p.subdirs(path.Join(h, ".debug", "jit")) {
 			add(sub, "$HOME/.debug/jit")
 		}

@@ -104,6 +104,11 @@ func TestDiscoverJitdumpPlaces(t *testing.T) {
 			path: func(dir string, pid int) string {
 				return filepath.Join(dir, ".debug/jit/llvm-IR-jit-20250101-a1b2c3", fmt.Sprintf("jit-%d.dump", pid))
 			}},
+		{how: "$JITDUMPDIR", // relative: to the target's cwd
+			env: func(string) []string { return []string{"JITDUMPDIR=rel"} },
+			path: func(dir string, pid int) string {
+				return filepath.Join(dir, "cwd", "rel", fmt.Sprintf("jit-%d.dump", pid))
+			}},
 		{how: "$HOME/.debug/jit",
 			env: func(dir string) []string { return []string{"HOME=" + dir + "/home"} },
 			path: func(dir string, pid int) string {
