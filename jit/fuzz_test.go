@@ -33,6 +33,7 @@ type readResult struct {
 // readDumpBytes reads data as a growing file that reaches each size in turn.
 func readDumpBytes(data []byte, sizes ...int) readResult {
 	s := &source{info: SourceInfo{Path: "fuzz"}, dump: newDumpReader("fuzz")}
+	s.configure(Options{LineTables: true})
 	var b builder
 	r := bytes.NewReader(data)
 	for _, size := range sizes {
@@ -54,6 +55,7 @@ func checkIndex(t *testing.T, ix *Index) {
 			if got, ok := ix.LookupAt(a, s.Loaded); ok && !got.Contains(a) {
 				t.Fatalf("LookupAt(%#x) = %+v, which does not contain it", a, got)
 			}
+			ix.LineAt(s, a)
 		}
 	}
 }
