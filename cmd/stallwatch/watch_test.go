@@ -164,8 +164,8 @@ func startWatch(t *testing.T, args ...string) *testutil.Target {
 
 var startedPid = regexp.MustCompile(`msg=started pid=(\d+)`)
 
-// exitCode waits for tg and returns its exit status.
-func exitCode(t *testing.T, tg *testutil.Target, within time.Duration) int {
+// exitStatusOf waits for tg and returns its exit status.
+func exitStatusOf(t *testing.T, tg *testutil.Target, within time.Duration) int {
 	t.Helper()
 	select {
 	case <-tg.Done():
@@ -222,7 +222,7 @@ func TestWatchChildExitStatus(t *testing.T) {
 				if err := sw.Cmd.Process.Signal(tc.signal); err != nil {
 					t.Fatal(err)
 				}
-				if got := exitCode(t, sw, 5*time.Second); got != tc.want {
+				if got := exitStatusOf(t, sw, 5*time.Second); got != tc.want {
 					t.Errorf("exit %d, want %d; log:\n%s", got, tc.want, sw.Stderr())
 				}
 				if d := time.Since(start); d > 2*time.Second {
@@ -230,7 +230,7 @@ func TestWatchChildExitStatus(t *testing.T) {
 				}
 				return
 			}
-			if got := exitCode(t, sw, 20*time.Second); got != tc.want {
+			if got := exitStatusOf(t, sw, 20*time.Second); got != tc.want {
 				t.Errorf("exit %d, want %d; log:\n%s", got, tc.want, sw.Stderr())
 			}
 		})
@@ -241,11 +241,11 @@ func TestWatchChildExitsAtOnce(t *testing.T) {
 	// The child is gone before stallwatch can watch it: its status is
 	// still stallwatch's.
 	sw := startWatch(t, "--heartbeat-proc", "--baseline-freq", "0", "--out", t.TempDir(), "--", "/bin/sh", "-c", "exit 5")
-	if got := exitCode(t, sw, 20*time.Second); got != 5 {
+	if got := exitStatusOf(t, sw, 20*time.Second); got != 5 {
 		t.Errorf("exit %d, want the child's 5; log:\n%s", got, sw.Stderr())
 	}
 	sw = startWatch(t, "--heartbeat-proc", "--", "/nonexistent/cmd")
-	if got := exitCode(t, sw, 20*time.Second); got != exitFailure || !strings.Contains(sw.Stderr(), "/nonexistent/cmd") {
+	if got := exitStatusOf(t, sw, 20*time.Second); got != exitFailure || !strings.Contains(sw.Stderr(), "/nonexistent/cmd") {
 		t.Errorf("missing command: exit %d; log:\n%s", got, sw.Stderr())
 	}
 }
@@ -262,7 +262,7 @@ func TestWatchChildGetsStatsdURL(t *testing.T) {
 		t.Errorf("log does not name the heartbeat:\n%s", sw.Stderr())
 	}
 	_ = sw.Cmd.Process.Signal(syscall.SIGTERM)
-	if got := exitCode(t, sw, 5*time.Second); got != 128+int(syscall.SIGTERM) {
+	if got := exitStatusOf(t, sw, 5*time.Second); got != 128+int(syscall.SIGTERM) {
 		t.Errorf("exit %d, want the child's death by SIGTERM (%d)", got, 128+int(syscall.SIGTERM))
 	}
 }
@@ -273,7 +273,7 @@ func TestWatchPidExitsWithTarget(t *testing.T) {
 	target := testutil.StartCmd(t, cmd)
 	target.WaitLine(t, "ready", 10*time.Second)
 	sw := startWatch(t, append(quiet(beat), "--pid", strconv.Itoa(target.Pid), "--stall-after", "300ms")...)
-	if got := exitCode(t, sw, 20*time.Second); got != 0 {
+	if got := exitStatusOf(t, sw, 20*time.Second); got != 0 {
 		t.Errorf("exit %d after the target exited, want 0; log:\n%s", got, sw.Stderr())
 	}
 	log := sw.Stderr()
@@ -322,7 +322,7 @@ func TestWatchSIGTERMDuringCapture(t *testing.T) {
 	if err := sw.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if got := exitCode(t, sw, 5*time.Second); got != 0 {
+	if got := exitStatusOf(t, sw, 5*time.Second); got != 0 {
 		t.Errorf("exit %d after SIGTERM during a capture, want 0; log:\n%s", got, sw.Stderr())
 	}
 	if d := time.Since(start); d > 2*time.Second {
@@ -365,7 +365,7 @@ func TestWatchSIGUSR1CapturesNow(t *testing.T) {
 		t.Errorf("a healthy target was reported stalled:\n%s", sw.Stderr())
 	}
 	_ = sw.Cmd.Process.Signal(syscall.SIGINT)
-	if got := exitCode(t, sw, 5*time.Second); got != 0 {
+	if got := exitStatusOf(t, sw, 5*time.Second); got != 0 {
 		t.Errorf("exit %d after SIGINT, want 0", got)
 	}
 }
