@@ -79,20 +79,14 @@ func (r *resolver) resolve(windows []window) []report.Sample {
 // with CFI where the sample carries a stack copy).
 func (r *resolver) stack(s *sampler.Sample) []*symbolize.Location {
 	k := min(int(s.Kernel), len(s.Stack))
-	kernel, user := s.Stack[:k], s.Stack[k:]
-	if len(s.StackDump) > 0 && r.unw != nil && len(user) > 0 {
+	stack := s.Stack
+	if len(s.StackDump) > 0 && r.unw != nil && len(stack) > k {
 		regs := unwind.Regs{IP: s.Regs.IP, SP: s.Regs.SP, BP: s.Regs.BP, BPKnown: true}
-		user = r.unw.Repair(regs, unwind.DumpMemory(s.Regs.SP, s.StackDump), user)
+		user := r.unw.Repair(regs, unwind.DumpMemory(s.Regs.SP, s.StackDump), stack[k:])
+		stack = append(append(make([]uint64, 0, k+len(user)), stack[:k]...), user...)
 		r.repairs++
 	}
-	locs := make([]*symbolize.Location, 0, len(kernel)+len(user))
-	for i, pc := range kernel {
-		locs = append(locs, r.sym.Locate(symbolize.Addr{PC: pc, Time: s.Time, Kernel: true, Return: i > 0}))
-	}
-	for i, pc := range user {
-		locs = append(locs, r.sym.Locate(symbolize.Addr{PC: pc, Time: s.Time, Return: i > 0}))
-	}
-	return locs
+	return r.sym.LocateStack(make([]*symbolize.Location, 0, len(stack)), stack, k, s.Time)
 }
 
 // threadNames merges what the sampler learnt of thread names (kept after
