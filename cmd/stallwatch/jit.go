@@ -198,8 +198,8 @@ the reason on stderr.`, stderr)
 }
 
 // reportSources tells on stderr what was refused or wrong, and where we
-// looked when nothing was found.
-func reportSources(p *jit.Process, stderr io.Writer) {
+// looked when nothing was found. It returns how many files are read.
+func reportSources(p *jit.Process, stderr io.Writer) int {
 	srcs := p.Sources()
 	read := 0
 	for _, s := range srcs {
@@ -217,6 +217,7 @@ func reportSources(p *jit.Process, stderr io.Writer) {
 		fmt.Fprintf(stderr, "no JIT symbol files for pid %d; looked at %s (run 'stallwatch jit --help' for how to turn them on)\n",
 			p.Pid(), strings.Join(p.Searched(), ", "))
 	}
+	return read
 }
 
 func jitToMap(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -256,7 +257,9 @@ process exits or stallwatch is interrupted (the map stays).`, stderr)
 		return err
 	}
 	defer p.Close()
-	reportSources(p, stderr)
+	if reportSources(p, stderr) == 0 && !*follow {
+		return fmt.Errorf("pid %d has no jitdump to make a map of (with --follow, stallwatch waits for one)", *pid)
+	}
 	m, err := jit.OpenMapFile(*pid, *out)
 	if err != nil {
 		return err

@@ -242,6 +242,19 @@ func TestJitToMapOwnedByTarget(t *testing.T) {
 	}
 }
 
+// A process without a jitdump: tomap says where it looked and writes
+// nothing.
+func TestJitToMapWithoutJitdump(t *testing.T) {
+	tg := startJitNode(t, 0)
+	code, _, errOut := runJitCmd("tomap", "--pid", strconv.Itoa(tg.Pid))
+	if code != 1 || !strings.Contains(errOut, "no jitdump") || !strings.Contains(errOut, fmt.Sprintf("jit-%d.dump", tg.Pid)) {
+		t.Errorf("exit %d: %s", code, errOut)
+	}
+	if _, err := os.Stat(fmt.Sprintf("/tmp/perf-%d.map", tg.Pid)); !os.IsNotExist(err) {
+		t.Errorf("a map was written: %v", err)
+	}
+}
+
 // A process that writes its own perf map keeps it.
 func TestJitToMapLeavesTheTargetsOwnMap(t *testing.T) {
 	tg := startJitNode(t, 0, "--perf-prof", "--perf-basic-prof")
