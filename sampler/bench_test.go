@@ -223,27 +223,41 @@ func BenchmarkOwnCPU(b *testing.B) {
 	}
 }
 
-// BenchmarkLost32Threads: 32 busy threads sampled at 997 Hz for 10 s; the
-// goal is no lost record or sample.
+// BenchmarkLost32Threads: 32 busy threads sampled at 997 Hz for 10 s, on
+// CPU only and with off-CPU sampling too (a context switch of a busy
+// thread is a 2 KiB+ record); the goal is no lost record or sample.
 func BenchmarkLost32Threads(b *testing.B) {
 	testutil.RequirePerf(b)
 	tg := testutil.Start(b, target(b, "spin"), "-threads", "32", "-depth", "8")
 	tg.WaitLine(b, "ready", 30*time.Second)
-	for i := 0; i < b.N; i++ {
-		s, err := Start(Config{PID: tg.Pid, Freq: 997, OffCPU: true, Kernel: true})
-		if err != nil {
-			b.Fatal(err)
+	if _, err := kallsyms.Load(); err != nil {
+		b.Fatal(err)
+	}
+	for _, offCPU := range []bool{false, true} {
+		name := "oncpu"
+		if offCPU {
+			name = "oncpu+offcpu"
 		}
-		rec := s.StartRecording()
-		time.Sleep(10 * time.Second)
-		samples := rec.Stop()
-		st := rec.Stats()
-		s.Close()
-		b.ReportMetric(float64(st.LostRecords), "lost-records")
-		b.ReportMetric(float64(st.LostSamples), "lost-samples")
-		b.ReportMetric(float64(st.Throttles), "throttles")
-		b.ReportMetric(float64(len(samples)), "samples")
-		b.Logf("%d samples, %d lost records, %d lost samples, %d throttles, %d threads", len(samples), st.LostRecords, st.LostSamples, st.Throttles, st.ThreadsLive)
+		b.Run(name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				s, err := Start(Config{PID: tg.Pid, Freq: 997, OffCPU: offCPU, Kernel: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				rec := s.StartRecording()
+				time.Sleep(10 * time.Second)
+				samples := rec.Stop()
+				st := rec.Stats()
+				s.Close()
+				b.ReportMetric(float64(st.LostRecords), "lost-records")
+				b.ReportMetric(float64(st.LostSamples), "lost-samples")
+				b.ReportMetric(float64(st.Throttles), "throttles")
+				b.ReportMetric(float64(st.Samples), "samples")
+				b.ReportMetric(float64(st.OffCPUIntervals), "offcpu-intervals")
+				b.Logf("%d samples and %d off-CPU intervals (%d in all), %d lost records, %d lost samples, %d throttles, %d threads",
+					st.Samples, st.OffCPUIntervals, len(samples), st.LostRecords, st.LostSamples, st.Throttles, st.ThreadsLive)
+			}
+		})
 	}
 }
 

@@ -72,3 +72,16 @@ func TestHistoryBounds(t *testing.T) {
 		}
 	})
 }
+
+// A Recording past its byte bound drops samples and counts them.
+func TestRecordingByteBound(t *testing.T) {
+	one := sampleBytes(&Sample{Stack: make([]uint64, 8)})
+	r := &Recording{start: 100, maxBytes: 3 * one}
+	for i := uint64(0); i < 5; i++ {
+		r.add(Sample{Time: 100 + i, Stack: make([]uint64, 8)})
+	}
+	r.add(Sample{Time: 50, Stack: make([]uint64, 8)}) // before the start: not kept, not dropped
+	if len(r.samples) != 3 || r.dropped != 2 {
+		t.Errorf("kept %d, dropped %d; want 3 and 2", len(r.samples), r.dropped)
+	}
+}

@@ -1,0 +1,402 @@
+package sampler
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stallwatch/stallwatch/internal/monotime"
+	"github.com/stallwatch/stallwatch/internal/procfs"
+)
+
+type closeJob struct {
+	fds  []int
+	mems [][]byte
+}
+
+// thread is one watched thread.
+type thread struct {
+	tid      int
+	name     string
+	seen     uint64
+	attached uint64
+	exited   uint64
+	samples  uint64
+	err      string
+
+	tracker, on, off int // fds; -1 when not open
+	onID, offID      uint64
+	onLayout         layout
+	offLayout        layout
+	onEnabled        bool
+	offEnabled       bool
+	mem              []byte // the sample ring's mapping, on the on-CPU event
+	ring             *ring
+	sideMem          []byte // the tracker's ring: FORK, EXIT, COMM
+	side             *ring
+	oc               offTracker
+}
+
+type forkedThread struct {
+	tid  int
+	seen uint64
+}
+
+// isFatal says whether an attach error at Start should stop Start: a
+// permission or descriptor problem will hit every thread.
+func (s *Sampler) isFatal(err error) bool {
+	return !errors.Is(err, errGone) && len(s.live) == 0 || errors.Is(err, unix.EMFILE)
+}
+
+func (s *Sampler) firstErr() string {
+	for _, t := range s.threads {
+		if t.err != "" {
+			return t.err
+		}
+	}
+	return ""
+}
+
+func (s *Sampler) epollAdd(fd int, data int32) error {
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: data}
+	if err := unix.EpollCtl(s.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		return fmt.Errorf("sampler: epoll_ctl add: %w", err)
+	}
+	return nil
+}
+
+// maxRecord bounds the size of one sample record: the fixed fields, a
+// callchain of MaxStack entries plus its context markers, the registers
+// and the larger stack dump.
+func (s *Sampler) maxRecord() int {
+	return headerSize + 7*8 + (s.cfg.MaxStack+4)*8 + 8 + 8*userRegsCount + 16 + max(s.dumpOn, s.dumpOff)
+}
+
+// ringBytes is the data size for a new thread's ring.
+func (s *Sampler) ringBytes() int {
+	n := s.cfg.RingBytes
+	if n == 0 {
+		n = defaultRingBytes
+		if per := ringBudget / (len(s.live) + 1); per < n {
+			n = max(per, minRingBytes)
+		}
+	}
+	pages := 1
+	for pages*s.pageSize < n {
+		pages *= 2
+	}
+	return pages * s.pageSize
+}
+
+// attach opens the events of thread tid. Called with s.mu held.
+func (s *Sampler) attach(tid int, seen uint64) (err error) {
+	t := &thread{tid: tid, seen: seen, tracker: -1, on: -1, off: -1}
+	if old, ok := s.threads[tid]; ok && old.exited == 0 && old.err == "" {
+		return nil
+	}
+	s.threads[tid] = t
+	defer func() {
+		if err != nil {
+			s.closeThread(t)
+			if errors.Is(err, errGone) {
+				t.exited = monotime.Now()
+				s.forget(t)
+				err = nil
+				return
+			}
+			t.err = err.Error()
+			s.stats.ThreadsFailed++
+			s.log.Warn("cannot watch thread", "tid", tid, "err", err)
+		}
+	}()
+	a := s.trackerAttr()
+	if t.tracker, err = s.openEvent(&a, tid, "dummy", false); err != nil {
+		return err
+	}
+	if t.sideMem, t.side, err = s.mapRing(t.tracker, t.tid, sidePages*s.pageSize, false); err != nil {
+		return err
+	}
+	if err := s.epollAdd(t.tracker, int32(tid)); err != nil {
+		return err
+	}
+	if name, err := procfs.Comm(s.pid, tid); err == nil {
+		t.name = name
+	}
+	if err := s.openOnCPU(t); err != nil {
+		return err
+	}
+	if s.freq > 0 {
+		if err := s.startOnCPU(t); err != nil {
+			return err
+		}
+	}
+	if s.offCPU {
+		if err := s.startOffCPU(t, monotime.Now()); err != nil {
+			return err
+		}
+	}
+	t.attached = monotime.Now()
+	s.live[tid] = t
+	s.stats.ThreadsAttached++
+	return nil
+}
+
+// openEvent opens one event, raising RLIMIT_NOFILE once if we ran out.
+func (s *Sampler) openEvent(a *unix.PerfEventAttr, tid int, what string, needsKernel bool) (int, error) {
+	fd, err := perfOpen(a, tid)
+	if errors.Is(err, unix.EMFILE) && raiseNoFile(uint64(fdsPerThread*(len(s.live)+16))) {
+		fd, err = perfOpen(a, tid)
+	}
+	if err != nil {
+		return -1, s.openErr(what, tid, err, needsKernel)
+	}
+	return fd, nil
+}
+
+// mapRing maps a ring of size data bytes on fd. With shrink, it halves
+// the size while locked memory is short (Config.RingBytes unset).
+func (s *Sampler) mapRing(fd, tid, size int, shrink bool) ([]byte, *ring, error) {
+	for {
+		mem, err := unix.Mmap(fd, 0, s.pageSize+size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if err == nil {
+			r, err := newRing(mem, s.pageSize)
+			if err != nil {
+				_ = unix.Munmap(mem)
+				return nil, nil, err
+			}
+			return mem, r, nil
+		}
+		op := fmt.Sprintf("mmap of the %d KiB perf ring of thread %d of pid %d", size>>10, tid, s.pid)
+		if !errors.Is(err, unix.EPERM) {
+			return nil, nil, fmt.Errorf("%s: %w", op, err)
+		}
+		if !shrink || size <= s.pageSize || s.cfg.RingBytes != 0 {
+			return nil, nil, mlockErr(op, err, s.pageSize+size)
+		}
+		size /= 2
+		s.log.Debug("locked memory short: smaller ring", "tid", tid, "bytes", size)
+	}
+}
+
+// openOnCPU opens t's on-CPU event, disabled, and maps the sample ring on
+// it: the off-CPU event writes there too. It is opened even while on-CPU
+// sampling is off so that the ring exists whatever SetRate does.
+func (s *Sampler) openOnCPU(t *thread) error {
+	a := s.onCPUAttr(max(s.freq, placeholderFreq))
+	fd, err := s.openEvent(&a, t.tid, s.eventName(), s.cfg.Kernel)
+	if err != nil {
+		return err
+	}
+	t.on = fd
+	if t.onID, err = eventID(fd); err != nil {
+		return fmt.Errorf("PERF_EVENT_IOC_ID on thread %d: %w", t.tid, err)
+	}
+	t.onLayout = layoutOfAttr(&a)
+	if t.mem, t.ring, err = s.mapRing(fd, t.tid, s.ringBytes(), true); err != nil {
+		return err
+	}
+	return s.epollAdd(fd, int32(t.tid))
+}
+
+// sidePages is the size of the side-band ring: 128 FORK records, for a
+// burst of thread starts while the reader waits for a CPU (the /proc scan
+// catches what a full ring loses).
+const sidePages = 2
+
+// placeholderFreq is the rate an on-CPU event is opened with while on-CPU
+// sampling is off; SetRate sets the real one before enabling it.
+const placeholderFreq = 49
+
+func (s *Sampler) startOnCPU(t *thread) error {
+	if err := setPeriod(t.on, s.periodArg(s.freq)); err != nil {
+		return fmt.Errorf("PERF_EVENT_IOC_PERIOD on thread %d: %w", t.tid, err)
+	}
+	if !t.onEnabled {
+		if err := enable(t.on); err != nil {
+			return fmt.Errorf("PERF_EVENT_IOC_ENABLE on thread %d: %w", t.tid, err)
+		}
+		t.onEnabled = true
+	}
+	return nil
+}
+
+func (s *Sampler) eventName() string {
+	if s.hardware {
+		return "cycles"
+	}
+	return "cpu-clock"
+}
+
+// periodArg is PERF_EVENT_IOC_PERIOD's argument: a frequency for the
+// cycles event (frequency mode), a period in ns for cpu-clock.
+func (s *Sampler) periodArg(freq int) uint64 {
+	if s.hardware {
+		return uint64(freq)
+	}
+	return periodOf(freq)
+}
+
+// startOffCPU enables context-switch sampling of t at time now, and opens
+// an interval if the thread is blocked at that moment.
+func (s *Sampler) startOffCPU(t *thread, now uint64) error {
+	if err := s.enableOffCPU(t, now); err != nil {
+		return err
+	}
+	s.probe(t.tid, now).apply(t)
+	return nil
+}
+
+// blockedProbe is what /proc showed of a thread when off-CPU observation
+// of it began.
+type blockedProbe struct {
+	begun    uint64
+	blocked  *Sample
+	runnable bool
+	kernel   []procfs.KernelFrame
+}
+
+// probe looks at thread tid through /proc for an observation begun at
+// begun. It reads nothing that s.mu guards, so SetRate runs it without
+// the lock.
+func (s *Sampler) probe(tid int, begun uint64) blockedProbe {
+	p := blockedProbe{begun: begun}
+	p.blocked, p.runnable, p.kernel = s.blockedNow(tid, begun)
+	return p
+}
+
+// apply hands a probe to t's tracker if observation has not restarted
+// since.
+func (p blockedProbe) apply(t *thread) {
+	if t.oc.watching && t.oc.begun == p.begun {
+		t.oc.adopt(p.blocked, p.runnable, p.kernel, kernelAddrs)
+	}
+}
+
+// enableOffCPU opens (once) and enables t's context-switch event, and
+// starts its tracker at now.
+func (s *Sampler) enableOffCPU(t *thread, now uint64) error {
+	if t.off < 0 {
+		a := s.offCPUAttr()
+		fd, err := s.openEvent(&a, t.tid, "context-switches", true)
+		if err != nil {
+			return err
+		}
+		t.off = fd
+		if err := setOutput(fd, t.on); err != nil {
+			return fmt.Errorf("PERF_EVENT_IOC_SET_OUTPUT on thread %d: %w", t.tid, err)
+		}
+		if t.offID, err = eventID(fd); err != nil {
+			return fmt.Errorf("PERF_EVENT_IOC_ID on thread %d: %w", t.tid, err)
+		}
+		t.offLayout = layoutOfAttr(&a)
+	}
+	if t.offEnabled {
+		return nil
+	}
+	if err := enable(t.off); err != nil {
+		return fmt.Errorf("PERF_EVENT_IOC_ENABLE on thread %d: %w", t.tid, err)
+	}
+	t.offEnabled = true
+	t.oc.watch(now)
+	return nil
+}
+
+// stopOffCPU disables context-switch sampling of t; the open interval
+// ends at now.
+func (s *Sampler) stopOffCPU(t *thread, now uint64) {
+	if t.offEnabled {
+		_ = disable(t.off)
+		t.offEnabled = false
+	}
+	if iv, ok := t.oc.end(now); ok {
+		s.emit(iv, now)
+	}
+}
+
+// release stops watching t (it exited, or the target did) at time when,
+// after reading what its ring still holds.
+func (s *Sampler) release(t *thread, when uint64) {
+	if _, ok := s.live[t.tid]; !ok {
+		return
+	}
+	delete(s.live, t.tid) // first: the drain may meet its EXIT record
+	s.drain(t)
+	if iv, ok := t.oc.end(when); ok {
+		s.emit(iv, when)
+	}
+	s.stats.BrokenIntervals += t.oc.broken
+	t.oc.broken = 0
+	s.closeThread(t)
+	t.exited = when
+	s.stats.ThreadsExited++
+	s.forget(t)
+}
+
+// forget remembers t as exited, dropping the oldest exited threads past
+// maxExited.
+func (s *Sampler) forget(t *thread) {
+	s.exited = append(s.exited, t.tid)
+	for len(s.exited) > maxExited {
+		old := s.exited[0]
+		s.exited = s.exited[1:]
+		if ot, ok := s.threads[old]; ok && ot.exited != 0 {
+			delete(s.threads, old)
+		}
+	}
+}
+
+// closeThread stops t's events now and has the closer release them.
+func (s *Sampler) closeThread(t *thread) {
+	if t.tracker >= 0 && s.epfd >= 0 {
+		_ = unix.EpollCtl(s.epfd, unix.EPOLL_CTL_DEL, t.tracker, nil)
+	}
+	job := closeJob{mems: [][]byte{t.mem, t.sideMem}}
+	for _, fd := range []*int{&t.on, &t.off, &t.tracker} {
+		if *fd >= 0 {
+			job.fds = append(job.fds, *fd)
+			*fd = -1
+		}
+	}
+	t.mem, t.ring, t.sideMem, t.side = nil, nil, nil, nil
+	t.onEnabled, t.offEnabled = false, false
+	if len(job.fds) > 0 {
+		s.closer <- job
+	}
+}
+
+func (s *Sampler) closeLoop() {
+	defer close(s.closerDone)
+	for job := range s.closer {
+		for _, mem := range job.mems {
+			if mem != nil {
+				_ = unix.Munmap(mem)
+			}
+		}
+		for _, fd := range job.fds {
+			unix.Close(fd)
+		}
+	}
+}
+
+func (s *Sampler) releaseAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.live {
+		s.closeThread(t)
+		delete(s.live, t.tid)
+	}
+}
+
+func (s *Sampler) closeFDs() {
+	if s.epfile != nil {
+		s.epfile.Close()
+		s.epfile, s.epfd = nil, -1
+	}
+	for _, fd := range []*int{&s.epfd, &s.wakefd, &s.pidfd} {
+		if *fd >= 0 {
+			unix.Close(*fd)
+			*fd = -1
+		}
+	}
+}
