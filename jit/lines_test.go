@@ -16,6 +16,9 @@ func TestLineTables(t *testing.T) {
 	w.debug(3, 0x2000, dbgEntry{0x2000, 3, 0, "/app/b.jl"}, dbgEntry{0x2008, 4, 0, "\xff"})
 	w.load(4, 0x2000, 0x10, 2, "julia_g_2")
 	w.load(5, 0x3000, 0x10, 3, "julia_h_3") // no debug info
+	w.debug(6, 0x4000, dbgEntry{0x4000 + 0x40, 30, 0, "/app/m.jl"}, dbgEntry{0x4000 + 0x48, 31, 0, "\xff"})
+	w.load(7, 0x4000, 0x10, 4, "julia_m_4")
+	w.move(8, 0x4000, 0x9000, 0x10, 4)
 	p := writeFile(t, "jit-1.dump", w.bytes())
 
 	ix, _, err := ReadFile(p, Options{LineTables: true})
@@ -49,6 +52,12 @@ func TestLineTables(t *testing.T) {
 	h, _ := ix.Lookup(0x3000)
 	if _, _, ok := ix.LineAt(h, 0x3000); ok {
 		t.Error("a symbol without debug info has lines")
+	}
+
+	if m, ok := ix.Lookup(0x9008); !ok {
+		t.Error("moved code not found")
+	} else if file, line, ok := ix.LineAt(m, 0x9008); !ok || file != "/app/m.jl" || line != 31 {
+		t.Errorf("LineAt in moved code = %s:%d %v, want /app/m.jl:31", file, line, ok)
 	}
 
 	// Without the option, and for a symbol of another index: nothing.

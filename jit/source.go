@@ -334,7 +334,12 @@ func (s *source) move(b *builder, r *record) {
 	b.add(layerJitdump, Symbol{Start: r.addr, Size: size, Source: s.info.Path, Loaded: t}, true)
 	sym := old.sym
 	sym.Start, sym.Size, sym.Loaded = r.newAddr, size, t
-	b.add(layerJitdump, sym, false)
+	id := b.add(layerJitdump, sym, false)
+	// The line table holds offsets in the code: it moves with it.
+	if old.linesLen > 0 {
+		moved := b.store.slot(id)
+		moved.linesOff, moved.linesLen = old.linesOff, old.linesLen
+	}
 	s.info.Symbols++
 }
 
