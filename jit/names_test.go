@@ -60,6 +60,8 @@ func TestDetectRuntime(t *testing.T) {
 		"long Hot.fibonacci(long)":        RuntimeJVM,
 		"LHot;fibonacci(J)J":              RuntimeJVM,
 		"void [App] App.P::Main()[Tier0]": RuntimeDotNet,
+		"void [App] App.P::Main()":        RuntimeDotNet,
+		"a] b::c(":                        RuntimeUnknown,
 		"py::f:/a.py":                     RuntimeCPython,
 		"wasm[0]::function[1]::f":         RuntimeWasmtime,
 		"I2C/C2I adapters":                RuntimeUnknown,

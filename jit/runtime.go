@@ -80,13 +80,24 @@ func detectRuntime(name string) Runtime {
 	if _, ok := jvmtiParts(name); ok {
 		return RuntimeJVM
 	}
-	if strings.Contains(name, "] ") && (strings.Contains(name, "::") && strings.HasSuffix(name, "]") || strings.Contains(name, " [System.")) {
+	if isDotNet(name) {
 		return RuntimeDotNet
 	}
 	if isJVMExternal(name) {
 		return RuntimeJVM
 	}
 	return RuntimeUnknown
+}
+
+// isDotNet recognizes "<ret> [<assembly>] <Type>::<Method>(<args>)".
+func isDotNet(name string) bool {
+	i := strings.Index(name, "] ")
+	if i < 0 {
+		return false
+	}
+	j := strings.LastIndexByte(name[:i], '[')
+	rest := name[i:]
+	return j >= 0 && (j == 0 || name[j-1] == ' ') && strings.Contains(rest, "::") && strings.Contains(rest, "(")
 }
 
 // runtimeFromPath recognizes the directories LLVM's listener and perf's
