@@ -40,8 +40,11 @@ type stopResult struct {
 
 // stopTimeout bounds the wait for a seized thread to stop. A thread in
 // uninterruptible sleep (D) stops only when it leaves it; such threads are
-// not seized at all (Take reads them without a stop).
-var stopTimeout = 250 * time.Millisecond
+// not seized at all (Take reads them without a stop). A thread that is
+// still on its way into the stop is not stopped yet, so waiting costs the
+// target nothing; on a loaded machine the scheduler can take hundreds of
+// milliseconds to run it.
+var stopTimeout = time.Second
 
 // stackCopy is how much of the stack above SP is copied during the stop;
 // unwinding reads beyond it from the live process.

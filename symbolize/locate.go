@@ -3,6 +3,7 @@ package symbolize
 import (
 	"debug/elf"
 	"fmt"
+	"github.com/stallwatch/stallwatch/internal/procfs"
 	"path"
 	"strings"
 
@@ -219,7 +220,10 @@ func (p *Process) loadSymbols(o *objFile) {
 			o.debug.close()
 			o.debug = nil
 		}
-		if cacheable {
+		// A target that exited while its files were read may have
+		// cost us sources found through its root (debug files): what
+		// was read then is this capture's, not the file's for good.
+		if cacheable && procfs.Alive(p.pid) {
 			cacheFile(key, o.snapshot())
 		}
 	}()
