@@ -16,7 +16,7 @@
 // same sample_id layout, so one decoder reads every record:
 //
 //   - a tracker (the dummy software event, task=1, comm=1) that brings
-//     FORK, EXIT and COMM records into a one-page ring of its own, with a
+//     FORK, EXIT and COMM records into a two-page ring of its own, with a
 //     one-byte watermark: every record wakes the reader, so a new thread is
 //     attached within milliseconds of its FORK and an exited one releases
 //     its descriptors at once. A /proc/<pid>/task scan every 500 ms is the
