@@ -51,7 +51,7 @@ var hotChain = regexp.MustCompile(`^main\.spinHot( main\.spinMiddle){3,4} main\.
 func TestOnCPUSpinner(t *testing.T) {
 	testutil.RequirePerf(t)
 	tg := startTarget(t, "spin", "-threads", "3", "-depth", "3")
-	s := mustStart(t, Config{PID: tg.Pid, Freq: 997, Kernel: true})
+	s := mustStart(t, Config{PID: tg.Pid, Freq: 997, Kernel: true, DumpOnCPU: 256})
 	spinners := tidsNamed(s, "spin-")
 	if len(spinners) != 3 {
 		t.Fatalf("threads named spin-*: %v, want 3 (threads: %+v)", spinners, s.Threads())
@@ -71,6 +71,11 @@ func TestOnCPUSpinner(t *testing.T) {
 		}
 		if smp.Weight != periodOf(997) {
 			t.Errorf("weight %d, want %d", smp.Weight, periodOf(997))
+		}
+		// Taken in user mode, the registers are those of the first
+		// frame: their order in the record is right.
+		if smp.Kernel == 0 && (smp.Regs.IP != smp.Stack[0] || smp.Regs.SP == 0 || len(smp.StackDump) == 0) {
+			t.Errorf("user-mode sample: regs %+v, %d bytes of stack, first frame %#x", smp.Regs, len(smp.StackDump), smp.Stack[0])
 		}
 		names := st.userNames(smp)
 		if len(names) == 0 || names[0] != "main.spinHot" {
@@ -367,6 +372,9 @@ func TestChurn(t *testing.T) {
 			continue
 		}
 		latencies = append(latencies, time.Duration(int64(ti.Attached)-int64(st)))
+		if ti.Name != "churn" {
+			t.Errorf("thread %d named %q after it exited, want its comm \"churn\"", tid, ti.Name)
+		}
 		// Seen is its FORK record's time, a little before the thread
 		// printed its start; the /proc backstop would see it later.
 		if ti.Seen > st+uint64(time.Millisecond) {
@@ -684,6 +692,26 @@ func TestFlightRecorder(t *testing.T) {
 	}
 	if fresh == 0 {
 		t.Error("no new samples after History: reading stopped sampling")
+	}
+}
+
+// Sampling that starts at 0 Hz (threads followed, nothing sampled) and is
+// raised later.
+func TestSetRateFromZero(t *testing.T) {
+	testutil.RequirePerf(t)
+	tg := startTarget(t, "spin", "-threads", "1", "-depth", "1")
+	s := mustStart(t, Config{PID: tg.Pid})
+	spinners := tidsNamed(s, "spin-")
+	runFor(t, tg.Pid, spinners, 200*time.Millisecond, 50*time.Millisecond, 5*time.Second)
+	if st := s.Stats(); st.Samples != 0 {
+		t.Fatalf("%d samples at 0 Hz", st.Samples)
+	}
+	if err := s.SetRate(499, false); err != nil {
+		t.Fatal(err)
+	}
+	runFor(t, tg.Pid, spinners, 200*time.Millisecond, 100*time.Millisecond, 5*time.Second)
+	if st := s.Stats(); st.Samples < 20 {
+		t.Errorf("%d samples after raising the rate to 499 Hz for 0.1 s of CPU, want >= 20", st.Samples)
 	}
 }
 
