@@ -72,6 +72,20 @@ func (bc *beatCounter) expectQuiet(t *testing.T, what string, d time.Duration) {
 	}
 }
 
+// settle waits until no beat came for quiet (at most 5s).
+func (bc *beatCounter) settle(t *testing.T, quiet time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-bc.ch:
+		case <-time.After(quiet):
+			return
+		}
+	}
+	t.Fatalf("beats never stopped for %v", quiet)
+}
+
 func (bc *beatCounter) drain() {
 	for {
 		select {
@@ -272,8 +286,7 @@ func TestProgressSource(t *testing.T) {
 	if err := syscall.Kill(busy.Pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // the stop itself is a last context switch
-	bc.drain()
+	bc.settle(t, 100*time.Millisecond) // the stop itself is a last context switch
 	bc.expectQuiet(t, "SIGSTOP", 300*time.Millisecond)
 	if err := syscall.Kill(busy.Pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -295,10 +308,11 @@ func TestProgressSourceIdleAndGone(t *testing.T) {
 	cmd := exec.Command("/bin/sleep", "30")
 	idle := testutil.StartCmd(t, cmd)
 	bc := runSource(t, &Progress{PID: idle.Pid, Interval: 30 * time.Millisecond})
-	time.Sleep(100 * time.Millisecond)
-	bc.drain()
+	// Starting up is progress; once asleep, nothing moves.
+	bc.settle(t, 150*time.Millisecond)
 	bc.expectQuiet(t, "a process asleep", 300*time.Millisecond)
 	cmd.Process.Kill()
 	<-idle.Done()
-	bc.expectQuiet(t, "the process exiting", 200*time.Millisecond)
+	bc.settle(t, 100*time.Millisecond) // dying is progress too
+	bc.expectQuiet(t, "the process is gone", 200*time.Millisecond)
 }
