@@ -3,10 +3,11 @@
 // (/tmp/perf-<pid>.map) — and answers "which JIT code was at this address
 // at this time".
 //
-// It owns four things:
+// It owns five things:
 //
 //   - parsers for both formats, which follow a file while its writer still
-//     appends to it (a half-written last record is left for the next read);
+//     appends to it (a half-written last record is left for the next read),
+//     and Inspect, which says what a file holds and what is wrong with it;
 //   - discovery of a live process's files (its jitdump mapping, the usual
 //     directories, its perf map), opened through /proc/<pid>/root and
 //     trusted only when the target's user or root owns them;
@@ -15,7 +16,19 @@
 //     at the sample's CLOCK_MONOTONIC time (LookupAt), or the latest (Lookup);
 //   - the names people read: DisplayName turns a runtime's raw name
 //     ("JS:*fibonacci /app/fib.js:1:1", "julia_fibonacci_1234",
-//     "long Hot.fibonacci(long)") into a function name plus file and line.
+//     "long Hot.fibonacci(long)") into a function name plus file and line,
+//     and Index.LineAt gives the line of any address from the jitdump's
+//     line table (Options.LineTables);
+//   - a perf map writer (MapFile) that hands a jitdump's names to tools
+//     that read only perf maps.
+//
+// Typical use, at capture time:
+//
+//	p, err := jit.OpenProcess(pid, jit.Options{})
+//	...
+//	p.Update() // read what the runtime appended since
+//	ix := p.Index()
+//	sym, ok := ix.LookupAt(sample.Addr, sample.Time)
 //
 // Everything in these files comes from the target and is untrusted: reads
 // are bounded by what the file holds, a size field never drives an
