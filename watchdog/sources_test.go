@@ -129,8 +129,7 @@ func TestFileSourceInotify(t *testing.T) {
 	}
 	bc.expectBeat(t, "touch", 2*time.Second)
 
-	time.Sleep(100 * time.Millisecond)
-	bc.drain()
+	bc.settle(t, 100*time.Millisecond)
 	if err := os.Chmod(path, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +220,7 @@ func TestFileSourcePollBackstop(t *testing.T) {
 	bc.expectBeat(t, "the file appearing (poll)", 2*time.Second)
 	writeAtomic(t, path, "22")
 	bc.expectBeat(t, "a rename (poll)", 2*time.Second)
-	bc.drain()
+	bc.settle(t, 50*time.Millisecond)
 	bc.expectQuiet(t, "no change", 200*time.Millisecond)
 }
 
@@ -261,8 +260,7 @@ func TestHTTPSource(t *testing.T) {
 	} {
 		status.Store(tc.status)
 		delay.Store(int64(tc.delay))
-		time.Sleep(150 * time.Millisecond) // let a probe in flight end
-		bc.drain()
+		bc.settle(t, 150*time.Millisecond) // a probe in flight may still beat
 		bc.expectQuiet(t, tc.name, 500*time.Millisecond)
 	}
 	status.Store(204)
