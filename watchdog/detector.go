@@ -31,6 +31,9 @@ func (s state) String() string {
 	return stateNames[s]
 }
 
+// LogValue names the state in every log format (JSON too).
+func (s state) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
 var stateMessages = [...]string{
 	stateWaiting:   "waiting for the first heartbeat",
 	stateHealthy:   "heartbeat healthy",

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -279,6 +280,47 @@ func TestWatchPidExitsWithTarget(t *testing.T) {
 	log := sw.Stderr()
 	if !strings.Contains(log, "target exited") || strings.Contains(log, "capture started") {
 		t.Errorf("a target's exit must be reported as an exit, not a stall; log:\n%s", log)
+	}
+}
+
+func TestWatchJSONLogStates(t *testing.T) {
+	// A stall and its recovery, logged as JSON: one line per change of
+	// state, with how long the stall lasted. --max-captures 0 only logs.
+	dir := t.TempDir()
+	beat := filepath.Join(dir, "beat")
+	cmd := exec.Command(beaterPath(t), "-file", beat, "-interval", "20ms")
+	control, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := testutil.StartCmd(t, cmd)
+	target.WaitLine(t, "ready", 10*time.Second)
+	sw := startWatch(t, append(quiet(beat), "--pid", strconv.Itoa(target.Pid), "--stall-after", "500ms", "--max-captures", "0", "--log-format", "json")...)
+	waitLog(t, sw, `"msg":"heartbeat healthy"`, 20*time.Second)
+	fmt.Fprintln(control, "stop")
+	waitLog(t, sw, `"msg":"heartbeat stalled"`, 10*time.Second)
+	time.Sleep(time.Second)
+	fmt.Fprintln(control, "resume")
+	waitLog(t, sw, `"msg":"heartbeat recovered"`, 10*time.Second)
+	var states []string
+	var stall float64
+	for _, line := range strings.Split(strings.TrimSpace(sw.Stderr()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line is not JSON: %q: %v", line, err)
+		}
+		if _, ok := rec["from"]; ok {
+			states = append(states, rec["state"].(string))
+		}
+		if rec["msg"] == "heartbeat recovered" {
+			stall, _ = rec["stall"].(float64)
+		}
+	}
+	if got := strings.Join(states, " "); !strings.HasPrefix(got, "healthy stalled recovered healthy") {
+		t.Errorf("state changes %q, want healthy stalled recovered healthy", got)
+	}
+	if d := time.Duration(stall); d < 1500*time.Millisecond || d > 20*time.Second {
+		t.Errorf("recovered after a stall of %v, want at least 1.5s", d)
 	}
 }
 
