@@ -449,3 +449,24 @@ func TestWatchdogFakeClockSuspendRearms(t *testing.T) {
 		t.Errorf("stall for %v, want 10s counted from the re-arm", tr.StallFor)
 	}
 }
+
+func TestWatchdogTargetExitDuringCapture(t *testing.T) {
+	cmd := exec.Command("/bin/sleep", "30")
+	target := testutil.StartCmd(t, cmd)
+	fc := newFakeCapturer(time.Hour)
+	w, _, done := runWatchdog(t, Config{PID: target.Pid, Sources: []Source{&File{Path: filepath.Join(t.TempDir(), "beat")}}, MaxCaptures: 6, Capturer: fc})
+	w.CaptureNow()
+	fc.expectCapture(t, 2*time.Second)
+	cmd.Process.Kill()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrTargetExited) {
+			t.Errorf("Run = %v, want ErrTargetExited", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("target exit during a capture not noticed")
+	}
+	if fc.cut.Load() != 1 {
+		t.Error("the capture of a target that exited was not cut short")
+	}
+}
