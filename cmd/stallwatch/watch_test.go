@@ -238,6 +238,24 @@ func TestWatchChildExitStatus(t *testing.T) {
 	}
 }
 
+func TestWatchChildIgnoringSIGTERMGetsTheNext(t *testing.T) {
+	beat := filepath.Join(t.TempDir(), "beat")
+	sw := startWatch(t, append(quiet(beat), "--", beaterPath(t), "-file", beat, "-interval", "50ms", "-term-code", "9", "-term-ignore", "1")...)
+	sw.WaitLine(t, "ready", 20*time.Second)
+	waitLog(t, sw, "heartbeat healthy", 10*time.Second)
+	if err := sw.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	sw.WaitLine(t, "ignored ", 5*time.Second)
+	waitLog(t, sw, "waiting for the target to exit", 5*time.Second)
+	if err := sw.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if got := exitStatusOf(t, sw, 5*time.Second); got != 9 {
+		t.Errorf("exit %d, want the child's 9 after the second SIGTERM; log:\n%s", got, sw.Stderr())
+	}
+}
+
 func TestWatchChildExitsAtOnce(t *testing.T) {
 	// The child is gone before stallwatch can watch it: its status is
 	// still stallwatch's.

@@ -54,6 +54,7 @@ func main() {
 	exitAfter := flag.Duration("exit-after", 0, "exit after this delay with -exit-code")
 	exitCode := flag.Int("exit-code", 0, "exit status for -exit-after")
 	termCode := flag.Int("term-code", -1, "on SIGINT/SIGTERM print the signal and exit with this status (-1: die by the signal)")
+	termIgnore := flag.Int("term-ignore", 0, "with -term-code: ignore the first `N` SIGINT/SIGTERM (printing \"ignored SIGNAL\")")
 	spin := flag.Bool("spin", false, "burn CPU in a goroutine while beating")
 	threads := flag.Int("threads", 0, "run `N` more OS threads, each busy half the time (a service's workers)")
 	flag.Parse()
@@ -82,9 +83,15 @@ func main() {
 		sigs := make(chan os.Signal, 1)
 		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 		go func() {
-			s := <-sigs
-			fmt.Printf("signal %s\n", s)
-			os.Exit(*termCode)
+			for i := 0; ; i++ {
+				s := <-sigs
+				if i < *termIgnore {
+					fmt.Printf("ignored %s\n", s)
+					continue
+				}
+				fmt.Printf("signal %s\n", s)
+				os.Exit(*termCode)
+			}
 		}()
 	}
 	if *exitAfter > 0 {
