@@ -32,7 +32,13 @@ type Options struct {
 	// ns) a thread has been off the CPU. Used where the kernel's own
 	// accounting (/proc/<pid>/task/<tid>/sched) is absent.
 	OffCPUSince func(tid int) (since uint64, ok bool)
-	Logger      *slog.Logger
+	// ParentReapsAfterExit says that the caller, when it is the target's
+	// parent, waits for the target only once it has exited (it polls a
+	// pidfd first), so a ptrace stop of the main thread cannot be taken
+	// for the child stopping. Without it the main thread of our own child
+	// is read without a stop.
+	ParentReapsAfterExit bool
+	Logger               *slog.Logger
 }
 
 // maxFrames bounds each user stack.
@@ -97,7 +103,7 @@ func (tk *taker) take(ctx context.Context) (*Snapshot, error) {
 	tk.kernel = map[int][]procfs.KernelFrame{}
 	tk.denied = map[string]bool{}
 	tk.snap.Command, _ = procfs.Cmdline(pid)
-	tk.isParent = st.PPid == os.Getpid()
+	tk.isParent = st.PPid == os.Getpid() && !tk.opts.ParentReapsAfterExit
 	tk.mem = unwind.ProcessMemory(pid)
 	tk.sched = hasSchedFile(pid)
 	tk.prepare()

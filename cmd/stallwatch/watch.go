@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"io"
 	"log/slog"
 	"net"
@@ -356,6 +357,7 @@ func watchTarget(ctx context.Context, f *watchFlags, pid int, sources []watchdog
 		PID: pid, Out: f.out, Freq: f.freq, BaselineFreq: f.baselineFreq, CaptureFor: f.captureFor,
 		History: f.history, OffCPU: !f.noOffCPU, Kernel: !f.noKernel, Ptrace: !f.noPtrace, Snapshot: true,
 		Keep: f.keep, Heartbeat: strings.Join(names, ", "), Logger: log,
+		ParentReapsAfterExit: child != nil, // startChild reaps only after exit
 	})
 	if err != nil {
 		return 0, err
@@ -442,11 +444,32 @@ func startChild(args []string, proxy *watchdog.StatsdProxy, log *slog.Logger) (*
 	}
 	c := &childProc{cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{})}
 	go func() {
+		// Reap only once the child has exited: a wait for our own child
+		// also reports the ptrace stops the snapshot makes of its main
+		// thread, and cmd.Wait would take one for the child stopping.
+		waitExited(c.pid)
 		c.err = cmd.Wait()
 		close(c.done)
 	}()
 	log.Info("started", "pid", c.pid, "cmd", strings.Join(args, " "))
 	return c, nil
+}
+
+// waitExited blocks until process pid has exited, without reaping it: a
+// pidfd becomes readable on exit and never on a stop. Kernels without
+// pidfd_open (before 5.3) return at once, and cmd.Wait waits as usual.
+func waitExited(pid int) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+			return
+		}
+	}
 }
 
 func (c *childProc) signal(s os.Signal, log *slog.Logger) {
