@@ -173,9 +173,13 @@ func line(raw, file string, ln int64) Line {
 const maxDemangle = 4096
 
 // demangleName turns C++ (Itanium) and Rust names into what a person
-// reads, with parameter types and without Rust's hash; other names are
-// returned as they are.
+// reads, with parameter types and without Rust's hash, and drops the
+// symbol version a .symtab appends ("pthread_mutex_lock@@GLIBC_2.2.5");
+// other names are returned as they are.
 func demangleName(raw string) string {
+	if i := strings.IndexByte(raw, '@'); i > 0 && !strings.ContainsAny(raw[:i], " :") {
+		raw = raw[:i]
+	}
 	if !strings.HasPrefix(raw, "_Z") && !strings.HasPrefix(raw, "_R") || len(raw) > maxDemangle {
 		return raw
 	}
