@@ -133,8 +133,6 @@ func Testdata(t testing.TB, elem ...string) string {
 	return filepath.Join(append([]string{RepoRoot(t), "testdata"}, elem...)...)
 }
 
-var buildMu sync.Mutex
-
 // BuildGo builds the Go program in testdata/<dir> and returns the binary's
 // path (in a per-test temporary directory).
 func BuildGo(t testing.TB, dir string) string {
