@@ -1,0 +1,186 @@
+package capture
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/internal/unwind"
+	"github.com/stallwatch/stallwatch/sampler"
+	"github.com/stallwatch/stallwatch/symbolize"
+)
+
+// endToPprof is one recording shared by the runs of BenchmarkEndToPprof:
+// ours (raw samples) and perf's (perf.data) of the same target, side by
+// side, and the target kept alive while the benchmark symbolizes.
+var endToPprof struct {
+	once     sync.Once
+	err      error
+	target   *exec.Cmd
+	samples  []sampler.Sample
+	perfData string
+	perfN    int           // samples in perf.data
+	perfRep  time.Duration // median wall time of `perf report` on it
+	dir      string
+}
+
+// wantSamples is the recording size the issue asks about.
+const wantSamples = 100_000
+
+// setupEndToPprof records a spinning Go target at 10 kHz until our
+// recording holds 100,000 samples, then records it as long with
+// `perf record -g` and times `perf report` three times.
+func setupEndToPprof(b *testing.B) {
+	e := &endToPprof
+	e.once.Do(func() {
+		e.dir, e.err = os.MkdirTemp("", "stallwatch-bench-pprof-")
+		if e.err != nil {
+			return
+		}
+		bin := filepath.Join(e.dir, "spin")
+		build := exec.Command("go", "build", "-o", bin, ".")
+		build.Dir = testutil.Testdata(b, "spin")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			e.err = fmt.Errorf("build spin: %v\n%s", err, out)
+			return
+		}
+		e.target = exec.Command(bin, "-threads", "4", "-depth", "6")
+		e.target.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		out, _ := e.target.StdoutPipe()
+		if e.err = e.target.Start(); e.err != nil {
+			return
+		}
+		if line, _ := bufio.NewReader(out).ReadString('\n'); !strings.HasPrefix(line, "ready") {
+			e.err = fmt.Errorf("spin did not start: %q", line)
+			return
+		}
+		pid := e.target.Process.Pid
+		smp, err := sampler.Start(sampler.Config{PID: pid, Freq: 10000, OffCPU: true, Kernel: true, History: -1})
+		if err != nil {
+			e.err = err
+			return
+		}
+		rec := smp.StartRecording()
+		start := time.Now()
+		for smp.Stats().Samples < wantSamples && time.Since(start) < 60*time.Second {
+			time.Sleep(100 * time.Millisecond)
+		}
+		e.samples = rec.Stop()
+		took := time.Since(start)
+		smp.Close()
+
+		e.perfData = filepath.Join(e.dir, "perf.data")
+		perf := exec.Command("perf", "record", "-q", "-F", "10000", "-g", "-k", "mono", "-o", e.perfData,
+			"-p", strconv.Itoa(pid), "--", "sleep", strconv.FormatFloat(took.Seconds(), 'f', 1, 64))
+		if out, err := perf.CombinedOutput(); err != nil {
+			e.err = fmt.Errorf("perf record: %v\n%s", err, out)
+			return
+		}
+		var times []time.Duration
+		for i := 0; i < 3; i++ {
+			t0 := time.Now()
+			rep := exec.Command("perf", "report", "-i", e.perfData, "--stdio")
+			rep.Stdout, rep.Stderr = nil, nil
+			if err := rep.Run(); err != nil {
+				e.err = fmt.Errorf("perf report: %v", err)
+				return
+			}
+			times = append(times, time.Since(t0))
+		}
+		e.perfRep = medianDur(times)
+		if out, err := exec.Command("perf", "report", "-i", e.perfData, "--stats").Output(); err == nil {
+			e.perfN = perfSampleCount(string(out))
+		}
+	})
+	if e.err != nil {
+		b.Fatal(e.err)
+	}
+}
+
+func medianDur(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// perfSampleCount reads "SAMPLE events: N" from `perf report --stats`.
+func perfSampleCount(stats string) int {
+	for _, line := range strings.Split(stats, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && f[0] == "SAMPLE" && f[1] == "events:" {
+			n, _ := strconv.Atoi(f[2])
+			return n
+		}
+	}
+	return 0
+}
+
+// BenchmarkEndToPprof measures what the user waits for when a recording
+// ends: symbolizing 100,000 raw samples (kernel and user frames; libc
+// stacks repaired with .eh_frame), building the pprof profile and writing
+// the capture directory. Beside it, `perf report --stdio` on perf's
+// recording of the same process for as long.
+//
+//	go test -run '^$' -bench EndToPprof ./capture
+func BenchmarkEndToPprof(b *testing.B) {
+	testutil.RequirePerf(b)
+	testutil.RequireTool(b, "perf")
+	setupEndToPprof(b)
+	e := &endToPprof
+	pid := e.target.Process.Pid
+	cfg := Config{PID: pid, Out: b.TempDir(), Freq: 10000, OffCPU: true, Kernel: true}
+	if err := cfg.fill(); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		sym, err := symbolize.NewProcess(pid, symbolize.Options{Kernel: true, JIT: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		unw, err := unwind.NewProcess(pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r := &resolver{sym: sym, unw: unw, names: map[int]string{}}
+		f := &facts{cfg: cfg, tg: readTarget(pid), trigger: Trigger{Kind: Manual}}
+		f.samples = r.resolve([]window{{"", e.samples}})
+		f.start, f.end = e.samples[0].Time, e.samples[len(e.samples)-1].Time
+		f.symStats = sym.Stats()
+		dir, _, err := f.write()
+		if err != nil {
+			b.Fatal(err)
+		}
+		sym.Close()
+		os.RemoveAll(dir)
+	}
+	perSec := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(float64(len(e.samples)), "samples")
+	b.ReportMetric(perSec, "s/pprof")
+	b.ReportMetric(float64(e.perfN), "perf-samples")
+	b.ReportMetric(e.perfRep.Seconds(), "s/perf-report")
+	b.ReportMetric(e.perfRep.Seconds()/perSec, "x-faster-than-perf-report")
+}
+
+// TestMain stops the benchmark's target.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if t := endToPprof.target; t != nil {
+		t.Process.Kill()
+		t.Wait()
+	}
+	if endToPprof.dir != "" {
+		os.RemoveAll(endToPprof.dir)
+	}
+	os.Exit(code)
+}
