@@ -388,3 +388,44 @@ func TestFmtDur(t *testing.T) {
 		}
 	}
 }
+
+// TestOffCPUFlatIsTheWaitSite: off-CPU top functions charge the program's
+// frame nearest the wait, not the kernel's schedule() every stack has on
+// top; on-CPU top functions charge the innermost frame.
+func TestOffCPUFlatIsTheWaitSite(t *testing.T) {
+	c := fixtureCapture(t)
+	a := analyze(c.Profile)
+	flat := func(typ string) map[string]int64 {
+		vi, err := valueIndex(c.Profile, typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vals, _ := a.totals(vi, nil)
+		m := map[string]int64{}
+		for _, f := range a.funcs(vals, typ == TypeOffCPUTime) {
+			m[f.name] = f.flat
+		}
+		return m
+	}
+	off := flat(TypeOffCPUTime)
+	for _, kernel := range []string{"futex_wait_queue", "schedule", "hrtimer_nanosleep", "io_schedule"} {
+		if off[kernel] != 0 {
+			t.Errorf("off-CPU flat of kernel function %s = %d, want 0", kernel, off[kernel])
+		}
+	}
+	for _, wait := range []string{"lock_a", "lock_b", "handler", "read_block"} {
+		if off[wait] == 0 {
+			t.Errorf("off-CPU flat of wait site %s = 0; flat: %v", wait, off)
+		}
+	}
+	if on := flat(TypeCPUSamples); on["hash"] == 0 {
+		t.Errorf("on-CPU flat of the innermost (inlined) frame hash = 0: %v", on)
+	}
+	var b strings.Builder
+	if err := WriteText(&b, c); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "flat: the program's frame nearest the wait") {
+		t.Error("report.txt does not say what off-CPU flat means")
+	}
+}

@@ -225,6 +225,24 @@ func analyze(p *profile.Profile) *analysis {
 	return a
 }
 
+// waitSite is the index of the innermost frame of the program's own code
+// in stack id; failing that, of the innermost user frame; failing that, 0.
+func (a *analysis) waitSite(id int) int {
+	user := -1
+	for i, f := range a.stacks[id] {
+		if f.kind == kindKernel {
+			continue
+		}
+		if !systemCode(f.module, f.name) {
+			return i
+		}
+		if user < 0 {
+			user = i
+		}
+	}
+	return max(user, 0)
+}
+
 // systemOnly says whether a stack has no frame of the program's own code.
 func (a *analysis) systemOnly(id int) bool {
 	for _, f := range a.stacks[id] {
@@ -392,8 +410,11 @@ type funcTotal struct {
 	flat, cum int64
 }
 
-// funcs ranks functions by flat weight, then cumulative.
-func (a *analysis) funcs(vals []int64) []*funcTotal {
+// funcs ranks functions by flat weight, then cumulative. With waitSite
+// (off-CPU time) the flat weight goes to the frame of the program's own
+// code nearest the top, the one that waited: every off-CPU stack has the
+// kernel's schedule() on top, which says nothing.
+func (a *analysis) funcs(vals []int64, waitSite bool) []*funcTotal {
 	by := map[string]*funcTotal{}
 	seen := map[string]bool{}
 	for id, v := range vals {
@@ -401,13 +422,17 @@ func (a *analysis) funcs(vals []int64) []*funcTotal {
 			continue
 		}
 		clear(seen)
+		flatAt := 0
+		if waitSite {
+			flatAt = a.waitSite(id)
+		}
 		for i, f := range a.stacks[id] {
 			ft := by[f.name]
 			if ft == nil {
 				ft = &funcTotal{name: f.name}
 				by[f.name] = ft
 			}
-			if i == 0 {
+			if i == flatAt {
 				ft.flat += v
 			}
 			if !seen[f.name] { // recursion counts once

@@ -38,7 +38,7 @@ func writeSummarySection(w io.Writer, s *section) {
 		fmt.Fprintln(w, "  (none)")
 		return
 	}
-	fmt.Fprintf(w, "  %9s %6s %9s %6s  %s\n", "flat", "flat%", "cum", "cum%", "function")
+	fmt.Fprintf(w, "  %9s %6s %9s %6s  %s\n", "flat", "flat%", "cum", "cum%", "function ("+flatMeaning(s)+")")
 	for i, f := range s.funcs {
 		if i == summaryFuncs {
 			break

@@ -139,7 +139,7 @@ func writeSectionLong(w io.Writer, s *section) {
 		fmt.Fprintln(w, "  (none)")
 		return
 	}
-	fmt.Fprintf(w, "\n  Top functions (flat: where the time was; cum: under it)\n")
+	fmt.Fprintf(w, "\n  Top functions (%s)\n", flatMeaning(s))
 	fmt.Fprintf(w, "  %9s %6s %9s %6s  %s\n", "flat", "flat%", "cum", "cum%", "function")
 	for i, f := range s.funcs {
 		if i == detailFuncs {
@@ -166,4 +166,12 @@ func writeSectionLong(w io.Writer, s *section) {
 	if more := s.count - len(s.stacks); more > 0 {
 		fmt.Fprintf(w, "\n  … %d more stacks: `go tool pprof -traces` shows them all\n", more)
 	}
+}
+
+// flatMeaning explains the flat column of a section's top functions.
+func flatMeaning(s *section) string {
+	if s.typ == TypeOffCPUTime {
+		return "flat: the program's frame nearest the wait; cum: under it"
+	}
+	return "flat: where the time was; cum: under it"
 }

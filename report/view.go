@@ -303,7 +303,7 @@ func sectionsOf(a *analysis) []*section {
 			var vals []int64
 			vals, s.total = a.totals(vi, keep)
 			s.stacks, s.count = a.top(vals, detailStacks, vi, keep)
-			s.funcs = a.funcs(vals)
+			s.funcs = a.funcs(vals, k.typ == TypeOffCPUTime)
 			s.flame = a.flame(vals)
 			n := screenStacks
 			if ph == PhaseBefore {
