@@ -46,13 +46,13 @@ type Process struct {
 func OpenProcess(pid int, opts Options) (*Process, error) {
 	st, err := procfs.ReadStatus(pid, pid)
 	if err != nil {
-		return nil, perms.Ptrace(fmt.Sprintf("read status of pid %d", pid), err)
+		return nil, perms.ProcAccess(fmt.Sprintf("read status of pid %d", pid), err)
 	}
 	p := &Process{pid: pid, opts: opts, nspid: st.InnerPid(), refused: map[string]*SourceInfo{}, looked: map[string]bool{}, b: &builder{}}
 	p.owners = []uint32{0, st.Uid[0], st.Uid[1], st.Uid[3]}
 	p.started = processStart(pid)
 	if _, err := procfs.ReadMaps(pid); err != nil {
-		return nil, perms.Ptrace(fmt.Sprintf("read maps of pid %d", pid), err)
+		return nil, perms.ProcAccess(fmt.Sprintf("read maps of pid %d", pid), err)
 	}
 	// A file that cannot be read says so in its SourceInfo (ReadError);
 	// the others still count.

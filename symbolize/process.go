@@ -127,7 +127,7 @@ func newProcess(pid int, opts Options, ks *kernelSyms) (*Process, error) {
 	maps, err := procfs.ReadMaps(pid)
 	if err != nil {
 		// Another user's maps need ptrace access: say how to get it.
-		return nil, perms.Ptrace(fmt.Sprintf("read maps of pid %d", pid), err)
+		return nil, perms.ProcAccess(fmt.Sprintf("read maps of pid %d", pid), err)
 	}
 	p.setMaps(maps)
 	if opts.Kernel {

@@ -154,6 +154,19 @@ func ptraceError(op string, err error, hasPtrace bool, scope int, yama bool) err
 	return e
 }
 
+// ProcAccess explains a refused read of another process's /proc files
+// (maps, environ, mem): the kernel checks them like a ptrace attach, but
+// nothing is stopped, so --no-ptrace does not help.
+func ProcAccess(op string, err error) error {
+	if !IsPermission(err) {
+		return err
+	}
+	e := &Error{Op: op, Err: err}
+	e.Missing = "CAP_SYS_PTRACE (the target belongs to another user, or Yama restricts access)"
+	e.Fix = "run as the target's user or root, or `sudo setcap cap_perfmon,cap_sys_ptrace,cap_syslog+ep $(command -v stallwatch)`"
+	return e
+}
+
 // CapName returns the CAP_ name of a capability number.
 func CapName(c int) string {
 	if n, ok := capNames[c]; ok {

@@ -54,3 +54,10 @@ func TestPtraceExplains(t *testing.T) {
 		t.Errorf("%q does not say the target belongs to another user", err)
 	}
 }
+
+func TestProcAccessExplains(t *testing.T) {
+	err := ProcAccess("read maps of pid 7", unix.EACCES)
+	if !strings.Contains(err.Error(), "CAP_SYS_PTRACE") || strings.Contains(err.Error(), "--no-ptrace") {
+		t.Errorf("%q: want CAP_SYS_PTRACE and no --no-ptrace (nothing is stopped)", err)
+	}
+}
