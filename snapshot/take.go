@@ -377,10 +377,17 @@ func (tk *taker) name() {
 		}
 		for j, pc := range t.UserAddrs {
 			exact := j == 0 || j < len(t.UserExact) && t.UserExact[j]
-			if tk.sym != nil {
-				t.User = append(t.User, tk.sym.Locate(symbolize.Addr{PC: pc, Time: tk.snap.Mono, Return: !exact}))
-			} else {
+			if tk.sym == nil {
 				t.User = append(t.User, unnamed(pc, ""))
+				continue
+			}
+			l := tk.sym.Locate(symbolize.Addr{PC: pc, Time: tk.snap.Mono, Return: !exact})
+			t.User = append(t.User, l)
+			if symbolize.Outermost(l) {
+				// Nothing called a thread's first function: what a
+				// scan found beyond it is stale memory.
+				t.UserAddrs = t.UserAddrs[:j+1]
+				break
 			}
 		}
 	}

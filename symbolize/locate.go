@@ -61,16 +61,19 @@ func (p *Process) countMiss(m *mapping) {
 // innermost first, its first kernel entries kernel addresses (the layout
 // of sampler.Sample.Stack). Every entry but the innermost of each part is
 // a return address; the innermost user entry of a stack that entered the
-// kernel is where user code stopped, not a return address. The locations
-// are appended to out.
+// kernel is where user code stopped, not a return address. The user part
+// ends at the function its thread started in (see Outermost): what a walk
+// found beyond it is stale memory. The locations are appended to out.
 func (p *Process) LocateStack(out []*Location, stack []uint64, kernel int, t uint64) []*Location {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	n := len(out)
 	for i, pc := range stack {
 		a := Addr{PC: pc, Time: t, Kernel: i < kernel, Return: i != 0 && i != kernel}
 		out = append(out, p.locate(a))
 	}
-	return out
+	user := n + min(kernel, len(stack))
+	return append(out[:user], trimOutermost(out[user:])...)
 }
 
 func b2i(b bool) int {

@@ -318,3 +318,34 @@ func TestNewProcessErrors(t *testing.T) {
 		t.Errorf("the error as nobody does not say what to grant:\n%s", out)
 	}
 }
+
+func TestTrimOutermost(t *testing.T) {
+	mk := func(names ...string) []*Location {
+		var out []*Location
+		for _, n := range names {
+			out = append(out, &Location{Kind: KindNative, Lines: []Line{{Function: n}}})
+		}
+		return out
+	}
+	names := func(ls []*Location) string {
+		var s []string
+		for _, l := range ls {
+			s = append(s, l.Name())
+		}
+		return strings.Join(s, " ")
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"main.futex main.worker runtime.goexit.abi0 main.reconcile runtime.goexit.abi0", "main.futex main.worker runtime.goexit.abi0"},
+		{"__lll_lock_wait worker start_thread clone3 garbage", "__lll_lock_wait worker start_thread clone3"},
+		{"runtime.futex runtime.mstart runtime.clone.abi0 x", "runtime.futex runtime.mstart runtime.clone.abi0"},
+		{"main main.x", "main main.x"},
+	} {
+		if got := names(trimOutermost(mk(strings.Fields(tc.in)...))); got != tc.want {
+			t.Errorf("trimOutermost(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+	// A kernel function of the same name does not end a stack.
+	if Outermost(&Location{Kind: KindKernel, Lines: []Line{{Function: "clone"}}}) {
+		t.Error("kernel clone taken for the outermost user frame")
+	}
+}
