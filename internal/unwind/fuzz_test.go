@@ -41,3 +41,23 @@ func FuzzExpr(f *testing.F) {
 		evalExpr(expr, &rs, DumpMemory(0x7000, make([]byte, 64)), 0x7008)
 	})
 }
+
+// FuzzGoTable: any pclntab parses or is refused, and every pc of it can be
+// looked up and stepped through, without panicking or allocating.
+func FuzzGoTable(f *testing.F) {
+	f.Add(goTableFixture())
+	f.Fuzz(func(t *testing.T, data []byte) {
+		g, err := parseGoTable(data, 0x1000, "fuzz")
+		if err != nil || g == nil {
+			return
+		}
+		for _, pc := range []uint64{0x1000, 0x1001, 0x1010, 0x1020, 0x1fff} {
+			if _, _, ok := g.spDelta(pc); !ok {
+				continue
+			}
+			w := walker{mem: DumpMemory(0x7000, make([]byte, 256))}
+			s := newFrameState(Regs{IP: pc, SP: 0x7000})
+			w.goStep(&s, &codeRange{gotab: g}, pc)
+		}
+	})
+}

@@ -12,11 +12,11 @@ import (
 	"github.com/stallwatch/stallwatch/internal/testutil"
 )
 
-// TestGoFramePointers: Go code has frame pointers and no .eh_frame; a Go
-// thread blocked in read(2) unwinds by the frame-pointer chain to the
-// goroutine's function, both from registers and without a stop (where the
-// first frame pointer is found by the scan).
-func TestGoFramePointers(t *testing.T) {
+// TestGoStacks: Go code has no .eh_frame; its binary's pclntab gives every
+// frame's size. A Go thread blocked in read(2) unwinds exactly — the frames
+// gdb finds, ending at runtime.goexit and not in the stale memory above it —
+// both from ptrace registers and without a stop (stack pointer only).
+func TestGoStacks(t *testing.T) {
 	testutil.RequirePtrace(t)
 	bin := testutil.BuildGo(t, "goblocked")
 	tg := testutil.Start(t, bin)
@@ -33,6 +33,13 @@ func TestGoFramePointers(t *testing.T) {
 	}
 	syms := goSymbols(t, bin)
 	want := []string{"main.blockInRead", "main.reader", "runtime.goexit.abi0"}
+	gdb := gdbStacks(t, tg.Pid)[tid]
+	for len(gdb) > 0 && gdb[len(gdb)-1].pc == 0 {
+		gdb = gdb[:len(gdb)-1] // gdb's "?? ()" past goexit: the end
+	}
+	if len(gdb) == 0 {
+		t.Fatalf("gdb found no stack for thread %d", tid)
+	}
 
 	blocked, err := p.BlockedTrace(tid, MaxFrames)
 	if err != nil {
@@ -45,9 +52,13 @@ func TestGoFramePointers(t *testing.T) {
 		if !inOrder(names, want) {
 			t.Errorf("%s (%s, end %q): %v, want %v in order", name, tr.Methods(), tr.End, names, want)
 		}
-	}
-	if m := regs.Methods(); m != "fp" {
-		t.Errorf("from registers the Go stack was unwound by %s, want fp", m)
+		if len(tr.PCs) != len(gdb) || tr.End != EndOfStack {
+			t.Errorf("%s: %d frames ending %q, gdb has %d:\n ours %v\n  gdb %s", name, len(tr.PCs), tr.End, len(gdb), names, gdbList(gdb))
+		}
+		matchGdb(t, name, tr.PCs, gdb)
+		if m := tr.Methods(); m != "gopclntab" {
+			t.Errorf("%s: the Go stack was unwound by %s, want gopclntab", name, m)
+		}
 	}
 }
 

@@ -16,6 +16,9 @@ import (
 // needed to place it at run time.
 type moduleCFI struct {
 	eh    *ehFrame // nil when the file has none
+	gotab *goTable // a Go binary's frame sizes; nil for other files
+	// goErr says why a Go binary's pclntab could not be used.
+	goErr error
 	loads []elf.ProgHeader
 	// bad counts FDEs that failed to parse (skipped).
 	bad int
@@ -98,6 +101,9 @@ func parseModule(r io.ReaderAt, size int64, name string) (m *moduleCFI, err erro
 			m.loads = append(m.loads, p.ProgHeader)
 		}
 	}
+	// A Go binary has no .eh_frame for its Go code; its pclntab says the
+	// same thing in Go's own terms. A broken one costs only itself.
+	m.gotab, m.goErr = readGoTable(ef, r, size, name)
 	data, addr, err := ehFrameData(ef, r, size)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)

@@ -77,12 +77,15 @@ func (p *Process) Refresh() error {
 		case m.Path == "[vdso]":
 			mod = p.vdsoModule(m)
 		}
-		if mod != nil && mod.eh != nil {
+		if mod != nil && (mod.eh != nil || mod.gotab != nil) {
 			if bias, ok := mod.bias(m.Start, m.End, m.Offset); ok {
-				cr.cfi, cr.bias = mod.eh, bias
+				cr.cfi, cr.gotab, cr.bias = mod.eh, mod.gotab, bias
 			} else {
 				problems = append(problems, fmt.Sprintf("%s: mapping at offset %#x matches no loadable segment; frame pointers used", m.Path, m.Offset))
 			}
+		}
+		if mod != nil && mod.goErr != nil {
+			problems = append(problems, fmt.Sprintf("%v; frame pointers used for its Go code", mod.goErr))
 		}
 		if mod != nil && mod.bad > 0 {
 			problems = append(problems, fmt.Sprintf("%s: %d malformed FDEs skipped", m.Path, mod.bad))

@@ -114,6 +114,9 @@ const (
 	// Leaf: the callee had no frame rules and the return address was
 	// taken from the top of the stack (a frameless leaf function).
 	Leaf
+	// GoTable: the callee was Go code, unwound with the frame sizes of
+	// its binary's pclntab, as Go's own traceback does.
+	GoTable
 )
 
 func (m Method) String() string {
@@ -128,6 +131,8 @@ func (m Method) String() string {
 		return "scan"
 	case Leaf:
 		return "leaf"
+	case GoTable:
+		return "gopclntab"
 	}
 	return fmt.Sprintf("method(%d)", uint8(m))
 }
@@ -151,7 +156,7 @@ type Trace struct {
 
 // Methods summarizes How: "cfi", "cfi+fp", "fp+scan", ...
 func (t Trace) Methods() string {
-	var seen [Leaf + 1]bool
+	var seen [GoTable + 1]bool
 	s := ""
 	for _, m := range t.How {
 		if m == Registers || int(m) >= len(seen) || seen[m] {
@@ -159,7 +164,7 @@ func (t Trace) Methods() string {
 		}
 		seen[m] = true
 	}
-	for _, m := range []Method{CFI, FramePointerChain, Leaf, Scanned} {
+	for _, m := range []Method{CFI, GoTable, FramePointerChain, Leaf, Scanned} {
 		if seen[m] {
 			if s != "" {
 				s += "+"

@@ -13,7 +13,9 @@ type codeRange struct {
 	// bias turns a link-time address of the module into a run-time one.
 	bias uint64
 	cfi  *ehFrame // nil: no CFI (anonymous JIT code, Go, stripped of it)
-	name string
+	// gotab unwinds the Go code of a Go binary, which has no CFI.
+	gotab *goTable
+	name  string
 }
 
 // codeLookup finds the executable mapping holding a run-time address.
@@ -84,6 +86,11 @@ func (w *walker) step(s *frameState) stepResult {
 		}
 		if rr != nil {
 			return w.cfiStep(s, rr, rr.fnStart+cr.bias)
+		}
+	}
+	if cr.gotab != nil {
+		if res, ok := w.goStep(s, cr, look-cr.bias); ok {
+			return res
 		}
 	}
 	return w.fpStepState(s)
@@ -226,6 +233,44 @@ func (w *walker) fpStepState(s *frameState) stepResult {
 	}
 	s.exact, s.first = false, false
 	return stepResult{how: how, cfa: f.sp}
+}
+
+// goStep unwinds a Go frame at link-time pc with its binary's pclntab: the
+// stack pointer's distance below its value at the function's entry gives
+// the return address's slot; a function that has pushed the frame pointer
+// (it does so first, so the distance is 8 or more) saved it just below.
+// runtime.goexit is every goroutine's outermost frame: the walk ends there
+// rather than reading the stale memory above it.
+func (w *walker) goStep(s *frameState, cr *codeRange, pc uint64) (stepResult, bool) {
+	if cr.gotab.isGoexit(pc) {
+		return stepResult{end: EndOfStack}, true
+	}
+	delta, _, ok := cr.gotab.spDelta(pc)
+	if !ok {
+		return stepResult{}, false
+	}
+	sp := s.sp()
+	cfa := sp + delta + 8
+	ra, ok := readU64(w.mem, cfa-8)
+	if !ok || cfa <= sp {
+		return stepResult{}, false
+	}
+	var next regState
+	next.set(regRA, ra)
+	next.set(regRSP, cfa)
+	if delta >= 8 {
+		if bp, ok := readU64(w.mem, cfa-16); ok {
+			next.set(regRBP, bp)
+		}
+	} else if bp, ok := s.regs.get(regRBP); ok {
+		next.set(regRBP, bp) // not pushed yet: still the caller's
+	}
+	if ra == 0 {
+		return stepResult{end: EndOfStack}, true
+	}
+	s.regs = next
+	s.exact, s.first = false, false
+	return stepResult{how: GoTable, cfa: cfa}, true
 }
 
 // walk unwinds from regs until the end of the stack, an error or max frames.
