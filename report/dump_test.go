@@ -316,7 +316,7 @@ func TestWaitsFor(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := waitsFor(tt.threads)
+			g := snapshot.BuildLockGraph(tt.threads)
 			if !reflect.DeepEqual(g.Cycles, tt.cycles) || !reflect.DeepEqual(g.Chains, tt.chains) {
 				t.Errorf("cycles %v chains %v, want %v %v", g.Cycles, g.Chains, tt.cycles, tt.chains)
 			}

@@ -2,7 +2,6 @@ package report
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -73,7 +72,7 @@ func ThreadsFromProfile(p *profile.Profile) (*snapshot.Snapshot, error) {
 		}
 		snap.Threads = append(snap.Threads, t)
 	}
-	snap.Locks = waitsFor(snap.Threads)
+	snap.Locks = snapshot.BuildLockGraph(snap.Threads)
 	return snap, nil
 }
 
@@ -141,96 +140,3 @@ func toKind(k frameKind) symbolize.Kind {
 	return symbolize.KindUnknown
 }
 
-// waitsFor builds the lock graph from the threads' known owners. Each
-// thread waits for at most one owner, so the graph is a set of paths that
-// end at a thread that waits for no one, or in a cycle.
-func waitsFor(threads []snapshot.Thread) snapshot.LockGraph {
-	var g snapshot.LockGraph
-	next := map[int]int{}
-	in := map[int]int{}
-	var from []int
-	for _, t := range threads {
-		if t.Wait == nil || t.Wait.Owner == 0 {
-			continue
-		}
-		next[t.TID] = t.Wait.Owner
-		in[t.Wait.Owner]++
-		from = append(from, t.TID)
-		g.Edges = append(g.Edges, snapshot.Edge{From: t.TID, To: t.Wait.Owner, Via: t.Wait.Desc})
-	}
-	sort.Ints(from)
-	// Cycles: walk from each node; a node met twice on one walk closes one.
-	done := map[int]bool{}
-	inCycle := map[int]bool{}
-	for _, start := range from {
-		if done[start] {
-			continue
-		}
-		pos := map[int]int{}
-		var walk []int
-		n := start
-		for {
-			if i, ok := pos[n]; ok {
-				cyc := rotateToMin(walk[i:])
-				g.Cycles = append(g.Cycles, cyc)
-				for _, c := range cyc {
-					inCycle[c] = true
-				}
-				break
-			}
-			if done[n] {
-				break
-			}
-			pos[n] = len(walk)
-			walk = append(walk, n)
-			nx, ok := next[n]
-			if !ok {
-				break
-			}
-			n = nx
-		}
-		for _, w := range walk {
-			done[w] = true
-		}
-	}
-	// Chains: from each thread nobody waits for, follow the owners until a
-	// thread that waits for no one or one in a cycle.
-	for _, start := range from {
-		if in[start] > 0 || inCycle[start] {
-			continue
-		}
-		ch := []int{start}
-		seen := map[int]bool{start: true}
-		for n := next[start]; ; n = next[n] {
-			ch = append(ch, n)
-			if seen[n] || inCycle[n] {
-				break
-			}
-			seen[n] = true
-			if _, ok := next[n]; !ok {
-				break
-			}
-		}
-		g.Chains = append(g.Chains, ch)
-	}
-	sort.Slice(g.Cycles, func(i, j int) bool { return g.Cycles[i][0] < g.Cycles[j][0] })
-	sort.SliceStable(g.Chains, func(i, j int) bool {
-		if len(g.Chains[i]) != len(g.Chains[j]) {
-			return len(g.Chains[i]) > len(g.Chains[j])
-		}
-		return g.Chains[i][0] < g.Chains[j][0]
-	})
-	return g
-}
-
-// rotateToMin starts a cycle at its smallest tid, as the snapshot does, so
-// a deadlock reads the same whichever thread the walk began at.
-func rotateToMin(c []int) []int {
-	m := 0
-	for i := range c {
-		if c[i] < c[m] {
-			m = i
-		}
-	}
-	return append(append([]int(nil), c[m:]...), c[:m]...)
-}

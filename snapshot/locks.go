@@ -147,15 +147,18 @@ func via(w *Wait) string {
 		return fmt.Sprintf("PI mutex %#x", w.Addr)
 	case "join":
 		return "pthread_join"
+	case "":
+		return w.Desc // a wait read back from threads.pb.gz has no kind
 	}
 	return w.Kind
 }
 
-// buildGraph makes the waits-for graph: an edge for every thread that
-// waits for a thread of the process. A thread waits for one thing at a
-// time, so each has at most one outgoing edge, and cycles are found by
-// following them.
-func buildGraph(threads []Thread) LockGraph {
+// BuildLockGraph makes the waits-for graph from the threads' Wait.Owner:
+// an edge for every thread that waits for a thread of the process. A
+// thread waits for one thing at a time, so each has at most one outgoing
+// edge, and cycles are found by following them. Take fills
+// Snapshot.Locks with it; a snapshot read back from a file rebuilds it.
+func BuildLockGraph(threads []Thread) LockGraph {
 	var g LockGraph
 	next := map[int]int{}
 	for i := range threads {

@@ -39,7 +39,7 @@ func TestBuildGraph(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			g := buildGraph(waits(tc.edges, tc.tids...))
+			g := BuildLockGraph(waits(tc.edges, tc.tids...))
 			if len(g.Edges) != len(tc.edges) {
 				t.Errorf("%d edges, want %d", len(g.Edges), len(tc.edges))
 			}

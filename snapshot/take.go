@@ -350,7 +350,7 @@ func (tk *taker) finish(tids []int, exited int) {
 			refineByStack(t.Wait, names)
 		}
 	}
-	snap.Locks = buildGraph(snap.Threads)
+	snap.Locks = BuildLockGraph(snap.Threads)
 	sort.SliceStable(snap.Threads, func(i, j int) bool { return snap.Threads[i].TID < snap.Threads[j].TID })
 }
 
