@@ -139,4 +139,3 @@ func toKind(k frameKind) symbolize.Kind {
 	}
 	return symbolize.KindUnknown
 }
-
