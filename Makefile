@@ -40,7 +40,7 @@ fuzz:
 # Benchmarks side by side with the reference tools (perf, perf inject, gdb),
 # BENCHCOUNT runs each, printed as a table of medians.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) -timeout 60m ./... | tee bench.out | $(GO) run ./internal/benchtab
+	$(GO) test -p 1 -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) -timeout 60m ./... | tee bench.out | $(GO) run ./internal/benchtab
 
 demo: build
 	./testdata/demo/run.sh

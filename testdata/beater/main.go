@@ -19,7 +19,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -240,9 +239,14 @@ func spinWhileBeating(b *beater) {
 	}
 }
 
-// worker keeps an OS thread of its own busy half of every 10 ms.
+// worker keeps a thread busy half of every 10 ms. It sleeps in a raw
+// nanosleep(2) rather than time.Sleep: a goroutine blocked in a system call
+// keeps its OS thread, so the workers are threads of their own, the way a
+// service's are. (Locking each to its thread with runtime.LockOSThread
+// instead starves the unlocked main goroutine, and the heartbeat with it:
+// the Ps keep moving between the locked threads.)
 func worker() {
-	runtime.LockOSThread()
+	nap := syscall.Timespec{Nsec: 5e6}
 	for {
 		start := time.Now()
 		x := 0
@@ -252,7 +256,7 @@ func worker() {
 			}
 		}
 		sink.Add(int64(x))
-		time.Sleep(5 * time.Millisecond)
+		syscall.Nanosleep(&nap, nil)
 	}
 }
 
