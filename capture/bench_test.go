@@ -99,9 +99,7 @@ func setupEndToPprof(b *testing.B) {
 			times = append(times, time.Since(t0))
 		}
 		e.perfRep = medianDur(times)
-		if out, err := exec.Command("perf", "report", "-i", e.perfData, "--stats").Output(); err == nil {
-			e.perfN = perfSampleCount(string(out))
-		}
+		e.perfN, _ = testutil.PerfSamples("perf", e.perfData)
 	})
 	if e.err != nil {
 		b.Fatal(e.err)
@@ -112,18 +110,6 @@ func medianDur(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[len(s)/2]
-}
-
-// perfSampleCount reads "SAMPLE events: N" from `perf report --stats`.
-func perfSampleCount(stats string) int {
-	for _, line := range strings.Split(stats, "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 3 && f[0] == "SAMPLE" && f[1] == "events:" {
-			n, _ := strconv.Atoi(f[2])
-			return n
-		}
-	}
-	return 0
 }
 
 // BenchmarkEndToPprof measures what the user waits for when a recording
