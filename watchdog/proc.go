@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/stallwatch/stallwatch/internal/procfs"
@@ -18,7 +19,15 @@ import (
 type Progress struct {
 	PID      int
 	Interval time.Duration // default 1s
+
+	// quiet is set while a capture runs: its snapshot stops and resumes
+	// the target's threads one by one, which moves their counters even
+	// when the target itself is frozen. What moved then is not a beat.
+	quiet atomic.Bool
 }
+
+// captureRunning implements captureAware.
+func (p *Progress) captureRunning(on bool) { p.quiet.Store(on) }
 
 func (p *Progress) String() string { return "proc " + strconv.Itoa(p.PID) }
 
@@ -34,6 +43,15 @@ func (p *Progress) Run(ctx context.Context, beat func()) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-ticker.C:
+		}
+		if p.quiet.Load() {
+			// Keep the counters current without beating, so that
+			// the first read after the capture compares with what
+			// the capture left.
+			ticks, _ = processTicks(p.PID)
+			last, err = readProgress(p.PID)
+			fresh = err == nil
+			continue
 		}
 		// One read answers for a process that uses CPU; the threads
 		// are read only when it did not (their context switches tell

@@ -16,6 +16,13 @@ type Source interface {
 	Run(ctx context.Context, beat func()) error
 }
 
+// captureAware is a source that a capture can make beat by itself (the
+// target's progress moves when the snapshot stops and resumes its
+// threads). The watchdog tells it when a capture runs.
+type captureAware interface {
+	captureRunning(on bool)
+}
+
 // PollInterval is how often a polling source looks, for a given
 // stall-after: often enough that a beat is seen long before a stall could
 // be declared, rarely enough to cost nothing when idle.

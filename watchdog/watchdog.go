@@ -254,10 +254,21 @@ func (l *loop) apply(act action) bool {
 	l.cancel = cancel
 	tr := *act.capture
 	go func() {
+		l.w.captureRunning(true)
 		res, err := l.w.cfg.Capturer.Capture(ctx, tr)
+		l.w.captureRunning(false)
 		l.capDone <- captureDone{res, err}
 	}()
 	return true
+}
+
+// captureRunning tells the sources a capture's own effects could make beat.
+func (w *Watchdog) captureRunning(on bool) {
+	for _, s := range w.cfg.Sources {
+		if ca, ok := s.(captureAware); ok {
+			ca.captureRunning(on)
+		}
+	}
 }
 
 func (l *loop) targetExited() {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -468,5 +469,51 @@ func TestWatchdogTargetExitDuringCapture(t *testing.T) {
 	}
 	if fc.cut.Load() != 1 {
 		t.Error("the capture of a target that exited was not cut short")
+	}
+}
+
+// disturbingCapturer stands for a real capture of a frozen process: its
+// snapshot stops and resumes the target's threads, which moves their
+// scheduler counters. Here a SIGCONT/SIGSTOP pair does the same.
+type disturbingCapturer struct {
+	*fakeCapturer
+	pid int
+}
+
+func (d *disturbingCapturer) Capture(ctx context.Context, tr capture.Trigger) (*capture.Result, error) {
+	syscall.Kill(d.pid, syscall.SIGCONT)
+	time.Sleep(20 * time.Millisecond)
+	syscall.Kill(d.pid, syscall.SIGSTOP)
+	return d.fakeCapturer.Capture(ctx, tr)
+}
+
+// TestWatchdogProgressIgnoresItsOwnCapture: a process frozen by SIGSTOP
+// stalls its progress heartbeat; the capture's own disturbance of its
+// threads is not taken for the process recovering.
+func TestWatchdogProgressIgnoresItsOwnCapture(t *testing.T) {
+	cmd := exec.Command("sleep", "1000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	pid := cmd.Process.Pid
+	fc := &disturbingCapturer{fakeCapturer: newFakeCapturer(300 * time.Millisecond), pid: pid}
+	src := &Progress{PID: pid, Interval: 20 * time.Millisecond}
+	_, cancel, _ := runWatchdog(t, Config{PID: pid, Sources: []Source{src}, StallAfter: 400 * time.Millisecond,
+		RecaptureAfter: time.Hour, MaxCaptures: 10, Capturer: fc})
+	defer cancel()
+	// Beats: stop and continue the process a few times (each moves it).
+	for i := 0; i < 5; i++ {
+		syscall.Kill(pid, syscall.SIGSTOP)
+		time.Sleep(30 * time.Millisecond)
+		syscall.Kill(pid, syscall.SIGCONT)
+		time.Sleep(30 * time.Millisecond)
+	}
+	syscall.Kill(pid, syscall.SIGSTOP) // frozen from here on
+	fc.expectCapture(t, 5*time.Second)
+	select {
+	case stall := <-fc.recovered:
+		t.Fatalf("the frozen process was reported recovered after %v: the capture's own effect was taken for a beat", stall)
+	case <-time.After(1500 * time.Millisecond):
 	}
 }
