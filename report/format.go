@@ -190,7 +190,11 @@ func systemCode(module, function string) bool {
 			return true
 		}
 	}
-	for _, p := range []string{"runtime.", "internal/runtime/", "runtime/internal/", "syscall.", "internal/syscall/"} {
+	for _, p := range []string{"runtime.", "internal/runtime/", "runtime/internal/", "syscall.", "internal/syscall/",
+		// cgo's thread start-up, below the Go runtime's frames
+		"crosscall1", "crosscall2", "_cgo_", "x_cgo_", "threadentry",
+		// an address in no mapping: a walk's end, not the program's code
+		"[unknown]"} {
 		if strings.HasPrefix(function, p) {
 			return true
 		}

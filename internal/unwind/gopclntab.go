@@ -166,17 +166,47 @@ func (g *goTable) funcName(f []byte) string {
 	return ""
 }
 
-// spDelta returns, for link-time pc, how far SP is below its value at the
-// function's entry, and the function's entry.
-func (g *goTable) spDelta(pc uint64) (delta, entry uint64, ok bool) {
+// Function flags (internal/abi.FuncFlag).
+const (
+	// goTopFrame: the outermost frame of a stack (goexit, mstart,
+	// rt0_go); nothing called it.
+	goTopFrame = 1 << 0
+	// goSPWrite: the function writes SP itself (mcall, systemstack,
+	// morestack, gogo: stack switches); its caller cannot be found from
+	// its frame size. Go's own traceback stops there too.
+	goSPWrite = 1 << 1
+)
+
+// funcFlags returns the flags of the function at link-time pc.
+func (g *goTable) funcFlags(pc uint64) uint8 {
+	_, f, ok := g.funcFor(pc)
+	if !ok {
+		return 0
+	}
+	off := 37 // funcID, flag after cuOffset (Go 1.18, 1.19)
+	if g.go120 {
+		off = 41 // after startLine
+	}
+	return f[off]
+}
+
+// funcFor finds the function holding link-time pc.
+func (g *goTable) funcFor(pc uint64) (int, []byte, bool) {
 	if g.nfunc == 0 || pc < g.entry(0) || pc >= g.entry(g.nfunc) {
-		return 0, 0, false
+		return 0, nil, false
 	}
 	i := sort.Search(g.nfunc, func(i int) bool { return g.entry(i+1) > pc })
 	if i >= g.nfunc {
-		return 0, 0, false
+		return 0, nil, false
 	}
 	f, ok := g.funcAt(i)
+	return i, f, ok
+}
+
+// spDelta returns, for link-time pc, how far SP is below its value at the
+// function's entry, and the function's entry.
+func (g *goTable) spDelta(pc uint64) (delta, entry uint64, ok bool) {
+	i, f, ok := g.funcFor(pc)
 	if !ok {
 		return 0, 0, false
 	}

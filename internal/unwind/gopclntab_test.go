@@ -110,3 +110,28 @@ func TestGoTableRefusesLies(t *testing.T) {
 		t.Errorf("foreign data: %v, %v; want nil, nil", g, err)
 	}
 }
+
+// TestGoTableStackSwitch: a function that writes SP itself (mcall,
+// systemstack) ends the walk instead of reading garbage as its caller.
+func TestGoTableStackSwitch(t *testing.T) {
+	data := goTableFixture()
+	g, err := parseGoTable(data, 0x1000, "fixture")
+	if err != nil || g == nil {
+		t.Fatal(err)
+	}
+	_, f, ok := g.funcFor(0x1010)
+	if !ok {
+		t.Fatal("main.f not found")
+	}
+	f[41] = goSPWrite
+	w := walker{mem: DumpMemory(0x7000, make([]byte, 0x40))}
+	s := newFrameState(Regs{IP: 0x1010, SP: 0x7000})
+	res, ok := w.goStep(&s, &codeRange{gotab: g}, 0x1010)
+	if !ok || res.end == "" || res.end == EndOfStack {
+		t.Errorf("goStep in a stack-switching function: %+v, want the walk to end there with the reason", res)
+	}
+	f[41] = goTopFrame
+	if res, _ := w.goStep(&s, &codeRange{gotab: g}, 0x1010); res.end != EndOfStack {
+		t.Errorf("goStep in a top frame: %+v, want the end of the stack", res)
+	}
+}

@@ -242,8 +242,12 @@ func (w *walker) fpStepState(s *frameState) stepResult {
 // runtime.goexit is every goroutine's outermost frame: the walk ends there
 // rather than reading the stale memory above it.
 func (w *walker) goStep(s *frameState, cr *codeRange, pc uint64) (stepResult, bool) {
-	if cr.gotab.isGoexit(pc) {
+	if flags := cr.gotab.funcFlags(pc); cr.gotab.isGoexit(pc) || flags&goTopFrame != 0 {
 		return stepResult{end: EndOfStack}, true
+	} else if flags&goSPWrite != 0 {
+		// mcall, systemstack and the like switch stacks: the caller is
+		// on another stack that only the Go scheduler's records say.
+		return stepResult{end: "the Go runtime switched stacks here"}, true
 	}
 	delta, _, ok := cr.gotab.spDelta(pc)
 	if !ok {
