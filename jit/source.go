@@ -278,10 +278,14 @@ func (s *source) record(b *builder, r *record) {
 		sym := s.symbol(r.addr, r.codeSize, string(r.name), s.time(r.time))
 		sym.CodeIndex = r.codeIndex
 		matched := dbg.set && dbg.addr == r.addr
-		// The name's own file wins over a debug entry that disagrees:
-		// Node.js 20 writes garbage file names for user scripts into
-		// CODE_DEBUG_INFO, some of which happen to be text.
-		if matched && dbg.file != "" && (sym.File == "" || sym.File == dbg.file) {
+		// The name's own file wins over a debug entry that disagrees,
+		// and the entry's line table goes with it: Node.js 20 writes
+		// garbage file names for user scripts into CODE_DEBUG_INFO,
+		// some of which happen to be text.
+		if matched && dbg.file != "" && sym.File != "" && sym.File != dbg.file {
+			matched = false
+		}
+		if matched && dbg.file != "" {
 			sym.File, sym.Line = dbg.file, dbg.line
 		}
 		id := b.add(layerJitdump, sym, false)
