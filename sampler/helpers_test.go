@@ -158,24 +158,3 @@ func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
-
-// fdsOf counts the descriptors s holds now: its own three (epoll, eventfd,
-// pidfd) and those of its watched threads.
-func fdsOf(s *Sampler) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, fd := range []int{s.epfd, s.wakefd, s.pidfd} {
-		if fd >= 0 {
-			n++
-		}
-	}
-	for _, t := range s.live {
-		for _, fd := range []int{t.tracker, t.on, t.off} {
-			if fd >= 0 {
-				n++
-			}
-		}
-	}
-	return n
-}

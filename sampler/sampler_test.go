@@ -556,10 +556,12 @@ func TestTargetExits(t *testing.T) {
 	}
 	tg := testutil.StartCmd(t, cmd)
 	tg.WaitLine(t, "ready", 30*time.Second)
+	// Counted before Start: the target's runtime may start threads (and
+	// the sampler attach to them) at any time after.
+	fd0 := testutil.OpenFDs(t) - 1 // less the stdin pipe closed below
 	s := mustStart(t, Config{PID: tg.Pid, Freq: 997, OffCPU: true, Kernel: true})
 	rec := s.StartRecording()
-	trigger.Close()                       // the target exits 700 ms from now
-	fd0 := testutil.OpenFDs(t) - fdsOf(s) // before Start, with the target's pipes
+	trigger.Close() // the target exits 700 ms from now
 	select {
 	case <-s.Done():
 	case <-time.After(20 * time.Second):
