@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// sleeperPath builds testdata/sleeper, a static program that only sleeps:
+// sleeperPath builds the repository's testdata/sleeper, a static program that only sleeps:
 // a target that maps no jitdump and runs in an empty chroot.
 func sleeperPath(t *testing.T) string {
 	t.Helper()
@@ -43,7 +43,7 @@ func sleeperPath(t *testing.T) string {
 		}
 		sleeper.path = filepath.Join(sleeper.dir, "sleeper")
 		cmd := exec.Command("go", "build", "-o", sleeper.path, ".")
-		cmd.Dir = "testdata/sleeper"
+		cmd.Dir = testutil.Testdata(t, "sleeper")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		sleeper.out, sleeper.err = cmd.CombinedOutput()
 	})
