@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/pprof/profile"
 	"golang.org/x/sys/unix"
 
 	"github.com/stallwatch/stallwatch/internal/monotime"
@@ -41,14 +40,13 @@ type window struct {
 	samples []sampler.Sample
 }
 
-// resolver turns raw samples into symbolized report samples. Repair and
-// Locate are cached per address inside unwind and symbolize; this only
-// walks the stacks.
+// resolver turns raw samples into symbolized report samples: stacks that
+// carry a stack copy are repaired by the unwinder (its rules are cached per
+// address), then located (cached per address in symbolize).
 type resolver struct {
-	sym     *symbolize.Process
-	unw     *unwind.Process // nil: the kernel's frame-pointer chains as they are
-	names   map[int]string
-	repairs int
+	sym   *symbolize.Process
+	unw   *unwind.Process // nil: the kernel's frame-pointer chains as they are
+	names map[int]string
 }
 
 func (r *resolver) resolve(windows []window) []report.Sample {
@@ -84,7 +82,6 @@ func (r *resolver) stack(s *sampler.Sample) []*symbolize.Location {
 		regs := unwind.Regs{IP: s.Regs.IP, SP: s.Regs.SP, BP: s.Regs.BP, BPKnown: true}
 		user := r.unw.Repair(regs, unwind.DumpMemory(s.Regs.SP, s.StackDump), stack[k:])
 		stack = append(append(make([]uint64, 0, k+len(user)), stack[:k]...), user...)
-		r.repairs++
 	}
 	return r.sym.LocateStack(make([]*symbolize.Location, 0, len(stack)), stack, k, s.Time)
 }
@@ -283,9 +280,4 @@ func kernelRelease() string {
 		return ""
 	}
 	return unix.ByteSliceToString(u.Release[:])
-}
-
-// ProfileOf is a convenience for tests and summaries: the written profile.
-func ProfileOf(dir string) (*profile.Profile, error) {
-	return report.ReadProfile(dir + "/" + report.FileProfile)
 }

@@ -279,7 +279,7 @@ func TestSessionCapture(t *testing.T) {
 			t.Errorf("capture dir lacks %s", f)
 		}
 	}
-	p, err := ProfileOf(res.Dir)
+	p, err := report.ReadProfile(filepath.Join(res.Dir, report.FileProfile))
 	if err != nil {
 		t.Fatal(err)
 	}

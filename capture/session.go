@@ -73,15 +73,6 @@ func (s *Session) samplerConfig(freq int, offCPU bool, history time.Duration) sa
 	return c
 }
 
-// Done is closed when the target has exited (never, without a flight
-// recorder: the watchdog watches the process itself).
-func (s *Session) Done() <-chan struct{} {
-	if s.smp == nil {
-		return nil
-	}
-	return s.smp.Done()
-}
-
 // Capture samples the target at cfg.Freq for cfg.CaptureFor, snapshots its
 // threads at the trigger, adds the flight recorder's last cfg.History, and
 // writes the capture directory. A cancelled ctx or the target's exit cuts
