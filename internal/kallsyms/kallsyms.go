@@ -1,7 +1,6 @@
 // Package kallsyms reads the kernel's symbol table, /proc/kallsyms, into an
 // index that answers address → function and function → address. The table
-// is read once per process and shared; kernel modules loaded later are
-// picked up by Reload.
+// is read once per process and shared.
 //
 // With kernel.kptr_restrict set (or without CAP_SYSLOG) the kernel prints
 // every address as zero: the table is then Hidden and resolves nothing, and
@@ -54,14 +53,6 @@ func Load() (*Table, error) {
 	if shared.t == nil && shared.err == nil {
 		shared.t, shared.err = readFile(Path)
 	}
-	return shared.t, shared.err
-}
-
-// Reload reads Path again (after a module load) and replaces the shared table.
-func Reload() (*Table, error) {
-	shared.Lock()
-	defer shared.Unlock()
-	shared.t, shared.err = readFile(Path)
 	return shared.t, shared.err
 }
 

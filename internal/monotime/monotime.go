@@ -25,8 +25,3 @@ func ToTime(mono uint64) time.Time {
 	now := time.Now()
 	return now.Add(-time.Duration(int64(Now()) - int64(mono)))
 }
-
-// FromTime converts a wall-clock time to CLOCK_MONOTONIC nanoseconds.
-func FromTime(t time.Time) uint64 {
-	return uint64(int64(Now()) - int64(time.Since(t)))
-}

@@ -45,11 +45,6 @@ func Paranoid() (int, bool) {
 	return readSysctlInt("/proc/sys/kernel/perf_event_paranoid")
 }
 
-// KptrRestrict returns kernel.kptr_restrict, or ok=false when unreadable.
-func KptrRestrict() (int, bool) {
-	return readSysctlInt("/proc/sys/kernel/kptr_restrict")
-}
-
 // PtraceScope returns Yama's kernel.yama.ptrace_scope, or ok=false when
 // Yama is not in the kernel.
 func PtraceScope() (int, bool) {
@@ -72,13 +67,6 @@ const (
 	CapSyslog    = 34
 	CapPerfmon   = 38
 )
-
-var capNames = map[int]string{
-	CapSysPtrace: "CAP_SYS_PTRACE",
-	CapSysAdmin:  "CAP_SYS_ADMIN",
-	CapSyslog:    "CAP_SYSLOG",
-	CapPerfmon:   "CAP_PERFMON",
-}
 
 // HasCap reports whether this process has capability c in its effective set.
 func HasCap(c int) bool {
@@ -165,12 +153,4 @@ func ProcAccess(op string, err error) error {
 	e.Missing = "CAP_SYS_PTRACE (the target belongs to another user, or Yama restricts access)"
 	e.Fix = "run as the target's user or root, or `sudo setcap cap_perfmon,cap_sys_ptrace,cap_syslog+ep $(command -v stallwatch)`"
 	return e
-}
-
-// CapName returns the CAP_ name of a capability number.
-func CapName(c int) string {
-	if n, ok := capNames[c]; ok {
-		return n
-	}
-	return "capability " + strconv.Itoa(c)
 }
