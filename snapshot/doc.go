@@ -21,6 +21,8 @@
 //
 // How long a thread has been off the CPU comes from the kernel's
 // accounting (/proc/<pid>/task/<tid>/sched, se.exec_start) where the
-// kernel has it, else from a running sampler (Options.OffCPUSince), else
-// it is unknown and a note says so.
+// kernel has it, converted from the task clock of the CPU the thread last
+// ran on to CLOCK_MONOTONIC by package internal/schedclock (the two differ
+// by the steal time since boot on a virtual machine); else from a running
+// sampler (Options.OffCPUSince); else it is unknown and a note says so.
 package snapshot

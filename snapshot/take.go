@@ -14,6 +14,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/perms"
 	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/internal/schedclock"
 	"github.com/stallwatch/stallwatch/internal/unwind"
 	"github.com/stallwatch/stallwatch/symbolize"
 	"golang.org/x/sys/unix"
@@ -72,6 +73,7 @@ type taker struct {
 	ptrace   bool // stops still allowed
 	isParent bool // we are the target's parent (see userStack)
 	sched    bool // /proc/<pid>/task/<tid>/sched exists
+	clock    *schedclock.Clock
 	tids     map[int]bool
 	kernel   map[int][]procfs.KernelFrame
 	notes    map[string]bool
@@ -106,6 +108,7 @@ func (tk *taker) take(ctx context.Context) (*Snapshot, error) {
 	tk.isParent = st.PPid == os.Getpid() && !tk.opts.ParentReapsAfterExit
 	tk.mem = unwind.ProcessMemory(pid)
 	tk.sched = hasSchedFile(pid)
+	tk.clock = schedclock.New()
 	tk.prepare()
 	defer tk.closeSymbolizer()
 
@@ -223,7 +226,7 @@ func (tk *taker) offCPU(t *Thread) {
 	}
 	now := monotime.Now()
 	if tk.sched {
-		if at, ok := schedExecStart(tk.pid, t.TID); ok && at <= now {
+		if at, ok := schedSleepStart(tk.clock, tk.pid, t.TID); ok && at <= now {
 			t.OffCPUFor, t.OffCPUKnown, t.OffCPUSource = time.Duration(now-at), true, "sched"
 			return
 		}
