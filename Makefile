@@ -5,7 +5,6 @@ LDFLAGS   := -X github.com/stallwatch/stallwatch/internal/version.Version=$(VERS
 BIN       := bin/stallwatch
 FUZZTIME  ?= 20s
 BENCHCOUNT ?= 5
-STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: all build test test-short lint fuzz bench demo clean deps
 
@@ -22,11 +21,14 @@ test: lint
 test-short:
 	$(GO) test -short ./...
 
+# staticcheck is a tool dependency pinned in go.mod (go get -tool), so it is
+# built from the module cache, never fetched at its latest.
 lint:
 	@fmt=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$fmt" ]; then echo "gofmt would change:"; echo "$$fmt"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) run $(STATICCHECK) ./...
+	$(GO) mod tidy -diff
+	$(GO) tool staticcheck ./...
 
 # Every fuzz target for FUZZTIME each; corpora live in <pkg>/testdata/fuzz.
 fuzz:

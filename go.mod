@@ -2,13 +2,23 @@ module github.com/stallwatch/stallwatch
 
 go 1.26.0
 
-require golang.org/x/sys v0.50.0
+require (
+	github.com/DataDog/datadog-go/v5 v5.9.1
+	github.com/fsnotify/fsnotify v1.10.1
+	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
+	github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724
+	github.com/ulikunitz/xz v0.5.17
+	golang.org/x/sys v0.50.0
+)
 
 require (
-	github.com/DataDog/datadog-go/v5 v5.9.1 // indirect
-	github.com/chzyer/readline v1.5.1 // indirect
-	github.com/fsnotify/fsnotify v1.10.1 // indirect
-	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b // indirect
-	github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724 // indirect
-	github.com/ulikunitz/xz v0.5.17 // indirect
+	github.com/BurntSushi/toml v1.4.1-0.20240526193622-a339e1f7089c // indirect
+	github.com/Microsoft/go-winio v0.5.0 // indirect
+	golang.org/x/exp/typeparams v0.0.0-20231108232855-2478ac86f678 // indirect
+	golang.org/x/mod v0.41.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
+	golang.org/x/tools v0.51.0 // indirect
+	honnef.co/go/tools v0.8.2 // indirect
 )
+
+tool honnef.co/go/tools/cmd/staticcheck

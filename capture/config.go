@@ -8,7 +8,7 @@ import (
 )
 
 // Config says how to capture one target. The zero value of an optional
-// field means its default (DESIGN.md, CLI contract).
+// field means its default (the Default constants below).
 type Config struct {
 	PID int
 	// Out is the directory capture directories are written under.
@@ -41,7 +41,7 @@ type Config struct {
 	Logger    *slog.Logger
 }
 
-// Defaults of DESIGN.md's CLI contract.
+// Defaults, as the README and every command's --help state them.
 const (
 	DefaultFreq         = 997
 	DefaultBaselineFreq = 49

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stallwatch/stallwatch/internal/testutil"
 )
 
 // cpuTime is this process's user and system CPU time.
@@ -206,7 +208,7 @@ func nodeBenchDump(b *testing.B) nodeBench {
 		}
 	})
 	if nodeBenchData.err != nil {
-		b.Skipf("no Node.js jitdump: %v", nodeBenchData.err)
+		testutil.Skip(b, "no Node.js jitdump: %v", nodeBenchData.err)
 	}
 	return nodeBenchData
 }

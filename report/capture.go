@@ -20,7 +20,7 @@ import (
 	"github.com/stallwatch/stallwatch/snapshot"
 )
 
-// The files of a capture directory (DESIGN.md, "One capture on disk").
+// The files of a capture directory (the package doc, "The capture directory").
 const (
 	FileProfile    = "profile.pb.gz"
 	FileThreads    = "threads.pb.gz"

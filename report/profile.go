@@ -16,7 +16,7 @@ import (
 )
 
 // Names in profile.pb.gz. Datadog's backend and its profilers use these
-// sample types and label keys; the capture contract (DESIGN.md) fixes them.
+// sample types and label keys; the package doc ("Profiles") fixes them.
 const (
 	TypeCPUSamples = "cpu-samples"  // unit "count"
 	TypeCPUTime    = "cpu-time"     // unit "nanoseconds"

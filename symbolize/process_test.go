@@ -215,7 +215,7 @@ func TestVDSO(t *testing.T) {
 		}
 	}
 	if vdso.Start == 0 {
-		t.Skip("no [vdso] on this machine")
+		testutil.Skip(t, "no [vdso] in the target's maps on this machine")
 	}
 	// The truth, independently: the vdso is linked at 0 and mapped whole,
 	// so a symbol's address is the mapping's start plus its value.

@@ -22,7 +22,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/perms"
 )
 
-// Exit codes (DESIGN.md, CLI contract).
+// Exit codes, as the README ("Commands") documents them.
 const (
 	exitOK       = 0
 	exitFailure  = 1

@@ -223,7 +223,7 @@ func (f *watchFlags) logger(stderr io.Writer) *slog.Logger {
 }
 
 // ddEnv fills from Datadog's environment what the flags leave empty
-// (DESIGN.md): the forward and alert addresses, upload URL, service, env
+// (the README, "Datadog"): the forward and alert addresses, upload URL, service, env
 // and tags.
 func (f *watchFlags) ddEnv(getenv func(string) string) {
 	agent := getenv("DD_DOGSTATSD_URL")

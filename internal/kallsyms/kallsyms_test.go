@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/stallwatch/stallwatch/internal/testutil"
 )
 
 const fixture = `ffffffff81000000 T srso_alias_untrain_ret
@@ -108,14 +110,14 @@ func TestHidden(t *testing.T) {
 // waits in must resolve, and an address inside one resolves to it.
 func TestLive(t *testing.T) {
 	if _, err := os.Stat(Path); err != nil {
-		t.Skipf("no %s: %v", Path, err)
+		testutil.Skip(t, "no %s: %v", Path, err)
 	}
 	tab, err := Load()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tab.Hidden() {
-		t.Skip("kernel addresses are hidden here (kptr_restrict): nothing to check")
+		testutil.Skip(t, "kernel addresses are hidden here (kernel.kptr_restrict; run as root or with CAP_SYSLOG)")
 	}
 	if tab.Len() < 1000 {
 		t.Fatalf("only %d text symbols", tab.Len())
@@ -162,7 +164,7 @@ func FuzzParse(f *testing.F) {
 func BenchmarkParse(b *testing.B) {
 	data, err := os.ReadFile(Path)
 	if err != nil {
-		b.Skip(err)
+		testutil.Skip(b, "%v", err)
 	}
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {
