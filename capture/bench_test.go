@@ -58,7 +58,7 @@ func setupEndToPprof(b *testing.B) {
 		e.target = exec.Command(bin, "-threads", "4", "-depth", "6")
 		e.target.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		out, _ := e.target.StdoutPipe()
-		if e.err = e.target.Start(); e.err != nil {
+		if e.err = testutil.StartProcess(e.target); e.err != nil {
 			return
 		}
 		if line, _ := bufio.NewReader(out).ReadString('\n'); !strings.HasPrefix(line, "ready") {

@@ -196,7 +196,11 @@ func TestPtraceRefused(t *testing.T) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("helper as nobody: %v\n%s", err, out)
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("helper as nobody: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
 	}
 	var snap Snapshot
 	if err := json.Unmarshal(out, &snap); err != nil {

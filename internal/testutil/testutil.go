@@ -191,7 +191,7 @@ func StartCmd(t testing.TB, cmd *exec.Cmd) *Target {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	if err := cmd.Start(); err != nil {
+	if err := StartProcess(cmd); err != nil {
 		t.Fatalf("start %s: %v", cmd.Path, err)
 	}
 	tg.Pid = cmd.Process.Pid
@@ -210,6 +210,32 @@ func StartCmd(t testing.TB, cmd *exec.Cmd) *Target {
 		}
 	})
 	return tg
+}
+
+// StartProcess starts cmd from one OS thread that lives as long as the
+// test binary. The kernel sends a child its Pdeathsig when the thread that
+// forked it exits, not the process; and the Go runtime ends a thread whose
+// goroutine exits locked to it, as the snapshot's ptrace tracers and
+// schedclock's pinned probes do. A target forked from such a thread would
+// be killed in the middle of a test.
+func StartProcess(cmd *exec.Cmd) error {
+	spawner.Do(func() {
+		spawner.req = make(chan func())
+		go func() {
+			runtime.LockOSThread() // never unlocked: this thread never exits
+			for f := range spawner.req {
+				f()
+			}
+		}()
+	})
+	errc := make(chan error, 1)
+	spawner.req <- func() { errc <- cmd.Start() }
+	return <-errc
+}
+
+var spawner struct {
+	sync.Once
+	req chan func()
 }
 
 // WaitLine reads the target's stdout until a line starting with prefix and
