@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
+	"golang.org/x/sys/unix"
 
+	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/report"
 )
@@ -125,8 +127,27 @@ func TestRecordOffCPU(t *testing.T) {
 	testutil.RequirePtrace(t)
 	bin := testutil.BuildC(t, "offcpu/offcpu.c")
 	tg := testutil.Start(t, bin)
+	// Wait for both threads to block in their system calls: a recording
+	// that starts before would see them run.
+	roles := map[string]int{}
+	for len(roles) < 2 {
+		f := strings.Fields(tg.WaitLine(t, "", 10*time.Second))
+		if len(f) == 2 && (f[0] == "sleeper" || f[0] == "piper") {
+			roles[f[0]], _ = strconv.Atoi(f[1])
+		}
+	}
 	tg.WaitLine(t, "ready", 10*time.Second)
-	time.Sleep(100 * time.Millisecond) // let both block
+	// glibc's nanosleep is clock_nanosleep(2).
+	for role, nr := range map[string]int{"sleeper": unix.SYS_CLOCK_NANOSLEEP, "piper": unix.SYS_READ} {
+		tid := roles[role]
+		if err := testutil.Eventually(10*time.Second, func() bool {
+			sc, err := procfs.ReadSyscall(tg.Pid, tid)
+			return err == nil && !sc.Running && sc.Nr == nr
+		}); err != nil {
+			sc, _ := procfs.ReadSyscall(tg.Pid, tid)
+			t.Fatalf("thread %s (%d) never blocked in system call %d (now %+v)", role, tid, nr, sc)
+		}
+	}
 
 	const d = 2 * time.Second
 	_, p, info := record(t, tg.Pid, d, nil)
@@ -234,17 +255,42 @@ func TestRecordChurn(t *testing.T) {
 func TestRecordTargetExits(t *testing.T) {
 	testutil.RequirePerf(t)
 	bin := testutil.BuildGo(t, "exiter")
-	tg := testutil.Start(t, bin, "-after", "700ms")
+	// The target exits when told, once the recording holds samples: on a
+	// loaded machine a fixed delay may end it before the sampler attached.
+	cmd := exec.Command(bin, "-stdin", "-after", "0")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := testutil.StartCmd(t, cmd)
 	tg.WaitLine(t, "ready", 10*time.Second)
+	const d = time.Minute
 	start := time.Now()
-	res, p, info := record(t, tg.Pid, 5*time.Second, nil)
-	if time.Since(start) > 4*time.Second {
-		t.Errorf("Record took %v: it should end when the target exits", time.Since(start))
+	var told bool
+	res, err := Record(context.Background(), Config{PID: tg.Pid, Out: t.TempDir(), OffCPU: true, Kernel: true, Ptrace: true}, d,
+		func(p Progress) {
+			if p.Samples > 0 && !told {
+				told = true
+				stdin.Close()
+			}
+		})
+	if err != nil {
+		t.Fatalf("Record: %v", err)
 	}
-	if !res.TargetExited || !info.TargetExited || !info.CutShort {
-		t.Errorf("result exited=%v, capture.json exited=%v cut_short=%v (%s)", res.TargetExited, info.TargetExited, info.CutShort, info.CutShortWhy)
+	if !told {
+		t.Fatalf("the target exited before the recording had a sample; stderr:\n%s", tg.Stderr())
 	}
-	if len(p.Sample) == 0 {
+	if took := time.Since(start); took >= d {
+		t.Errorf("Record took %v, its whole duration: it should end when the target exits", took)
+	}
+	c, err := report.ReadCapture(res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.TargetExited || !c.Info.TargetExited || !c.Info.CutShort {
+		t.Errorf("result exited=%v, capture.json exited=%v cut_short=%v (%s)", res.TargetExited, c.Info.TargetExited, c.Info.CutShort, c.Info.CutShortWhy)
+	}
+	if len(c.Profile.Sample) == 0 {
 		t.Error("no samples kept from before the exit")
 	}
 }
@@ -266,7 +312,10 @@ func TestSessionCapture(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	time.Sleep(1500 * time.Millisecond)
+	// The flight recorder must hold samples before the trigger.
+	if err := testutil.Eventually(30*time.Second, func() bool { return s.smp.Stats().Samples >= 20 }); err != nil {
+		t.Fatalf("the flight recorder took %d samples of 2 spinning threads at 97 Hz", s.smp.Stats().Samples)
+	}
 	res, err := s.Capture(context.Background(), Trigger{Kind: Stall, Reason: "test", StallFor: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -155,7 +155,6 @@ func TestNodeUpdateReadsNewCode(t *testing.T) {
 		}
 		if len(symbolsNamed(p.Index(), name, "")) == 0 {
 			fmt.Fprintf(tg.stdin, "compile %s_more\n", name) // push the buffer out
-			time.Sleep(100 * time.Millisecond)
 			return false
 		}
 		return true

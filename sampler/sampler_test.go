@@ -322,7 +322,6 @@ func TestChurn(t *testing.T) {
 	rec := s.StartRecording()
 	// Until enough threads have lived and ended inside the recording
 	// (they live longer on a loaded machine).
-	time.Sleep(time.Second)
 	_ = testutil.Eventually(10*time.Second, func() bool {
 		cl.mu.Lock()
 		defer cl.mu.Unlock()

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -53,7 +54,7 @@ func TestManyThreads(t *testing.T) {
 // stays stopped (ptrace must not resume it); after SIGCONT it runs on.
 func TestStoppedProcess(t *testing.T) {
 	t.Parallel() // tests that set testHookStopped are not parallel
-	tg, _ := deadlockTarget(t)
+	tg, ids := deadlockTarget(t)
 	if err := syscall.Kill(tg.Pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +71,7 @@ func TestStoppedProcess(t *testing.T) {
 	if err := testutil.Eventually(5*time.Second, allStopped); err != nil {
 		t.Fatal("SIGSTOP did not stop every thread")
 	}
+	before := readCounter(t, tg.Pid, ids["counter"])
 	snap := take(t, tg.Pid, Options{})
 	if !snap.PtraceUsed {
 		t.Error("no thread was read under ptrace")
@@ -77,13 +79,34 @@ func TestStoppedProcess(t *testing.T) {
 	if !strings.Contains(strings.Join(snap.Notes, "\n"), "left stopped") {
 		t.Errorf("notes %q do not say the process was left stopped", snap.Notes)
 	}
-	time.Sleep(100 * time.Millisecond)
-	if !allStopped() {
+	// A thread let go re-enters the group stop through a brief wake-up
+	// inside the kernel; a thread resumed for real never comes back to T.
+	if err := testutil.Eventually(5*time.Second, allStopped); err != nil {
 		t.Error("the snapshot resumed a process stopped by SIGSTOP")
+	}
+	// Nor did any thread run user code in between: the progress thread
+	// counts once a millisecond.
+	if after := readCounter(t, tg.Pid, ids["counter"]); after != before {
+		t.Errorf("the progress counter moved from %d to %d while the process was stopped", before, after)
 	}
 	assertNotTraced(t, tg.Pid)
 	syscall.Kill(tg.Pid, syscall.SIGCONT)
 	assertProgress(t, tg)
+}
+
+// readCounter reads the unsigned long at addr in pid's memory.
+func readCounter(t *testing.T, pid, addr int) uint64 {
+	t.Helper()
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var b [8]byte
+	if _, err := f.ReadAt(b[:], int64(addr)); err != nil {
+		t.Fatalf("read the progress counter at %#x: %v", addr, err)
+	}
+	return binary.LittleEndian.Uint64(b[:])
 }
 
 // assertNotTraced checks that no thread of pid is traced (stopped is fine).

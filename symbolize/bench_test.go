@@ -19,11 +19,13 @@ import (
 // binary with symbols and some DWARF, libc (with its debug file when the
 // machine has one), the kernel, and V8's JIT code.
 
-// benchSamples records on-CPU samples with kernel and user stacks.
-func benchSamples(b *testing.B, pid int, d time.Duration) []sampler.Sample {
+// benchSamples records on-CPU samples with kernel and user stacks, for
+// cpu of the target's CPU time.
+func benchSamples(b *testing.B, pid int, cpu time.Duration) []sampler.Sample {
 	b.Helper()
 	var out []sampler.Sample
-	for _, s := range record(b, pid, d, true) {
+	samples, _ := record(b, pid, cpu, true)
+	for _, s := range samples {
 		if s.Kind == sampler.OnCPU && len(s.Stack) > 0 {
 			out = append(out, s)
 		}

@@ -26,6 +26,10 @@ type File struct {
 	Path     string
 	Poll     time.Duration // default 1s
 	SlowPoll time.Duration // default 5×Poll
+
+	// started, when set (by tests), is called once Run has read the
+	// file's first state; inotify says whether its directory is watched.
+	started func(inotify bool)
 }
 
 func (f *File) String() string { return "file " + f.Path }
@@ -41,6 +45,9 @@ func (f *File) Run(ctx context.Context, beat func()) error {
 	defer fw.unwatch()
 	fw.rewatch()
 	fw.last = fingerprintOf(path, fingerprint{})
+	if f.started != nil {
+		f.started(fw.w != nil)
+	}
 	armed := fw.fast
 	timer := time.NewTimer(armed)
 	defer timer.Stop()

@@ -26,6 +26,12 @@ type beatCounter struct {
 func runSource(t *testing.T, src Source) *beatCounter {
 	t.Helper()
 	bc := &beatCounter{ch: make(chan struct{}, 1000)}
+	// A file source's first look at the file is no beat: wait for it, or
+	// a change the test makes next could be taken for the starting state.
+	var started <-chan bool
+	if f, ok := src.(*File); ok && f.started == nil {
+		started = startedChan(f)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -48,6 +54,13 @@ func runSource(t *testing.T, src Source) *beatCounter {
 			t.Errorf("%s: Run did not return after cancel", src)
 		}
 	})
+	if started != nil {
+		select {
+		case <-started:
+		case err := <-done:
+			t.Fatalf("%s: Run returned %v before it started", src, err)
+		}
+	}
 	return bc
 }
 
@@ -94,6 +107,14 @@ func (bc *beatCounter) drain() {
 			return
 		}
 	}
+}
+
+// startedChan yields whether src watches with inotify once it has read the
+// file's first state: a change made before would not be a beat.
+func startedChan(src *File) <-chan bool {
+	ch := make(chan bool, 1)
+	src.started = func(inotify bool) { ch <- inotify }
+	return ch
 }
 
 func writeAtomic(t *testing.T, path, content string) {
@@ -187,8 +208,12 @@ func TestFileSourceRewatchesReplacedDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "beat")
-	bc := runSource(t, &File{Path: path, Poll: 50 * time.Millisecond, SlowPoll: time.Hour})
-	time.Sleep(100 * time.Millisecond)
+	src := &File{Path: path, Poll: 50 * time.Millisecond, SlowPoll: time.Hour}
+	started := startedChan(src)
+	bc := runSource(t, src)
+	if !<-started {
+		t.Fatal("inotify does not watch an existing directory")
+	}
 	writeAtomic(t, path, "1")
 	bc.expectBeat(t, "a beat announced by inotify", 2*time.Second)
 	// The target recreates its run directory: the old watch sees nothing
@@ -211,8 +236,12 @@ func TestFileSourcePollBackstop(t *testing.T) {
 	// poll alone must see the beats.
 	dir := filepath.Join(t.TempDir(), "later")
 	path := filepath.Join(dir, "beat")
-	bc := runSource(t, &File{Path: path, Poll: 20 * time.Millisecond})
-	time.Sleep(50 * time.Millisecond)
+	src := &File{Path: path, Poll: 20 * time.Millisecond}
+	started := startedChan(src)
+	bc := runSource(t, src)
+	if <-started {
+		t.Fatal("inotify watches a directory that does not exist")
+	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}

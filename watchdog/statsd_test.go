@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stallwatch/stallwatch/internal/testutil"
 )
 
 // agent is a real DogStatsD receiver standing in for the Datadog agent: it
@@ -67,15 +69,10 @@ func (a *agent) datagrams() [][]byte {
 // waitFor waits until the agent holds n datagrams.
 func (a *agent) waitFor(t *testing.T, n int) [][]byte {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if got := a.datagrams(); len(got) >= n {
-			return got
-		}
-		time.Sleep(5 * time.Millisecond)
+	var got [][]byte
+	if err := testutil.Eventually(5*time.Second, func() bool { got = a.datagrams(); return len(got) >= n }); err != nil {
+		t.Fatalf("agent got %d datagrams, want %d", len(got), n)
 	}
-	got := a.datagrams()
-	t.Fatalf("agent got %d datagrams, want %d", len(got), n)
 	return got
 }
 
@@ -171,10 +168,7 @@ func TestStatsdProxyAgentAbsent(t *testing.T) {
 		fmt.Fprintf(app, "hb:%d|c", i)
 	}
 	bc.expectBeat(t, "beats with the agent absent", 2*time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for p.Stats().Dropped < 50 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(5*time.Second, func() bool { return p.Stats().Dropped >= 50 })
 	if st := p.Stats(); st.Dropped != 50 || st.Forwarded != 0 || st.Datagrams != 50 {
 		t.Errorf("stats with no agent: %+v", st)
 	}

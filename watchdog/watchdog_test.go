@@ -231,7 +231,10 @@ func TestWatchdogTargetExit(t *testing.T) {
 		Sources: []Source{&Progress{PID: target.Pid, Interval: 20 * time.Millisecond}}, StallAfter: time.Second,
 		MaxCaptures: 6, Capturer: fc, Logger: slog.New(rec),
 	})
-	time.Sleep(300 * time.Millisecond) // healthy: it spins
+	// It spins: wait until the watchdog has seen that.
+	if err := testutil.Eventually(10*time.Second, func() bool { return slices.Contains(rec.states(), "healthy") }); err != nil {
+		t.Fatalf("a spinning target never made the watchdog healthy; log:\n%s", rec.dump())
+	}
 	cmd.Process.Kill()
 	select {
 	case err := <-done:
@@ -481,10 +484,30 @@ type disturbingCapturer struct {
 }
 
 func (d *disturbingCapturer) Capture(ctx context.Context, tr capture.Trigger) (*capture.Result, error) {
-	syscall.Kill(d.pid, syscall.SIGCONT)
-	time.Sleep(20 * time.Millisecond)
-	syscall.Kill(d.pid, syscall.SIGSTOP)
+	if err := stopCont(d.pid, syscall.SIGCONT); err != nil {
+		return nil, err
+	}
+	if err := stopCont(d.pid, syscall.SIGSTOP); err != nil {
+		return nil, err
+	}
 	return d.fakeCapturer.Capture(ctx, tr)
+}
+
+// stopCont sends pid SIGSTOP or SIGCONT and waits until /proc shows it
+// stopped or no longer stopped: each is a context switch the progress
+// heartbeat sees.
+func stopCont(pid int, sig syscall.Signal) error {
+	if err := syscall.Kill(pid, sig); err != nil {
+		return err
+	}
+	return testutil.Eventually(10*time.Second, func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		i := strings.LastIndexByte(string(b), ')')
+		if err != nil || i < 0 || i+2 >= len(b) {
+			return false
+		}
+		return (b[i+2] == 'T') == (sig == syscall.SIGSTOP)
+	})
 }
 
 // TestWatchdogProgressIgnoresItsOwnCapture: a process frozen by SIGSTOP
@@ -499,17 +522,27 @@ func TestWatchdogProgressIgnoresItsOwnCapture(t *testing.T) {
 	pid := cmd.Process.Pid
 	fc := &disturbingCapturer{fakeCapturer: newFakeCapturer(300 * time.Millisecond), pid: pid}
 	src := &Progress{PID: pid, Interval: 20 * time.Millisecond}
+	rec := &logRecorder{}
 	_, cancel, _ := runWatchdog(t, Config{PID: pid, Sources: []Source{src}, StallAfter: 400 * time.Millisecond,
-		RecaptureAfter: time.Hour, MaxCaptures: 10, Capturer: fc})
+		RecaptureAfter: time.Hour, MaxCaptures: 10, Capturer: fc, Logger: slog.New(rec)})
 	defer cancel()
-	// Beats: stop and continue the process a few times (each moves it).
-	for i := 0; i < 5; i++ {
-		syscall.Kill(pid, syscall.SIGSTOP)
-		time.Sleep(30 * time.Millisecond)
-		syscall.Kill(pid, syscall.SIGCONT)
-		time.Sleep(30 * time.Millisecond)
+	// Beats: stop and continue the process (each moves it) until the
+	// watchdog is healthy.
+	healthy := func() bool { return slices.Contains(rec.states(), "healthy") }
+	for deadline := time.Now().Add(10 * time.Second); !healthy(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("stopping and continuing the process never made the watchdog healthy; log:\n%s", rec.dump())
+		}
+		if err := stopCont(pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		if err := stopCont(pid, syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
 	}
-	syscall.Kill(pid, syscall.SIGSTOP) // frozen from here on
+	if err := stopCont(pid, syscall.SIGSTOP); err != nil { // frozen from here on
+		t.Fatal(err)
+	}
 	fc.expectCapture(t, 5*time.Second)
 	select {
 	case stall := <-fc.recovered:

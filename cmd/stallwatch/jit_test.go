@@ -324,8 +324,8 @@ func TestJitToMapFollow(t *testing.T) {
 		if bytes.Contains(b, []byte(name)) {
 			return true
 		}
-		fmt.Fprintf(tg.stdin, "compile %s_push\n", name) // V8 buffers its writes
-		time.Sleep(200 * time.Millisecond)
+		// V8 buffers its jitdump writes: more code pushes them out.
+		fmt.Fprintf(tg.stdin, "compile %s_push\n", name)
 		return false
 	})
 	if err != nil {

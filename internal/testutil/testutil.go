@@ -325,3 +325,51 @@ func Eventually(timeout time.Duration, cond func() bool) error {
 	}
 	return ErrTimeout
 }
+
+// CPUTime is the CPU time the live threads of pid have used so far: the
+// sum of the scheduler's run time in /proc/PID/task/*/schedstat, in
+// nanoseconds (a thread that ended no longer counts).
+func CPUTime(pid int) (time.Duration, error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, err
+	}
+	var sum time.Duration
+	for _, e := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, e.Name()))
+		if err != nil {
+			continue // the thread ended
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			continue
+		}
+		var ns int64
+		if _, err := fmt.Sscan(f[0], &ns); err == nil {
+			sum += time.Duration(ns)
+		}
+	}
+	return sum, nil
+}
+
+// WaitCPU waits until the live threads of pid have used cpu of CPU time
+// since it was called, at most max, and returns what they used. A test
+// that needs a number of samples waits for the CPU time they stand for:
+// on a loaded machine a target gets less of it in the same wall time.
+func WaitCPU(t testing.TB, pid int, cpu, max time.Duration) time.Duration {
+	t.Helper()
+	c0, err := CPUTime(pid)
+	if err != nil {
+		t.Fatalf("CPU time of pid %d: %v", pid, err)
+	}
+	var used time.Duration
+	_ = Eventually(max, func() bool {
+		c, err := CPUTime(pid)
+		if err != nil {
+			return true // the target exited: the caller sees what it got
+		}
+		used = c - c0
+		return used >= cpu
+	})
+	return used
+}

@@ -33,19 +33,29 @@ func blockedTarget(t *testing.T) (int, map[string]int) {
 		}
 		named[k] = n
 	}
+	// Each thread asleep in the system call it blocks in for good (the
+	// signaled one in its handler's sleep, not still in the tgkill that
+	// raised the signal, where a preempted thread shows too).
 	for _, name := range blockedThreads {
-		tid := named[name]
+		tid, nr := named[name], blockedIn[name]
 		err := testutil.Eventually(10*time.Second, func() bool {
 			sc, err := procfs.ReadSyscall(tg.Pid, tid)
-			return err == nil && !sc.Running && sc.Nr >= 0
+			st, serr := procfs.ReadStatus(tg.Pid, tid)
+			return err == nil && serr == nil && !sc.Running && sc.Nr == nr && st.State == 'S'
 		})
 		if err != nil {
-			t.Fatalf("thread %s (%d) never blocked in a system call", name, tid)
+			sc, _ := procfs.ReadSyscall(tg.Pid, tid)
+			t.Fatalf("thread %s (%d) never blocked in system call %d (now %+v)", name, tid, nr, sc)
 		}
 	}
-	// The signal handler's sleep must have begun, not just the signal.
-	time.Sleep(50 * time.Millisecond)
 	return tg.Pid, named
+}
+
+// blockedIn is the system call each thread of testdata/blocked sleeps in
+// (glibc's nanosleep is clock_nanosleep).
+var blockedIn = map[string]int{
+	"sleeper": unix.SYS_CLOCK_NANOSLEEP, "reader": unix.SYS_READ, "holder": unix.SYS_READ,
+	"locker": unix.SYS_FUTEX, "piwaiter": unix.SYS_FUTEX, "signaled": unix.SYS_CLOCK_NANOSLEEP,
 }
 
 var blockedThreads = []string{"sleeper", "reader", "holder", "locker", "piwaiter", "signaled"}

@@ -2,8 +2,9 @@
 // a third waits for one of those mutexes; a fourth keeps a progress
 // counter moving and prints it, so a test can tell the process still runs.
 //
-// Prints "ready a=TID b=TID waiter=TID progress=TID" once every thread
-// has started, then "progress N" every 100 ms. The main thread joins the
+// Prints "ready a=TID b=TID waiter=TID progress=TID counter=ADDR" once
+// every thread has started (ADDR, in decimal, is where the progress counter
+// lives, for a test that reads it from /proc/PID/mem), then "progress N" every 100 ms. The main thread joins the
 // first worker (and so waits forever).
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -99,7 +100,8 @@ int main(void) {
 		while (atomic_load(&tids[i]) == 0)
 			usleep(1000);
 	}
-	printf("ready a=%d b=%d waiter=%d progress=%d\n", tids[0], tids[1], tids[2], tids[3]);
+	printf("ready a=%d b=%d waiter=%d progress=%d counter=%lu\n", tids[0], tids[1], tids[2], tids[3],
+	       (unsigned long)&progress);
 	fflush(stdout);
 	pthread_join(t[0], NULL);
 	return 0;
