@@ -1,0 +1,182 @@
+package capdir
+
+import (
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stallwatch/stallwatch/internal/version"
+)
+
+// The files of a capture directory.
+const (
+	FileProfile    = "profile.pb.gz"
+	FileThreads    = "threads.pb.gz"
+	FileThreadJSON = "threads.json" // the snapshot in full, to render it again
+	FileText       = "report.txt"
+	FileHTML       = "report.html"
+	FileInfo       = "capture.json"
+)
+
+// Schema is the version of capture.json's layout; it grows when a field
+// changes meaning, not when one is added.
+const Schema = 1
+
+// Info is capture.json: the facts of one capture. The package doc
+// describes each field as it appears in the file.
+type Info struct {
+	Schema  int    `json:"schema"`
+	Version string `json:"stallwatch_version"`
+
+	Trigger   TriggerKind `json:"trigger"`             // "stall" | "signal" | "manual"
+	Reason    string      `json:"reason,omitempty"`    // "no heartbeat for 10.2s"
+	Heartbeat string      `json:"heartbeat,omitempty"` // "file /run/app.beat"
+	Seq       int         `json:"seq,omitempty"`       // 2 and up: a recapture of a stall that lasts
+
+	PID        int      `json:"pid"`
+	Command    []string `json:"command,omitempty"`
+	Executable string   `json:"executable,omitempty"`
+	Kernel     string   `json:"kernel,omitempty"` // uname -r
+	Hostname   string   `json:"hostname,omitempty"`
+
+	Start     time.Time     `json:"start,omitzero"`            // of the sampled window, history included
+	TriggerAt time.Time     `json:"trigger_at,omitzero"`       // when the capture was asked for
+	End       time.Time     `json:"end,omitzero"`              // of the sampled window
+	LastBeat  time.Time     `json:"last_beat,omitzero"`        // the last heartbeat before the stall
+	Recovered time.Time     `json:"recovered,omitzero"`        // the first heartbeat after it
+	StallFor  time.Duration `json:"stall_ns,omitempty"`        // heartbeat silence at the trigger
+	StallLen  time.Duration `json:"stall_length_ns,omitempty"` // whole stall, last beat to recovery
+
+	CutShort     bool   `json:"cut_short"`
+	CutShortWhy  string `json:"cut_short_why,omitempty"`
+	TargetExited bool   `json:"target_exited"`
+
+	Counts   Counts   `json:"counts"`
+	Settings Settings `json:"settings"`
+	// Findings are what the report's first screen says, most severe
+	// first, as data for alerts and hooks.
+	Findings []Finding `json:"findings,omitempty"`
+	Notes    []string  `json:"notes,omitempty"`
+	// Files lists the capture directory's files; Root.Write fills it.
+	Files []string `json:"files"`
+}
+
+// Counts are what was collected and what was lost, never hidden.
+type Counts struct {
+	Samples           int    `json:"samples"`          // on-CPU samples
+	OffCPU            int    `json:"offcpu_intervals"` // off-CPU intervals
+	SamplesBefore     int    `json:"samples_before"`   // of Samples+OffCPU, from the flight recorder
+	Lost              uint64 `json:"lost_records"`     // perf records the kernel dropped
+	LostSamples       uint64 `json:"lost_samples"`
+	Throttled         uint64 `json:"throttled"`
+	Threads           int    `json:"threads"`
+	UnreadableThreads int    `json:"unreadable_threads"`
+	JITSources        int    `json:"jit_sources"`     // jitdumps and perf maps read
+	JITTruncated      int    `json:"jit_truncated"`   // of them, cut off mid-record
+	MissingSymbols    int    `json:"missing_symbols"` // mappings no symbol source could name
+}
+
+// Settings are the capture's parameters, so that a reader knows what the
+// numbers mean.
+type Settings struct {
+	Freq         int           `json:"freq_hz,omitempty"`
+	BaselineFreq int           `json:"baseline_freq_hz,omitempty"`
+	History      time.Duration `json:"history_ns,omitempty"`
+	CaptureFor   time.Duration `json:"capture_for_ns,omitempty"`
+	OffCPU       bool          `json:"offcpu"`
+	Kernel       bool          `json:"kernel"`
+	Ptrace       bool          `json:"ptrace"`
+}
+
+// Finding is one conclusion the report draws, as data.
+type Finding struct {
+	Kind     FindingKind `json:"kind"`
+	Severity Severity    `json:"severity"`
+	// Summary is the finding in one line, as the report says it.
+	Summary string `json:"summary"`
+	// TIDs are the threads it names, the most important first.
+	TIDs []int `json:"tids,omitempty"`
+}
+
+// FindingKind names what was found. Readers must accept kinds they do
+// not know: new ones are added without a schema change.
+type FindingKind string
+
+const (
+	// Threads wait for each other in a cycle (TIDs: the cycle).
+	FindingDeadlock FindingKind = "deadlock"
+	// Threads in uninterruptible sleep (D state), usually I/O.
+	FindingUninterruptible FindingKind = "uninterruptible"
+	// A thread was runnable but waited for a CPU.
+	FindingCPUStarvation FindingKind = "cpu_starvation"
+	// One thread used most of the CPU time.
+	FindingHotThread FindingKind = "hot_thread"
+	// No thread ran: the process waits, it is not busy.
+	FindingAllWaiting FindingKind = "all_waiting"
+)
+
+// Severity ranks findings.
+type Severity string
+
+const (
+	SeverityCritical Severity = "critical" // the likely cause of a stall
+	SeverityWarning  Severity = "warning"
+	SeverityInfo     Severity = "info"
+)
+
+// Rank orders severities: lower is more severe; unknown ones last.
+func (s Severity) Rank() int {
+	switch s {
+	case SeverityCritical:
+		return 0
+	case SeverityWarning:
+		return 1
+	case SeverityInfo:
+		return 2
+	}
+	return 3
+}
+
+// Target is what is known of the captured process, read while it lived.
+type Target struct {
+	PID        int
+	Command    []string
+	Executable string
+}
+
+// NewInfo is the one place capture.json is begun: schema, version, the
+// host (kernel release, hostname), the trigger and the target. The writer
+// adds the window, what it collected (Counts), how (Settings), notes and
+// findings.
+func NewInfo(tg Target, tr Trigger) Info {
+	kind := tr.Kind
+	if kind == "" {
+		kind = Manual
+	}
+	info := Info{
+		Schema:     Schema,
+		Version:    version.String(),
+		Trigger:    kind,
+		Reason:     tr.Reason,
+		Heartbeat:  tr.Source,
+		Seq:        tr.Seq,
+		PID:        tg.PID,
+		Command:    tg.Command,
+		Executable: tg.Executable,
+		Kernel:     kernelRelease(),
+		TriggerAt:  tr.At,
+		LastBeat:   tr.LastBeat,
+		StallFor:   tr.StallFor,
+	}
+	info.Hostname, _ = os.Hostname()
+	return info
+}
+
+func kernelRelease() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
