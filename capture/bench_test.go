@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stallwatch/stallwatch/capdir"
+	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/internal/unwind"
 	"github.com/stallwatch/stallwatch/sampler"
@@ -125,10 +127,15 @@ func BenchmarkEndToPprof(b *testing.B) {
 	setupEndToPprof(b)
 	e := &endToPprof
 	pid := e.target.Process.Pid
-	cfg := Config{PID: pid, Out: b.TempDir(), Freq: 10000, OffCPU: true, Kernel: true}
+	cfg := Config{PID: pid, Out: b.TempDir(), Freq: 10000}
 	if err := cfg.fill(); err != nil {
 		b.Fatal(err)
 	}
+	root, err := capdir.OpenRoot(cfg.Out)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer root.Close()
 	for b.Loop() {
 		sym, err := symbolize.NewProcess(pid, symbolize.Options{Kernel: true, JIT: true})
 		if err != nil {
@@ -139,16 +146,16 @@ func BenchmarkEndToPprof(b *testing.B) {
 			b.Fatal(err)
 		}
 		r := &resolver{sym: sym, unw: unw, names: map[int]string{}}
-		f := &facts{cfg: cfg, tg: readTarget(pid), trigger: Trigger{Kind: Manual}}
+		f := &facts{cfg: cfg, tg: readTarget(pid), trigger: capdir.Trigger{Kind: capdir.Manual}, sampled: true}
 		f.samples = r.resolve([]window{{"", e.samples}})
-		f.start, f.end = e.samples[0].Time, e.samples[len(e.samples)-1].Time
+		f.start, f.end = monotime.ToTime(e.samples[0].Time), monotime.ToTime(e.samples[len(e.samples)-1].Time)
 		f.symStats = sym.Stats()
-		dir, _, err := f.write()
+		res, err := f.write(root)
 		if err != nil {
 			b.Fatal(err)
 		}
 		sym.Close()
-		os.RemoveAll(dir)
+		os.RemoveAll(res.Dir)
 	}
 	perSec := b.Elapsed().Seconds() / float64(b.N)
 	b.ReportMetric(float64(len(e.samples)), "samples")

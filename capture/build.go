@@ -2,34 +2,24 @@ package capture
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/stallwatch/stallwatch/internal/monotime"
+	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/unwind"
-	"github.com/stallwatch/stallwatch/internal/version"
 	"github.com/stallwatch/stallwatch/report"
 	"github.com/stallwatch/stallwatch/sampler"
 	"github.com/stallwatch/stallwatch/snapshot"
 	"github.com/stallwatch/stallwatch/symbolize"
 )
 
-// target is what is known of the process, read while it lives: after it
-// exits a report still needs its command line and thread names.
-type target struct {
-	pid        int
-	command    []string
-	executable string
-}
-
-func readTarget(pid int) target {
-	t := target{pid: pid}
-	t.command, _ = procfs.Cmdline(pid)
-	t.executable, _ = procfs.Exe(pid)
+// readTarget reads what is known of the process while it lives: after it
+// exits a report still needs its command line.
+func readTarget(pid int) capdir.Target {
+	t := capdir.Target{PID: pid}
+	t.Command, _ = procfs.Cmdline(pid)
+	t.Executable, _ = procfs.Exe(pid)
 	return t
 }
 
@@ -108,10 +98,11 @@ func threadNames(smp *sampler.Sampler, snap *snapshot.Snapshot) map[int]string {
 // facts gathers what capture.json and the profile's comments say.
 type facts struct {
 	cfg      Config
-	tg       target
-	trigger  Trigger
-	start    uint64 // CLOCK_MONOTONIC bounds of the sampled window
-	end      uint64
+	tg       capdir.Target
+	trigger  capdir.Trigger
+	sampled  bool      // false: a snapshot alone
+	start    time.Time // of the sampled window (or the snapshot)
+	end      time.Time
 	stats    sampler.Stats
 	symStats symbolize.Stats
 	snap     *snapshot.Snapshot
@@ -121,38 +112,24 @@ type facts struct {
 	samples  []report.Sample
 }
 
-func (f *facts) info() report.Info {
-	info := report.Info{
-		Schema:     report.InfoSchema,
-		Version:    version.String(),
-		Trigger:    string(f.trigger.Kind),
-		Reason:     f.trigger.Reason,
-		Heartbeat:  f.trigger.Source,
-		Seq:        f.trigger.Seq,
-		PID:        f.tg.pid,
-		Command:    f.tg.command,
-		Executable: f.tg.executable,
-		Kernel:     kernelRelease(),
-		Start:      monotime.ToTime(f.start),
-		TriggerAt:  f.trigger.At,
-		End:        monotime.ToTime(f.end),
-		LastBeat:   f.trigger.LastBeat,
-		StallFor:   f.trigger.StallFor,
-
-		CutShort:     f.cutWhy != "",
-		CutShortWhy:  f.cutWhy,
-		TargetExited: f.stats.TargetExited || (f.snap != nil && f.snap.TargetExited),
-		Settings: report.Settings{
+// info is capture.json as the capture saw it; findings are added when
+// the reports are laid out.
+func (f *facts) info() capdir.Info {
+	info := capdir.NewInfo(f.tg, f.trigger)
+	info.Start, info.End = f.start, f.end
+	info.CutShort, info.CutShortWhy = f.cutWhy != "", f.cutWhy
+	info.TargetExited = f.stats.TargetExited || (f.snap != nil && f.snap.TargetExited)
+	if f.sampled {
+		info.Settings = capdir.Settings{
 			Freq:         f.cfg.Freq,
 			BaselineFreq: f.cfg.BaselineFreq,
 			History:      f.history(),
 			CaptureFor:   f.cfg.CaptureFor,
-			OffCPU:       f.cfg.OffCPU,
-			Kernel:       f.cfg.Kernel,
-			Ptrace:       f.cfg.Ptrace,
-		},
+			OffCPU:       !f.cfg.NoOffCPU,
+			Kernel:       !f.cfg.NoKernel,
+		}
 	}
-	info.Hostname, _ = os.Hostname()
+	info.Settings.Ptrace = !f.cfg.NoPtrace
 	c := &info.Counts
 	for _, s := range f.samples {
 		if s.OffCPU {
@@ -234,7 +211,7 @@ func (f *facts) history() time.Duration {
 	return f.cfg.History
 }
 
-func (f *facts) meta(info report.Info) report.Meta {
+func (f *facts) meta(info *capdir.Info) report.Meta {
 	period := int64(0)
 	if f.cfg.Freq > 0 {
 		period = int64(time.Second) / int64(f.cfg.Freq)
@@ -243,41 +220,33 @@ func (f *facts) meta(info report.Info) report.Meta {
 		Start:    info.Start,
 		Duration: info.End.Sub(info.Start),
 		Period:   period,
-		Comments: report.InfoComments(&info),
+		Comments: report.InfoComments(info),
 	}
 }
 
-// write builds the profile and writes the capture directory.
-func (f *facts) write() (string, report.Info, error) {
-	info := f.info()
-	prof, err := report.BuildProfile(f.samples, f.meta(info))
+// write builds the profile, renders the capture's files and writes the
+// capture directory under root, then prunes old ones (cfg.Keep).
+func (f *facts) write(root *capdir.Root) (*capdir.Result, error) {
+	c := &report.Capture{Info: f.info(), Threads: f.snap}
+	if f.sampled {
+		prof, err := report.BuildProfile(f.samples, f.meta(&c.Info))
+		if err != nil {
+			return nil, fmt.Errorf("build profile: %w", err)
+		}
+		c.Profile = prof
+	}
+	files, err := report.CaptureFiles(c)
 	if err != nil {
-		return "", info, fmt.Errorf("build profile: %w", err)
+		return nil, err
 	}
-	dir, err := writeCapture(f.cfg, &report.Capture{Info: info, Profile: prof, Threads: f.snap})
-	return dir, info, err
-}
-
-func writeCapture(cfg Config, c *report.Capture) (string, error) {
-	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
-		return "", fmt.Errorf("output directory: %w", err)
-	}
-	dir, err := report.WriteCapture(cfg.Out, c)
+	dir, err := root.Write(&c.Info, files)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if cfg.Keep > 0 {
-		if err := report.Prune(cfg.Out, cfg.Keep); err != nil {
-			cfg.Logger.Warn("pruning old captures", "err", err)
+	if f.cfg.Keep > 0 {
+		if _, err := root.Prune(f.cfg.Keep); err != nil {
+			f.cfg.Logger.Warn("pruning old captures", "err", err)
 		}
 	}
-	return dir, nil
-}
-
-func kernelRelease() string {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return ""
-	}
-	return unix.ByteSliceToString(u.Release[:])
+	return &capdir.Result{Dir: dir, Trigger: f.trigger, Info: c.Info}, nil
 }

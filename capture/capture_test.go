@@ -13,6 +13,7 @@ import (
 	"github.com/google/pprof/profile"
 	"golang.org/x/sys/unix"
 
+	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/report"
@@ -20,9 +21,12 @@ import (
 
 // record runs Record on pid for d into a temporary directory and returns
 // the capture directory's profile and info.
-func record(t *testing.T, pid int, d time.Duration, mod func(*Config)) (*Result, *profile.Profile, *report.Info) {
+//
+// The Config is zero but for the pid and the directory: what it records
+// is what the documented defaults record.
+func record(t *testing.T, pid int, d time.Duration, mod func(*Config)) (*capdir.Result, *profile.Profile, *capdir.Info) {
 	t.Helper()
-	cfg := Config{PID: pid, Out: t.TempDir(), Freq: 997, OffCPU: true, Kernel: true, Ptrace: true}
+	cfg := Config{PID: pid, Out: t.TempDir()}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -30,7 +34,7 @@ func record(t *testing.T, pid int, d time.Duration, mod func(*Config)) (*Result,
 	if err != nil {
 		t.Fatalf("Record: %v", err)
 	}
-	c, err := report.ReadCapture(res.Dir)
+	c, err := report.ReadCapture(context.Background(), res.Dir)
 	if err != nil {
 		t.Fatalf("ReadCapture(%s): %v", res.Dir, err)
 	}
@@ -88,8 +92,12 @@ func TestRecordOnCPU(t *testing.T) {
 	tg.WaitLine(t, "ready", 10*time.Second)
 
 	res, p, info := record(t, tg.Pid, 2*time.Second, nil)
-	if info.Trigger != "manual" || info.PID != tg.Pid || res.Samples == 0 {
-		t.Fatalf("capture.json: trigger %q pid %d, %d samples", info.Trigger, info.PID, res.Samples)
+	if info.Trigger != capdir.Manual || info.PID != tg.Pid || res.Info.Counts.Samples == 0 {
+		t.Fatalf("capture.json: trigger %q pid %d, %d samples", info.Trigger, info.PID, res.Info.Counts.Samples)
+	}
+	// A zero Config is the defaults: kernel frames, off-CPU, ptrace, 997 Hz.
+	if want := (capdir.Settings{Freq: DefaultFreq, CaptureFor: 2 * time.Second, OffCPU: true, Kernel: true, Ptrace: true}); info.Settings != want {
+		t.Errorf("settings of a zero Config: %+v, want %+v", info.Settings, want)
 	}
 	ci := valueIndex(t, p, report.TypeCPUSamples)
 	var total, hot, withCallers int64
@@ -205,7 +213,7 @@ func TestRecordNodeJIT(t *testing.T) {
 	tg := testutil.StartCmd(t, cmd)
 	tg.WaitLine(t, "ready", 30*time.Second)
 
-	_, p, info := record(t, tg.Pid, 2*time.Second, func(c *Config) { c.OffCPU = false })
+	_, p, info := record(t, tg.Pid, 2*time.Second, func(c *Config) { c.NoOffCPU = true })
 	if info.Counts.JITSources == 0 {
 		t.Errorf("capture.json counts no JIT source; notes: %v", info.Notes)
 	}
@@ -267,7 +275,7 @@ func TestRecordTargetExits(t *testing.T) {
 	const d = time.Minute
 	start := time.Now()
 	var told bool
-	res, err := Record(context.Background(), Config{PID: tg.Pid, Out: t.TempDir(), OffCPU: true, Kernel: true, Ptrace: true}, d,
+	res, err := Record(context.Background(), Config{PID: tg.Pid, Out: t.TempDir()}, d,
 		func(p Progress) {
 			if p.Samples > 0 && !told {
 				told = true
@@ -283,12 +291,12 @@ func TestRecordTargetExits(t *testing.T) {
 	if took := time.Since(start); took >= d {
 		t.Errorf("Record took %v, its whole duration: it should end when the target exits", took)
 	}
-	c, err := report.ReadCapture(res.Dir)
+	c, err := report.ReadCapture(context.Background(), res.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.TargetExited || !c.Info.TargetExited || !c.Info.CutShort {
-		t.Errorf("result exited=%v, capture.json exited=%v cut_short=%v (%s)", res.TargetExited, c.Info.TargetExited, c.Info.CutShort, c.Info.CutShortWhy)
+	if !res.Info.TargetExited || !c.Info.TargetExited || !c.Info.CutShort {
+		t.Errorf("result exited=%v, capture.json exited=%v cut_short=%v (%s)", res.Info.TargetExited, c.Info.TargetExited, c.Info.CutShort, c.Info.CutShortWhy)
 	}
 	if len(c.Profile.Sample) == 0 {
 		t.Error("no samples kept from before the exit")
@@ -307,7 +315,7 @@ func TestSessionCapture(t *testing.T) {
 
 	out := t.TempDir()
 	s, err := Open(Config{PID: tg.Pid, Out: out, Freq: 499, BaselineFreq: 97, CaptureFor: time.Second,
-		History: 5 * time.Second, OffCPU: true, Kernel: true, Ptrace: true, Snapshot: true})
+		History: 5 * time.Second, Snapshot: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,19 +324,19 @@ func TestSessionCapture(t *testing.T) {
 	if err := testutil.Eventually(30*time.Second, func() bool { return s.smp.Stats().Samples >= 20 }); err != nil {
 		t.Fatalf("the flight recorder took %d samples of 2 spinning threads at 97 Hz", s.smp.Stats().Samples)
 	}
-	res, err := s.Capture(context.Background(), Trigger{Kind: Stall, Reason: "test", StallFor: 3 * time.Second})
+	res, err := s.Capture(context.Background(), capdir.Trigger{Kind: capdir.Stall, Reason: "test", StallFor: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasSuffix(filepath.Base(res.Dir), "-"+strconv.Itoa(tg.Pid)+"-stall") {
 		t.Errorf("capture dir %s, want <time>-%d-stall", res.Dir, tg.Pid)
 	}
-	for _, f := range []string{report.FileProfile, report.FileThreads, report.FileText, report.FileHTML, report.FileInfo} {
+	for _, f := range []string{capdir.FileProfile, capdir.FileThreads, capdir.FileText, capdir.FileHTML, capdir.FileInfo} {
 		if _, err := os.Stat(filepath.Join(res.Dir, f)); err != nil {
 			t.Errorf("capture dir lacks %s", f)
 		}
 	}
-	p, err := report.ReadProfile(filepath.Join(res.Dir, report.FileProfile))
+	p, err := report.ReadProfile(context.Background(), filepath.Join(res.Dir, capdir.FileProfile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +352,7 @@ func TestSessionCapture(t *testing.T) {
 	if err := s.Recovered(res, 4*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	c, err := report.ReadCapture(res.Dir)
+	c, err := report.ReadCapture(context.Background(), res.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,5 +361,26 @@ func TestSessionCapture(t *testing.T) {
 	}
 	if c.Threads == nil || len(c.Threads.Threads) < 3 {
 		t.Errorf("thread snapshot missing or short: %+v", c.Threads)
+	}
+}
+
+// TestConfigDefaults: a Config that sets only the pid means the documented
+// defaults; the switches only turn things off.
+func TestConfigDefaults(t *testing.T) {
+	c := Config{PID: 1}
+	if err := c.fill(); err != nil {
+		t.Fatal(err)
+	}
+	want := Config{PID: 1, Out: DefaultOut, Freq: DefaultFreq, BaselineFreq: DefaultBaselineFreq,
+		CaptureFor: DefaultCaptureFor, History: DefaultHistory, Logger: c.Logger}
+	if c != want || c.Logger == nil {
+		t.Errorf("filled zero Config:\n%+v\nwant\n%+v", c, want)
+	}
+	c = Config{PID: 1, BaselineFreq: 99, NoFlightRecorder: true}
+	if err := c.fill(); err != nil || c.BaselineFreq != 0 {
+		t.Errorf("NoFlightRecorder: baseline %d Hz (%v), want 0", c.BaselineFreq, err)
+	}
+	if err := (&Config{PID: 1, Freq: -1}).fill(); err == nil {
+		t.Error("a negative rate was accepted")
 	}
 }

@@ -7,29 +7,36 @@ import (
 	"time"
 )
 
-// Config says how to capture one target. The zero value of an optional
-// field means its default (the Default constants below).
+// Config says how to capture one target. Its zero value (with a PID)
+// means the documented defaults: every field is either a value whose zero
+// means its default, or a switch that turns something off.
 type Config struct {
 	PID int
-	// Out is the directory capture directories are written under.
+	// Out is the directory capture directories are written under
+	// (DefaultOut).
 	Out string
-	// Freq is the on-CPU sampling rate of a capture, per thread (997).
+	// Freq is the on-CPU sampling rate of a capture, per thread
+	// (DefaultFreq).
 	Freq int
 	// BaselineFreq is the rate of the flight recorder between captures
-	// (49); 0 turns the flight recorder off: nothing samples the target
-	// until a capture starts.
+	// (DefaultBaselineFreq).
 	BaselineFreq int
-	// CaptureFor is how long a capture samples at Freq (10s).
+	// NoFlightRecorder turns the flight recorder off (`--baseline-freq
+	// 0`): nothing samples the target until a capture starts, and a
+	// capture has no history.
+	NoFlightRecorder bool
+	// CaptureFor is how long a capture samples at Freq
+	// (DefaultCaptureFor).
 	CaptureFor time.Duration
 	// History is how much of the flight recorder goes into a capture as
-	// phase=before (30s).
+	// phase=before (DefaultHistory).
 	History time.Duration
-	// OffCPU, Kernel and Ptrace turn on off-CPU sampling, kernel frames,
-	// and ptrace stops for the snapshot's user stacks. Commands set them
-	// from --no-offcpu, --no-kernel and --no-ptrace.
-	OffCPU, Kernel, Ptrace bool
+	// NoOffCPU, NoKernel and NoPtrace turn off off-CPU sampling, kernel
+	// frames, and ptrace stops for the snapshot's user stacks
+	// (--no-offcpu, --no-kernel, --no-ptrace).
+	NoOffCPU, NoKernel, NoPtrace bool
 	// Snapshot takes a thread snapshot with each capture (the watchdog
-	// always does; `record` does not).
+	// always does; `record` only with --snapshot).
 	Snapshot bool
 	// ParentReapsAfterExit: the caller started the target and waits for
 	// it only after it exited (see snapshot.Options).
@@ -50,6 +57,8 @@ const (
 	DefaultOut          = "./stallwatch-captures"
 )
 
+// fill applies the defaults; afterwards BaselineFreq is 0 exactly when
+// the flight recorder is off.
 func (c *Config) fill() error {
 	if c.PID <= 0 {
 		return errors.New("capture: no target pid")
@@ -59,6 +68,12 @@ func (c *Config) fill() error {
 	}
 	if c.Freq == 0 {
 		c.Freq = DefaultFreq
+	}
+	switch {
+	case c.NoFlightRecorder:
+		c.BaselineFreq = 0
+	case c.BaselineFreq == 0:
+		c.BaselineFreq = DefaultBaselineFreq
 	}
 	if c.CaptureFor <= 0 {
 		c.CaptureFor = DefaultCaptureFor

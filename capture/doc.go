@@ -4,4 +4,12 @@
 // directory (profile.pb.gz, threads.pb.gz, report.txt, report.html,
 // capture.json). `stallwatch record` and the watchdog both capture through
 // it; the watchdog decides when, this package decides how.
+//
+// It gathers the facts of a capture into capture.json (capdir.NewInfo and
+// the counts, settings and notes), has package report render the files,
+// and has package capdir write them: the output directory is opened once,
+// when a Session opens or a recording starts, so that an unsafe or
+// unwritable --out is refused before anything is sampled. A capture hands
+// back a capdir.Result (directory, capture.json, findings), the type its
+// callers share without importing this package.
 package capture

@@ -2,12 +2,16 @@ package capture
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/monotime"
+	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/unwind"
 	"github.com/stallwatch/stallwatch/sampler"
+	"github.com/stallwatch/stallwatch/snapshot"
 	"github.com/stallwatch/stallwatch/symbolize"
 )
 
@@ -23,28 +27,34 @@ type Progress struct {
 // Record samples cfg.PID at cfg.Freq for d (or until ctx ends or the target
 // exits) and writes a capture directory with trigger "manual". progress, if
 // not nil, is called about once a second.
-func Record(ctx context.Context, cfg Config, d time.Duration, progress func(Progress)) (*Result, error) {
+func Record(ctx context.Context, cfg Config, d time.Duration, progress func(Progress)) (*capdir.Result, error) {
+	cfg.NoFlightRecorder = true
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	cfg.CaptureFor, cfg.BaselineFreq = d, 0 // what capture.json reports
-	s := &Session{cfg: cfg, tg: readTarget(cfg.PID)}
-	var err error
+	cfg.CaptureFor = d // what capture.json reports
+	// The output directory is checked before the recording, not after.
+	root, err := capdir.OpenRoot(cfg.Out)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	s := &Session{cfg: cfg, tg: readTarget(cfg.PID), root: root}
 	if s.unw, err = unwind.NewProcess(cfg.PID); err != nil {
 		s.notes = append(s.notes, fmt.Sprintf("stacks follow frame pointers only: %v", err))
 		s.unw = nil
 	}
-	if s.sym, err = symbolize.NewProcess(cfg.PID, symbolize.Options{Kernel: cfg.Kernel, JIT: true, Logger: cfg.Logger}); err != nil {
+	if s.sym, err = symbolize.NewProcess(cfg.PID, symbolize.Options{Kernel: !cfg.NoKernel, JIT: true, Logger: cfg.Logger}); err != nil {
 		return nil, fmt.Errorf("symbol sources of pid %d: %w", cfg.PID, err)
 	}
 	defer s.sym.Close()
-	smp, err := sampler.Start(s.samplerConfig(cfg.Freq, cfg.OffCPU, -1))
+	smp, err := sampler.Start(s.samplerConfig(cfg.Freq, !cfg.NoOffCPU, -1))
 	if err != nil {
 		return nil, err
 	}
 	defer smp.Close()
 
-	tr := Trigger{Kind: Manual, At: time.Now(), Mono: monotime.Now(), Reason: fmt.Sprintf("stallwatch record for %v", d)}
+	tr := capdir.Trigger{Kind: capdir.Manual, At: time.Now(), Mono: monotime.Now(), Reason: fmt.Sprintf("stallwatch record for %v", d)}
 	rec := smp.StartRecording()
 	snap := s.startSnapshot(ctx, smp)
 	cutWhy := recordFor(ctx, d, smp, progress)
@@ -85,4 +95,32 @@ func recordFor(ctx context.Context, d time.Duration, smp *sampler.Sampler, progr
 			return ""
 		}
 	}
+}
+
+// WriteSnapshot writes a capture directory of a thread snapshot alone
+// (`stallwatch snapshot --out`) under cfg.Out (cfg.PID may be 0; cfg.Keep
+// prunes): capture.json says what every capture's says, with a manual
+// trigger at the snapshot's time and the snapshot's ptrace setting
+// (cfg.NoPtrace).
+func WriteSnapshot(cfg Config, snap *snapshot.Snapshot) (*capdir.Result, error) {
+	if snap == nil {
+		return nil, errors.New("capture: WriteSnapshot: nil snapshot")
+	}
+	cfg.PID = snap.PID
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	root, err := capdir.OpenRoot(cfg.Out)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	tg := capdir.Target{PID: snap.PID, Command: snap.Command}
+	tg.Executable, _ = procfs.Exe(snap.PID)
+	f := &facts{
+		cfg: cfg, tg: tg, snap: snap,
+		trigger: capdir.Trigger{Kind: capdir.Manual, At: snap.Time},
+		start:   snap.Time, end: snap.Time.Add(max(snap.Duration, time.Nanosecond)),
+	}
+	return f.write(root)
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/unwind"
 	"github.com/stallwatch/stallwatch/report"
@@ -19,37 +21,45 @@ import (
 // recorder running at the baseline rate and what symbolization and
 // unwinding learnt of the target, so that a capture starts at once.
 type Session struct {
-	cfg Config
-	tg  target
-	sym *symbolize.Process
-	unw *unwind.Process // nil when the target's unwind tables could not be read
-	smp *sampler.Sampler
+	cfg  Config
+	tg   capdir.Target
+	root *capdir.Root // cfg.Out, held open
+	sym  *symbolize.Process
+	unw  *unwind.Process // nil when the target's unwind tables could not be read
+	smp  *sampler.Sampler
 	// notes are facts found at Open that every capture reports.
 	notes []string
 
 	mu sync.Mutex // one capture at a time
 }
 
-// Open starts watching cfg.PID: symbol sources are found and, unless
-// cfg.BaselineFreq is 0, the flight recorder starts sampling.
+// Open starts watching cfg.PID: the output directory is opened (and
+// refused now, not at the first stall, when it is unsafe or unwritable),
+// symbol sources are found and, unless cfg.NoFlightRecorder, the flight
+// recorder starts sampling.
 func Open(cfg Config) (*Session, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	s := &Session{cfg: cfg, tg: readTarget(cfg.PID)}
-	var err error
+	root, err := capdir.OpenRoot(cfg.Out)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{cfg: cfg, tg: readTarget(cfg.PID), root: root}
 	if s.unw, err = unwind.NewProcess(cfg.PID); err != nil {
 		s.notes = append(s.notes, fmt.Sprintf("stacks follow frame pointers only: %v", err))
 		s.unw = nil
 	}
-	s.sym, err = symbolize.NewProcess(cfg.PID, symbolize.Options{Kernel: cfg.Kernel, JIT: true, Logger: cfg.Logger})
+	s.sym, err = symbolize.NewProcess(cfg.PID, symbolize.Options{Kernel: !cfg.NoKernel, JIT: true, Logger: cfg.Logger})
 	if err != nil {
+		root.Close()
 		return nil, fmt.Errorf("symbol sources of pid %d: %w", cfg.PID, err)
 	}
 	if cfg.BaselineFreq > 0 {
 		s.smp, err = sampler.Start(s.samplerConfig(cfg.BaselineFreq, false, cfg.History))
 		if err != nil {
 			s.sym.Close()
+			root.Close()
 			return nil, err
 		}
 	}
@@ -63,7 +73,7 @@ func (s *Session) samplerConfig(freq int, offCPU bool, history time.Duration) sa
 		PID:     s.cfg.PID,
 		Freq:    freq,
 		OffCPU:  offCPU,
-		Kernel:  s.cfg.Kernel,
+		Kernel:  !s.cfg.NoKernel,
 		History: history,
 		Logger:  s.cfg.Logger,
 	}
@@ -77,7 +87,7 @@ func (s *Session) samplerConfig(freq int, offCPU bool, history time.Duration) sa
 // threads at the trigger, adds the flight recorder's last cfg.History, and
 // writes the capture directory. A cancelled ctx or the target's exit cuts
 // the capture short; what was collected is still written.
-func (s *Session) Capture(ctx context.Context, tr Trigger) (*Result, error) {
+func (s *Session) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if tr.Mono == 0 {
@@ -86,11 +96,11 @@ func (s *Session) Capture(ctx context.Context, tr Trigger) (*Result, error) {
 	smp := s.smp
 	if smp == nil {
 		var err error
-		if smp, err = sampler.Start(s.samplerConfig(s.cfg.Freq, s.cfg.OffCPU, -1)); err != nil {
+		if smp, err = sampler.Start(s.samplerConfig(s.cfg.Freq, !s.cfg.NoOffCPU, -1)); err != nil {
 			return nil, err
 		}
 		defer smp.Close()
-	} else if err := smp.SetRate(s.cfg.Freq, s.cfg.OffCPU); err != nil {
+	} else if err := smp.SetRate(s.cfg.Freq, !s.cfg.NoOffCPU); err != nil {
 		return nil, fmt.Errorf("raising the sampling rate: %w", err)
 	}
 	rec := smp.StartRecording()
@@ -119,7 +129,7 @@ func (s *Session) startSnapshot(ctx context.Context, smp *sampler.Sampler) func(
 	done := make(chan *snapshot.Snapshot, 1)
 	go func() {
 		snap, err := snapshot.Take(ctx, s.cfg.PID, snapshot.Options{
-			NoPtrace:    !s.cfg.Ptrace,
+			NoPtrace:    s.cfg.NoPtrace,
 			Symbolizer:  s.sym,
 			OffCPUSince: smp.OffCPUSince,
 			Logger:      s.cfg.Logger,
@@ -138,7 +148,7 @@ func (s *Session) startSnapshot(ctx context.Context, smp *sampler.Sampler) func(
 }
 
 // finish symbolizes the windows and writes the capture directory.
-func (s *Session) finish(f *facts, smp *sampler.Sampler, rec *sampler.Recording, windows []window) (*Result, error) {
+func (s *Session) finish(f *facts, smp *sampler.Sampler, rec *sampler.Recording, windows []window) (*capdir.Result, error) {
 	if err := s.sym.Refresh(); err != nil && !f.stats.TargetExited {
 		s.cfg.Logger.Debug("refreshing symbol sources", "err", err)
 	}
@@ -148,55 +158,47 @@ func (s *Session) finish(f *facts, smp *sampler.Sampler, rec *sampler.Recording,
 	r := &resolver{sym: s.sym, unw: s.unw, names: threadNames(smp, f.snap)}
 	f.samples = r.resolve(windows)
 	f.before = len(windows[0].samples)
-	f.start, f.end = rec.Start(), rec.End()
+	start := rec.Start()
 	if f.before > 0 {
-		f.start = min(f.start, windows[0].samples[0].Time)
+		start = min(start, windows[0].samples[0].Time)
 	}
+	f.sampled = true
+	f.start, f.end = monotime.ToTime(start), monotime.ToTime(rec.End())
 	f.symStats = s.sym.Stats()
-	dir, info, err := f.write()
-	if err != nil {
-		return nil, err
-	}
-	return resultOf(dir, f.trigger, info), nil
-}
-
-func resultOf(dir string, tr Trigger, info report.Info) *Result {
-	return &Result{
-		Dir:          dir,
-		Trigger:      tr,
-		Start:        info.Start,
-		End:          info.End,
-		CutShort:     info.CutShort,
-		Why:          info.CutShortWhy,
-		Samples:      info.Counts.Samples,
-		OffCPU:       info.Counts.OffCPU,
-		Lost:         info.Counts.Lost + info.Counts.LostSamples,
-		Threads:      info.Counts.Threads,
-		TargetExited: info.TargetExited,
-	}
+	return f.write(s.root)
 }
 
 // Recovered records in a capture's capture.json that the stall it belongs
-// to has ended, and how long it lasted.
-func (s *Session) Recovered(res *Result, stall time.Duration) error {
+// to has ended, and how long it lasted, and renders its reports again.
+func (s *Session) Recovered(res *capdir.Result, stall time.Duration) error {
 	if res == nil || res.Dir == "" {
 		return errors.New("capture: no capture directory to update")
 	}
 	now := time.Now()
-	return report.UpdateInfo(res.Dir, func(i *report.Info) {
+	return s.root.Update(filepath.Base(res.Dir), func(i *capdir.Info) {
 		i.Recovered = now
 		i.StallLen = stall
-	})
+	}, rerender)
+}
+
+// rerender renders a capture's reports again from its files and its
+// changed capture.json.
+func rerender(d *capdir.Dir) ([]capdir.File, error) {
+	c, err := report.Load(context.Background(), d)
+	if err != nil {
+		return nil, err
+	}
+	return report.ReportFiles(c), nil
 }
 
 // Close stops the flight recorder and releases everything held on the
-// target.
+// target and the output directory.
 func (s *Session) Close() error {
 	var err error
 	if s.smp != nil {
 		err = s.smp.Close()
 	}
-	return errors.Join(err, s.sym.Close())
+	return errors.Join(err, s.sym.Close(), s.root.Close())
 }
 
 // waitFor waits d, or less when ctx ends or the target exits; it returns

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/snapshot"
 	"github.com/stallwatch/stallwatch/symbolize"
 )
@@ -111,7 +112,7 @@ func BenchmarkWriteText(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := &Capture{Info: Info{Trigger: "stall", PID: 1}, Profile: p}
+	c := &Capture{Info: capdir.Info{Trigger: capdir.Stall, PID: 1}, Profile: p}
 	b.ResetTimer()
 	cpu0 := cpuTime()
 	for i := 0; i < b.N; i++ {
@@ -128,7 +129,7 @@ func BenchmarkWriteHTML(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := &Capture{Info: Info{Trigger: "stall", PID: 1}, Profile: p}
+	c := &Capture{Info: capdir.Info{Trigger: capdir.Stall, PID: 1}, Profile: p}
 	var size int
 	b.ResetTimer()
 	cpu0 := cpuTime()
@@ -153,12 +154,20 @@ func BenchmarkWriteCapture(b *testing.B) {
 		b.Fatal(err)
 	}
 	snap := benchSnapshot(samples)
-	root := b.TempDir()
+	root, err := capdir.OpenRoot(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer root.Close()
 	b.ResetTimer()
 	cpu0 := cpuTime()
 	for i := 0; i < b.N; i++ {
-		c := &Capture{Info: Info{Trigger: "stall", PID: 1, TriggerAt: time.Unix(int64(i), 0)}, Profile: p, Threads: snap}
-		if _, err := WriteCapture(root, c); err != nil {
+		c := &Capture{Info: capdir.Info{Trigger: capdir.Stall, PID: 1, TriggerAt: time.Unix(int64(i), 0)}, Profile: p, Threads: snap}
+		files, err := CaptureFiles(c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := root.Write(&c.Info, files); err != nil {
 			b.Fatal(err)
 		}
 	}

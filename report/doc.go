@@ -1,6 +1,6 @@
 // Package report turns what a capture collected into what people and tools
-// read: pprof profiles, thread dumps, the capture directory, and its text,
-// HTML and folded renderings.
+// read: pprof profiles, thread dumps, and the text, HTML and folded
+// renderings of a capture.
 //
 // # Profiles
 //
@@ -22,7 +22,8 @@
 // sample per thread whose stack is the kernel stack above the user stack;
 // labels "thread id", "thread name", "state" ("S (sleeping)"), "wchan",
 // "syscall", "waits for", and numeric "blocked" (ns off the CPU, when
-// known), "runqueue wait" (ns, total) and "owner tid". A thread without a
+// known), "runqueue wait" (ns, total), "owner tid" and "process_id" (the
+// pid, which ThreadsFromProfile reads back). A thread without a
 // readable stack has the single frame "[no stack]" (with the reason).
 //
 // # Thread dumps
@@ -32,41 +33,23 @@
 // threads, waiting threads first. WriteThreadDumpJSON writes every field of
 // the snapshot; ReadThreadDumpJSON reads it back.
 //
-// # The capture directory
+// # Capture directories
 //
-// WriteCapture writes OUT/<UTC time>-<pid>-<trigger>/ (for example
-// 20260105T143012.345Z-4242-stall) into a hidden directory first and
-// renames it into place, so a reader never sees it half written; each file
-// is synced before. It holds profile.pb.gz, threads.pb.gz and threads.json
-// (when there is a snapshot), report.txt, report.html and capture.json.
-// UpdateInfo rewrites capture.json (and the reports) atomically; Prune
-// keeps the newest captures.
+// The capture directory and capture.json belong to package capdir; this
+// package renders its files. CaptureFiles renders all of them for
+// capdir.Root.Write (and sets the capture's findings in capture.json:
+// kind, severity, a sentence and the threads named, the same list the
+// reports open with); ReportFiles renders report.txt and report.html again
+// after capdir.Root.Update. Open reads back what a user names (a capture
+// directory, capture.json, a thread dump, any pprof file), Load an open
+// capture directory.
 //
-// capture.json (schema 1; fields are added without a schema change):
+// # Inputs are untrusted
 //
-//	schema              1
-//	stallwatch_version  version that wrote it
-//	trigger             "stall" | "signal" | "manual"
-//	reason              why, in words ("no heartbeat for 10.2s")
-//	heartbeat           the heartbeat source ("file /run/app.beat")
-//	seq                 2 and up for recaptures of a stall that lasts
-//	pid, command, executable, kernel (uname -r), hostname
-//	start, trigger_at, end   RFC 3339 times: the sampled window (history
-//	                    included) and the trigger
-//	last_beat           the last heartbeat before the stall
-//	recovered           the first heartbeat after it (UpdateInfo)
-//	stall_ns            heartbeat silence at the trigger
-//	stall_length_ns     the whole stall, last beat to recovery (UpdateInfo)
-//	cut_short, cut_short_why   the capture ended early, and why
-//	target_exited       the process exited during the capture
-//	counts              samples (on-CPU), offcpu_intervals, samples_before,
-//	                    lost_records, lost_samples, throttled, threads,
-//	                    unreadable_threads, jit_sources, jit_truncated,
-//	                    missing_symbols
-//	settings            freq_hz, baseline_freq_hz, history_ns,
-//	                    capture_for_ns, offcpu, kernel, ptrace
-//	notes               facts a reader needs to trust the capture
-//	files               the files in the directory
-//
-// Durations are integer nanoseconds (fields ending in _ns).
+// What Open reads may come from anywhere: only regular files are opened
+// (a FIFO or a device is refused without blocking), sizes are checked
+// before reading, a profile is bounded by MaxProfileBytes on disk and
+// after gzip decompression (done here: pprof's own reader has no bound),
+// and a cancelled context stops a read. Capture.ReadFrom tells a caller
+// that an output path would overwrite an input.
 package report

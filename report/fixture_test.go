@@ -3,6 +3,7 @@ package report
 import (
 	"time"
 
+	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/snapshot"
 	"github.com/stallwatch/stallwatch/symbolize"
 )
@@ -178,15 +179,15 @@ func fixtureSnapshot() *snapshot.Snapshot {
 	}
 }
 
-func fixtureInfo() Info {
+func fixtureInfo() capdir.Info {
 	trig := fixtureStart.Add(30 * time.Second)
-	return Info{
-		Version: "test", Trigger: "stall", Reason: "no heartbeat for 10.2s", Heartbeat: "file /run/app.beat",
+	return capdir.Info{
+		Version: "test", Trigger: capdir.Stall, Reason: "no heartbeat for 10.2s", Heartbeat: "file /run/app.beat",
 		PID: 4242, Command: []string{"/usr/bin/app", "--serve"}, Executable: "/usr/bin/app", Kernel: "6.1.0-test",
 		Start: fixtureStart, TriggerAt: trig, End: trig.Add(10 * time.Second),
 		LastBeat: trig.Add(-10200 * time.Millisecond), StallFor: 10200 * time.Millisecond,
-		Counts:   Counts{Samples: 101, OffCPU: 6, SamplesBefore: 11, Threads: 8, JITSources: 1, Lost: 3},
-		Settings: Settings{Freq: 997, BaselineFreq: 49, History: 30 * time.Second, CaptureFor: 10 * time.Second, OffCPU: true, Kernel: true, Ptrace: true},
+		Counts:   capdir.Counts{Samples: 101, OffCPU: 6, SamplesBefore: 11, Threads: 8, JITSources: 1, Lost: 3},
+		Settings: capdir.Settings{Freq: 997, BaselineFreq: 49, History: 30 * time.Second, CaptureFor: 10 * time.Second, OffCPU: true, Kernel: true, Ptrace: true},
 		Notes:    []string{"/proc/<pid>/sched is absent: off-CPU times come from the sampler"},
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"html/template"
 	"io"
 	"strings"
+
+	"github.com/stallwatch/stallwatch/capdir"
 )
 
 // WriteHTML writes report.html: what report.txt says, laid out for a
@@ -42,7 +44,7 @@ func writeHTMLView(w io.Writer, v *view) error {
 type htmlData struct {
 	Title    string
 	Facts    []fact
-	Findings []string
+	Findings []capdir.Finding
 	Threads  []threadRow
 	Sections []htmlSection
 	Dump     string
@@ -153,7 +155,7 @@ svg.flame g:hover rect{stroke:#000;stroke-width:.6}
 </style></head><body>
 <h1>{{.Title}}</h1>
 <table class="facts">{{range .Facts}}<tr{{if .Warn}} class="warn"{{end}}><td>{{.Key}}</td><td>{{.Value}}</td></tr>{{end}}</table>
-{{if .Findings}}<h2>Findings</h2><ul class="findings">{{range .Findings}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{if .Findings}}<h2>Findings</h2><ul class="findings">{{range .Findings}}<li>{{.Summary}}</li>{{end}}</ul>{{end}}
 {{if .Threads}}<h2>Threads ({{len .Threads}}; waiting first)</h2>
 <table class="threads"><tr><th>tid</th><th>name</th><th>state</th><th>off-CPU for</th><th>run-queue wait</th><th>CPU in capture</th><th>top frame</th><th>waits for</th></tr>
 {{range .Threads}}<tr><td class="num">{{.TID}}</td><td class="mono">{{.Name}}</td><td>{{.State}}</td><td class="num">{{.OffCPU}}</td><td class="num">{{.Runq}}</td><td class="num">{{.CPU}}</td><td class="mono">{{.Top}}{{if .Err}} <em>({{.Err}})</em>{{end}}</td><td>{{.Waits}}</td></tr>

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/symbolize"
 )
@@ -285,10 +286,7 @@ func TestBuildProfileEmpty(t *testing.T) {
 // shows the labels.
 func TestGoToolPprof(t *testing.T) {
 	goBin := testutil.RequireTool(t, "go")
-	dir, err := WriteCapture(t.TempDir(), fixtureCapture(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := writeCapture(t, t.TempDir(), fixtureCapture(t))
 	pprof := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(goBin, append([]string{"tool", "pprof"}, args...)...)
@@ -299,7 +297,7 @@ func TestGoToolPprof(t *testing.T) {
 		}
 		return string(out)
 	}
-	prof := filepath.Join(dir, FileProfile)
+	prof := filepath.Join(dir, capdir.FileProfile)
 	top := pprof("-top", prof)
 	for _, want := range []string{"Type: wall-time", "futex_wait_queue", "hash (inline)", "stallwatch capture: trigger stall"} {
 		if !strings.Contains(top, want) {
@@ -326,7 +324,7 @@ func TestGoToolPprof(t *testing.T) {
 	if !strings.Contains(focus, "lock_b") || strings.Contains(focus, "lock_a") {
 		t.Errorf("-tagfocus on thread id 13 should keep lock_b only:\n%s", focus)
 	}
-	threads := pprof("-traces", filepath.Join(dir, FileThreads))
+	threads := pprof("-traces", filepath.Join(dir, capdir.FileThreads))
 	for _, want := range []string{"Type: threads", "state:  D (disk sleep)", "blocked:  9s", "runqueue wait:  40ms", "waits for:  pthread mutex 0x7ffd0040 held by tid 13"} {
 		if !strings.Contains(threads, want) {
 			t.Errorf("threads -traces lacks %q:\n%s", want, threads)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/snapshot"
 	"github.com/stallwatch/stallwatch/symbolize"
 )
@@ -156,7 +157,7 @@ func TestWriteTextRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := renderText(t, &Capture{Info: Info{Trigger: "manual", PID: 4242}, Profile: p})
+	out := renderText(t, &Capture{Info: capdir.Info{Trigger: capdir.Manual, PID: 4242}, Profile: p})
 	if !strings.Contains(out, "On-CPU stacks — total 101ms") || !strings.Contains(out, "Off-CPU stacks — total 18.3s") {
 		t.Errorf("record report:\n%s", out)
 	}

@@ -23,7 +23,7 @@ func WriteSummary(w io.Writer, c *Capture) error {
 		fmt.Fprintf(bw, "  %-11s %s\n", f.key, f.value)
 	}
 	for _, f := range v.findings {
-		fmt.Fprintf(bw, "  * %s\n", f)
+		fmt.Fprintf(bw, "  * %s\n", f.Summary)
 	}
 	for _, s := range v.sections {
 		fmt.Fprintln(bw)

@@ -47,7 +47,7 @@ func writeTextSummary(w io.Writer, v *view) {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "Findings")
 		for _, f := range v.findings {
-			fmt.Fprintf(w, "  * %s\n", f)
+			fmt.Fprintf(w, "  * %s\n", f.Summary)
 		}
 	}
 	if len(v.threads) > 0 {

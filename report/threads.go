@@ -25,6 +25,9 @@ const (
 	LabelWaitsFor     = "waits for" // what the thread waits for, in words
 	// LabelOwner is numeric: the tid holding what the thread waits for.
 	LabelOwner = "owner tid"
+	// LabelProcessID is numeric: the pid whose thread it is, as
+	// Datadog's profilers label it.
+	LabelProcessID = "process_id"
 )
 
 // NoStackFrame names the single frame of a thread whose stacks could not be
@@ -62,8 +65,8 @@ func BuildThreads(snap *snapshot.Snapshot) (*profile.Profile, error) {
 			Location: locs,
 			Value:    []int64{1},
 			Label:    threadLabels(t),
-			NumLabel: threadNumLabels(t),
-			NumUnit:  threadNumUnits(t),
+			NumLabel: threadNumLabels(snap.PID, t),
+			NumUnit:  threadNumUnits(snap.PID, t),
 		})
 	}
 	b.finish()
@@ -109,8 +112,11 @@ func threadLabels(t *snapshot.Thread) map[string][]string {
 	return l
 }
 
-func threadNumLabels(t *snapshot.Thread) map[string][]int64 {
+func threadNumLabels(pid int, t *snapshot.Thread) map[string][]int64 {
 	n := map[string][]int64{LabelRunqueueWait: {int64(t.RunqueueWait)}}
+	if pid > 0 {
+		n[LabelProcessID] = []int64{int64(pid)}
+	}
 	if t.OffCPUKnown {
 		n[LabelBlocked] = []int64{int64(t.OffCPUFor)}
 	}
@@ -120,8 +126,11 @@ func threadNumLabels(t *snapshot.Thread) map[string][]int64 {
 	return n
 }
 
-func threadNumUnits(t *snapshot.Thread) map[string][]string {
+func threadNumUnits(pid int, t *snapshot.Thread) map[string][]string {
 	u := map[string][]string{LabelRunqueueWait: {"nanoseconds"}}
+	if pid > 0 {
+		u[LabelProcessID] = []string{""}
+	}
 	if t.OffCPUKnown {
 		u[LabelBlocked] = []string{"nanoseconds"}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/snapshot"
 	"github.com/stallwatch/stallwatch/symbolize"
 )
@@ -21,17 +22,9 @@ func ThreadsFromProfile(p *profile.Profile) (*snapshot.Snapshot, error) {
 	if len(p.SampleType) != 1 || p.SampleType[0].Type != TypeThreads {
 		return nil, fmt.Errorf("not a thread snapshot profile (sample types %s, want %s/count)", sampleTypesText(p), TypeThreads)
 	}
-	snap := &snapshot.Snapshot{Duration: time.Duration(p.DurationNanos), Notes: []string{"rebuilt from " + FileThreads + ": syscall numbers, context switches and stop times are not in that file"}}
+	snap := &snapshot.Snapshot{Duration: time.Duration(p.DurationNanos), Notes: []string{"rebuilt from " + capdir.FileThreads + ": syscall numbers, context switches and stop times are not in that file"}}
 	if p.TimeNanos != 0 {
 		snap.Time = time.Unix(0, p.TimeNanos).UTC()
-	}
-	for _, c := range p.Comments {
-		if pid, ok := strings.CutPrefix(c, "stallwatch thread snapshot of pid "); ok {
-			snap.PID, _ = strconv.Atoi(pid)
-		}
-		if cmd, ok := strings.CutPrefix(c, "command: "); ok {
-			snap.Command = strings.Fields(cmd)
-		}
 	}
 	conv := &locConverter{locs: map[*profile.Location]*symbolize.Location{}, maps: map[*profile.Mapping]*symbolize.Mapping{}}
 	for i, s := range p.Sample {
@@ -41,6 +34,9 @@ func ThreadsFromProfile(p *profile.Profile) (*snapshot.Snapshot, error) {
 			return nil, fmt.Errorf("sample %d: thread id %q is not a number", i, truncate(tidText, 40))
 		}
 		t := snapshot.Thread{TID: tid, Name: label(s, LabelThreadName), Wchan: label(s, LabelWchan)}
+		if pid, ok := numLabel(s, LabelProcessID); ok && snap.PID == 0 {
+			snap.PID = int(pid)
+		}
 		if st := label(s, LabelState); st != "" {
 			t.State = st[0]
 		}

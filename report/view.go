@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/snapshot"
 )
 
@@ -19,7 +21,7 @@ type view struct {
 	notes    []string // all of them; facts has the first few
 	title    string
 	facts    []fact
-	findings []string
+	findings []capdir.Finding
 	threads  []threadRow
 	sections []*section
 	comments []string
@@ -90,7 +92,7 @@ func titleOf(c *Capture) string {
 	var sb strings.Builder
 	sb.WriteString("stallwatch ")
 	if in.Trigger != "" {
-		sb.WriteString(strings.ToUpper(clean(in.Trigger)) + " capture")
+		sb.WriteString(strings.ToUpper(clean(string(in.Trigger))) + " capture")
 	} else {
 		sb.WriteString("capture")
 	}
@@ -106,7 +108,7 @@ func factsOf(c *Capture) []fact {
 	var f []fact
 	add := func(k, v string, warn bool) { f = append(f, fact{k, v, warn}) }
 	if in.Trigger != "" {
-		s := clean(in.Trigger)
+		s := clean(string(in.Trigger))
 		if !in.TriggerAt.IsZero() {
 			s += " at " + fmtTime(in.TriggerAt)
 		}
@@ -204,7 +206,7 @@ func factsOf(c *Capture) []fact {
 	return f
 }
 
-func stallText(in *Info) (string, bool) {
+func stallText(in *capdir.Info) (string, bool) {
 	var parts []string
 	if in.StallFor > 0 {
 		parts = append(parts, "heartbeat silent for "+fmtDur(in.StallFor)+" at the trigger")
@@ -220,7 +222,7 @@ func stallText(in *Info) (string, bool) {
 		parts = append(parts, s)
 	case !in.Recovered.IsZero():
 		parts = append(parts, "recovered at "+fmtTime(in.Recovered))
-	case in.Trigger == "stall":
+	case in.Trigger == capdir.Stall:
 		parts = append(parts, "not recovered when this was written")
 	}
 	return strings.Join(parts, "; "), false
@@ -238,7 +240,7 @@ func windowText(c *Capture) string {
 	return s + ")"
 }
 
-func settingsText(s *Settings) string {
+func settingsText(s *capdir.Settings) string {
 	var parts []string
 	if s.Freq > 0 {
 		parts = append(parts, fmt.Sprintf("%d Hz", s.Freq))
@@ -454,14 +456,18 @@ func waitText(w *snapshot.Wait) string {
 	return clean(w.Desc)
 }
 
-// findingsOf says in sentences what stands out, most important first.
-func findingsOf(c *Capture, a *analysis) []string {
-	var out []string
+// findingsOf says what stands out, most severe first: each finding with
+// its kind, severity, a sentence and the threads it names.
+func findingsOf(c *Capture, a *analysis) []capdir.Finding {
+	var out []capdir.Finding
+	add := func(kind capdir.FindingKind, sev capdir.Severity, tids []int, format string, args ...any) {
+		out = append(out, capdir.Finding{Kind: kind, Severity: sev, Summary: fmt.Sprintf(format, args...), TIDs: tids})
+	}
 	if snap := c.Threads; snap != nil {
 		ix := indexThreads(snap)
 		for i, cy := range snap.Locks.Cycles {
 			if i == screenDeadlocks && len(snap.Locks.Cycles) > screenDeadlocks+1 {
-				out = append(out, fmt.Sprintf("… and %d more deadlocks: see the lock graph below.", len(snap.Locks.Cycles)-i))
+				add(capdir.FindingDeadlock, capdir.SeverityCritical, nil, "… and %d more deadlocks: see the lock graph below.", len(snap.Locks.Cycles)-i)
 				break
 			}
 			parts := make([]string, 0, len(cy)+1)
@@ -471,16 +477,18 @@ func findingsOf(c *Capture, a *analysis) []string {
 			if len(cy) > 0 {
 				parts = append(parts, ix.name(cy[0]))
 			}
-			out = append(out, "DEADLOCK: "+strings.Join(parts, " waits for ")+".")
+			add(capdir.FindingDeadlock, capdir.SeverityCritical, append([]int(nil), cy...), "DEADLOCK: %s.", strings.Join(parts, " waits for "))
 		}
 		var d []string
+		var dTIDs []int
 		for i := range snap.Threads {
-			if snap.Threads[i].State == 'D' {
-				d = append(d, ix.name(snap.Threads[i].TID))
+			if t := &snap.Threads[i]; t.State == 'D' {
+				d = append(d, ix.name(t.TID))
+				dTIDs = append(dTIDs, t.TID)
 			}
 		}
 		if len(d) > 0 {
-			out = append(out, fmt.Sprintf("%s in uninterruptible sleep (D): %s.", plural(len(d), "thread", "threads"), listText(d, 5)))
+			add(capdir.FindingUninterruptible, capdir.SeverityWarning, dTIDs, "%s in uninterruptible sleep (D): %s.", plural(len(d), "thread", "threads"), listText(d, 5))
 		}
 	}
 	p := c.Profile
@@ -514,13 +522,15 @@ func findingsOf(c *Capture, a *analysis) []string {
 			}
 		}
 		if tid, ns := heaviest(preempted); ns >= int64(100*time.Millisecond) {
-			out = append(out, fmt.Sprintf("Thread %s was runnable but waited %s for a CPU %s (preempted, not blocked): CPU starvation.",
-				threadName(p, tid), fmtDur(time.Duration(ns)), when))
+			add(capdir.FindingCPUStarvation, capdir.SeverityWarning, tidList(tid),
+				"Thread %s was runnable but waited %s for a CPU %s (preempted, not blocked): CPU starvation.",
+				threadName(p, tid), fmtDur(time.Duration(ns)), when)
 		}
 	}
 	switch {
 	case cpuTotal == 0 && offTotal > 0:
-		out = append(out, fmt.Sprintf("No thread ran on a CPU %s: the process is waiting, not busy; see the off-CPU stacks and the thread table.", when))
+		add(capdir.FindingAllWaiting, capdir.SeverityInfo, nil,
+			"No thread ran on a CPU %s: the process is waiting, not busy; see the off-CPU stacks and the thread table.", when)
 	case cpuTotal > 0:
 		if tid, ns := heaviest(cpu); ns*2 >= cpuTotal {
 			top := ""
@@ -529,11 +539,22 @@ func findingsOf(c *Capture, a *analysis) []string {
 			if st, _ := a.top(vals, 1, cpuI, mine); len(st) > 0 && len(st[0].frames) > 0 {
 				top = " in " + stackString(st[0].frames, 3)
 			}
-			out = append(out, fmt.Sprintf("Thread %s used %s of CPU %s (%s of all on-CPU time)%s.",
-				threadName(p, tid), fmtDur(time.Duration(ns)), when, strings.TrimSpace(pct(ns, cpuTotal)), top))
+			add(capdir.FindingHotThread, capdir.SeverityWarning, tidList(tid), "Thread %s used %s of CPU %s (%s of all on-CPU time)%s.",
+				threadName(p, tid), fmtDur(time.Duration(ns)), when, strings.TrimSpace(pct(ns, cpuTotal)), top)
 		}
 	}
+	slices.SortStableFunc(out, func(a, b capdir.Finding) int { return a.Severity.Rank() - b.Severity.Rank() })
 	return out
+}
+
+// tidList is the thread id of a "thread id" label as a list, empty when
+// the label is not a number.
+func tidList(tid string) []int {
+	n, err := strconv.Atoi(tid)
+	if err != nil {
+		return nil
+	}
+	return []int{n}
 }
 
 func heaviest(m map[string]int64) (string, int64) {

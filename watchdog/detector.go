@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stallwatch/stallwatch/capture"
+	"github.com/stallwatch/stallwatch/capdir"
 )
 
 // State is where the detector stands. Each change is one log line.
@@ -66,9 +66,9 @@ func defaultLateAfter(stallAfter time.Duration) time.Duration {
 
 // action is what the detector asks its owner to do after an event.
 type action struct {
-	capture *capture.Trigger // start this capture
+	capture *capdir.Trigger // start this capture
 	// recovered lists the captures of a stall that ended, with its length.
-	recovered []*capture.Result
+	recovered []*capdir.Result
 	stall     time.Duration
 	exited    bool // the silence was the target exiting
 }
@@ -91,7 +91,7 @@ type detector struct {
 	phase     state // any state but stateCapturing, which is shown while a capture runs
 	shown     state // the state last logged
 	shownAt   instant
-	inflight  *capture.Trigger
+	inflight  *capdir.Trigger
 	forStall  bool // the capture in flight belongs to the current stall
 	signalDue bool // SIGUSR1 arrived during a capture
 
@@ -99,7 +99,7 @@ type detector struct {
 	stallStart   instant  // last beat of the longest-silent source
 	silentNames  []string // the sources that went silent
 	stallSeq     int      // stall captures taken of it
-	stallResults []*capture.Result
+	stallResults []*capdir.Result
 	stallLen     time.Duration // set on recovery
 	lastCapture  instant
 	limitLogged  bool
@@ -270,7 +270,7 @@ func (d *detector) tryCapture(now instant) action {
 	d.history = append(d.history, now.Mono)
 	d.stallSeq++
 	d.limitLogged = false
-	tr := d.trigger(now, capture.Stall)
+	tr := d.trigger(now, capdir.Stall)
 	tr.Seq = d.stallSeq
 	return d.startCapture(now, tr, true)
 }
@@ -285,8 +285,8 @@ func (d *detector) pruneHistory(now instant) {
 
 func (d *detector) inStall() bool { return d.phase == stateStalled || d.phase == stateCooldown }
 
-func (d *detector) trigger(now instant, kind capture.TriggerKind) capture.Trigger {
-	tr := capture.Trigger{Kind: kind, At: now.Wall, Mono: uint64(now.Mono)}
+func (d *detector) trigger(now instant, kind capdir.TriggerKind) capdir.Trigger {
+	tr := capdir.Trigger{Kind: kind, At: now.Wall, Mono: uint64(now.Mono)}
 	if d.inStall() {
 		tr.LastBeat = d.stallStart.Wall
 		tr.StallFor = now.Sub(d.stallStart)
@@ -296,7 +296,7 @@ func (d *detector) trigger(now instant, kind capture.TriggerKind) capture.Trigge
 		tr.Source = d.names[i]
 	}
 	switch kind {
-	case capture.Signal:
+	case capdir.Signal:
 		tr.Reason = "capture asked for by SIGUSR1"
 		if d.inStall() {
 			tr.Reason += fmt.Sprintf(" during a stall: no heartbeat from %s for %v", tr.Source, round(tr.StallFor))
@@ -317,7 +317,7 @@ func (d *detector) latestBeat() int {
 	return best
 }
 
-func (d *detector) startCapture(now instant, tr capture.Trigger, forStall bool) action {
+func (d *detector) startCapture(now instant, tr capdir.Trigger, forStall bool) action {
 	d.inflight, d.forStall = &tr, forStall
 	d.lastCapture = now
 	d.show(now, "trigger", tr.Kind, "seq", tr.Seq, "reason", tr.Reason)
@@ -335,12 +335,12 @@ func (d *detector) Signal(now instant) action {
 		d.log.Info("capture in progress; the signal's capture follows it", "state", d.shown)
 		return action{}
 	}
-	return d.startCapture(now, d.trigger(now, capture.Signal), d.inStall())
+	return d.startCapture(now, d.trigger(now, capdir.Signal), d.inStall())
 }
 
 // CaptureDone records the end of the capture in flight (res may be nil
 // when it failed).
-func (d *detector) CaptureDone(now instant, res *capture.Result, err error) action {
+func (d *detector) CaptureDone(now instant, res *capdir.Result, err error) action {
 	tr := d.inflight
 	d.inflight = nil
 	if err != nil {
@@ -348,7 +348,7 @@ func (d *detector) CaptureDone(now instant, res *capture.Result, err error) acti
 	}
 	if res != nil {
 		d.log.Info("capture written", "state", d.shown, "dir", res.Dir, "trigger", kindOf(tr),
-			"took", round(now.Sub(d.lastCapture)), "cut_short", res.CutShort, "why", res.Why)
+			"took", round(now.Sub(d.lastCapture)), "cut_short", res.Info.CutShort, "why", res.Info.CutShortWhy)
 		if d.forStall {
 			d.stallResults = append(d.stallResults, res)
 		}
@@ -371,14 +371,14 @@ func (d *detector) CaptureDone(now instant, res *capture.Result, err error) acti
 	d.show(now)
 	if d.signalDue {
 		d.signalDue = false
-		sig := d.startCapture(now, d.trigger(now, capture.Signal), d.inStall())
+		sig := d.startCapture(now, d.trigger(now, capdir.Signal), d.inStall())
 		sig.recovered, sig.stall = act.recovered, act.stall
 		return sig
 	}
 	return act
 }
 
-func kindOf(tr *capture.Trigger) capture.TriggerKind {
+func kindOf(tr *capdir.Trigger) capdir.TriggerKind {
 	if tr == nil {
 		return ""
 	}

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stallwatch/stallwatch/capture"
+	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 )
 
@@ -16,9 +16,9 @@ import (
 type Capturer interface {
 	// Capture runs one capture (blocks ~capture-for); ctx cancelled → cut
 	// short, still written.
-	Capture(ctx context.Context, tr capture.Trigger) (*capture.Result, error)
+	Capture(ctx context.Context, tr capdir.Trigger) (*capdir.Result, error)
 	// Recovered records that the stall a capture belonged to ended.
-	Recovered(res *capture.Result, stall time.Duration) error
+	Recovered(res *capdir.Result, stall time.Duration) error
 }
 
 // Config configures a Watchdog.
@@ -171,7 +171,7 @@ func (w *Watchdog) Run(ctx context.Context) error {
 }
 
 type captureDone struct {
-	res *capture.Result
+	res *capdir.Result
 	err error
 }
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/DataDog/datadog-go/v5/statsd"
 
-	"github.com/stallwatch/stallwatch/capture"
+	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 )
@@ -27,34 +27,34 @@ import (
 // asked and holds each capture for hold, or until cancelled.
 type fakeCapturer struct {
 	hold      time.Duration
-	captures  chan capture.Trigger
+	captures  chan capdir.Trigger
 	recovered chan time.Duration
 	cut       atomic.Int32 // captures cut short by cancellation
 	n         atomic.Int32
 }
 
 func newFakeCapturer(hold time.Duration) *fakeCapturer {
-	return &fakeCapturer{hold: hold, captures: make(chan capture.Trigger, 100), recovered: make(chan time.Duration, 100)}
+	return &fakeCapturer{hold: hold, captures: make(chan capdir.Trigger, 100), recovered: make(chan time.Duration, 100)}
 }
 
-func (f *fakeCapturer) Capture(ctx context.Context, tr capture.Trigger) (*capture.Result, error) {
+func (f *fakeCapturer) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.Result, error) {
 	f.captures <- tr
-	res := &capture.Result{Dir: fmt.Sprintf("capture-%d", f.n.Add(1)), Trigger: tr}
+	res := &capdir.Result{Dir: fmt.Sprintf("capture-%d", f.n.Add(1)), Trigger: tr}
 	select {
 	case <-time.After(f.hold):
 	case <-ctx.Done():
 		f.cut.Add(1)
-		res.CutShort, res.Why = true, "cancelled"
+		res.Info.CutShort, res.Info.CutShortWhy = true, "cancelled"
 	}
 	return res, nil
 }
 
-func (f *fakeCapturer) Recovered(res *capture.Result, stall time.Duration) error {
+func (f *fakeCapturer) Recovered(res *capdir.Result, stall time.Duration) error {
 	f.recovered <- stall
 	return nil
 }
 
-func (f *fakeCapturer) expectCapture(t *testing.T, within time.Duration) capture.Trigger {
+func (f *fakeCapturer) expectCapture(t *testing.T, within time.Duration) capdir.Trigger {
 	t.Helper()
 	select {
 	case tr := <-f.captures:
@@ -62,7 +62,7 @@ func (f *fakeCapturer) expectCapture(t *testing.T, within time.Duration) capture
 	case <-time.After(within):
 		t.Fatalf("no capture within %v", within)
 	}
-	return capture.Trigger{}
+	return capdir.Trigger{}
 }
 
 func (f *fakeCapturer) expectNoCapture(t *testing.T, d time.Duration) {
@@ -161,7 +161,7 @@ func TestWatchdogFileStallCaptureRecover(t *testing.T) {
 	beater.halt()
 	stopped := time.Now()
 	tr := fc.expectCapture(t, stallAfter+time.Second)
-	if tr.Kind != capture.Stall || tr.Seq != 1 || tr.Source != "file "+path {
+	if tr.Kind != capdir.Stall || tr.Seq != 1 || tr.Source != "file "+path {
 		t.Errorf("trigger %+v", tr)
 	}
 	if tr.StallFor < stallAfter || tr.StallFor > stallAfter+time.Second {
@@ -198,7 +198,7 @@ func TestWatchdogSignalAndShutdown(t *testing.T) {
 	})
 	w.CaptureNow()
 	tr := fc.expectCapture(t, 2*time.Second)
-	if tr.Kind != capture.Signal {
+	if tr.Kind != capdir.Signal {
 		t.Errorf("trigger kind %q, want signal", tr.Kind)
 	}
 	w.CaptureNow() // merged into a follow-up capture; never blocks
@@ -339,7 +339,7 @@ func TestDogStatsDEndToEnd(t *testing.T) {
 	close(stop)
 	<-clientDone
 	tr := fc.expectCapture(t, stallAfter+time.Second)
-	if tr.Kind != capture.Stall || !strings.HasPrefix(tr.Source, "statsd udp://127.0.0.1:") {
+	if tr.Kind != capdir.Stall || !strings.HasPrefix(tr.Source, "statsd udp://127.0.0.1:") {
 		t.Errorf("trigger %+v", tr)
 	}
 	mu.Lock()
@@ -483,7 +483,7 @@ type disturbingCapturer struct {
 	pid int
 }
 
-func (d *disturbingCapturer) Capture(ctx context.Context, tr capture.Trigger) (*capture.Result, error) {
+func (d *disturbingCapturer) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.Result, error) {
 	if err := stopCont(d.pid, syscall.SIGCONT); err != nil {
 		return nil, err
 	}

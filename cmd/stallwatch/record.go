@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/capture"
 	"github.com/stallwatch/stallwatch/report"
 )
@@ -61,7 +62,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	cfg := capture.Config{
 		PID: *pid, Out: *out, Freq: *freq,
-		OffCPU: !*noOff, Kernel: !*noKernel, Ptrace: !*noPtrace, Snapshot: *snap,
+		NoOffCPU: *noOff, NoKernel: *noKernel, NoPtrace: *noPtrace, Snapshot: *snap,
 	}
 	fmt.Fprintf(stderr, "recording pid %d for %v at %d Hz (Ctrl-C stops early)\n", *pid, *dur, *freq)
 	var progress func(capture.Progress)
@@ -72,7 +73,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	return printSummary(stdout, res)
+	return printSummary(ctx, stdout, res)
 }
 
 // progressPrinter rewrites one status line on a terminal, and prints a line
@@ -104,14 +105,14 @@ func isTerminal(w io.Writer) bool {
 }
 
 // printSummary prints the one-screen summary of a capture directory.
-func printSummary(w io.Writer, res *capture.Result) error {
-	c, err := report.ReadCapture(res.Dir)
+func printSummary(ctx context.Context, w io.Writer, res *capdir.Result) error {
+	c, err := report.ReadCapture(ctx, res.Dir)
 	if err != nil {
 		return err
 	}
 	if err := report.WriteSummary(w, c); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nwritten to %s\n  go tool pprof -http=: %s/%s\n", res.Dir, res.Dir, report.FileProfile)
+	fmt.Fprintf(w, "\nwritten to %s\n  go tool pprof -http=: %s/%s\n", res.Dir, res.Dir, capdir.FileProfile)
 	return nil
 }

@@ -6,10 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 
+	"github.com/stallwatch/stallwatch/internal/safedir"
 	reports "github.com/stallwatch/stallwatch/report"
 )
 
@@ -79,11 +78,15 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *sampleType != "" && *format != "folded" {
 		return usagef("--sample-type applies to --format folded")
 	}
-	c, err := loadForReport(pos[0])
+	c, err := reports.Open(ctx, pos[0])
 	if err != nil {
 		return err
 	}
+	if *out != "" && c.ReadFrom(*out) {
+		return usagef("-o %s is a file the report is read from: it would be replaced; write elsewhere", *out)
+	}
 	render := func(w io.Writer) error {
+		w = ctxWriter{ctx, w} // SIGINT and SIGTERM stop a long rendering
 		switch *format {
 		case "html":
 			return reports.WriteHTML(w, c)
@@ -98,7 +101,20 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *out == "" {
 		return render(stdout)
 	}
-	return reports.WriteFileAtomic(*out, render)
+	return safedir.WriteFileAt(*out, 0o644, render)
+}
+
+// ctxWriter fails its writes once ctx is done.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if c.ctx.Err() != nil {
+		return 0, fmt.Errorf("interrupted: %w", context.Cause(c.ctx))
+	}
+	return c.w.Write(p)
 }
 
 // parseReportArgs parses flags that may come before or after the
@@ -119,42 +135,4 @@ func parseReportArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
-}
-
-// loadForReport reads what path names: a capture directory, capture.json,
-// a thread dump in JSON, or a pprof file.
-func loadForReport(path string) (*reports.Capture, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if st.IsDir() {
-		return reports.ReadCapture(path)
-	}
-	switch {
-	case filepath.Base(path) == reports.FileInfo:
-		return reports.ReadCapture(filepath.Dir(path))
-	case strings.HasSuffix(path, ".json"):
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		snap, err := reports.ReadThreadDumpJSON(f, path)
-		if err != nil {
-			return nil, err
-		}
-		return &reports.Capture{Threads: snap}, nil
-	}
-	p, err := reports.ReadProfile(path)
-	if err != nil {
-		return nil, err
-	}
-	c := &reports.Capture{Profile: p}
-	if len(p.SampleType) == 1 && p.SampleType[0].Type == reports.TypeThreads {
-		if c.Threads, err = reports.ThreadsFromProfile(p); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-	}
-	return c, nil
 }

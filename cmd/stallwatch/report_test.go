@@ -5,9 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stallwatch/stallwatch/capdir"
 	reports "github.com/stallwatch/stallwatch/report"
 	"github.com/stallwatch/stallwatch/snapshot"
 	"github.com/stallwatch/stallwatch/symbolize"
@@ -36,10 +38,20 @@ func reportCapture(t *testing.T) string {
 		{TID: 11, Name: "reader", State: 'S', Kernel: read[:1], User: read[1:], OffCPUKnown: true, OffCPUFor: 2 * time.Second},
 	}}
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	dir, err := reports.WriteCapture(t.TempDir(), &reports.Capture{
-		Info:    reports.Info{Trigger: "stall", PID: 99, TriggerAt: at, Start: at.Add(-time.Second), End: at.Add(time.Second), Reason: "no heartbeat for 10s"},
+	c := &reports.Capture{
+		Info:    capdir.Info{Trigger: capdir.Stall, PID: 99, TriggerAt: at, Start: at.Add(-time.Second), End: at.Add(time.Second), Reason: "no heartbeat for 10s"},
 		Profile: p, Threads: snap,
-	})
+	}
+	root, err := capdir.OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	files, err := reports.CaptureFiles(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := root.Write(&c.Info, files)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +106,94 @@ func TestReportCommandOutputFile(t *testing.T) {
 	data, err := os.ReadFile(out)
 	if err != nil || !strings.HasPrefix(string(data), "<!DOCTYPE html>") {
 		t.Fatalf("%s: %v %.40q", out, err, data)
+	}
+}
+
+// TestReportCommandOwnInput: -o naming a file the report reads (by any
+// name) is refused before anything is written.
+func TestReportCommandOwnInput(t *testing.T) {
+	dir := reportCapture(t)
+	link := filepath.Join(t.TempDir(), "same.pb.gz")
+	if err := os.Link(filepath.Join(dir, "profile.pb.gz"), link); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"report", dir, "--format", "folded", "-o", filepath.Join(dir, "profile.pb.gz")},
+		{"report", dir, "-o", filepath.Join(dir, "capture.json")},
+		{"report", filepath.Join(dir, "threads.json"), "-o", filepath.Join(dir, "threads.json")},
+		{"report", link, "--format", "folded", "-o", filepath.Join(dir, "profile.pb.gz")},
+	} {
+		code, _, stderr := runCLI(args...)
+		if code != exitUsage || !strings.Contains(stderr, "is a file the report is read from") {
+			t.Errorf("%v: exit %d, %s", args, code, stderr)
+		}
+	}
+	if after, _ := os.ReadFile(link); !bytes.Equal(before, after) {
+		t.Error("the input was changed")
+	}
+	// Its own report.txt is not an input: rendering it again is fine.
+	if code, _, stderr := runCLI("report", dir, "-o", filepath.Join(dir, "report.txt")); code != 0 {
+		t.Errorf("-o DIR/report.txt: exit %d, %s", code, stderr)
+	}
+}
+
+// TestReportCommandUnsafeOutput: -o into a directory that other users can
+// write is refused with the fix; nothing is written there.
+func TestReportCommandUnsafeOutput(t *testing.T) {
+	dir := reportCapture(t)
+	shared := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI("report", dir, "-o", filepath.Join(shared, "r.txt"))
+	if code != exitFailure || !strings.Contains(stderr, "chmod go-w "+shared) {
+		t.Errorf("exit %d, %s", code, stderr)
+	}
+	if entries, _ := os.ReadDir(shared); len(entries) != 0 {
+		t.Errorf("written into the shared directory: %v", entries)
+	}
+	// Sticky, as /tmp is: others cannot move our files, so it is fine.
+	if err := os.Chmod(shared, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCLI("report", dir, "-o", filepath.Join(shared, "r.txt")); code != 0 {
+		t.Errorf("sticky directory: exit %d, %s", code, stderr)
+	}
+}
+
+// TestReportCommandFIFO: a named pipe is refused at once; reading it would
+// block forever.
+func TestReportCommandFIFO(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "profile.pb.gz")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var code int
+	var stderr string
+	go func() {
+		code, _, stderr = runCLI("report", fifo)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		// Unblock the reader so that the test can end.
+		if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+		<-done
+		t.Fatal("report blocked on a FIFO")
+	}
+	if code != exitFailure || !strings.Contains(stderr, "not a regular file (a named pipe)") {
+		t.Errorf("exit %d, %s", code, stderr)
 	}
 }
 

@@ -4,15 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"strings"
-	"time"
 
-	"github.com/stallwatch/stallwatch/internal/procfs"
-	"github.com/stallwatch/stallwatch/internal/version"
+	"github.com/stallwatch/stallwatch/capture"
 	reports "github.com/stallwatch/stallwatch/report"
 	"github.com/stallwatch/stallwatch/snapshot"
-	"golang.org/x/sys/unix"
 )
 
 func init() {
@@ -68,11 +63,11 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprintf(stderr, "stallwatch snapshot: without ptrace stops: %s\n", snap.PtraceError)
 	}
 	if *out != "" {
-		dir, err := reports.WriteCapture(*out, &reports.Capture{Info: snapshotInfo(snap), Threads: snap})
+		res, err := capture.WriteSnapshot(capture.Config{Out: *out, NoPtrace: *noPtrace}, snap)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "stallwatch snapshot: wrote %s\n", dir)
+		fmt.Fprintf(stderr, "stallwatch snapshot: wrote %s\n", res.Dir)
 	}
 	if err := write(stdout, snap); err != nil {
 		return fmt.Errorf("write: %w", err)
@@ -81,31 +76,4 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return fmt.Errorf("interrupted: the snapshot above is incomplete")
 	}
 	return nil
-}
-
-// snapshotInfo is the capture.json of a snapshot-only capture.
-func snapshotInfo(snap *snapshot.Snapshot) reports.Info {
-	info := reports.Info{
-		Version:      version.String(),
-		Trigger:      "manual",
-		PID:          snap.PID,
-		Command:      snap.Command,
-		TriggerAt:    snap.Time,
-		Start:        snap.Time,
-		End:          snap.Time.Add(snap.Duration),
-		TargetExited: snap.TargetExited,
-		Counts:       reports.Counts{Threads: len(snap.Threads)},
-		Settings:     reports.Settings{Ptrace: snap.PtraceUsed},
-		Notes:        snap.Notes,
-	}
-	info.Executable, _ = procfs.Exe(snap.PID)
-	info.Hostname, _ = os.Hostname()
-	var u unix.Utsname
-	if unix.Uname(&u) == nil {
-		info.Kernel = strings.TrimRight(string(u.Release[:]), "\x00")
-	}
-	if snap.Duration <= 0 {
-		info.End = snap.Time.Add(time.Nanosecond)
-	}
-	return info
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	reports "github.com/stallwatch/stallwatch/report"
@@ -109,7 +110,7 @@ func TestSnapshotCommand(t *testing.T) {
 	if len(dirs) != 1 {
 		t.Fatalf("capture directories %v, want one", dirs)
 	}
-	for _, f := range []string{reports.FileThreads, reports.FileThreadJSON, reports.FileText, reports.FileInfo} {
+	for _, f := range []string{capdir.FileThreads, capdir.FileThreadJSON, capdir.FileText, capdir.FileInfo} {
 		if _, err := os.Stat(filepath.Join(dirs[0], f)); err != nil {
 			t.Errorf("capture lacks %s: %v", f, err)
 		}

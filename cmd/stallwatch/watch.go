@@ -354,8 +354,8 @@ func watchTarget(ctx context.Context, f *watchFlags, pid int, sources []watchdog
 		names[i] = s.String()
 	}
 	sess, err := capture.Open(capture.Config{
-		PID: pid, Out: f.out, Freq: f.freq, BaselineFreq: f.baselineFreq, CaptureFor: f.captureFor,
-		History: f.history, OffCPU: !f.noOffCPU, Kernel: !f.noKernel, Ptrace: !f.noPtrace, Snapshot: true,
+		PID: pid, Out: f.out, Freq: f.freq, BaselineFreq: f.baselineFreq, NoFlightRecorder: f.baselineFreq == 0,
+		CaptureFor: f.captureFor, History: f.history, NoOffCPU: f.noOffCPU, NoKernel: f.noKernel, NoPtrace: f.noPtrace, Snapshot: true,
 		Keep: f.keep, Heartbeat: strings.Join(names, ", "), Logger: log,
 		ParentReapsAfterExit: child != nil, // startChild reaps only after exit
 	})
