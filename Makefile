@@ -6,7 +6,7 @@ BIN       := bin/stallwatch
 FUZZTIME  ?= 20s
 BENCHCOUNT ?= 5
 
-.PHONY: all build test test-short lint fuzz bench demo clean deps
+.PHONY: all build test test-short lint fuzz bench demo clean deps man
 
 all: build
 
@@ -43,6 +43,10 @@ fuzz:
 # BENCHCOUNT runs each, printed as a table of medians.
 bench:
 	$(GO) test -p 1 -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) -timeout 60m ./... | tee bench.out | $(GO) run ./internal/benchtab
+
+# The manual page, made from the command table (a test checks it is current).
+man:
+	$(GO) run ./cmd/stallwatch man > docs/stallwatch.1
 
 demo: build
 	./testdata/demo/run.sh

@@ -38,9 +38,6 @@ type Config struct {
 	// Snapshot takes a thread snapshot with each capture (the watchdog
 	// always does; `record` only with --snapshot).
 	Snapshot bool
-	// ParentReapsAfterExit: the caller started the target and waits for
-	// it only after it exited (see snapshot.Options).
-	ParentReapsAfterExit bool
 	// Keep is how many capture directories to keep under Out (0: all).
 	Keep int
 	// Heartbeat names what is watched, for the report ("file /run/app.beat").

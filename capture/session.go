@@ -133,8 +133,6 @@ func (s *Session) startSnapshot(ctx context.Context, smp *sampler.Sampler) func(
 			Symbolizer:  s.sym,
 			OffCPUSince: smp.OffCPUSince,
 			Logger:      s.cfg.Logger,
-
-			ParentReapsAfterExit: s.cfg.ParentReapsAfterExit,
 		})
 		if err != nil {
 			s.cfg.Logger.Warn("thread snapshot", "err", err)

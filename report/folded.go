@@ -22,7 +22,7 @@ func WriteFolded(w io.Writer, p *profile.Profile, sampleType string) error {
 	}
 	vi, err := valueIndex(p, sampleType)
 	if err != nil {
-		return fmt.Errorf("report: %w", err)
+		return err
 	}
 	a := analyze(p)
 	vals, _ := a.totals(vi, nil)

@@ -36,7 +36,17 @@ func valueIndex(p *profile.Profile, typ string) (int, error) {
 	for _, st := range p.SampleType {
 		have = append(have, st.Type)
 	}
-	return 0, fmt.Errorf("no sample type %q in the profile (it has %s)", typ, strings.Join(have, ", "))
+	return 0, &SampleTypeError{Type: typ, Have: have}
+}
+
+// SampleTypeError is a sample type asked for that the profile lacks.
+type SampleTypeError struct {
+	Type string   // asked for
+	Have []string // the profile's
+}
+
+func (e *SampleTypeError) Error() string {
+	return fmt.Sprintf("no sample type %q in the profile (it has %s)", e.Type, strings.Join(e.Have, ", "))
 }
 
 // hasType says whether p has a sample type of that name.

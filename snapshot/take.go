@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/stallwatch/stallwatch/internal/child"
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/perms"
 	"github.com/stallwatch/stallwatch/internal/procfs"
@@ -33,13 +33,7 @@ type Options struct {
 	// ns) a thread has been off the CPU. Used where the kernel's own
 	// accounting (/proc/<pid>/task/<tid>/sched) is absent.
 	OffCPUSince func(tid int) (since uint64, ok bool)
-	// ParentReapsAfterExit says that the caller, when it is the target's
-	// parent, waits for the target only once it has exited (it polls a
-	// pidfd first), so a ptrace stop of the main thread cannot be taken
-	// for the child stopping. Without it the main thread of our own child
-	// is read without a stop.
-	ParentReapsAfterExit bool
-	Logger               *slog.Logger
+	Logger      *slog.Logger
 }
 
 // maxFrames bounds each user stack.
@@ -71,7 +65,7 @@ type taker struct {
 	sym      *symbolize.Process
 	ownSym   bool
 	ptrace   bool // stops still allowed
-	isParent bool // we are the target's parent (see userStack)
+	isParent bool // our wait for the target would see its stops (package child)
 	sched    bool // /proc/<pid>/task/<tid>/sched exists
 	clock    *schedclock.Clock
 	tids     map[int]bool
@@ -105,7 +99,7 @@ func (tk *taker) take(ctx context.Context) (*Snapshot, error) {
 	tk.kernel = map[int][]procfs.KernelFrame{}
 	tk.denied = map[string]bool{}
 	tk.snap.Command, _ = procfs.Cmdline(pid)
-	tk.isParent = st.PPid == os.Getpid() && !tk.opts.ParentReapsAfterExit
+	tk.isParent = child.StopSeenByWait(pid, st.PPid)
 	tk.mem = unwind.ProcessMemory(pid)
 	tk.sched = hasSchedFile(pid)
 	tk.clock = schedclock.New()
@@ -259,9 +253,8 @@ func (tk *taker) userStack(t *Thread, st procfs.Status, sc procfs.Syscall) {
 		// meanwhile its registers are saved and its stack is still.
 		stop = false
 	case t.TID == tk.pid && tk.isParent:
-		// A ptrace stop of a child's main thread is reported to its
-		// parent's wait for the process (Go's os.Process.Wait would
-		// return as if the child had stopped), so it is read without.
+		// Our own wait for the target would take the stop for the
+		// child stopping (package child): read it without one.
 		stop = false
 		tk.note("thread %d (main thread) was read without a stop: stallwatch is the target's parent, and would see the stop as its child stopping", t.TID)
 	}

@@ -4,25 +4,31 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/stallwatch/stallwatch/internal/cli"
 	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/internal/termsafe"
 	"github.com/stallwatch/stallwatch/jit"
 )
 
-func init() {
-	register(command{
-		name:    "jit",
-		summary: "read the JIT symbol files of a process (jitdump, perf map)",
-		run:     runJit,
-	})
+func jitCommand(g *globals) *cli.Command {
+	return &cli.Command{
+		Name:    "jit",
+		Summary: "read the JIT symbol files of a process (jitdump, perf map)",
+		Help:    jitHelp,
+		Commands: []*cli.Command{
+			jitInspectCommand(g),
+			jitSymbolizeCommand(g),
+			jitToMapCommand(g),
+		},
+	}
 }
 
-const jitHelp = `Usage: stallwatch jit <inspect|symbolize|tomap> [flags]
-
+const jitHelp = `
 JIT compilers (Node.js/V8, Julia through LLVM, the JVM, .NET, Wasmtime,
 CPython) publish the names of the code they generate in two formats:
 
@@ -40,89 +46,49 @@ reads. Turning them on:
   java -XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit ...
   jcmd <pid> Compiler.perfmap            perf map of a running JVM
   DOTNET_PerfMapEnabled=1 dotnet app.dll both, in /tmp
-  python3.12 -X perf app.py              perf map
+  python3.12 -X perf app.py              perf map`
 
-Commands:
-  inspect FILE [--json]               what a jitdump or perf map holds and
-                                      what is wrong with it (with offsets)
-  symbolize --pid PID ADDR...         which JIT code is at each address
-  tomap --pid PID [--follow] [-o PATH]
-                                      write a perf map made from the
-                                      process's jitdump, for tools that only
-                                      read perf maps (perf, ddprof, bcc)
-
-Run 'stallwatch jit <command> --help' for its flags.
-`
-
-func runJit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, jitHelp)
-		return usagef("a command is needed: inspect, symbolize or tomap")
-	}
-	switch args[0] {
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, jitHelp)
-		return nil
-	case "inspect":
-		return jitInspect(args[1:], stdout, stderr)
-	case "symbolize":
-		return jitSymbolize(args[1:], stdout, stderr)
-	case "tomap":
-		return jitToMap(ctx, args[1:], stdout, stderr)
-	}
-	return usagef("unknown command %q: inspect, symbolize or tomap", args[0])
-}
-
-// parseInterspersed parses flags placed before and after positional
-// arguments ("inspect FILE --json").
-func parseInterspersed(fs interface {
-	Parse([]string) error
-	Args() []string
-}, args []string, parse func([]string) error) ([]string, error) {
-	var pos []string
-	for {
-		if err := parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if rest[0] == "--" {
-			return append(pos, rest[1:]...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}
-
-func jitInspect(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("jit inspect", "stallwatch jit inspect FILE [--json]", `
+func jitInspectCommand(g *globals) *cli.Command {
+	var asJSON bool
+	return &cli.Command{
+		Name:    "inspect",
+		Summary: "what a jitdump or perf map holds, and its defects with their offsets",
+		Usage:   "FILE [--json]",
+		Help: `
 Reads a whole jitdump or perf map (told apart by the jitdump magic) and
 prints its header, how many records of each type it holds, the time span
 of the records, the largest pieces of code, and every defect with its file
 offset: records whose sizes contradict themselves, a last record still
 being written, garbage where a record should start.
 
-The exit code is 1 when the file could not be read to its end.`, stderr)
-	asJSON := fs.Bool("json", false, "print the summary as JSON")
-	pos, err := parseInterspersed(fs, args, func(a []string) error { return parseFlags(fs, a) })
-	if err != nil {
-		return err
+The exit code is 1 when the file could not be read to its end.`,
+		Flags: func(fs *cli.FlagSet) { fs.Bool(&asJSON, "json", "print the summary as JSON") },
+		Args:  cli.File,
+		Run: func(ctx context.Context, inv *cli.Invocation) error {
+			return jitInspect(inv, asJSON)
+		},
 	}
+}
+
+func jitInspect(inv *cli.Invocation, asJSON bool) error {
+	pos := inv.Positional()
 	if len(pos) != 1 {
-		return usagef("inspect takes one FILE, got %d", len(pos))
+		return cli.UsageErrorf("inspect takes one FILE, got %d", len(pos))
 	}
 	sum, err := jit.Inspect(pos[0], jit.Options{})
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
+	if asJSON {
+		w := termsafe.NewJSONWriter(inv.Stdout)
+		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		err = enc.Encode(sum)
 	} else {
-		err = sum.WriteText(stdout)
+		w := termsafe.NewWriter(inv.Stdout)
+		if err = sum.WriteText(w); err == nil {
+			err = w.Flush()
+		}
 	}
 	if err != nil {
 		return err
@@ -133,8 +99,14 @@ The exit code is 1 when the file could not be read to its end.`, stderr)
 	return nil
 }
 
-func jitSymbolize(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("jit symbolize", "stallwatch jit symbolize --pid PID [--at NS] ADDR...", `
+func jitSymbolizeCommand(g *globals) *cli.Command {
+	var pid int
+	var at uint64
+	return &cli.Command{
+		Name:    "symbolize",
+		Summary: "which JIT code is at each address",
+		Usage:   "-p PID [--at NS] ADDR...",
+		Help: `
 Finds the JIT symbol files of a running process (its jitdump through its
 memory map, or the usual directories; its perf map in its /tmp) and prints
 one line per address (hex, with or without 0x):
@@ -145,44 +117,51 @@ or "ADDR ?" when no JIT code is known there. By default the latest code at
 each address answers; --at asks which code was there at a CLOCK_MONOTONIC
 time in nanoseconds (JITs reuse memory). Files not owned by the target's
 user or root, symbolic links and other non-regular files are refused, with
-the reason on stderr.`, stderr)
-	pid := fs.Int("pid", 0, "the process")
-	at := fs.Uint64("at", 0, "CLOCK_MONOTONIC nanoseconds: the code live then (default: the latest)")
-	pos, err := parseInterspersed(fs, args, func(a []string) error { return parseFlags(fs, a) })
-	if err != nil {
+the reason on stderr.`,
+		Flags: func(fs *cli.FlagSet) {
+			declarePID(fs, &pid, "the process")
+			fs.Uint64(&at, "at", 0, "the code live at CLOCK_MONOTONIC `NS` nanoseconds (default: the latest)")
+		},
+		Run: func(ctx context.Context, inv *cli.Invocation) error {
+			return jitSymbolize(inv, pid, at, g)
+		},
+	}
+}
+
+func jitSymbolize(inv *cli.Invocation, pid int, at uint64, g *globals) error {
+	if err := checkPID(pid); err != nil {
 		return err
 	}
-	if *pid <= 0 {
-		return usagef("--pid is required")
-	}
+	pos := inv.Positional()
 	if len(pos) == 0 {
-		return usagef("give at least one address")
+		return cli.UsageErrorf("give at least one address")
 	}
 	addrs := make([]uint64, len(pos))
 	for i, a := range pos {
 		v, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimPrefix(a, "0x"), "0X"), 16, 64)
 		if err != nil {
-			return usagef("address %q is not a hex number", a)
+			return cli.UsageErrorf("address %q is not a hex number", a)
 		}
 		addrs[i] = v
 	}
-	p, err := jit.OpenProcess(*pid, jit.Options{})
+	p, err := jit.OpenProcess(pid, jit.Options{})
 	if err != nil {
 		return err
 	}
 	defer p.Close()
-	reportSources(p, stderr)
+	reportSources(p, g.logger(inv.Stderr, "stallwatch jit symbolize", false))
 	ix := p.Index()
+	w := termsafe.NewWriter(inv.Stdout)
 	for _, a := range addrs {
 		var s *jit.Symbol
 		var ok bool
-		if *at != 0 {
-			s, ok = ix.LookupAt(a, *at)
+		if at != 0 {
+			s, ok = ix.LookupAt(a, at)
 		} else {
 			s, ok = ix.Lookup(a)
 		}
 		if !ok {
-			fmt.Fprintf(stdout, "%#x ?\n", a)
+			fmt.Fprintf(w, "%#x ?\n", a)
 			continue
 		}
 		where := ""
@@ -192,36 +171,50 @@ the reason on stderr.`, stderr)
 				where += ":" + strconv.Itoa(s.Line)
 			}
 		}
-		fmt.Fprintf(stdout, "%#x %s+%#x%s (%v, %s, %s)\n", a, s.Display, a-s.Start, where, s.Runtime, s.Name, s.Source)
+		// One line per address: a name may not break it.
+		fmt.Fprintf(w, "%#x %s+%#x%s (%v, %s, %s)\n", a, termsafe.String(s.Display), a-s.Start,
+			termsafe.String(where), s.Runtime, termsafe.String(s.Name), termsafe.String(s.Source))
 	}
-	return nil
+	return w.Flush()
 }
 
-// reportSources tells on stderr what was refused or wrong, and where we
-// looked when nothing was found. It returns how many files are read.
-func reportSources(p *jit.Process, stderr io.Writer) int {
-	srcs := p.Sources()
+// reportSources logs what was refused or wrong, and where we looked when
+// nothing was found. It returns how many files are read.
+func reportSources(p *jit.Process, log *slog.Logger) int {
 	read := 0
-	for _, s := range srcs {
+	for _, s := range p.Sources() {
 		switch {
 		case s.Refused:
-			fmt.Fprintf(stderr, "refused %s %s: %s\n", s.Kind, s.Path, s.Reason)
+			log.Warn(fmt.Sprintf("refused %s %s: %s", s.Kind, s.Path, s.Reason))
 		case s.Broken != nil:
 			read++
-			fmt.Fprintf(stderr, "%s: %v (read up to there)\n", s.Kind, s.Broken)
+			log.Warn(fmt.Sprintf("%s: %v (read up to there)", s.Kind, s.Broken))
 		default:
 			read++
 		}
 	}
 	if read == 0 {
-		fmt.Fprintf(stderr, "no JIT symbol files for pid %d; looked at %s (run 'stallwatch jit --help' for how to turn them on)\n",
-			p.Pid(), strings.Join(p.Searched(), ", "))
+		log.Warn(fmt.Sprintf("no JIT symbol files for pid %d; looked at %s (run 'stallwatch jit --help' for how to turn them on)",
+			p.Pid(), strings.Join(p.Searched(), ", ")))
 	}
 	return read
 }
 
-func jitToMap(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("jit tomap", "stallwatch jit tomap --pid PID [--follow] [-o PATH]", `
+type tomapFlags struct {
+	pid     int
+	follow  bool
+	output  string
+	every   time.Duration
+	display bool
+}
+
+func jitToMapCommand(g *globals) *cli.Command {
+	f := &tomapFlags{}
+	return &cli.Command{
+		Name:    "tomap",
+		Summary: "make a perf map of the jitdump, for tools that read only perf maps",
+		Usage:   "-p PID [--follow] [-o PATH]",
+		Help: `
 Writes a perf map (START SIZE name lines) of the code in a process's
 jitdump, so that tools that read only perf maps — perf report, ddprof,
 bcc's profile — name the code of runtimes that write only jitdumps (Julia,
@@ -234,55 +227,63 @@ sees half of it, and given to the process's user, the owner perf trusts.
 A perf map the process writes itself is left alone.
 
 With --follow it keeps the map current as the jitdump grows, until the
-process exits or stallwatch is interrupted (the map stays).`, stderr)
-	pid := fs.Int("pid", 0, "the process")
-	follow := fs.Bool("follow", false, "keep the map current until the process exits")
-	out := fs.String("o", "", "write the map here instead (a path in stallwatch's own file system)")
-	every := fs.Duration("interval", time.Second, "with --follow, how often to look for new code")
-	display := fs.Bool("display-names", false, "write the names people read (fibonacci) instead of the runtime's (JS:*fibonacci /app/fib.js:1:1)")
-	if err := parseFlags(fs, args); err != nil {
+process exits or stallwatch is interrupted (the map stays).`,
+		Flags: func(fs *cli.FlagSet) {
+			declarePID(fs, &f.pid, "the process")
+			fs.Bool(&f.follow, "follow", "keep the map current until the process exits")
+			fs.String(&f.output, "output", "", "write the map to `PATH` instead (a path in stallwatch's own file system)").Alias("o").Completes(cli.File)
+			fs.Duration(&f.every, "interval", time.Second, "with --follow, how often to look for new code")
+			fs.Bool(&f.display, "display-names", "write the names people read (fibonacci) instead of the runtime's (JS:*fibonacci /app/fib.js:1:1)")
+		},
+		Run: func(ctx context.Context, inv *cli.Invocation) error {
+			return jitToMap(ctx, inv, f, g)
+		},
+	}
+}
+
+func jitToMap(ctx context.Context, inv *cli.Invocation, f *tomapFlags, g *globals) error {
+	if err := checkPID(f.pid); err != nil {
 		return err
 	}
-	if *pid <= 0 {
-		return usagef("--pid is required")
+	if args := inv.Positional(); len(args) > 0 {
+		return cli.UsageErrorf("unexpected arguments %q", args)
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
+	if f.every <= 0 {
+		return cli.UsageErrorf("--interval must be positive")
 	}
-	if *every <= 0 {
-		return usagef("--interval must be positive")
-	}
-	p, err := jit.OpenProcess(*pid, jit.Options{NoPerfMap: true})
+	log := g.logger(inv.Stderr, "stallwatch jit tomap", false)
+	p, err := jit.OpenProcess(f.pid, jit.Options{NoPerfMap: true})
 	if err != nil {
 		return err
 	}
 	defer p.Close()
-	if reportSources(p, stderr) == 0 && !*follow {
-		return fmt.Errorf("pid %d has no jitdump to make a map of (with --follow, stallwatch waits for one)", *pid)
+	if reportSources(p, log) == 0 && !f.follow {
+		return fmt.Errorf("pid %d has no jitdump to make a map of (with --follow, stallwatch waits for one)", f.pid)
 	}
-	m, err := jit.OpenMapFile(*pid, *out)
+	m, err := jit.OpenMapFile(f.pid, f.output)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
+	out := termsafe.NewWriter(inv.Stdout)
 	var last *jit.Index
 	write := func() error {
 		ix := p.Index()
 		if ix == last {
 			return nil
 		}
-		n, err := m.Write(ix, *display)
+		n, err := m.Write(ix, f.display)
 		if err != nil {
 			return err
 		}
 		last = ix
-		fmt.Fprintf(stdout, "wrote %d symbols to %s\n", n, m.Path)
+		fmt.Fprintf(out, "wrote %d symbols to %s\n", n, m.Path)
 		return nil
 	}
-	if err := write(); err != nil || !*follow {
+	if err := write(); err != nil || !f.follow {
 		return err
 	}
-	tick := time.NewTicker(*every)
+	tick := time.NewTicker(f.every)
 	defer tick.Stop()
 	for {
 		select {
@@ -290,15 +291,15 @@ process exits or stallwatch is interrupted (the map stays).`, stderr)
 			return nil // the map on disk is whole: it stays
 		case <-tick.C:
 		}
-		alive := procfs.Alive(*pid)
+		alive := procfs.Alive(f.pid)
 		if err := p.Update(); err != nil && alive {
-			fmt.Fprintf(stderr, "%v\n", err)
+			log.Warn(err.Error())
 		}
 		if err := write(); err != nil {
 			return err
 		}
 		if !alive {
-			fmt.Fprintf(stdout, "pid %d exited\n", *pid)
+			fmt.Fprintf(out, "pid %d exited\n", f.pid)
 			return nil
 		}
 	}

@@ -87,13 +87,13 @@ func startJitNode(t *testing.T, uid uint32, flags ...string) *jitNode {
 
 func TestJitHelp(t *testing.T) {
 	code, out, _ := runJitCmd("--help")
-	if code != 0 || !strings.Contains(out, "inspect FILE") || !strings.Contains(out, "node --perf-prof") {
+	if code != 0 || !strings.Contains(out, "  inspect ") || !strings.Contains(out, "node --perf-prof") {
 		t.Errorf("jit --help: exit %d\n%s", code, out)
 	}
 	for _, sub := range []string{"inspect", "symbolize", "tomap"} {
-		code, _, errOut := runJitCmd(sub, "--help")
-		if code != 0 || !strings.Contains(errOut, "Usage: stallwatch jit "+sub) {
-			t.Errorf("jit %s --help: exit %d\n%s", sub, code, errOut)
+		code, out, errOut := runJitCmd(sub, "--help")
+		if code != 0 || !strings.Contains(out, "Usage: stallwatch jit "+sub) || errOut != "" {
+			t.Errorf("jit %s --help: exit %d\n%s\nstderr: %s", sub, code, out, errOut)
 		}
 	}
 }

@@ -3,154 +3,94 @@
 // captures what every thread is doing: on-CPU and off-CPU stacks with kernel
 // and JIT frames, a snapshot of every thread and the lock it waits for.
 //
-// This package only wires: flags, signals and exit codes. The work is done by
-// the packages it imports.
+// This package only wires: the command table (commands.go), flags,
+// signals and exit codes. The work is done by the packages it imports.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"sort"
-	"strings"
+	"strconv"
 	"syscall"
 
+	"github.com/stallwatch/stallwatch/internal/cli"
+	"github.com/stallwatch/stallwatch/internal/logfmt"
 	"github.com/stallwatch/stallwatch/internal/perms"
+	"github.com/stallwatch/stallwatch/internal/termsafe"
 )
 
-// Exit codes, as the README ("Commands") documents them.
+// Exit codes, as the top-level help states them.
 const (
-	exitOK       = 0
-	exitFailure  = 1
-	exitUsage    = 2
-	exitNotPermd = 3
+	exitOK           = 0
+	exitFailure      = 1
+	exitUsage        = 2
+	exitNotPermitted = 3
 )
-
-// command is one subcommand; each lives in a file of its own.
-type command struct {
-	name    string
-	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
-}
-
-var commands = map[string]command{}
-
-func register(c command) { commands[c.name] = c }
-
-// usageError is bad usage: exit code 2, with the subcommand's help.
-type usageError struct{ msg string }
-
-func (e usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error {
-	return usageError{fmt.Sprintf(format, args...)}
-}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// run runs one command line and returns its exit code.
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		printUsage(stdout)
-		if len(args) == 0 {
-			return exitUsage
-		}
-		return exitOK
-	}
-	c, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "stallwatch: unknown command %q\n\n", args[0])
-		printUsage(stderr)
-		return exitUsage
-	}
-	// SIGINT/SIGTERM cancel the context: every command finishes what it
-	// can (a recording is cut short but still written) and returns.
-	// `watch` installs its own handling on top.
+	// SIGINT and SIGTERM cancel the context: every command finishes what
+	// it can (a recording cut short is still written) and returns.
+	// `watch` takes the two signals over for a child it started.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := c.run(ctx, args[1:], stdout, stderr)
-	return exitCode(err, c.name, stderr)
+	var g globals
+	err := newApp(&g).Run(ctx, args, stdout, stderr)
+	code := exitCode(err)
+	var st exitStatus
+	if err != nil && !errors.As(err, &st) {
+		g.writeError(stderr, err, code)
+	}
+	return code
 }
 
-// exitCode prints err and maps it to an exit code.
-func exitCode(err error, name string, stderr io.Writer) int {
-	if err == nil || errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
-	var ue usageError
-	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "stallwatch %s: %v\nRun 'stallwatch %s --help' for usage.\n", name, err, name)
-		return exitUsage
-	}
-	fmt.Fprintf(stderr, "stallwatch %s: %v\n", name, err)
+// exitCode maps an error to the exit code, by its type.
+func exitCode(err error) int {
+	var st exitStatus
+	var ue cli.UsageError
 	var pe *perms.Error
-	if errors.As(err, &pe) {
-		return exitNotPermd
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &st):
+		return int(st)
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.As(err, &pe):
+		return exitNotPermitted
 	}
 	return exitFailure
 }
 
-func printUsage(w io.Writer) {
-	fmt.Fprint(w, `stallwatch watches a process's heartbeat and, when it stalls, captures what
-every thread is doing: on-CPU and off-CPU stacks with kernel and JIT frames,
-a snapshot of every thread and the lock it waits for, as a report and a pprof
-profile.
+// exitStatus is an exit code a command passes on without a message: the
+// status of the child `watch -- CMD` ran.
+type exitStatus int
 
-Usage:
-  stallwatch <command> [flags]
+func (s exitStatus) Error() string { return "exit status " + strconv.Itoa(int(s)) }
 
-Commands:
-`)
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-9s %s\n", n, commands[n].summary)
-	}
-	fmt.Fprint(w, `
-Run 'stallwatch <command> --help' for a command's flags.
-
-Exit codes: 0 done, 1 failure, 2 bad usage, 3 not permitted (the message
-names the missing capability or sysctl and the command that grants it).
-`)
+// globals are the flags every command takes.
+type globals struct {
+	logFormat string
 }
 
-// newFlagSet returns a flag set that reports errors instead of exiting and
-// prints help made of the usage line, a description and the flags.
-func newFlagSet(name, usageLine, description string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		out := fs.Output()
-		fmt.Fprintf(out, "Usage: %s\n\n%s\n\nFlags:\n", usageLine, strings.TrimSpace(description))
-		fs.PrintDefaults()
-	}
-	return fs
+func (g *globals) declare(fs *cli.FlagSet) {
+	fs.Choice(&g.logFormat, "log-format", "text", logfmt.Formats, "messages on standard error as `FORMAT`: text or json (one object a line)")
 }
 
-// parseFlags parses args; a parse error is a usage error (exit 2) and
-// --help is a clean exit.
-//
-// The flag package prints the whole help on any error; a typo deserves one
-// line, so help is printed only when asked for.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	out := fs.Output()
-	fs.SetOutput(io.Discard)
-	defer fs.SetOutput(out)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(out)
-			fs.Usage()
-			return err
-		}
-		return usageError{err.Error()}
+// writeError prints the error that ends a command, in the log format.
+func (g *globals) writeError(stderr io.Writer, err error, code int) {
+	if g.logFormat == "json" {
+		logfmt.New(stderr, logfmt.Options{Format: "json"}).Error(err.Error(), "exit_code", code)
+		return
 	}
-	return nil
+	w := termsafe.NewWriter(stderr)
+	cli.WriteError(w, err)
+	_ = w.Flush()
 }

@@ -4,20 +4,28 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
+	"log/slog"
 	"time"
 
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/capture"
+	"github.com/stallwatch/stallwatch/internal/cli"
+	"github.com/stallwatch/stallwatch/internal/termsafe"
 	"github.com/stallwatch/stallwatch/report"
 )
 
-func init() {
-	register(command{
-		name:    "record",
-		summary: "sample a running process for a while and write a profile",
-		run:     runRecord,
-	})
+func recordCommand(g *globals) *cli.Command {
+	f := &recordFlags{}
+	return &cli.Command{
+		Name:    "record",
+		Summary: "sample a running process for a while and write a profile",
+		Usage:   "-p PID [--duration DUR] [flags]",
+		Help:    recordHelp,
+		Flags:   f.declare,
+		Run: func(ctx context.Context, inv *cli.Invocation) error {
+			return record(ctx, inv, f, g)
+		},
+	}
 }
 
 const recordHelp = `
@@ -29,79 +37,94 @@ directory (profile.pb.gz, capture.json, report.txt, report.html) and prints a
 summary. Ctrl-C ends the recording early; what was recorded is written.
 
 Examples:
-  stallwatch record --pid 4242                     # 10 s, on- and off-CPU
-  stallwatch record --pid 4242 --duration 30s --no-offcpu
-  go tool pprof -top stallwatch-captures/*-4242-manual/profile.pb.gz
+  stallwatch record -p 4242                     # 10 s, on- and off-CPU
+  stallwatch record -p 4242 --duration 30s --no-offcpu
+  dir=$(stallwatch record -p 4242 --quiet) && go tool pprof -top "$dir/profile.pb.gz"
 
 Needs perf_event_open on another process: root, or CAP_PERFMON (kernel
-frames: kernel.perf_event_paranoid <= 1 or CAP_PERFMON; kernel symbol names:
-CAP_SYSLOG). Exit code 3 says which is missing and how to grant it.`
+frames and off-CPU: kernel.perf_event_paranoid <= 1 or CAP_PERFMON; kernel
+symbol names: CAP_SYSLOG). Exit code 3 says what is missing and how to
+grant it.`
 
-func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("record", "stallwatch record --pid PID [--duration 10s] [flags]", recordHelp, stderr)
-	pid := fs.Int("pid", 0, "process to record (required)")
-	dur := fs.Duration("duration", 10*time.Second, "how long to record")
-	freq := fs.Int("freq", capture.DefaultFreq, "on-CPU samples per second, per thread")
-	noOff := fs.Bool("no-offcpu", false, "do not record off-CPU intervals")
-	noKernel := fs.Bool("no-kernel", false, "user frames only (needs less privilege)")
-	snap := fs.Bool("snapshot", false, "also take a thread snapshot (threads.pb.gz) at the start")
-	noPtrace := fs.Bool("no-ptrace", false, "with --snapshot: read stacks without stopping threads")
-	out := fs.String("out", capture.DefaultOut, "directory to write the capture directory under")
-	quiet := fs.Bool("quiet", false, "no progress lines")
-	if err := parseFlags(fs, args); err != nil {
+type recordFlags struct {
+	pid      int
+	duration time.Duration
+	snapshot bool
+	quiet    bool
+	capture  captureFlags
+	output   outputFlags
+}
+
+func (f *recordFlags) declare(fs *cli.FlagSet) {
+	declarePID(fs, &f.pid, "the process to record")
+	fs.Duration(&f.duration, "duration", 10*time.Second, "how long to record")
+	fs.Bool(&f.snapshot, "snapshot", "also take a thread snapshot (threads.pb.gz) at the start")
+	fs.Bool(&f.quiet, "quiet", "print only the capture directory's path: no progress, no summary").Alias("q")
+	f.capture.declare(fs)
+	f.output.declare(fs)
+}
+
+func (f *recordFlags) check(inv *cli.Invocation) error {
+	if err := checkPID(f.pid); err != nil {
 		return err
 	}
-	if *pid <= 0 {
-		return usagef("--pid is required")
+	if args := inv.Positional(); len(args) > 0 {
+		return cli.UsageErrorf("unexpected argument %q", args[0])
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments: %v", fs.Args())
+	if f.duration <= 0 {
+		return cli.UsageErrorf("--duration %v: must be positive", f.duration)
 	}
-	if *dur <= 0 || *freq <= 0 {
-		return usagef("--duration and --freq must be positive")
+	if err := f.capture.check(); err != nil {
+		return err
 	}
-	cfg := capture.Config{
-		PID: *pid, Out: *out, Freq: *freq,
-		NoOffCPU: *noOff, NoKernel: *noKernel, NoPtrace: *noPtrace, Snapshot: *snap,
+	return f.output.check()
+}
+
+func record(ctx context.Context, inv *cli.Invocation, f *recordFlags, g *globals) error {
+	if err := f.check(inv); err != nil {
+		return err
 	}
-	fmt.Fprintf(stderr, "recording pid %d for %v at %d Hz (Ctrl-C stops early)\n", *pid, *dur, *freq)
+	log := g.logger(inv.Stderr, "stallwatch record", f.quiet)
+	cfg := capture.Config{PID: f.pid, Snapshot: f.snapshot, Logger: log}
+	f.capture.apply(&cfg)
+	f.output.apply(&cfg)
+	log.Info(fmt.Sprintf("recording pid %d for %v at %d Hz (Ctrl-C stops early)", f.pid, f.duration, f.capture.freq))
 	var progress func(capture.Progress)
-	if !*quiet {
-		progress = progressPrinter(stderr)
+	if !f.quiet {
+		progress = progressPrinter(inv.Stderr, log, g.logFormat == "text" && isTerminal(inv.Stderr))
 	}
-	res, err := capture.Record(ctx, cfg, *dur, progress)
+	res, err := capture.Record(ctx, cfg, f.duration, progress)
 	if err != nil {
 		return err
 	}
-	return printSummary(ctx, stdout, res)
+	if f.quiet {
+		_, err := fmt.Fprintln(inv.Stdout, res.Dir)
+		return err
+	}
+	w := termsafe.NewWriter(inv.Stdout)
+	if err := printSummary(ctx, w, res); err != nil {
+		return err
+	}
+	return w.Flush()
 }
 
-// progressPrinter rewrites one status line on a terminal, and prints a line
-// every few seconds elsewhere (logs).
-func progressPrinter(w io.Writer) func(capture.Progress) {
-	tty := isTerminal(w)
+// progressPrinter rewrites one status line on a terminal, and logs a line
+// every few seconds elsewhere.
+func progressPrinter(w io.Writer, log *slog.Logger, tty bool) func(capture.Progress) {
 	return func(p capture.Progress) {
-		line := fmt.Sprintf("%5.1fs/%v  threads %d  on-CPU samples %d  off-CPU intervals %d  lost %d",
-			p.Elapsed.Seconds(), p.Duration, p.Threads, p.Samples, p.OffCPU, p.Lost)
-		switch {
-		case tty:
-			fmt.Fprintf(w, "\r\033[K%s", line)
+		if tty {
+			fmt.Fprintf(w, "\r\033[K%5.1fs/%v  threads %d  on-CPU samples %d  off-CPU intervals %d  lost %d",
+				p.Elapsed.Seconds(), p.Duration, p.Threads, p.Samples, p.OffCPU, p.Lost)
 			if p.Elapsed >= p.Duration-time.Second/2 {
 				fmt.Fprintln(w)
 			}
-		case int(p.Elapsed.Seconds())%5 == 0:
-			fmt.Fprintln(w, line)
+			return
+		}
+		if int(p.Elapsed.Seconds())%5 == 0 {
+			log.Info("recording", "elapsed", p.Elapsed.Round(100*time.Millisecond), "threads", p.Threads,
+				"samples", p.Samples, "offcpu_intervals", p.OffCPU, "lost", p.Lost)
 		}
 	}
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // printSummary prints the one-screen summary of a capture directory.

@@ -3,21 +3,29 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 
+	"github.com/stallwatch/stallwatch/internal/cli"
 	"github.com/stallwatch/stallwatch/internal/safedir"
+	"github.com/stallwatch/stallwatch/internal/termsafe"
 	reports "github.com/stallwatch/stallwatch/report"
 )
 
-func init() {
-	register(command{
-		name:    "report",
-		summary: "render a capture directory or a profile as text, HTML or folded stacks",
-		run:     runReport,
-	})
+func reportCommand(g *globals) *cli.Command {
+	f := &reportFlags{}
+	return &cli.Command{
+		Name:    "report",
+		Summary: "render a capture or a profile as text, HTML or folded stacks",
+		Usage:   "DIR|PROFILE [--format text|html|folded] [-o FILE] [--sample-type TYPE]",
+		Help:    reportHelp,
+		Flags:   f.declare,
+		Args:    cli.File,
+		Run: func(ctx context.Context, inv *cli.Invocation) error {
+			return runReport(ctx, inv, f)
+		},
+	}
 }
 
 const reportHelp = `
@@ -54,54 +62,70 @@ The profiles are plain pprof; go tool pprof reads them as they are:
   go tool pprof -top -tagfocus='thread id=^1234$' DIR/profile.pb.gz
   go tool pprof -traces -tagfocus='state=^D' DIR/threads.pb.gz`
 
-func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("report", "stallwatch report DIR|PROFILE [--format text|html|folded] [-o FILE] [--sample-type TYPE]", reportHelp, stderr)
-	format := fs.String("format", "text", "`text`, html or folded")
-	out := fs.String("o", "", "write to `FILE` (atomically) instead of standard output")
-	sampleType := fs.String("sample-type", "", "folded: the value to sum, e.g. off-cpu-time (default: the profile's default)")
-	pos, err := parseReportArgs(fs, args)
-	if err != nil {
-		return err
-	}
+type reportFlags struct {
+	format     string
+	output     string
+	sampleType string
+}
+
+func (f *reportFlags) declare(fs *cli.FlagSet) {
+	fs.Choice(&f.format, "format", "text", []string{"text", "html", "folded"}, "render as `FORMAT`: text, html or folded")
+	fs.String(&f.output, "output", "", "write to `FILE` (atomically) instead of standard output").Alias("o").Completes(cli.File)
+	fs.String(&f.sampleType, "sample-type", "", "with --format folded: the value to sum, e.g. off-cpu-time (default: the profile's default)").
+		Completes(cli.Words("wall-time", "cpu-time", "cpu-samples", "off-cpu-time", "threads"))
+}
+
+func runReport(ctx context.Context, inv *cli.Invocation, f *reportFlags) error {
+	pos := inv.Positional()
 	switch len(pos) {
 	case 0:
-		return usagef("a capture directory or a profile is required")
+		return cli.UsageErrorf("a capture directory or a profile is required")
 	case 1:
 	default:
-		return usagef("one capture directory or profile, not %d (%s)", len(pos), strings.Join(pos, " "))
+		return cli.UsageErrorf("one capture directory or profile, not %d (%s)", len(pos), strings.Join(pos, " "))
 	}
-	switch *format {
-	case "text", "html", "folded":
-	default:
-		return usagef("--format must be text, html or folded, not %q", *format)
-	}
-	if *sampleType != "" && *format != "folded" {
-		return usagef("--sample-type applies to --format folded")
+	if f.sampleType != "" && f.format != "folded" {
+		return cli.UsageErrorf("--sample-type applies to --format folded")
 	}
 	c, err := reports.Open(ctx, pos[0])
 	if err != nil {
 		return err
 	}
-	if *out != "" && c.ReadFrom(*out) {
-		return usagef("-o %s is a file the report is read from: it would be replaced; write elsewhere", *out)
+	if f.output != "" && c.ReadFrom(f.output) {
+		return cli.UsageErrorf("-o %s is a file the report is read from: it would be replaced; write elsewhere", f.output)
 	}
 	render := func(w io.Writer) error {
 		w = ctxWriter{ctx, w} // SIGINT and SIGTERM stop a long rendering
-		switch *format {
+		switch f.format {
 		case "html":
 			return reports.WriteHTML(w, c)
 		case "folded":
 			if c.Profile == nil {
 				return errors.New("a thread dump has no profile to fold; use its threads.pb.gz")
 			}
-			return reports.WriteFolded(w, c.Profile, *sampleType)
+			return reports.WriteFolded(w, c.Profile, f.sampleType)
 		}
 		return reports.WriteText(w, c)
 	}
-	if *out == "" {
-		return render(stdout)
+	// What the target named (threads, functions, files) is escaped
+	// wherever the output goes: a report file is read on a terminal too.
+	safe := func(w io.Writer) error {
+		tw := termsafe.NewWriter(w)
+		if err := render(tw); err != nil {
+			return err
+		}
+		return tw.Flush()
 	}
-	return safedir.WriteFileAt(*out, 0o644, render)
+	if f.output == "" {
+		err = safe(inv.Stdout)
+	} else {
+		err = safedir.WriteFileAt(f.output, 0o644, safe)
+	}
+	var ste *reports.SampleTypeError
+	if errors.As(err, &ste) {
+		return cli.UsageError{Msg: "--sample-type: " + ste.Error()}
+	}
+	return err
 }
 
 // ctxWriter fails its writes once ctx is done.
@@ -115,24 +139,4 @@ func (c ctxWriter) Write(p []byte) (int, error) {
 		return 0, fmt.Errorf("interrupted: %w", context.Cause(c.ctx))
 	}
 	return c.w.Write(p)
-}
-
-// parseReportArgs parses flags that may come before or after the
-// positional arguments ("report DIR --format html") and returns those.
-func parseReportArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := parseFlags(fs, args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
-			return append(pos, rest...), nil // "--" ends the flags
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
 }

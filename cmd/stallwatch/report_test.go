@@ -207,9 +207,9 @@ func TestReportCommandErrors(t *testing.T) {
 	}{
 		{"no argument", []string{"report"}, exitUsage, "a capture directory or a profile is required"},
 		{"two arguments", []string{"report", dir, dir}, exitUsage, "one capture directory or profile, not 2"},
-		{"bad format", []string{"report", dir, "--format", "pdf"}, exitUsage, `--format must be text, html or folded, not "pdf"`},
+		{"bad format", []string{"report", dir, "--format", "pdf"}, exitUsage, `--format "pdf": want text, html or folded`},
 		{"sample type without folded", []string{"report", dir, "--sample-type", "cpu-time"}, exitUsage, "--sample-type applies to --format folded"},
-		{"unknown sample type", []string{"report", dir, "--format", "folded", "--sample-type", "nope"}, exitFailure, `no sample type "nope" in the profile (it has cpu-samples, cpu-time, off-cpu-time, wall-time)`},
+		{"unknown sample type", []string{"report", dir, "--format", "folded", "--sample-type", "nope"}, exitUsage, `stallwatch report: --sample-type: no sample type "nope" in the profile (it has cpu-samples, cpu-time, off-cpu-time, wall-time)` + "\nRun 'stallwatch report --help' for usage.\n"},
 		{"missing path", []string{"report", filepath.Join(dir, "nope")}, exitFailure, "no such file or directory"},
 		{"not a profile", []string{"report", filepath.Join(dir, "report.txt")}, exitFailure, "report.txt: not a pprof profile"},
 	}
@@ -224,13 +224,13 @@ func TestReportCommandErrors(t *testing.T) {
 }
 
 func TestReportHelp(t *testing.T) {
-	code, _, stderr := runCLI("report", "--help")
-	if code != 0 {
-		t.Fatalf("--help exits %d", code)
+	code, stdout, stderr := runCLI("report", "--help")
+	if code != 0 || stderr != "" {
+		t.Fatalf("--help exits %d, stderr %q", code, stderr)
 	}
-	for _, want := range []string{"Usage: stallwatch report DIR|PROFILE", "flamegraph.pl", "go tool pprof", "-sample-type", "wall-time"} {
-		if !strings.Contains(stderr, want) {
-			t.Errorf("help lacks %q:\n%s", want, stderr)
+	for _, want := range []string{"Usage: stallwatch report DIR|PROFILE", "flamegraph.pl", "go tool pprof", "--sample-type TYPE", "wall-time", "-o, --output FILE"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("help lacks %q:\n%s", want, stdout)
 		}
 	}
 }

@@ -6,16 +6,24 @@ import (
 	"io"
 
 	"github.com/stallwatch/stallwatch/capture"
+	"github.com/stallwatch/stallwatch/internal/cli"
+	"github.com/stallwatch/stallwatch/internal/termsafe"
 	reports "github.com/stallwatch/stallwatch/report"
 	"github.com/stallwatch/stallwatch/snapshot"
 )
 
-func init() {
-	register(command{
-		name:    "snapshot",
-		summary: "dump every thread of a process: state, stacks, who holds the lock it waits for",
-		run:     runSnapshot,
-	})
+func snapshotCommand(g *globals) *cli.Command {
+	f := &snapshotFlags{}
+	return &cli.Command{
+		Name:    "snapshot",
+		Summary: "each thread's state, stacks, and who holds the lock it waits for",
+		Usage:   "-p PID [--out DIR] [--format text|json] [--no-ptrace]",
+		Help:    snapshotHelp,
+		Flags:   f.declare,
+		Run: func(ctx context.Context, inv *cli.Invocation) error {
+			return runSnapshot(ctx, inv, f, g)
+		},
+	}
 }
 
 const snapshotHelp = `
@@ -32,48 +40,59 @@ without any stop, from /proc and the target's memory.
 With --out, a capture directory (threads.pb.gz, threads.json, report.txt,
 report.html, capture.json) is written under DIR as well.`
 
-func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("snapshot", "stallwatch snapshot --pid PID [--out DIR] [--format text|json] [--no-ptrace]", snapshotHelp, stderr)
-	pid := fs.Int("pid", 0, "process to snapshot")
-	out := fs.String("out", "", "also write a capture directory under `DIR`")
-	format := fs.String("format", "text", "output on stdout: text or json")
-	noPtrace := fs.Bool("no-ptrace", false, "never stop a thread: user stacks of blocked threads from /proc only")
-	if err := parseFlags(fs, args); err != nil {
+type snapshotFlags struct {
+	pid      int
+	out      string
+	format   string
+	noPtrace bool
+}
+
+func (f *snapshotFlags) declare(fs *cli.FlagSet) {
+	declarePID(fs, &f.pid, "the process to snapshot")
+	fs.String(&f.out, "out", "", "also write a capture directory under `DIR`").Completes(cli.Dir)
+	fs.Choice(&f.format, "format", "text", []string{"text", "json"}, "print the snapshot as `FORMAT`: text or json")
+	fs.Bool(&f.noPtrace, "no-ptrace", "never stop a thread: user stacks of blocked threads from /proc only")
+}
+
+func runSnapshot(ctx context.Context, inv *cli.Invocation, f *snapshotFlags, g *globals) error {
+	if args := inv.Positional(); len(args) > 0 {
+		return cli.UsageErrorf("unexpected argument %q", args[0])
+	}
+	if err := checkPID(f.pid); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
-	}
-	if *pid <= 0 {
-		return usagef("--pid is required")
-	}
-	write := reports.WriteThreadDump
-	switch *format {
-	case "text":
-	case "json":
-		write = reports.WriteThreadDumpJSON
-	default:
-		return usagef("--format must be text or json, not %q", *format)
-	}
-	snap, err := snapshot.Take(ctx, *pid, snapshot.Options{NoPtrace: *noPtrace})
+	log := g.logger(inv.Stderr, "stallwatch snapshot", false)
+	snap, err := snapshot.Take(ctx, f.pid, snapshot.Options{NoPtrace: f.noPtrace})
 	if err != nil {
 		return err
 	}
 	if snap.PtraceError != "" {
-		fmt.Fprintf(stderr, "stallwatch snapshot: without ptrace stops: %s\n", snap.PtraceError)
+		log.Warn("without ptrace stops: " + snap.PtraceError)
 	}
-	if *out != "" {
-		res, err := capture.WriteSnapshot(capture.Config{Out: *out, NoPtrace: *noPtrace}, snap)
+	if f.out != "" {
+		res, err := capture.WriteSnapshot(capture.Config{Out: f.out, NoPtrace: f.noPtrace}, snap)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "stallwatch snapshot: wrote %s\n", res.Dir)
+		log.Info("wrote " + res.Dir)
 	}
-	if err := write(stdout, snap); err != nil {
+	if err := writeSnapshot(inv.Stdout, snap, f.format); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("interrupted: the snapshot above is incomplete")
 	}
 	return nil
+}
+
+// writeSnapshot prints the snapshot, escaping what the target named.
+func writeSnapshot(w io.Writer, snap *snapshot.Snapshot, format string) error {
+	write, tw := reports.WriteThreadDump, termsafe.NewWriter(w)
+	if format == "json" {
+		write, tw = reports.WriteThreadDumpJSON, termsafe.NewJSONWriter(w)
+	}
+	if err := write(tw, snap); err != nil {
+		return err
+	}
+	return tw.Flush()
 }

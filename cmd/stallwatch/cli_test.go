@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stallwatch/stallwatch/internal/cli"
+	"github.com/stallwatch/stallwatch/internal/cli/clitest"
+	"github.com/stallwatch/stallwatch/internal/perms"
+	"github.com/stallwatch/stallwatch/internal/testutil"
+	"golang.org/x/sys/unix"
+)
+
+// leaves lists every runnable command of the table with its path.
+func leaves() [][]*cli.Command {
+	var out [][]*cli.Command
+	var walk func(path []*cli.Command, cs []*cli.Command)
+	walk = func(path []*cli.Command, cs []*cli.Command) {
+		for _, c := range cs {
+			p := append(slices.Clone(path), c)
+			if len(c.Commands) > 0 {
+				walk(p, c.Commands)
+				continue
+			}
+			out = append(out, p)
+		}
+	}
+	walk(nil, newApp(&globals{}).Commands)
+	return out
+}
+
+func names(path []*cli.Command) []string {
+	var n []string
+	for _, c := range path {
+		n = append(n, c.Name)
+	}
+	return n
+}
+
+// TestEveryCommand: help on stdout with exit 0 for every command, --pid
+// listed with two dashes and -p wherever a command takes a pid, and
+// --log-format on every command.
+func TestEveryCommand(t *testing.T) {
+	app := newApp(&globals{})
+	for _, path := range leaves() {
+		name := strings.Join(names(path), " ")
+		t.Run(name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			args := append(names(path), "--help")
+			if code := run(args, &stdout, &stderr); code != exitOK || stderr.Len() > 0 {
+				t.Fatalf("--help: exit %d, stderr %q", code, stderr.String())
+			}
+			help := stdout.String()
+			var viaHelp bytes.Buffer
+			run(append([]string{"help"}, names(path)...), &viaHelp, &stderr)
+			if viaHelp.String() != help {
+				t.Errorf("'stallwatch help %s' differs from '%s --help'", name, name)
+			}
+			fs := app.FlagSet(path[len(path)-1])
+			if pid := fs.Lookup("pid"); pid != nil {
+				if pid.Short != "p" || !strings.Contains(help, "-p, --pid PID") {
+					t.Errorf("--pid without -p, or not listed as '-p, --pid PID':\n%s", help)
+				}
+			}
+			if fs.Lookup("log-format") == nil || !strings.Contains(help, "--log-format FORMAT") {
+				t.Errorf("no --log-format")
+			}
+			for _, f := range fs.Flags() {
+				if !strings.Contains(help, "--"+f.Name) {
+					t.Errorf("help does not list --%s", f.Name)
+				}
+			}
+		})
+	}
+}
+
+func TestTopLevel(t *testing.T) {
+	tests := []struct {
+		args         []string
+		code         int
+		stdout, errs string
+	}{
+		{[]string{"--help"}, exitOK, "Commands:\n  watch ", ""},
+		{[]string{"-h"}, exitOK, "Commands:\n  watch ", ""},
+		{[]string{"help"}, exitOK, "Commands:\n  watch ", ""},
+		{[]string{"--version"}, exitOK, "stallwatch ", ""},
+		{[]string{"-v"}, exitOK, "stallwatch ", ""},
+		{[]string{"version"}, exitOK, "stallwatch ", ""},
+		{nil, exitUsage, "", "Usage:\n  stallwatch COMMAND"},
+		{[]string{"wathc"}, exitUsage, "", `unknown command "wathc" (did you mean "watch"?)`},
+		{[]string{"help", "wathc"}, exitUsage, "", `unknown command "wathc"`},
+		{[]string{"--pid", "3"}, exitUsage, "", "a command comes first"},
+		{[]string{"record", "--pdi", "3"}, exitUsage, "", "unknown flag --pdi (did you mean --pid?)\nRun 'stallwatch record --help' for usage."},
+	}
+	for _, tc := range tests {
+		var stdout, stderr bytes.Buffer
+		code := run(tc.args, &stdout, &stderr)
+		if code != tc.code || (tc.stdout != "" && !strings.Contains(stdout.String(), tc.stdout)) || (tc.errs != "" && !strings.Contains(stderr.String(), tc.errs)) {
+			t.Errorf("%q: exit %d\nstdout %q\nstderr %q\nwant exit %d, stdout with %q, stderr with %q", tc.args, code, stdout.String(), stderr.String(), tc.code, tc.stdout, tc.errs)
+		}
+		if tc.code == exitOK && stderr.Len() > 0 {
+			t.Errorf("%q: stderr %q", tc.args, stderr.String())
+		}
+		if tc.code == exitUsage && stdout.Len() > 0 {
+			t.Errorf("%q: a usage error wrote to stdout: %q", tc.args, stdout.String())
+		}
+	}
+}
+
+// TestExitCodes: errors map to exit codes by their type, however wrapped.
+func TestExitCodes(t *testing.T) {
+	pe := &perms.Error{Op: "perf_event_open", Err: unix.EACCES}
+	tests := []struct {
+		err  error
+		want int
+	}{
+		{nil, exitOK},
+		{errors.New("boom"), exitFailure},
+		{cli.UsageErrorf("bad"), exitUsage},
+		{&cli.CommandError{Path: "stallwatch x", Err: fmt.Errorf("ctx: %w", cli.UsageErrorf("bad"))}, exitUsage},
+		{pe, exitNotPermitted},
+		{&cli.CommandError{Path: "stallwatch x", Err: fmt.Errorf("capture: %w", pe)}, exitNotPermitted},
+		{exitStatus(42), 42},
+		{&cli.CommandError{Path: "stallwatch watch", Err: exitStatus(143)}, 143},
+		// A message that reads like one of them is still a failure.
+		{errors.New("not permitted: usage"), exitFailure},
+	}
+	for _, tc := range tests {
+		if got := exitCode(tc.err); got != tc.want {
+			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestJSONErrorLine(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"snapshot", "--log-format", "json", "--pid", "999999999"}, &stdout, &stderr)
+	if code != exitFailure || !strings.HasPrefix(stderr.String(), "{") || !strings.Contains(stderr.String(), `"level":"ERROR"`) ||
+		!strings.Contains(stderr.String(), `"exit_code":1`) || strings.Count(stderr.String(), "\n") != 1 {
+		t.Errorf("exit %d, stderr %q: want one JSON error line", code, stderr.String())
+	}
+}
+
+func script(t *testing.T, shell string) []byte {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"completion", shell}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("completion %s: exit %d %s", shell, code, stderr.String())
+	}
+	return stdout.Bytes()
+}
+
+func TestCompletion(t *testing.T) {
+	self := strconv.Itoa(os.Getpid())
+	cases := []struct {
+		line      string
+		want, not []string
+	}{
+		{"stallwatch ", []string{"watch", "record", "snapshot", "report", "jit", "completion", "man", "help", "version"}, nil},
+		{"stallwatch watch --fr", []string{"--freq"}, nil},
+		{"stallwatch watch --heartbeat-", []string{"--heartbeat-file", "--heartbeat-statsd", "--heartbeat-http", "--heartbeat-proc"}, nil},
+		{"stallwatch record -p " + self[:1], []string{self}, nil},
+		{"stallwatch jit ", []string{"inspect", "symbolize", "tomap"}, []string{"watch"}},
+		{"stallwatch jit symbolize --p", []string{"--pid"}, nil},
+		{"stallwatch report --format ", []string{"text", "html", "folded"}, nil},
+		{"stallwatch snapshot --log-format ", []string{"text", "json"}, nil},
+	}
+	sc := script(t, "bash")
+	for _, tc := range cases {
+		got := clitest.CompleteInBash(t, sc, tc.line)
+		check(t, "bash", tc.line, got, tc.want, tc.not)
+	}
+	z := clitest.NewZshSession(t, script(t, "zsh"), "stallwatch")
+	lines := make([]string, len(cases))
+	for i, tc := range cases {
+		lines[i] = tc.line
+	}
+	for i, got := range z.Complete(lines...) {
+		check(t, "zsh", cases[i].line, got, cases[i].want, cases[i].not)
+	}
+}
+
+func check(t *testing.T, shell, line string, got, want, not []string) {
+	t.Helper()
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			t.Errorf("%s: %q offers %q, lacks %q", shell, line, got, w)
+		}
+	}
+	for _, n := range not {
+		if slices.Contains(got, n) {
+			t.Errorf("%s: %q offers %q", shell, line, n)
+		}
+	}
+}
+
+// TestManPage: the page renders without a warning, documents every flag
+// of every command, and docs/stallwatch.1 is the page this table makes.
+func TestManPage(t *testing.T) {
+	var page, stderr bytes.Buffer
+	if code := run([]string{"man"}, &page, &stderr); code != exitOK {
+		t.Fatalf("man: exit %d %s", code, stderr.String())
+	}
+	text := clitest.RenderMan(t, page.Bytes())
+	app := newApp(&globals{})
+	for _, path := range leaves() {
+		for _, f := range app.FlagSet(path[len(path)-1]).Flags() {
+			if !strings.Contains(text, "--"+f.Name) {
+				t.Errorf("the man page lacks --%s of %s", f.Name, strings.Join(names(path), " "))
+			}
+		}
+	}
+	checked, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), "docs", "stallwatch.1"))
+	if err != nil || !bytes.Equal(checked, page.Bytes()) {
+		t.Errorf("docs/stallwatch.1 is not what 'stallwatch man' writes (%v): run 'make man'", err)
+	}
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/stallwatch/stallwatch/internal/cli"
+	"github.com/stallwatch/stallwatch/internal/version"
+)
+
+// newApp is the command table: every command, in the order help lists
+// them. Help, the man page and the shell completion scripts are all made
+// from it. g receives the flags every command takes.
+func newApp(g *globals) *cli.App {
+	app := &cli.App{
+		Name:    "stallwatch",
+		Summary: "a watchdog profiler for Linux processes that freeze",
+		Help:    appHelp,
+		Footer:  appFooter,
+		Version: func() string {
+			return fmt.Sprintf("%s (%s, %s/%s)", version.String(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		},
+		Global:   g.declare,
+		Sections: manSections,
+	}
+	app.Commands = []*cli.Command{
+		watchCommand(g),
+		recordCommand(g),
+		snapshotCommand(g),
+		reportCommand(g),
+		jitCommand(g),
+		app.CompletionCommand(),
+		app.ManCommand(),
+		app.HelpCommand(),
+		app.VersionCommand(),
+	}
+	return app
+}
+
+const appHelp = `
+stallwatch watches a process's heartbeat and, when it stalls, captures what
+every thread is doing: on-CPU and off-CPU stacks with kernel and JIT frames,
+a snapshot of every thread and the lock it waits for, as a report and pprof
+profiles.`
+
+const appFooter = `
+Exit codes: 0 done, 1 failure, 2 bad usage, 3 not permitted (the message
+names every missing capability or setting and the command that grants
+them). watch -- CMD exits with CMD's status.`
+
+// manSections are the man page's sections beyond the commands.
+var manSections = [][2]string{
+	{"EXIT STATUS", `
+0  done.
+1  failure: the target does not exist, a file could not be written, a capture failed.
+2  bad usage: an unknown flag, a missing argument, a setting out of range.
+3  not permitted: the message names every missing capability or kernel setting and the command that grants them.
+watch -- CMD exits with the status of CMD, 128+N when signal N killed it.`},
+	{"SIGNALS", `
+SIGUSR1 makes watch capture now, whatever the state of the heartbeat.
+SIGINT and SIGTERM end every command cleanly: a recording or a capture in progress is cut short and still written; watch -- CMD passes them on to CMD.`},
+	{"ENVIRONMENT", `
+DD_DOGSTATSD_URL, DD_AGENT_HOST, DD_DOGSTATSD_PORT
+    where watch --heartbeat-statsd forwards the target's metrics when --forward is not given.`},
+	{"FILES", `
+./stallwatch-captures
+    the default --out: one capture directory per capture, named TIME-PID-TRIGGER, holding profile.pb.gz, threads.pb.gz, report.txt, report.html and capture.json.
+/tmp/perf-PID.map, jit-PID.dump
+    the JIT symbol files runtimes write, read for the names of JIT-compiled code.`},
+	{"SEE ALSO", `
+perf(1), go tool pprof, https://github.com/google/pprof`},
+}
