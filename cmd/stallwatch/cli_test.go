@@ -175,7 +175,7 @@ func TestCompletion(t *testing.T) {
 	sc := script(t, "bash")
 	for _, tc := range cases {
 		got := clitest.CompleteInBash(t, sc, tc.line)
-		check(t, "bash", tc.line, got, tc.want, tc.not)
+		clitest.Offers(t, "bash", tc.line, got, tc.want, tc.not)
 	}
 	z := clitest.NewZshSession(t, script(t, "zsh"), "stallwatch")
 	lines := make([]string, len(cases))
@@ -183,21 +183,7 @@ func TestCompletion(t *testing.T) {
 		lines[i] = tc.line
 	}
 	for i, got := range z.Complete(lines...) {
-		check(t, "zsh", cases[i].line, got, cases[i].want, cases[i].not)
-	}
-}
-
-func check(t *testing.T, shell, line string, got, want, not []string) {
-	t.Helper()
-	for _, w := range want {
-		if !slices.Contains(got, w) {
-			t.Errorf("%s: %q offers %q, lacks %q", shell, line, got, w)
-		}
-	}
-	for _, n := range not {
-		if slices.Contains(got, n) {
-			t.Errorf("%s: %q offers %q", shell, line, n)
-		}
+		clitest.Offers(t, "zsh", cases[i].line, got, cases[i].want, cases[i].not)
 	}
 }
 

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,35 +36,21 @@ var completionCases = []struct {
 	{"prog completion ", []string{"bash", "zsh"}, nil},
 }
 
-func check(t *testing.T, shell, line string, got, want, not []string) {
-	t.Helper()
-	for _, w := range want {
-		if !slices.Contains(got, w) {
-			t.Errorf("%s: %q offers %q, lacks %q", shell, line, got, w)
-		}
-	}
-	for _, n := range not {
-		if slices.Contains(got, n) {
-			t.Errorf("%s: %q offers %q, which it should not", shell, line, n)
-		}
-	}
-}
-
 func TestBashCompletion(t *testing.T) {
 	sc := script(t, "bash")
 	for _, tc := range completionCases {
-		check(t, "bash", tc.line, clitest.CompleteInBash(t, sc, tc.line), tc.want, tc.not)
+		clitest.Offers(t, "bash", tc.line, clitest.CompleteInBash(t, sc, tc.line), tc.want, tc.not)
 	}
 	// --flag=value: bash splits the word at '='.
-	check(t, "bash", "prog run --format=j", completeBashWords(t, sc, "prog", "run", "--format", "=", "j"), []string{"json"}, nil)
+	clitest.Offers(t, "bash", "prog run --format=j", completeBashWords(t, sc, "prog", "run", "--format", "=", "j"), []string{"json"}, nil)
 	// A pid: the test's own is running.
 	self := strconv.Itoa(os.Getpid())
-	check(t, "bash", "prog run -p", clitest.CompleteInBash(t, sc, "prog run -p "+self[:1]), []string{self}, nil)
+	clitest.Offers(t, "bash", "prog run -p", clitest.CompleteInBash(t, sc, "prog run -p "+self[:1]), []string{self}, nil)
 	// A directory for --out, a file for show.
-	check(t, "bash", "prog run --out /pro", clitest.CompleteInBash(t, sc, "prog run --out /pro"), []string{"/proc"}, []string{"/proc/cpuinfo"})
-	check(t, "bash", "prog file show /etc/hostn", clitest.CompleteInBash(t, sc, "prog file show /etc/hostn"), []string{"/etc/hostname"}, nil)
+	clitest.Offers(t, "bash", "prog run --out /pro", clitest.CompleteInBash(t, sc, "prog run --out /pro"), []string{"/proc"}, []string{"/proc/cpuinfo"})
+	clitest.Offers(t, "bash", "prog file show /etc/hostn", clitest.CompleteInBash(t, sc, "prog file show /etc/hostn"), []string{"/etc/hostname"}, nil)
 	// After "--", a program.
-	check(t, "bash", "prog run -- ba", clitest.CompleteInBash(t, sc, "prog run -- ba"), []string{"bash"}, nil)
+	clitest.Offers(t, "bash", "prog run -- ba", clitest.CompleteInBash(t, sc, "prog run -- ba"), []string{"bash"}, nil)
 }
 
 // completeBashWords completes with COMP_WORDS given as bash would split
@@ -94,6 +79,6 @@ func TestZshCompletion(t *testing.T) {
 	}
 	got := z.Complete(lines...)
 	for i, tc := range cases {
-		check(t, "zsh", tc.line, got[i], tc.want, tc.not)
+		clitest.Offers(t, "zsh", tc.line, got[i], tc.want, tc.not)
 	}
 }

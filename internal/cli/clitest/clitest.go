@@ -9,12 +9,29 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stallwatch/stallwatch/internal/testutil"
 )
+
+// Offers checks the candidates a shell offered for line: every one of want
+// is there, none of not.
+func Offers(t *testing.T, shell, line string, got, want, not []string) {
+	t.Helper()
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			t.Errorf("%s: %q offers %q, lacks %q", shell, line, got, w)
+		}
+	}
+	for _, n := range not {
+		if slices.Contains(got, n) {
+			t.Errorf("%s: %q offers %q, which it should not", shell, line, n)
+		}
+	}
+}
 
 // quote quotes s for a shell script.
 func quote(s string) string {
