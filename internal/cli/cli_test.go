@@ -78,10 +78,10 @@ func newTestApp() *testApp {
 	return ta
 }
 
-func (ta *testApp) run(args ...string) (err error, stdout, stderr string) {
+func (ta *testApp) run(args ...string) (stdout, stderr string, err error) {
 	var o, e bytes.Buffer
 	err = ta.app.Run(context.Background(), args, &o, &e)
-	return err, o.String(), e.String()
+	return o.String(), e.String(), err
 }
 
 func TestParse(t *testing.T) {
@@ -112,7 +112,7 @@ func TestParse(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ta := newTestApp()
-			if err, _, stderr := ta.run(append([]string{"run"}, tc.args...)...); err != nil {
+			if _, stderr, err := ta.run(append([]string{"run"}, tc.args...)...); err != nil {
 				t.Fatalf("%v; stderr %s", err, stderr)
 			}
 			if ta.pid != tc.pid || ta.out != tc.out || ta.every != tc.every || !reflect.DeepEqual(ta.tags, tc.tags) || ta.quiet != tc.quiet {
@@ -127,7 +127,7 @@ func TestParse(t *testing.T) {
 
 func TestChanged(t *testing.T) {
 	ta := newTestApp()
-	if err, _, _ := ta.run("run", "-p", "1", "--out", "./out"); err != nil {
+	if _, _, err := ta.run("run", "-p", "1", "--out", "./out"); err != nil {
 		t.Fatal(err)
 	}
 	if !ta.changed["pid"] || !ta.changed["out"] || ta.changed["every"] {
@@ -157,7 +157,7 @@ func TestUsageErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			err, stdout, _ := newTestApp().run(tc.args...)
+			stdout, _, err := newTestApp().run(tc.args...)
 			var ue UsageError
 			if !errors.As(err, &ue) {
 				t.Fatalf("err %v (%T), want a UsageError", err, err)
@@ -178,7 +178,7 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestNoCommand(t *testing.T) {
-	err, stdout, stderr := newTestApp().run()
+	stdout, stderr, err := newTestApp().run()
 	var ue UsageError
 	if !errors.As(err, &ue) || stdout != "" || !strings.Contains(stderr, "Usage:\n  prog COMMAND") {
 		t.Errorf("err %v, stdout %q, stderr %q: want the usage on stderr and a usage error", err, stdout, stderr)
@@ -191,7 +191,7 @@ func TestNoCommand(t *testing.T) {
 }
 
 func TestFailureIsNotUsage(t *testing.T) {
-	err, _, _ := newTestApp().run("run", "-p", "13")
+	_, _, err := newTestApp().run("run", "-p", "13")
 	var ce *CommandError
 	if !errors.As(err, &ce) || ce.Path != "prog run" || err.Error() != "prog run: unlucky" {
 		t.Errorf("err %v", err)
@@ -207,7 +207,7 @@ func TestHelpGoesToStdout(t *testing.T) {
 		{"run", "--help"}, {"run", "-h"}, {"run", "-p", "3", "--help"}, {"help", "run"},
 		{"file", "--help"}, {"help", "file"}, {"file", "help"}, {"help", "file", "show"}, {"file", "show", "-h"},
 	} {
-		err, stdout, stderr := newTestApp().run(args...)
+		stdout, stderr, err := newTestApp().run(args...)
 		if err != nil || stderr != "" || !strings.HasPrefix(stdout, "Usage") && !strings.HasPrefix(stdout, "Prog does things") {
 			t.Errorf("%q: err %v, stderr %q, stdout %q", args, err, stderr, stdout)
 		}
@@ -215,7 +215,7 @@ func TestHelpGoesToStdout(t *testing.T) {
 }
 
 func TestCommandHelp(t *testing.T) {
-	_, help, _ := newTestApp().run("run", "--help")
+	help, _, _ := newTestApp().run("run", "--help")
 	want := `Usage: prog run -p PID [flags] [-- CMD]
 
 Runs something.
@@ -240,7 +240,7 @@ Common flags:
 	if help != want {
 		t.Errorf("help:\n%s\nwant:\n%s", help, want)
 	}
-	_, top, _ := newTestApp().run("--help")
+	top, _, _ := newTestApp().run("--help")
 	for _, w := range []string{"Prog does things.", "  run         run something", "  file        work on files", "Exit codes: 0 done.", "prog help COMMAND"} {
 		if !strings.Contains(top, w) {
 			t.Errorf("top-level help lacks %q:\n%s", w, top)
@@ -250,7 +250,7 @@ Common flags:
 
 func TestVersion(t *testing.T) {
 	for _, args := range [][]string{{"--version"}, {"-v"}, {"version"}} {
-		err, stdout, stderr := newTestApp().run(args...)
+		stdout, stderr, err := newTestApp().run(args...)
 		if err != nil || stdout != "prog 1.2.3\n" || stderr != "" {
 			t.Errorf("%q: err %v stdout %q stderr %q", args, err, stdout, stderr)
 		}

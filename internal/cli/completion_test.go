@@ -11,7 +11,7 @@ import (
 
 func script(t *testing.T, shell string) []byte {
 	t.Helper()
-	err, out, stderr := newTestApp().run("completion", shell)
+	out, stderr, err := newTestApp().run("completion", shell)
 	if err != nil {
 		t.Fatalf("completion %s: %v %s", shell, err, stderr)
 	}

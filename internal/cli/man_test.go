@@ -8,7 +8,7 @@ import (
 )
 
 func TestManPage(t *testing.T) {
-	err, page, _ := newTestApp().run("man")
+	page, _, err := newTestApp().run("man")
 	if err != nil {
 		t.Fatal(err)
 	}
