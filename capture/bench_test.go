@@ -17,9 +17,8 @@ import (
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/testutil"
-	"github.com/stallwatch/stallwatch/internal/unwind"
 	"github.com/stallwatch/stallwatch/sampler"
-	"github.com/stallwatch/stallwatch/symbolize"
+	"github.com/stallwatch/stallwatch/target"
 )
 
 // endToPprof is one recording shared by the runs of BenchmarkEndToPprof:
@@ -137,24 +136,20 @@ func BenchmarkEndToPprof(b *testing.B) {
 	}
 	defer root.Close()
 	for b.Loop() {
-		sym, err := symbolize.NewProcess(pid, symbolize.Options{Kernel: true, JIT: true})
+		tp, err := target.Open(pid, target.Options{Kernel: true, JIT: true})
 		if err != nil {
 			b.Fatal(err)
 		}
-		unw, err := unwind.NewProcess(pid)
-		if err != nil {
-			b.Fatal(err)
-		}
-		r := &resolver{sym: sym, unw: unw, names: map[int]string{}}
+		r := &resolver{tp: tp, names: map[int]string{}}
 		f := &facts{cfg: cfg, tg: readTarget(pid), trigger: capdir.Trigger{Kind: capdir.Manual}, sampled: true}
 		f.samples = r.resolve([]window{{"", e.samples}})
 		f.start, f.end = monotime.ToTime(e.samples[0].Time), monotime.ToTime(e.samples[len(e.samples)-1].Time)
-		f.symStats = sym.Stats()
+		f.symStats = tp.Symbols().Stats()
 		res, err := f.write(root)
 		if err != nil {
 			b.Fatal(err)
 		}
-		sym.Close()
+		tp.Close()
 		os.RemoveAll(res.Dir)
 	}
 	perSec := b.Elapsed().Seconds() / float64(b.N)

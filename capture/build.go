@@ -2,7 +2,6 @@ package capture
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/stallwatch/stallwatch/capdir"
@@ -12,6 +11,7 @@ import (
 	"github.com/stallwatch/stallwatch/sampler"
 	"github.com/stallwatch/stallwatch/snapshot"
 	"github.com/stallwatch/stallwatch/symbolize"
+	"github.com/stallwatch/stallwatch/target"
 )
 
 // readTarget reads what is known of the process while it lives: after it
@@ -34,8 +34,7 @@ type window struct {
 // carry a stack copy are repaired by the unwinder (its rules are cached per
 // address), then located (cached per address in symbolize).
 type resolver struct {
-	sym   *symbolize.Process
-	unw   *unwind.Process // nil: the kernel's frame-pointer chains as they are
+	tp    *target.Process
 	names map[int]string
 }
 
@@ -68,12 +67,12 @@ func (r *resolver) resolve(windows []window) []report.Sample {
 func (r *resolver) stack(s *sampler.Sample) []*symbolize.Location {
 	k := min(int(s.Kernel), len(s.Stack))
 	stack := s.Stack
-	if len(s.StackDump) > 0 && r.unw != nil && len(stack) > k {
+	if len(s.StackDump) > 0 && len(stack) > k {
 		regs := unwind.Regs{IP: s.Regs.IP, SP: s.Regs.SP, BP: s.Regs.BP, BPKnown: true}
-		user := r.unw.Repair(regs, unwind.DumpMemory(s.Regs.SP, s.StackDump), stack[k:])
+		user := r.tp.Unwinder().Repair(regs, unwind.DumpMemory(s.Regs.SP, s.StackDump), stack[k:])
 		stack = append(append(make([]uint64, 0, k+len(user)), stack[:k]...), user...)
 	}
-	return r.sym.LocateStack(make([]*symbolize.Location, 0, len(stack)), stack, k, s.Time)
+	return r.tp.Symbols().LocateStack(make([]*symbolize.Location, 0, len(stack)), stack, k, s.Time)
 }
 
 // threadNames merges what the sampler learnt of thread names (kept after
@@ -148,10 +147,10 @@ func (f *facts) info() capdir.Info {
 		c.Threads = max(c.Threads, len(f.snap.Threads))
 	}
 	for _, j := range f.symStats.JIT {
-		if j.Err == "" || j.Symbols > 0 {
+		if j.Err() == nil || j.Symbols > 0 {
 			c.JITSources++
 		}
-		if strings.Contains(j.Err, "truncated") {
+		if j.Truncated != nil {
 			c.JITTruncated++
 		}
 	}
@@ -192,8 +191,11 @@ func (f *facts) allNotes() []string {
 	}
 	notes = append(notes, f.symStats.Notes...)
 	for _, j := range f.symStats.JIT {
-		if j.Err != "" {
-			notes = append(notes, fmt.Sprintf("JIT symbols %s: %s", j.Path, j.Err))
+		if err := j.Err(); err != nil {
+			notes = append(notes, fmt.Sprintf("JIT symbols %s: %v", j.Path, err))
+		}
+		if j.Truncated != nil {
+			notes = append(notes, fmt.Sprintf("JIT symbols %s: last record still being written, left for later: %v", j.Path, j.Truncated))
 		}
 	}
 	if f.snap != nil {

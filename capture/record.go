@@ -9,10 +9,8 @@ import (
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/procfs"
-	"github.com/stallwatch/stallwatch/internal/unwind"
 	"github.com/stallwatch/stallwatch/sampler"
 	"github.com/stallwatch/stallwatch/snapshot"
-	"github.com/stallwatch/stallwatch/symbolize"
 )
 
 // Progress is reported about once a second while Record samples.
@@ -39,15 +37,11 @@ func Record(ctx context.Context, cfg Config, d time.Duration, progress func(Prog
 		return nil, err
 	}
 	defer root.Close()
-	s := &Session{cfg: cfg, tg: readTarget(cfg.PID), root: root}
-	if s.unw, err = unwind.NewProcess(cfg.PID); err != nil {
-		s.notes = append(s.notes, fmt.Sprintf("stacks follow frame pointers only: %v", err))
-		s.unw = nil
+	s, err := newSession(cfg, root)
+	if err != nil {
+		return nil, err
 	}
-	if s.sym, err = symbolize.NewProcess(cfg.PID, symbolize.Options{Kernel: !cfg.NoKernel, JIT: true, Logger: cfg.Logger}); err != nil {
-		return nil, fmt.Errorf("symbol sources of pid %d: %w", cfg.PID, err)
-	}
-	defer s.sym.Close()
+	defer s.tp.Close()
 	smp, err := sampler.Start(s.samplerConfig(cfg.Freq, !cfg.NoOffCPU, -1))
 	if err != nil {
 		return nil, err

@@ -10,11 +10,10 @@ import (
 
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/monotime"
-	"github.com/stallwatch/stallwatch/internal/unwind"
 	"github.com/stallwatch/stallwatch/report"
 	"github.com/stallwatch/stallwatch/sampler"
 	"github.com/stallwatch/stallwatch/snapshot"
-	"github.com/stallwatch/stallwatch/symbolize"
+	"github.com/stallwatch/stallwatch/target"
 )
 
 // Session watches one target between captures: it keeps the flight
@@ -23,9 +22,8 @@ import (
 type Session struct {
 	cfg  Config
 	tg   capdir.Target
-	root *capdir.Root // cfg.Out, held open
-	sym  *symbolize.Process
-	unw  *unwind.Process // nil when the target's unwind tables could not be read
+	root *capdir.Root    // cfg.Out, held open
+	tp   *target.Process // what is known of the target, kept across captures
 	smp  *sampler.Sampler
 	// notes are facts found at Open that every capture reports.
 	notes []string
@@ -45,24 +43,31 @@ func Open(cfg Config) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{cfg: cfg, tg: readTarget(cfg.PID), root: root}
-	if s.unw, err = unwind.NewProcess(cfg.PID); err != nil {
-		s.notes = append(s.notes, fmt.Sprintf("stacks follow frame pointers only: %v", err))
-		s.unw = nil
-	}
-	s.sym, err = symbolize.NewProcess(cfg.PID, symbolize.Options{Kernel: !cfg.NoKernel, JIT: true, Logger: cfg.Logger})
+	s, err := newSession(cfg, root)
 	if err != nil {
 		root.Close()
-		return nil, fmt.Errorf("symbol sources of pid %d: %w", cfg.PID, err)
+		return nil, err
 	}
 	if cfg.BaselineFreq > 0 {
 		s.smp, err = sampler.Start(s.samplerConfig(cfg.BaselineFreq, false, cfg.History))
 		if err != nil {
-			s.sym.Close()
+			s.tp.Close()
 			root.Close()
 			return nil, err
 		}
 	}
+	return s, nil
+}
+
+// newSession opens what is known of the target.
+func newSession(cfg Config, root *capdir.Root) (*Session, error) {
+	s := &Session{cfg: cfg, tg: readTarget(cfg.PID), root: root}
+	var err error
+	s.tp, err = target.Open(cfg.PID, target.Options{Kernel: !cfg.NoKernel, JIT: true, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("symbol sources of pid %d: %w", cfg.PID, err)
+	}
+	s.notes = s.tp.Notes()
 	return s, nil
 }
 
@@ -76,9 +81,8 @@ func (s *Session) samplerConfig(freq int, offCPU bool, history time.Duration) sa
 		Kernel:  !s.cfg.NoKernel,
 		History: history,
 		Logger:  s.cfg.Logger,
-	}
-	if s.unw != nil {
-		c.BlockedStack = s.unw.BlockedStack
+
+		BlockedStack: s.tp.Unwinder().BlockedStack,
 	}
 	return c
 }
@@ -104,6 +108,11 @@ func (s *Session) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.Resul
 		return nil, fmt.Errorf("raising the sampling rate: %w", err)
 	}
 	rec := smp.StartRecording()
+	// The target may have loaded code since the last capture: the
+	// snapshot must know it before it stops a thread there.
+	if err := s.tp.Refresh(); err != nil {
+		s.cfg.Logger.Debug("refreshing what is known of the target", "err", err)
+	}
 	snap := s.startSnapshot(ctx, smp)
 	cutWhy := waitFor(ctx, s.cfg.CaptureFor, smp.Done())
 	during := rec.Stop()
@@ -130,7 +139,7 @@ func (s *Session) startSnapshot(ctx context.Context, smp *sampler.Sampler) func(
 	go func() {
 		snap, err := snapshot.Take(ctx, s.cfg.PID, snapshot.Options{
 			NoPtrace:    s.cfg.NoPtrace,
-			Symbolizer:  s.sym,
+			Target:      s.tp,
 			OffCPUSince: smp.OffCPUSince,
 			Logger:      s.cfg.Logger,
 		})
@@ -147,13 +156,10 @@ func (s *Session) startSnapshot(ctx context.Context, smp *sampler.Sampler) func(
 
 // finish symbolizes the windows and writes the capture directory.
 func (s *Session) finish(f *facts, smp *sampler.Sampler, rec *sampler.Recording, windows []window) (*capdir.Result, error) {
-	if err := s.sym.Refresh(); err != nil && !f.stats.TargetExited {
+	if err := s.tp.Refresh(); err != nil && !f.stats.TargetExited {
 		s.cfg.Logger.Debug("refreshing symbol sources", "err", err)
 	}
-	if s.unw != nil {
-		_ = s.unw.Refresh()
-	}
-	r := &resolver{sym: s.sym, unw: s.unw, names: threadNames(smp, f.snap)}
+	r := &resolver{tp: s.tp, names: threadNames(smp, f.snap)}
 	f.samples = r.resolve(windows)
 	f.before = len(windows[0].samples)
 	start := rec.Start()
@@ -162,7 +168,7 @@ func (s *Session) finish(f *facts, smp *sampler.Sampler, rec *sampler.Recording,
 	}
 	f.sampled = true
 	f.start, f.end = monotime.ToTime(start), monotime.ToTime(rec.End())
-	f.symStats = s.sym.Stats()
+	f.symStats = s.tp.Symbols().Stats()
 	return f.write(s.root)
 }
 
@@ -196,7 +202,7 @@ func (s *Session) Close() error {
 	if s.smp != nil {
 		err = s.smp.Close()
 	}
-	return errors.Join(err, s.sym.Close(), s.root.Close())
+	return errors.Join(err, s.tp.Close(), s.root.Close())
 }
 
 // waitFor waits d, or less when ctx ends or the target exits; it returns

@@ -51,7 +51,7 @@ func OpenProcess(pid int, opts Options) (*Process, error) {
 	p := &Process{pid: pid, opts: opts, nspid: st.InnerPid(), refused: map[string]*SourceInfo{}, looked: map[string]bool{}, b: &builder{}}
 	p.owners = []uint32{0, st.Uid[0], st.Uid[1], st.Uid[3]}
 	p.started = processStart(pid)
-	if _, err := procfs.ReadMaps(pid); err != nil {
+	if _, err := procfs.ReadMaps(p.via()); err != nil {
 		return nil, perms.ProcAccess(fmt.Sprintf("read maps of pid %d", pid), err)
 	}
 	// A file that cannot be read says so in its SourceInfo (ReadError);
@@ -62,7 +62,16 @@ func OpenProcess(pid int, opts Options) (*Process, error) {
 
 // Pid is the process's id (in our pid namespace); NSpid the id it sees for
 // itself, which names its files.
-func (p *Process) Pid() int   { return p.pid }
+func (p *Process) Pid() int { return p.pid }
+
+// via is the id to read the process's own /proc files through: a live
+// thread when its main thread has exited (see procfs.Via).
+func (p *Process) via() int {
+	if v, err := procfs.Via(p.pid); err == nil {
+		return v
+	}
+	return p.pid
+}
 func (p *Process) NSpid() int { return p.nspid }
 
 // Update looks for new files and reads what was appended to known ones
@@ -196,7 +205,8 @@ func (p *Process) haveJitdump() bool {
 // mappedJitdumps finds the jit-<pid>.dump files the process maps: writers
 // map a page of the file so that perf sees it.
 func (p *Process) mappedJitdumps() []candidate {
-	maps, err := procfs.ReadMaps(p.pid)
+	via := p.via()
+	maps, err := procfs.ReadMaps(via)
 	if err != nil {
 		return nil // exited, or unreadable: OpenProcess reported that
 	}
@@ -210,7 +220,7 @@ func (p *Process) mappedJitdumps() []candidate {
 		if m.Deleted {
 			// Gone from the file system (V8's --perf-prof-delete-file):
 			// the kernel still opens it by the mapping.
-			mf := m.MapFilesPath(p.pid)
+			mf := m.MapFilesPath(via)
 			out = append(out, candidate{path: m.Path, how: "maps (deleted)", kind: KindJitdump, mapped: true,
 				open: func() (*os.File, error) { return os.Open(mf) }})
 			continue
@@ -231,12 +241,13 @@ func (p *Process) jitdumpGuesses() []candidate {
 	add := func(dir, how string) {
 		out = append(out, p.inRoot(path.Join(dir, name), how, KindJitdump))
 	}
-	cwd, err := procfs.Cwd(p.pid)
+	via := p.via()
+	cwd, err := procfs.Cwd(via)
 	if err == nil {
 		add(cwd, "cwd")
 	}
 	add("/tmp", "/tmp")
-	env, _ := procfs.Environ(p.pid)
+	env, _ := procfs.Environ(via)
 	// The runtime resolved relative directories against its cwd.
 	abs := func(d string) string {
 		if d == "" || path.IsAbs(d) || cwd == "" {
@@ -267,7 +278,7 @@ const maxSubdirs = 4096
 
 // subdirs lists the directories in dir, inside the target's root.
 func (p *Process) subdirs(dir string) []string {
-	f, err := procfs.OpenInRoot(p.pid, dir, false)
+	f, err := procfs.OpenInRoot(p.via(), dir, false)
 	if err != nil {
 		return nil
 	}
@@ -288,9 +299,8 @@ func (p *Process) subdirs(dir string) []string {
 // inRoot is a candidate opened through the target's root, refusing a
 // symbolic link as the last component.
 func (p *Process) inRoot(name, how string, kind SourceKind) candidate {
-	pid := p.pid
 	return candidate{path: name, how: how, kind: kind, reopen: true,
-		open: func() (*os.File, error) { return procfs.OpenInRoot(pid, name, true) }}
+		open: func() (*os.File, error) { return procfs.OpenInRoot(p.via(), name, true) }}
 }
 
 // consider opens a candidate and, if it is trusted and new, follows it.

@@ -37,8 +37,8 @@ func writeDumpHeader(w io.Writer, snap *snapshot.Snapshot) {
 	switch {
 	case snap.PtraceUsed:
 		fmt.Fprintf(w, "User stacks read under ptrace, one thread at a time; longest stop %s.\n", fmtDur(snap.MaxStop))
-	case snap.PtraceError != "":
-		fmt.Fprintf(w, "No ptrace (%s): user stacks are the pc from /proc only.\n", clean(snap.PtraceError))
+	case snap.PtraceErr != nil:
+		fmt.Fprintf(w, "No ptrace (%s): user stacks are the pc from /proc only.\n", clean(errText(snap.PtraceErr)))
 	default:
 		fmt.Fprintln(w, "No ptrace: user stacks are the pc from /proc only.")
 	}
@@ -278,7 +278,7 @@ func stackKey(t *snapshot.Thread) string {
 		sb.WriteByte(2)
 	}
 	if len(t.Kernel)+len(t.User) == 0 {
-		sb.WriteString(t.Err)
+		sb.WriteString(errText(t.Err))
 	}
 	return sb.String()
 }
@@ -328,8 +328,8 @@ func writeThreadLine(w io.Writer, t *snapshot.Thread) {
 		}
 		fmt.Fprintf(w, "                 waits for %s\n", clean(desc))
 	}
-	if t.Err != "" {
-		fmt.Fprintf(w, "                 could not read: %s\n", clean(t.Err))
+	if t.Err != nil {
+		fmt.Fprintf(w, "                 could not read: %s\n", clean(errText(t.Err)))
 	}
 }
 

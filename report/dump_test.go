@@ -274,7 +274,7 @@ func TestThreadsFromProfile(t *testing.T) {
 		g := got.Threads[i]
 		if g.TID != want.TID || g.Name != want.Name || g.State != want.State || g.OffCPUKnown != want.OffCPUKnown ||
 			g.OffCPUFor != want.OffCPUFor || g.RunqueueWait != want.RunqueueWait || len(g.Kernel) != len(want.Kernel) ||
-			len(g.User) != len(want.User) || g.Err != want.Err {
+			len(g.User) != len(want.User) || errText(g.Err) != errText(want.Err) {
 			t.Errorf("thread %d rebuilt as %+v", want.TID, g)
 		}
 	}

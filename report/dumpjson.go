@@ -136,7 +136,7 @@ func toJSONDump(snap *snapshot.Snapshot) *jsonDump {
 		Mono:         snap.Mono,
 		Duration:     int64(snap.Duration),
 		PtraceUsed:   snap.PtraceUsed,
-		PtraceError:  snap.PtraceError,
+		PtraceError:  errText(snap.PtraceErr),
 		MaxStop:      int64(snap.MaxStop),
 		TargetExited: snap.TargetExited,
 		Notes:        snap.Notes,
@@ -188,7 +188,7 @@ func toJSONDump(snap *snapshot.Snapshot) *jsonDump {
 			Wchan: t.Wchan, VoluntarySwitches: t.VoluntarySwitches, InvoluntarySwitches: t.InvoluntarySwitches,
 			RunTime: int64(t.RunTime), RunqueueWait: int64(t.RunqueueWait), OffCPUSource: t.OffCPUSource,
 			Kernel: frames(t.Kernel), User: frames(t.User), Unwinder: t.Unwinder,
-			Stopped: t.Stopped, Stop: int64(t.Stop), Err: t.Err,
+			Stopped: t.Stopped, Stop: int64(t.Stop), Err: errText(t.Err),
 		}
 		if t.OffCPUKnown {
 			v := int64(t.OffCPUFor)
@@ -262,7 +262,7 @@ func ReadThreadDumpJSON(r io.Reader, name string) (*snapshot.Snapshot, error) {
 func fromJSONDump(d *jsonDump, name string) (*snapshot.Snapshot, error) {
 	snap := &snapshot.Snapshot{
 		PID: d.PID, Command: d.Command, Time: d.Time, Mono: d.Mono,
-		Duration: time.Duration(d.Duration), PtraceUsed: d.PtraceUsed, PtraceError: d.PtraceError,
+		Duration: time.Duration(d.Duration), PtraceUsed: d.PtraceUsed, PtraceErr: recorded(d.PtraceError),
 		MaxStop: time.Duration(d.MaxStop), TargetExited: d.TargetExited, Notes: d.Notes,
 		Locks: snapshot.LockGraph{Cycles: d.Locks.Cycles, Chains: d.Locks.Chains},
 	}
@@ -318,7 +318,7 @@ func fromJSONDump(d *jsonDump, name string) (*snapshot.Snapshot, error) {
 			VoluntarySwitches: jt.VoluntarySwitches, InvoluntarySwitches: jt.InvoluntarySwitches,
 			RunTime: time.Duration(jt.RunTime), RunqueueWait: time.Duration(jt.RunqueueWait),
 			OffCPUSource: jt.OffCPUSource, Unwinder: jt.Unwinder,
-			Stopped: jt.Stopped, Stop: time.Duration(jt.Stop), Err: jt.Err,
+			Stopped: jt.Stopped, Stop: time.Duration(jt.Stop), Err: recorded(jt.Err),
 		}
 		if len(jt.State) > 0 {
 			t.State = jt.State[0]
@@ -387,4 +387,28 @@ func parseKind(s string) symbolize.Kind {
 		}
 	}
 	return symbolize.KindUnknown
+}
+
+// errText is an error as a report prints it ("" for none): facts cross
+// packages as errors and become text only here, at the edge.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// recordedError is an error read back from a capture, where it was
+// written as text.
+type recordedError string
+
+func (e recordedError) Error() string { return string(e) }
+
+// recorded turns an error's text read from a capture back into an error
+// (nil for "").
+func recorded(s string) error {
+	if s == "" {
+		return nil
+	}
+	return recordedError(s)
 }

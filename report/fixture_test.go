@@ -160,7 +160,7 @@ func fixtureSnapshot() *snapshot.Snapshot {
 	t16.Wchan = "hrtimer_nanosleep"
 	t17 := offcpu(thread(17, "idle-2", 'S', stackSleeper), 2*time.Second)
 	t17.Wchan = "hrtimer_nanosleep"
-	t18 := snapshot.Thread{TID: 18, Name: "gone", State: 'Z', Err: "task exited while read"}
+	t18 := snapshot.Thread{TID: 18, Name: "gone", State: 'Z', Err: recorded("task exited while read")}
 	return &snapshot.Snapshot{
 		PID: 4242, Command: []string{"/usr/bin/app", "--serve"},
 		Time: fixtureStart.Add(30 * time.Second), Mono: 123456789, Duration: 3 * time.Millisecond,

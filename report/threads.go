@@ -84,8 +84,8 @@ func threadStack(t *snapshot.Thread) []*symbolize.Location {
 	stack = append(stack, t.User...)
 	if len(stack) == 0 {
 		why := NoStackFrame
-		if t.Err != "" {
-			why = NoStackFrame[:len(NoStackFrame)-1] + ": " + t.Err + "]"
+		if t.Err != nil {
+			why = NoStackFrame[:len(NoStackFrame)-1] + ": " + errText(t.Err) + "]"
 		}
 		stack = append(stack, &symbolize.Location{Lines: []symbolize.Line{{Function: why}}})
 	}
@@ -190,8 +190,8 @@ func snapshotComments(snap *snapshot.Snapshot) []string {
 	switch {
 	case snap.PtraceUsed:
 		c = append(c, "user stacks read under ptrace; longest stop "+fmtDur(snap.MaxStop))
-	case snap.PtraceError != "":
-		c = append(c, "no ptrace: "+snap.PtraceError)
+	case snap.PtraceErr != nil:
+		c = append(c, "no ptrace: "+errText(snap.PtraceErr))
 	default:
 		c = append(c, "no ptrace (user stacks from /proc only)")
 	}

@@ -57,7 +57,7 @@ func ThreadsFromProfile(p *profile.Profile) (*snapshot.Snapshot, error) {
 		for _, l := range s.Location {
 			sl := conv.location(l)
 			if len(l.Line) == 1 && l.Line[0].Function != nil && strings.HasPrefix(l.Line[0].Function.Name, NoStackFrame[:len(NoStackFrame)-1]) {
-				t.Err = strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(l.Line[0].Function.Name, NoStackFrame[:len(NoStackFrame)-1]), ": "), "]")
+				t.Err = recorded(strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(l.Line[0].Function.Name, NoStackFrame[:len(NoStackFrame)-1]), ": "), "]"))
 				continue
 			}
 			if sl.Kind == symbolize.KindKernel {

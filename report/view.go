@@ -373,7 +373,7 @@ func threadRows(c *Capture) []threadRow {
 		r := threadRow{
 			tid: t.TID, name: clean(t.Name), state: stateLetter(t.State),
 			runq: fmtDur(t.RunqueueWait), top: topFrame(t), rank: threadRank(t, cycle),
-			unreadableErr: clean(t.Err),
+			unreadableErr: clean(errText(t.Err)),
 		}
 		if r.state == "" {
 			r.state = "?"

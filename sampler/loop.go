@@ -111,7 +111,7 @@ func (s *Sampler) scan() bool {
 	for _, tid := range tids {
 		present[tid] = true
 		if _, ok := s.live[tid]; !ok {
-			if t, ok := s.threads[tid]; ok && t.err != "" {
+			if t, ok := s.threads[tid]; ok && t.err != nil {
 				continue // failed once; do not retry every scan
 			}
 			_ = s.attach(tid, now)

@@ -66,7 +66,9 @@ type ThreadInfo struct {
 	// CLOCK_MONOTONIC ns.
 	Seen, Attached, Exited uint64
 	OnCPUSamples           uint64
-	Err                    string // why it could not be watched
+	// Err says why it could not be watched: a *perms.Error, an EMFILE
+	// of perf_event_open, ... (nil when it was).
+	Err error
 }
 
 // Stats counts what the sampler did and what it lost. Lost records and
@@ -213,8 +215,8 @@ func (s *Sampler) start() error {
 		}
 	}
 	if len(s.live) == 0 {
-		if first := s.firstErr(); first != "" {
-			return fmt.Errorf("sampler: could not watch any thread of pid %d: %s", s.pid, first)
+		if first := s.firstErr(); first != nil {
+			return fmt.Errorf("sampler: could not watch any thread of pid %d: %w", s.pid, first)
 		}
 		return fmt.Errorf("sampler: pid %d: %w", s.pid, procfs.ErrGone)
 	}

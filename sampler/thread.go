@@ -23,7 +23,7 @@ type thread struct {
 	attached uint64
 	exited   uint64
 	samples  uint64
-	err      string
+	err      error // why it could not be watched
 
 	tracker, on, off int // fds; -1 when not open
 	onID, offID      uint64
@@ -49,13 +49,13 @@ func (s *Sampler) isFatal(err error) bool {
 	return !errors.Is(err, errGone) && len(s.live) == 0 || errors.Is(err, unix.EMFILE)
 }
 
-func (s *Sampler) firstErr() string {
+func (s *Sampler) firstErr() error {
 	for _, t := range s.threads {
-		if t.err != "" {
+		if t.err != nil {
 			return t.err
 		}
 	}
-	return ""
+	return nil
 }
 
 func (s *Sampler) epollAdd(fd int, data int32) error {
@@ -92,7 +92,7 @@ func (s *Sampler) ringBytes() int {
 // attach opens the events of thread tid. Called with s.mu held.
 func (s *Sampler) attach(tid int, seen uint64) (err error) {
 	t := &thread{tid: tid, seen: seen, tracker: -1, on: -1, off: -1}
-	if old, ok := s.threads[tid]; ok && old.exited == 0 && old.err == "" {
+	if old, ok := s.threads[tid]; ok && old.exited == 0 && old.err == nil {
 		return nil
 	}
 	s.threads[tid] = t
@@ -105,7 +105,7 @@ func (s *Sampler) attach(tid int, seen uint64) (err error) {
 				err = nil
 				return
 			}
-			t.err = err.Error()
+			t.err = err
 			s.stats.ThreadsFailed++
 			s.log.Warn("cannot watch thread", "tid", tid, "err", err)
 		}

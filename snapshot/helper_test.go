@@ -3,10 +3,13 @@ package snapshot
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/stallwatch/stallwatch/internal/perms"
 )
 
 // Helper processes: some tests need a snapshot taken by another process
@@ -45,8 +48,41 @@ func helperMain() bool {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		json.NewEncoder(os.Stdout).Encode(snap)
+		json.NewEncoder(os.Stdout).Encode(encodeHelper(snap))
 	}
 	os.Exit(0)
 	return true
+}
+
+// helperSnapshot is what a helper reports of a snapshot: errors as text,
+// and whether PtraceErr was a *perms.Error (a fix the user can apply).
+type helperSnapshot struct {
+	PtraceUsed     bool
+	PtraceErr      string
+	PtraceErrPerms bool
+	Threads        []helperThread
+	Notes          []string
+}
+
+type helperThread struct {
+	TID      int
+	Name     string
+	State    byte
+	Stopped  bool
+	Unwinder string
+	User     []string // the user frames' names
+}
+
+func encodeHelper(snap *Snapshot) helperSnapshot {
+	h := helperSnapshot{PtraceUsed: snap.PtraceUsed, Notes: snap.Notes}
+	if snap.PtraceErr != nil {
+		h.PtraceErr = snap.PtraceErr.Error()
+		var pe *perms.Error
+		h.PtraceErrPerms = errors.As(snap.PtraceErr, &pe)
+	}
+	for _, t := range snap.Threads {
+		h.Threads = append(h.Threads, helperThread{TID: t.TID, Name: t.Name, State: t.State,
+			Stopped: t.Stopped, Unwinder: t.Unwinder, User: userNames(&t)})
+	}
+	return h
 }

@@ -194,8 +194,9 @@ func TestKilledWhileSeized(t *testing.T) {
 }
 
 // TestPtraceRefused: an unprivileged stallwatch (user nobody) asked for a
-// root process gets what /proc shows it, with PtraceError saying which
-// capability is missing and how to grant it, and stops nothing.
+// root process gets what /proc shows it, with PtraceErr saying which
+// capability is missing and how to grant it (a *perms.Error), and stops
+// nothing.
 func TestPtraceRefused(t *testing.T) {
 	t.Parallel() // tests that set testHookStopped are not parallel
 	testutil.RequireRoot(t)
@@ -225,12 +226,12 @@ func TestPtraceRefused(t *testing.T) {
 		}
 		t.Fatalf("helper as nobody: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
 	}
-	var snap Snapshot
+	var snap helperSnapshot
 	if err := json.Unmarshal(out, &snap); err != nil {
 		t.Fatalf("helper output: %v\n%s", err, out)
 	}
-	if !strings.Contains(snap.PtraceError, "CAP_SYS_PTRACE") || !strings.Contains(snap.PtraceError, "--no-ptrace") {
-		t.Errorf("PtraceError %q does not name CAP_SYS_PTRACE and the fix", snap.PtraceError)
+	if !snap.PtraceErrPerms || !strings.Contains(snap.PtraceErr, "CAP_SYS_PTRACE") || !strings.Contains(snap.PtraceErr, "--no-ptrace") {
+		t.Errorf("PtraceErr %q (a perms.Error: %v) does not name CAP_SYS_PTRACE and the fix", snap.PtraceErr, snap.PtraceErrPerms)
 	}
 	if snap.PtraceUsed || len(snap.Threads) != 5 {
 		t.Errorf("PtraceUsed %v, %d threads; want no ptrace and all 5 threads", snap.PtraceUsed, len(snap.Threads))

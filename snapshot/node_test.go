@@ -39,13 +39,18 @@ func TestNodeBlocked(t *testing.T) {
 	if err != nil {
 		t.Fatalf("helper: %v", err)
 	}
-	var hs Snapshot
+	var hs helperSnapshot
 	if err := json.Unmarshal(out, &hs); err != nil {
 		t.Fatal(err)
 	}
-	main = threadOf(t, &hs, tg.Pid)
-	if names := userNames(main); !main.Stopped || !hasInOrder(names, want...) {
-		t.Errorf("main thread under ptrace (stopped %v, %s): %v, want %v", main.Stopped, main.Unwinder, names, want)
+	var hm *helperThread
+	for i := range hs.Threads {
+		if hs.Threads[i].TID == tg.Pid {
+			hm = &hs.Threads[i]
+		}
+	}
+	if hm == nil || !hm.Stopped || !hasInOrder(hm.User, want...) {
+		t.Errorf("main thread under ptrace: %+v, want stopped and %v", hm, want)
 	}
 	assertReleased(t, tg.Pid)
 }

@@ -76,7 +76,7 @@ func readFacts(pid int, t *Thread, sc *procfs.Syscall, denied map[string]bool) (
 	t.State = st.State
 	t.VoluntarySwitches = st.VoluntaryCtxtSwitches
 	t.InvoluntarySwitches = st.NonvoluntaryCtxtSwitches
-	var errs []string
+	var errs []error
 	note := func(what string, err error) {
 		switch {
 		case err == nil || errors.Is(err, procfs.ErrGone):
@@ -84,7 +84,7 @@ func readFacts(pid int, t *Thread, sc *procfs.Syscall, denied map[string]bool) (
 			// Said once for the snapshot, not once per thread.
 			denied[what] = true
 		default:
-			errs = append(errs, fmt.Sprintf("%s: %v", what, err))
+			errs = append(errs, &ReadError{File: what, Err: err})
 		}
 	}
 	if t.Name == "" {
@@ -104,7 +104,7 @@ func readFacts(pid int, t *Thread, sc *procfs.Syscall, denied map[string]bool) (
 	if err == nil && !sc.Running && !sc.NotInSyscall && sc.Nr >= 0 {
 		t.Syscall = &Syscall{Nr: sc.Nr, Name: syscallName(sc.Nr), Args: sc.Args}
 	}
-	t.Err = strings.Join(errs, "; ")
+	t.Err = errors.Join(errs...)
 	return st, nil
 }
 

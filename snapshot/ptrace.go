@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/stallwatch/stallwatch/internal/addrspace"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/unwind"
 	"golang.org/x/sys/unix"
@@ -66,27 +67,27 @@ var testHookStopped func(tid int)
 // kernel detaches every tracee of an exiting tracer. The same holds if
 // stallwatch itself dies, by any signal: no path leaves a thread stopped
 // or traced. PTRACE_O_EXITKILL is never set.
-func stopThread(pid, tid int, u *unwind.Process, maxFrames int) stopResult {
+func stopThread(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrames int) stopResult {
 	ch := make(chan stopResult, 1)
-	go tracer(ch, pid, tid, u, maxFrames)
+	go tracer(ch, pid, tid, u, live, maxFrames)
 	return <-ch
 }
 
 // tracer runs traceOnce on a locked OS thread that is not the process's
 // main thread: Go parks rather than ends the main thread when a locked
 // goroutine exits on it, so it could never hand its tracees back.
-func tracer(ch chan<- stopResult, pid, tid int, u *unwind.Process, maxFrames int) {
+func tracer(ch chan<- stopResult, pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrames int) {
 	runtime.LockOSThread()
 	if unix.Gettid() == os.Getpid() {
 		// While this goroutine holds the main thread locked, the one
 		// it starts runs on another.
 		inner := make(chan stopResult, 1)
-		go tracer(inner, pid, tid, u, maxFrames)
+		go tracer(inner, pid, tid, u, live, maxFrames)
 		ch <- <-inner
 		runtime.UnlockOSThread()
 		return
 	}
-	res := traceOnce(pid, tid, u, maxFrames)
+	res := traceOnce(pid, tid, u, live, maxFrames)
 	ch <- res
 	if !res.abandoned {
 		runtime.UnlockOSThread()
@@ -95,7 +96,7 @@ func tracer(ch chan<- stopResult, pid, tid int, u *unwind.Process, maxFrames int
 }
 
 // traceOnce is stopThread's body, on the locked OS thread.
-func traceOnce(pid, tid int, u *unwind.Process, maxFrames int) (res stopResult) {
+func traceOnce(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrames int) (res stopResult) {
 	if err := unix.PtraceSeize(tid); err != nil {
 		if errors.Is(err, unix.ESRCH) {
 			return stopResult{exited: true}
@@ -183,9 +184,8 @@ func traceOnce(pid, tid int, u *unwind.Process, maxFrames int) (res stopResult) 
 	if testHookStopped != nil {
 		testHookStopped(tid)
 	}
-	live := unwind.ProcessMemory(pid)
 	dump := make([]byte, stackCopy)
-	n, _ := live.ReadAt(dump, res.regs.SP)
+	n := live.ReadPartial(dump, res.regs.SP)
 	mem := unwind.Fallback(unwind.DumpMemory(res.regs.SP, dump[:n]), live)
 	res.trace = u.UnwindTrace(res.regs, mem, maxFrames)
 	detach()

@@ -17,6 +17,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/schedclock"
 	"github.com/stallwatch/stallwatch/internal/unwind"
 	"github.com/stallwatch/stallwatch/symbolize"
+	"github.com/stallwatch/stallwatch/target"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,9 +27,11 @@ type Options struct {
 	// instruction and stack pointers of a thread blocked in the kernel come
 	// from /proc/<pid>/task/<tid>/syscall; running threads get none.
 	NoPtrace bool
-	// Symbolizer names the frames. Nil: Take makes one for the snapshot
-	// (kernel symbols, ELF files, the target's JIT dumps and perf maps).
-	Symbolizer *symbolize.Process
+	// Target is what is known of the process (its files, unwind tables,
+	// symbols, memory), shared with whoever else reads it. Nil: Take
+	// opens one for the snapshot (kernel symbols, ELF files, the
+	// target's JIT dumps and perf maps).
+	Target *target.Process
 	// OffCPUSince tells, from a running sampler, since when (CLOCK_MONOTONIC
 	// ns) a thread has been off the CPU. Used where the kernel's own
 	// accounting (/proc/<pid>/task/<tid>/sched) is absent.
@@ -60,10 +63,11 @@ type taker struct {
 	log  *slog.Logger
 	snap *Snapshot
 
+	tg       *target.Process // nil: the process's memory could not be read
+	ownTg    bool
 	unw      *unwind.Process
 	mem      unwind.Memory
 	sym      *symbolize.Process
-	ownSym   bool
 	ptrace   bool // stops still allowed
 	isParent bool // our wait for the target would see its stops (package child)
 	sched    bool // /proc/<pid>/task/<tid>/sched exists
@@ -100,11 +104,10 @@ func (tk *taker) take(ctx context.Context) (*Snapshot, error) {
 	tk.denied = map[string]bool{}
 	tk.snap.Command, _ = procfs.Cmdline(pid)
 	tk.isParent = child.StopSeenByWait(pid, st.PPid)
-	tk.mem = unwind.ProcessMemory(pid)
 	tk.sched = hasSchedFile(pid)
 	tk.clock = schedclock.New()
 	tk.prepare()
-	defer tk.closeSymbolizer()
+	defer tk.closeTarget()
 
 	tids, err := procfs.Threads(pid)
 	if err != nil {
@@ -132,31 +135,36 @@ func (tk *taker) take(ctx context.Context) (*Snapshot, error) {
 	return tk.snap, nil
 }
 
-// prepare makes the unwinder and the symbolizer (before any stop: they
-// read the maps and parse files, which must not lengthen a stop) and
-// decides whether stops are possible.
+// prepare gets what is known of the target (made before any stop: the
+// maps are read and files parsed there, which must not lengthen a stop)
+// and decides whether stops are possible.
 func (tk *taker) prepare() {
-	var err error
-	if tk.unw, err = unwind.NewProcess(tk.pid); err != nil {
-		if perms.IsPermission(err) && !tk.opts.NoPtrace {
-			tk.snap.PtraceError = perms.Ptrace(fmt.Sprintf("ptrace pid %d", tk.pid), unwrapErrno(err)).Error()
-			tk.note("not permitted to read the process's memory (%s): no user stacks, /proc facts only", tk.snap.PtraceError)
-		} else {
-			tk.note("user stacks unavailable: %v", explain(err))
+	tk.tg = tk.opts.Target
+	if tk.tg == nil {
+		var err error
+		tk.tg, err = target.Open(tk.pid, target.Options{Kernel: true, JIT: true, Logger: tk.opts.Logger})
+		switch {
+		case err == nil:
+			tk.ownTg = true
+		case perms.IsPermission(err) && !tk.opts.NoPtrace:
+			tk.snap.PtraceErr = perms.Ptrace(fmt.Sprintf("ptrace pid %d", tk.pid), unwrapErrno(err))
+			tk.note("not permitted to read the process's memory (%v): no user stacks, /proc facts only", tk.snap.PtraceErr)
+		default:
+			tk.note("user stacks and names unavailable: %v", err)
 		}
-	} else {
+	}
+	if tk.tg != nil {
+		tk.unw, tk.sym, tk.mem = tk.tg.Unwinder(), tk.tg.Symbols(), tk.tg.Memory()
 		for _, p := range tk.unw.Problems() {
 			tk.note("unwinding: %s", p)
 		}
-	}
-	tk.sym = tk.opts.Symbolizer
-	if tk.sym == nil {
-		tk.sym, err = symbolize.NewProcess(tk.pid, symbolize.Options{Kernel: true, JIT: true, Logger: tk.opts.Logger})
-		if err != nil {
-			tk.note("frames are not named: %v", err)
-			tk.sym = nil
+		if tk.ownTg {
+			for _, n := range tk.tg.Notes() {
+				tk.note("%s", n)
+			}
 		}
-		tk.ownSym = tk.sym != nil
+	} else {
+		tk.mem = noMemory{}
 	}
 	switch {
 	case tk.opts.NoPtrace:
@@ -165,6 +173,11 @@ func (tk *taker) prepare() {
 	case tk.unw == nil:
 	default:
 		tk.ptrace = true
+		if err := processRefusal(tk.pid); err != nil {
+			tk.ptrace = false
+			tk.snap.PtraceErr = err
+			tk.note("no ptrace stops: %v", err)
+		}
 	}
 	if !tk.sched {
 		if tk.opts.OffCPUSince != nil {
@@ -175,10 +188,17 @@ func (tk *taker) prepare() {
 	}
 }
 
-func (tk *taker) closeSymbolizer() {
-	if tk.ownSym && tk.sym != nil {
-		tk.sym.Close()
+func (tk *taker) closeTarget() {
+	if tk.ownTg {
+		tk.tg.Close()
 	}
+}
+
+// noMemory is the memory of a process we may not read.
+type noMemory struct{}
+
+func (noMemory) ReadAt(p []byte, addr uint64) (int, error) {
+	return 0, fmt.Errorf("read %#x: the process's memory is not readable", addr)
 }
 
 // thread reads one thread; ok is false when it exited before anything
@@ -247,7 +267,7 @@ func (tk *taker) userStack(t *Thread, st procfs.Status, sc procfs.Syscall) {
 		return
 	case st.TracerPid != 0 && !tracedByUs(st):
 		stop = false
-		tk.note("thread %d is traced by pid %d (a debugger?): read without a stop", t.TID, st.TracerPid)
+		t.Err = errors.Join(t.Err, tracedError(t.TID, st.TracerPid))
 	case t.State == 'D':
 		// It would stop only when it leaves the uninterruptible sleep;
 		// meanwhile its registers are saved and its stack is still.
@@ -259,16 +279,14 @@ func (tk *taker) userStack(t *Thread, st procfs.Status, sc procfs.Syscall) {
 		tk.note("thread %d (main thread) was read without a stop: stallwatch is the target's parent, and would see the stop as its child stopping", t.TID)
 	}
 	if stop {
-		res := stopThread(tk.pid, t.TID, tk.unw, maxFrames)
+		res := stopThread(tk.pid, t.TID, tk.unw, tk.tg.Memory(), maxFrames)
 		switch {
 		case res.exited:
-			t.Err = joinErr(t.Err, "exited during the snapshot")
+			t.Err = errors.Join(t.Err, ErrExited)
 			tk.vanished++
 			return
 		case res.err != nil && perms.IsPermission(res.err) && !res.abandoned:
-			tk.ptrace = false
-			tk.snap.PtraceError = perms.Ptrace(fmt.Sprintf("ptrace pid %d", tk.pid), unwrapErrno(res.err)).Error()
-			tk.note("ptrace refused: user stacks read without stops from /proc (%s)", tk.snap.PtraceError)
+			tk.refused(t, res.err)
 		case res.err != nil:
 			tk.note("thread %d: %v; read without a stop instead", t.TID, res.err)
 		default:
@@ -287,13 +305,13 @@ func (tk *taker) userStack(t *Thread, st procfs.Status, sc procfs.Syscall) {
 	}
 	if sc.Running {
 		t.Unwinder = "none"
-		t.Err = joinErr(t.Err, "running in user space: no user stack without a ptrace stop")
+		t.Err = errors.Join(t.Err, ErrRunning)
 		return
 	}
 	tr, err := tk.unw.BlockedTrace(t.TID, maxFrames)
 	if err != nil {
 		t.Unwinder = "none"
-		t.Err = joinErr(t.Err, "user stack: "+err.Error())
+		t.Err = errors.Join(t.Err, fmt.Errorf("user stack: %w", err))
 		return
 	}
 	t.UserAddrs, t.UserExact = tr.PCs, tr.Exact
@@ -301,6 +319,19 @@ func (tk *taker) userStack(t *Thread, st procfs.Status, sc procfs.Syscall) {
 	if t.Unwinder != "pc only" {
 		t.Unwinder += " (no stop)"
 	}
+}
+
+// refused handles a PTRACE_SEIZE the kernel refused: a thread another
+// tracer took meanwhile is read without a stop, alone; any other refusal
+// holds for every thread, which are then all read without stops.
+func (tk *taker) refused(t *Thread, errno error) {
+	if st, err := procfs.ReadStatus(tk.pid, t.TID); err == nil && st.TracerPid != 0 && !tracedByUs(st) {
+		t.Err = errors.Join(t.Err, tracedError(t.TID, st.TracerPid))
+		return
+	}
+	tk.ptrace = false
+	tk.snap.PtraceErr = explainRefusal(tk.pid, t.TID, unwrapErrno(errno))
+	tk.note("ptrace refused: user stacks read without stops from /proc (%v)", tk.snap.PtraceErr)
 }
 
 // finish: threads that came or went, the process's exit, names, the lock
@@ -355,7 +386,7 @@ func (tk *taker) finish(tids []int, exited int) {
 // kills its threads one by one): give it a moment to show it.
 func (tk *taker) alive(threadsVanished bool) bool {
 	if !threadsVanished {
-		return procfs.Alive(tk.pid)
+		return procfs.ProcessAlive(tk.pid)
 	}
 	return !eventuallyDead(tk.pid, 200*time.Millisecond)
 }
@@ -397,18 +428,6 @@ func unnamed(pc uint64, name string) *symbolize.Location {
 	return &symbolize.Location{Addr: pc, Lines: []symbolize.Line{{Function: name}}}
 }
 
-func joinErr(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a + "; " + b
-}
-
-// explain shortens an error for a note.
-func explain(err error) string {
-	return strings.TrimPrefix(err.Error(), "unwind: ")
-}
-
 func unwrapErrno(err error) error {
 	var e unix.Errno
 	if errors.As(err, &e) {
@@ -420,7 +439,7 @@ func unwrapErrno(err error) error {
 // eventuallyDead polls until pid is gone or a zombie, for at most d.
 func eventuallyDead(pid int, d time.Duration) bool {
 	for deadline := time.Now().Add(d); ; time.Sleep(5 * time.Millisecond) {
-		if !procfs.Alive(pid) {
+		if !procfs.ProcessAlive(pid) {
 			return true
 		}
 		if time.Now().After(deadline) {

@@ -20,9 +20,12 @@ type Snapshot struct {
 	Locks   LockGraph
 
 	// PtraceUsed says whether user stacks were read under ptrace stops;
-	// when it was wanted but refused, PtraceError says why.
-	PtraceUsed  bool
-	PtraceError string
+	// when stops were wanted but refused for the whole process, PtraceErr
+	// says why: a *perms.Error (CAP_SYS_PTRACE missing: the user can fix
+	// it), ErrKernelThread, ErrOwnProcess, or a *RefusedError (refused
+	// although permitted). Threads refused one by one say so in their Err.
+	PtraceUsed bool
+	PtraceErr  error
 	// MaxStop is the longest time any one thread was kept stopped.
 	MaxStop time.Duration
 	// TargetExited is set when the process exited while it was read.
@@ -80,8 +83,11 @@ type Thread struct {
 
 	// Wait is what the thread waits for, when that is known.
 	Wait *Wait
-	// Err says what could not be read for this thread.
-	Err string
+	// Err says what could not be read for this thread (errors.Join of
+	// each): ErrExited, ErrRunning (no user stack without a stop), a
+	// *TracedError (another tracer holds it: read without a stop), a
+	// *ReadError naming the /proc file, or the unwinder's error.
+	Err error
 }
 
 // Syscall is a system call in progress.

@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"fmt"
+	"github.com/stallwatch/stallwatch/internal/objfile"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,7 +42,7 @@ func benchSamples(b *testing.B, pid int, cpu time.Duration) []sampler.Sample {
 func BenchmarkLocateWarm(b *testing.B) {
 	tg, _ := startNode(b)
 	samples := benchSamples(b, tg.Pid, time.Second)
-	p := newTestProcess(b, tg.Pid, Options{JIT: true, Kernel: true})
+	p := newTestProcess(b, tg.Pid, testOptions{JIT: true, Kernel: true})
 	var addrs []Addr
 	for _, s := range samples {
 		for i, pc := range s.Stack {
@@ -82,7 +83,7 @@ func BenchmarkColdFirstLocate(b *testing.B) {
 	addr2line := testutil.RequireTool(b, "addr2line")
 	tg, _ := startNode(b)
 	samples := benchSamples(b, tg.Pid, 500*time.Millisecond)
-	probe := newTestProcess(b, tg.Pid, Options{})
+	probe := newTestProcess(b, tg.Pid, testOptions{})
 	type target struct {
 		a     Addr
 		file  string
@@ -94,9 +95,9 @@ func BenchmarkColdFirstLocate(b *testing.B) {
 		for _, s := range samples {
 			for i, pc := range s.Stack[s.Kernel:] {
 				a := Addr{PC: pc, Return: i != 0}
-				m := probe.mappingAt(lookupPC(a))
-				if m != nil && strings.Contains(m.pm.Path, want) && probe.Locate(a).Kind == KindNative {
-					targets = append(targets, target{a, m.pm.Path, lookupPC(a) - m.bias})
+				m := probe.space.ModuleAt(lookupPC(a))
+				if m != nil && strings.Contains(m.Path, want) && probe.Locate(a).Kind == KindNative {
+					targets = append(targets, target{a, m.Path, lookupPC(a) - m.Bias})
 					break search
 				}
 			}
@@ -116,7 +117,7 @@ func BenchmarkColdFirstLocate(b *testing.B) {
 	start, startCPU := time.Now(), cpuTime()
 	for b.Loop() {
 		resetFileCache()
-		p, err := NewProcess(tg.Pid, Options{})
+		p, err := openTest(tg.Pid, testOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -206,7 +207,7 @@ func BenchmarkSymbolize100k(b *testing.B) {
 				if mode == "cold" {
 					resetFileCache()
 				}
-				p, err := NewProcess(tg.Pid, Options{JIT: true, Kernel: true})
+				p, err := openTest(tg.Pid, testOptions{JIT: true, Kernel: true})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -232,8 +233,4 @@ func BenchmarkSymbolize100k(b *testing.B) {
 }
 
 // resetFileCache forgets every file's tables.
-func resetFileCache() {
-	fileCache.Lock()
-	fileCache.m, fileCache.bytes = nil, 0
-	fileCache.Unlock()
-}
+func resetFileCache() { objfile.ResetCache() }

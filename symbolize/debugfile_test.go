@@ -33,7 +33,7 @@ func must(t testing.TB, err error) {
 
 // checkNamed asserts that the stripped target's own functions resolve,
 // with source lines, and that Stats names the source used.
-func checkNamed(t *testing.T, bin string, opts Options, wantSource string) *Process {
+func checkNamed(t *testing.T, bin string, opts testOptions, wantSource string) *testProcess {
 	t.Helper()
 	tg := startTarget(t, bin)
 	p := newTestProcess(t, tg.Pid, opts)
@@ -63,7 +63,7 @@ func TestStrippedWithoutDebugFile(t *testing.T) {
 	bin, debug := strippedVariant(t, dir, "bare")
 	os.Remove(debug)
 	tg := startTarget(t, bin)
-	p := newTestProcess(t, tg.Pid, Options{DebugDirs: []string{dir}})
+	p := newTestProcess(t, tg.Pid, testOptions{DebugDirs: []string{dir}})
 	f := tg.field(t, "ret")
 	loc := p.Locate(Addr{PC: hexArg(t, f[2]), Return: true})
 	if !strings.HasPrefix(loc.Name(), "bare+0x") || loc.Mapping == nil || loc.Mapping.File != bin {
@@ -79,7 +79,7 @@ func TestDebugLinkBesideBinary(t *testing.T) {
 	dir := t.TempDir()
 	bin, _ := strippedVariant(t, dir, "linked")
 	must(t, run(dir, "objcopy", "--add-gnu-debuglink=linked.debug", bin))
-	checkNamed(t, bin, Options{DebugDirs: []string{t.TempDir()}}, "debuglink "+filepath.Join(dir, "linked.debug"))
+	checkNamed(t, bin, testOptions{DebugDirs: []string{t.TempDir()}}, "debuglink "+filepath.Join(dir, "linked.debug"))
 }
 
 func TestDebugLinkInDebugDir(t *testing.T) {
@@ -90,7 +90,7 @@ func TestDebugLinkInDebugDir(t *testing.T) {
 	moved := filepath.Join(debugDir, dir, "linked2.debug") // <debugdir>/<binary's dir>/<name>
 	must(t, os.MkdirAll(filepath.Dir(moved), 0o755))
 	must(t, os.Rename(debug, moved))
-	checkNamed(t, bin, Options{DebugDirs: []string{debugDir}}, "debuglink "+moved)
+	checkNamed(t, bin, testOptions{DebugDirs: []string{debugDir}}, "debuglink "+moved)
 }
 
 // TestDebugLinkCRCMismatch: a file with the debuglink's name but another
@@ -104,7 +104,7 @@ func TestDebugLinkCRCMismatch(t *testing.T) {
 	must(t, err)
 	must(t, os.WriteFile(debug, b, 0o644))
 	tg := startTarget(t, bin)
-	p := newTestProcess(t, tg.Pid, Options{DebugDirs: []string{t.TempDir()}})
+	p := newTestProcess(t, tg.Pid, testOptions{DebugDirs: []string{t.TempDir()}})
 	f := tg.field(t, "ret")
 	if loc := p.Locate(Addr{PC: hexArg(t, f[2]), Return: true}); !strings.HasPrefix(loc.Name(), "wrongcrc+0x") {
 		t.Fatalf("a debug file with the wrong CRC was used: %s", describe(loc))
@@ -123,7 +123,7 @@ func TestBuildIDDebugDir(t *testing.T) {
 	dst := filepath.Join(debugDir, ".build-id", id[:2], id[2:]+".debug")
 	must(t, os.MkdirAll(filepath.Dir(dst), 0o755))
 	must(t, os.Rename(debug, dst))
-	checkNamed(t, bin, Options{DebugDirs: []string{debugDir}}, "build-id "+dst)
+	checkNamed(t, bin, testOptions{DebugDirs: []string{debugDir}}, "build-id "+dst)
 }
 
 // TestMiniDebugInfo builds .gnu_debugdata the way Fedora's find-debuginfo
@@ -154,7 +154,7 @@ objcopy --add-section .gnu_debugdata=mini_debuginfo.xz "$BIN"
 		t.Fatalf("making MiniDebugInfo: %v\n%s", err, out)
 	}
 	tg := startTarget(t, bin)
-	p := newTestProcess(t, tg.Pid, Options{DebugDirs: []string{t.TempDir()}})
+	p := newTestProcess(t, tg.Pid, testOptions{DebugDirs: []string{t.TempDir()}})
 	f := tg.field(t, "ret")
 	loc := p.Locate(Addr{PC: hexArg(t, f[2]), Return: true})
 	if loc.Name() != "outer_function" {

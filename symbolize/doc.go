@@ -5,12 +5,13 @@
 // functions from the target's jitdump and perf-map files at the time each
 // sample was taken.
 //
-// A Process holds everything about one target that symbolization needs,
-// read at capture time (the target may be gone by the time a report is
-// written): NewProcess reads the maps and opens the mapped files and JIT
-// sources, Refresh reads them again at the end of a capture (keeping
-// mappings that went away), Locate and LocateStack resolve addresses.
-// Work is cached per file and per address, never done per address twice.
+// A Process names the addresses of one target over what package target
+// knows of it (its mappings and their files, package internal/addrspace;
+// its JIT sources, package jit), read at capture time: the target may be
+// gone by the time a report is written. Locate and LocateStack resolve
+// addresses; Refresh takes in what the JIT sources gained. Files are read
+// by package internal/objfile, once per file for every target; names are
+// cached per address, never worked out twice.
 //
 // Where names come from, best first:
 //
@@ -31,8 +32,7 @@
 // "[anon] 0xaddr" or "[unknown] 0xaddr" frame, and Stats counts it with
 // the reason, so nothing is dropped silently.
 //
-// Everything read comes from the target and is untrusted: sizes are
-// checked against the file before anything is allocated from them, the
-// standard library's parsers run behind a recover, and DWARF and xz
-// headers that those parsers would trust are checked first.
+// Everything read comes from the target and is untrusted: package
+// internal/objfile checks what it parses; names are bounded before they
+// reach the demangler.
 package symbolize

@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stallwatch/stallwatch/internal/addrspace"
 	"github.com/stallwatch/stallwatch/internal/perms"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/jit"
 )
 
 // Targets are built once per test binary, on first use, into buildDir.
@@ -150,10 +152,61 @@ func atoi(t testing.TB, s string) int64 {
 	return v
 }
 
+// testOptions says what a test asks of a Process: what package target
+// would give it.
+type testOptions struct {
+	Kernel, JIT bool
+	DebugDirs   []string
+}
+
+// testProcess is a Process over an address space and JIT sources opened
+// for it, as package target opens them.
+type testProcess struct {
+	*Process
+	space *addrspace.Space
+	jit   *jit.Process
+}
+
+// openTest opens pid's address space (and its JIT sources) and a Process
+// over it.
+func openTest(pid int, o testOptions) (*testProcess, error) {
+	space, err := addrspace.Open(pid, addrspace.Options{DebugDirs: o.DebugDirs})
+	if err != nil {
+		return nil, err
+	}
+	tp := &testProcess{space: space}
+	if o.JIT {
+		if tp.jit, err = jit.OpenProcess(pid, jit.Options{}); err != nil {
+			space.Close()
+			return nil, err
+		}
+	}
+	tp.Process = New(space, Options{Kernel: o.Kernel, JIT: tp.jit})
+	return tp, nil
+}
+
+// Close releases the space and the JIT sources.
+func (tp *testProcess) Close() error {
+	if tp.jit != nil {
+		tp.jit.Close()
+	}
+	return tp.space.Close()
+}
+
+// Refresh reads the maps and JIT sources again, as target.Refresh does.
+func (tp *testProcess) Refresh() error {
+	err := tp.space.Refresh()
+	if tp.jit != nil {
+		tp.jit.Update()
+	}
+	tp.Process.Refresh()
+	return err
+}
+
 // newTestProcess opens a Process and closes it at the end of the test.
-func newTestProcess(t testing.TB, pid int, opts Options) *Process {
+func newTestProcess(t testing.TB, pid int, o testOptions) *testProcess {
 	t.Helper()
-	p, err := NewProcess(pid, opts)
+	p, err := openTest(pid, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,9 +244,9 @@ func describe(l *Location) string {
 }
 
 // asNobody is TestNewProcessErrors' child, run as an unprivileged user:
-// it prints what NewProcess says of root's process 1.
+// it prints what opening root's process 1 says.
 func asNobody() {
-	_, err := NewProcess(1, Options{})
+	_, err := openTest(1, testOptions{})
 	var pe *perms.Error
 	if errors.As(err, &pe) {
 		fmt.Println("perms.Error:", err)

@@ -1,6 +1,7 @@
 package symbolize
 
 import (
+	"github.com/stallwatch/stallwatch/internal/addrspace"
 	"os"
 	"strings"
 	"testing"
@@ -22,7 +23,7 @@ func TestKernelLive(t *testing.T) {
 	}
 	bin := cProg(t, "gcc", "prog.c")
 	tg := startTarget(t, bin)
-	p := newTestProcess(t, tg.Pid, Options{Kernel: true})
+	p := newTestProcess(t, tg.Pid, testOptions{Kernel: true})
 	for _, name := range []string{"do_nanosleep", "schedule", "futex_wait"} {
 		addr, ok := tab.Addr(name)
 		if !ok {
@@ -71,9 +72,7 @@ func TestKernelHidden(t *testing.T) {
 	}
 	tab, err := kallsyms.Parse(strings.NewReader(b.String()))
 	must(t, err)
-	p, err := newProcess(os.Getpid(), Options{Kernel: true}, newKernelSyms(tab))
-	must(t, err)
-	defer p.Close()
+	p := ownProcessWith(t, newKernelSyms(tab))
 	for _, pc := range []uint64{0xffffffff81234567, 0, 0xffffffffc0001000} {
 		loc := p.Locate(Addr{PC: pc, Kernel: true})
 		if loc.Name() != "[kernel]" || loc.Kind != KindKernel || loc.Mapping == nil || loc.Mapping.File != KernelMappingFile {
@@ -103,9 +102,7 @@ ffffffffc0a00400 t ext4_file_read_iter	[ext4]
 ffffffffc0b00000 t nft_do_chain	[nf_tables]
 `), strings.NewReader("ext4 1048576 2 jbd2, Live 0xffffffffc0a00000\nnf_tables 4096 0 - Live 0xffffffffc0b00000\n"))
 	must(t, err)
-	p, err := newProcess(os.Getpid(), Options{Kernel: true}, newKernelSyms(tab))
-	must(t, err)
-	defer p.Close()
+	p := ownProcessWith(t, newKernelSyms(tab))
 	for _, tc := range []struct {
 		pc         uint64
 		name, file string
@@ -139,8 +136,17 @@ ffffffffc0b00000 t nft_do_chain	[nf_tables]
 
 // TestKernelOff: without Options.Kernel, kernel addresses are [kernel].
 func TestKernelOff(t *testing.T) {
-	p := newTestProcess(t, os.Getpid(), Options{})
+	p := newTestProcess(t, os.Getpid(), testOptions{})
 	if loc := p.Locate(Addr{PC: 0xffffffff81000000, Kernel: true}); loc.Name() != "[kernel]" || loc.Kind != KindKernel {
 		t.Errorf("Locate(kernel) without Kernel = %s", describe(loc))
 	}
+}
+
+// ownProcessWith is a Process of this test's own process naming kernel
+// addresses from ks.
+func ownProcessWith(t *testing.T, ks *kernelSyms) *Process {
+	space, err := addrspace.Open(os.Getpid(), addrspace.Options{})
+	must(t, err)
+	t.Cleanup(func() { space.Close() })
+	return newProcess(space, Options{Kernel: true}, ks)
 }

@@ -22,7 +22,7 @@ func TestCProgram(t *testing.T) {
 	}
 	src := testutil.Testdata(t, "symbols", "prog.c")
 	tg := startTarget(t, bin)
-	p := newTestProcess(t, tg.Pid, Options{})
+	p := newTestProcess(t, tg.Pid, testOptions{})
 
 	t.Run("return address", func(t *testing.T) {
 		f := tg.field(t, "ret") // ret outer_function PC FILE LINE
@@ -130,7 +130,7 @@ func readelfBuildID(t testing.TB, file string) string {
 func TestUnknownAddress(t *testing.T) {
 	bin := cProg(t, "gcc", "prog.c")
 	tg := startTarget(t, bin)
-	p := newTestProcess(t, tg.Pid, Options{})
+	p := newTestProcess(t, tg.Pid, testOptions{})
 	loc := p.Locate(Addr{PC: 0x10, Return: true})
 	if loc.Name() != "[unknown] 0x10" || loc.Mapping != nil || loc.Kind != KindUnknown || loc.Addr != 0x10 {
 		t.Errorf("Locate(0x10) = %s", describe(loc))

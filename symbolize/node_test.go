@@ -46,7 +46,7 @@ func record(t testing.TB, pid int, cpu time.Duration, kernel bool) ([]sampler.Sa
 // script and line come from the jitdump V8 writes.
 func TestNodeJIT(t *testing.T) {
 	tg, script := startNode(t)
-	p := newTestProcess(t, tg.Pid, Options{JIT: true, Kernel: true})
+	p := newTestProcess(t, tg.Pid, testOptions{JIT: true, Kernel: true})
 	samples, used := record(t, tg.Pid, 1500*time.Millisecond, true)
 	if err := p.Refresh(); err != nil {
 		t.Fatal(err)
@@ -103,7 +103,7 @@ func TestNodeJIT(t *testing.T) {
 	if anonUnnamed*2 > anonAddrs {
 		t.Errorf("%d of %d addresses in anonymous memory counted unnamed", anonUnnamed, anonAddrs)
 	}
-	if st.JITFrames == 0 || len(st.JIT) == 0 || st.JIT[0].Kind != "jitdump" || st.JIT[0].Symbols == 0 {
+	if st.JITFrames == 0 || len(st.JIT) == 0 || st.JIT[0].Kind != jit.KindJitdump || st.JIT[0].Symbols == 0 {
 		t.Errorf("Stats: JIT frames %d, sources %+v", st.JITFrames, st.JIT)
 	}
 

@@ -1,27 +1,23 @@
 package symbolize
 
-import "log/slog"
+import (
+	"log/slog"
 
-// Options says what a Process resolves and where it looks.
+	"github.com/stallwatch/stallwatch/jit"
+)
+
+// Options says what a Process resolves.
 type Options struct {
 	// Kernel resolves kernel addresses through /proc/kallsyms. Without it
 	// kernel addresses become "[kernel]" frames.
 	Kernel bool
-	// JIT reads the target's jitdump and perf-map files (package jit) and
-	// names code in anonymous executable memory at each sample's time.
-	JIT bool
-	// DebugDirs are where separate debug files live, in the target's mount
-	// namespace first and then in ours: <dir>/.build-id/xx/yyyy.debug and
-	// <dir>/<path of the binary's directory>/<debuglink name>. Nil means
-	// {"/usr/lib/debug"}.
-	DebugDirs []string
-	// Logger receives what a report cannot show (files that could not be
-	// opened and why, at debug level). Nil discards.
+	// JIT, when not nil, is the target's jitdump and perf-map files
+	// (package jit): code in anonymous executable memory is named at each
+	// sample's time from its Index, read again at each Refresh.
+	JIT *jit.Process
+	// Logger receives what a report cannot show. Nil discards.
 	Logger *slog.Logger
 }
-
-// DefaultDebugDirs is where distributions install debug files.
-var DefaultDebugDirs = []string{"/usr/lib/debug"}
 
 // Addr is one address to resolve.
 type Addr struct {

@@ -3,6 +3,8 @@ package symbolize
 import (
 	"bytes"
 	"debug/elf"
+	"github.com/stallwatch/stallwatch/internal/addrspace"
+	"github.com/stallwatch/stallwatch/internal/objfile"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,7 +24,7 @@ func TestCPlusPlus(t *testing.T) {
 	bin := cProg(t, "g++", "prog.cpp")
 	filt := testutil.RequireTool(t, "c++filt")
 	tg := startTarget(t, bin)
-	p := newTestProcess(t, tg.Pid, Options{})
+	p := newTestProcess(t, tg.Pid, testOptions{})
 	for _, tc := range []struct{ which, fn, sys string }{
 		{"spin", "stall::Worker::spin(int)", "_ZN5stall6Worker4spinEi"},
 		{"visit", "stall::Worker::visit<long>(std::vector<long", "_ZN5stall6Worker5visitIlEEPv"},
@@ -80,7 +82,7 @@ func TestGoBinary(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			bin := goProg(t, tc.flags...)
 			tg := startTarget(t, bin)
-			p := newTestProcess(t, tg.Pid, Options{})
+			p := newTestProcess(t, tg.Pid, testOptions{})
 			n := 0
 			for _, l := range tg.lines {
 				if !strings.HasPrefix(l, "ret ") {
@@ -132,7 +134,7 @@ func TestDeletedBinary(t *testing.T) {
 	must(t, os.WriteFile(bin, b, 0o755))
 	tg := startTarget(t, bin)
 	must(t, os.Remove(bin))
-	p := newTestProcess(t, tg.Pid, Options{})
+	p := newTestProcess(t, tg.Pid, testOptions{})
 	f := tg.field(t, "ret")
 	if loc := p.Locate(Addr{PC: hexArg(t, f[2]), Return: true}); loc.Name() != "outer_function" || loc.Lines[0].Line != atoi(t, f[4]) {
 		t.Fatalf("Locate in a deleted binary = %s", describe(loc))
@@ -154,7 +156,7 @@ func TestReplacedBinary(t *testing.T) {
 	must(t, err)
 	must(t, os.WriteFile(bin+".new", other, 0o755))
 	must(t, os.Rename(bin+".new", bin))
-	p := newTestProcess(t, tg.Pid, Options{})
+	p := newTestProcess(t, tg.Pid, testOptions{})
 	f := tg.field(t, "ret")
 	if loc := p.Locate(Addr{PC: hexArg(t, f[2]), Return: true}); loc.Name() != "outer_function" || loc.Lines[0].Line != atoi(t, f[4]) {
 		t.Fatalf("Locate in a replaced binary = %s", describe(loc))
@@ -178,7 +180,7 @@ func TestRefreshKeepsUnmapped(t *testing.T) {
 	pc := hexArg(t, strings.Fields(line)[2])
 	tg.WaitLine(t, "ready", 10*time.Second)
 
-	p := newTestProcess(t, tg.Pid, Options{})
+	p := newTestProcess(t, tg.Pid, testOptions{})
 	if _, err := stdin.Write([]byte("close\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +221,8 @@ func TestVDSO(t *testing.T) {
 	}
 	// The truth, independently: the vdso is linked at 0 and mapped whole,
 	// so a symbol's address is the mapping's start plus its value.
-	img, err := readMem(tg.Pid, vdso.Start, int(vdso.End-vdso.Start))
+	img := make([]byte, vdso.End-vdso.Start)
+	_, err = addrspace.NewMemory(tg.Pid).ReadAt(img, vdso.Start)
 	must(t, err)
 	ef, err := elf.NewFile(bytes.NewReader(img))
 	must(t, err)
@@ -234,7 +237,7 @@ func TestVDSO(t *testing.T) {
 	if want.Value == 0 {
 		t.Fatalf("no __vdso_clock_gettime in the vdso's symbols")
 	}
-	p := newTestProcess(t, tg.Pid, Options{})
+	p := newTestProcess(t, tg.Pid, testOptions{})
 	loc := p.Locate(Addr{PC: vdso.Start + want.Value + 4})
 	if n := loc.Name(); n != "clock_gettime" && n != "__vdso_clock_gettime" {
 		t.Fatalf("Locate(in clock_gettime) = %s", describe(loc))
@@ -254,25 +257,30 @@ func TestFileCacheAcrossProcesses(t *testing.T) {
 	a := Addr{PC: hexArg(t, f[1]), Return: true}
 	fds := testutil.OpenFDs(t)
 
-	p1, err := NewProcess(tg.Pid, Options{})
+	symbolsOf := func(p *testProcess) *objfile.Symbols {
+		m := p.space.ModuleAt(a.PC)
+		if m == nil || m.File == nil {
+			t.Fatalf("no file mapped at %#x", a.PC)
+		}
+		s, err := m.File.Symbols(p.space.Env())
+		must(t, err)
+		return s
+	}
+	p1, err := openTest(tg.Pid, testOptions{})
 	must(t, err)
 	first := p1.Locate(a)
+	syms1 := symbolsOf(p1)
 	must(t, p1.Close())
-	fileCache.Lock()
-	hits := fileCache.hits
-	fileCache.Unlock()
 
-	p2, err := NewProcess(tg.Pid, Options{})
+	p2, err := openTest(tg.Pid, testOptions{})
 	must(t, err)
 	second := p2.Locate(a)
+	syms2 := symbolsOf(p2)
 	st := p2.Stats()
 	must(t, p2.Close())
-	fileCache.Lock()
-	hits = fileCache.hits - hits
-	fileCache.Unlock()
 
-	if hits != 1 {
-		t.Errorf("the second Process read %s again (%d cache hits)", bin, hits)
+	if syms1 != syms2 {
+		t.Errorf("the second Process read %s again", bin)
 	}
 	if describe(first) != describe(second) || len(second.Lines) != 2 {
 		t.Errorf("first %s\nsecond %s", describe(first), describe(second))
@@ -289,9 +297,9 @@ func TestFileCacheAcrossProcesses(t *testing.T) {
 // names it; as an unprivileged user, another user's target is a
 // permission error that says what to grant.
 func TestNewProcessErrors(t *testing.T) {
-	_, err := NewProcess(1<<22+12345, Options{})
+	_, err := openTest(1<<22+12345, testOptions{})
 	if err == nil || !strings.Contains(err.Error(), "4206649") {
-		t.Errorf("NewProcess(no such pid) = %v", err)
+		t.Errorf("openTest(no such pid) = %v", err)
 	}
 	if os.Geteuid() != 0 {
 		return

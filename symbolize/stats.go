@@ -1,11 +1,18 @@
 package symbolize
 
+import (
+	"github.com/stallwatch/stallwatch/internal/objfile"
+	"github.com/stallwatch/stallwatch/jit"
+)
+
 // Stats says, for a report, what symbolization could and could not use.
 // Nothing is dropped silently: a mapping without symbols, hidden kernel
 // addresses and addresses nobody could name are all counted here.
 type Stats struct {
 	Mappings []MappingStats
-	JIT      []JITSource
+	// JIT describes every jitdump and perf map found for the target:
+	// what was read, and what was wrong (SourceInfo.Err, Truncated).
+	JIT []jit.SourceInfo
 	// KernelHidden is set when the kernel printed its symbol addresses as
 	// zero (kernel.kptr_restrict, or no CAP_SYSLOG): kernel frames are
 	// then "[kernel]". KernelNote says so and how to fix it.
@@ -42,66 +49,59 @@ type MappingStats struct {
 	Unnamed   int // of which no symbol named
 }
 
-// JITSource is one jitdump or perf map read for the target.
-type JITSource struct {
-	Path    string
-	Kind    string // "jitdump", "perfmap"
-	Runtime string
-	Symbols int
-	Err     string // why it was refused or what went wrong reading it
-}
-
 // Stats returns what symbolization used and missed so far, for the
 // mappings that located addresses fell in.
 func (p *Process) Stats() Stats {
+	mods := p.space.Modules()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.stats
 	s.Notes = append([]string(nil), p.stats.Notes...)
-	byFile := map[*objEntry]int{}
-	add := func(m *mapping) {
-		if m.addrs == 0 {
-			return
+	byFile := map[*objfile.File]int{}
+	for _, mod := range mods {
+		m := p.mods[mod]
+		if m == nil || m.addrs == 0 {
+			continue
 		}
-		if m.obj != nil {
-			if i, ok := byFile[m.obj]; ok {
+		if f := mod.File; f != nil {
+			if i, ok := byFile[f]; ok {
 				s.Mappings[i].Addresses += m.addrs
 				s.Mappings[i].Unnamed += m.unnamed
-				return
+				continue
 			}
-			byFile[m.obj] = len(s.Mappings)
+			byFile[f] = len(s.Mappings)
 		}
 		s.Mappings = append(s.Mappings, m.stats())
 	}
-	for _, m := range p.maps {
-		add(m)
-	}
-	for _, m := range p.retired {
-		add(m)
-	}
-	if p.jit != nil {
-		s.JIT = p.jit.sources()
+	if p.opts.JIT != nil {
+		s.JIT = p.opts.JIT.Sources()
 	}
 	return s
 }
 
 func (m *mapping) stats() MappingStats {
 	ms := MappingStats{File: m.pub.File, BuildID: m.pub.BuildID, Addresses: m.addrs, Unnamed: m.unnamed}
+	mod := m.mod
 	switch {
-	case m.anon:
+	case mod.Anon:
 		ms.Missing = []string{"anonymous memory: only a JIT's jitdump or perf map can name it"}
-	case m.obj == nil:
+	case mod.File == nil && mod.Err != nil:
+		ms.Missing = []string{mod.Err.Error()}
+	case mod.File == nil:
 		ms.Missing = []string{"pseudo mapping: no symbols"}
-	case m.obj.o == nil:
-		ms.Missing = []string{m.obj.err.Error()}
 	default:
-		o := m.obj.o
-		ms.Symbols = o.symSource
-		if o.origin != "" && ms.Symbols != "" {
-			ms.Symbols += " (" + o.origin + ")"
+		if mod.Err != nil {
+			ms.Missing = append(ms.Missing, mod.Err.Error())
 		}
-		ms.Lines = o.lineSource
-		ms.Missing = append(ms.Missing, o.notes...)
+		if m.syms == nil {
+			break
+		}
+		ms.Symbols = m.syms.Source
+		if o := mod.File.Origin; o != "" && ms.Symbols != "" {
+			ms.Symbols += " (" + o + ")"
+		}
+		ms.Lines = m.syms.LineSource
+		ms.Missing = append(ms.Missing, m.syms.Notes()...)
 	}
 	return ms
 }

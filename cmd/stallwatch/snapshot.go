@@ -66,8 +66,8 @@ func runSnapshot(ctx context.Context, inv *cli.Invocation, f *snapshotFlags, g *
 	if err != nil {
 		return err
 	}
-	if snap.PtraceError != "" {
-		log.Warn("without ptrace stops: " + snap.PtraceError)
+	if snap.PtraceErr != nil {
+		log.Warn(fmt.Sprintf("without ptrace stops: %v", snap.PtraceErr))
 	}
 	if f.out != "" {
 		res, err := capture.WriteSnapshot(capture.Config{Out: f.out, NoPtrace: f.noPtrace}, snap)

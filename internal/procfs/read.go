@@ -148,3 +148,39 @@ func FdTarget(pid, fd int) (string, error) {
 	p, err := os.Readlink(PidPath(pid, "fd", strconv.Itoa(fd)))
 	return p, wrapGone(err)
 }
+
+// Via returns the id to read pid's process-wide /proc files through
+// (maps, root, cwd, environ, exe, mem, map_files): pid itself, or, when
+// its main thread has exited while others run (pthread_exit in main),
+// one of the live threads. A zombie main thread's own files are empty or
+// unreadable, while /proc/<tid>, for any thread, shows the same process.
+// ErrGone when no thread lives.
+func Via(pid int) (int, error) {
+	st, err := ReadStat(pid, pid)
+	if err != nil {
+		return 0, err
+	}
+	if st.State != 'Z' && st.State != 'X' {
+		return pid, nil
+	}
+	tids, err := Threads(pid)
+	if err != nil {
+		return 0, err
+	}
+	for _, tid := range tids {
+		if tid == pid {
+			continue
+		}
+		if ts, err := ReadStat(pid, tid); err == nil && ts.State != 'Z' && ts.State != 'X' {
+			return tid, nil
+		}
+	}
+	return 0, fmt.Errorf("pid %d: %w (its main thread is a zombie and no other thread lives)", pid, ErrGone)
+}
+
+// ProcessAlive reports whether any thread of pid lives: unlike Alive, a
+// process whose main thread exited while others run is alive.
+func ProcessAlive(pid int) bool {
+	_, err := Via(pid)
+	return err == nil
+}

@@ -112,7 +112,16 @@ type Stat struct {
 	StartTime uint64
 	// Processor is the CPU the thread last ran on.
 	Processor int
+	// Flags are the kernel's PF_* flags of the task.
+	Flags uint64
 }
+
+// pfKthread is PF_KTHREAD (include/linux/sched.h).
+const pfKthread = 0x00200000
+
+// KernelThread reports whether the task is a kernel thread: it has no
+// user space (no maps, no user stack, nothing ptrace can stop).
+func (s Stat) KernelThread() bool { return s.Flags&pfKthread != 0 }
 
 // ClockTicks is USER_HZ, the unit of Stat times. Linux fixes it at 100 for
 // every architecture stallwatch supports.
@@ -144,6 +153,7 @@ func ParseStat(b []byte) (Stat, error) {
 		return st, fmt.Errorf("stat: %d fields after comm, want at least 37", len(f))
 	}
 	st.State = f[0][0]
+	st.Flags, _ = strconv.ParseUint(f[9-3], 10, 64)
 	st.Utime, _ = strconv.ParseUint(f[14-3], 10, 64)
 	st.Stime, _ = strconv.ParseUint(f[15-3], 10, 64)
 	st.StartTime, _ = strconv.ParseUint(f[22-3], 10, 64)

@@ -27,10 +27,7 @@ func BenchmarkUnwind(b *testing.B) {
 		sc, err := procfs.ReadSyscall(tg.Pid, locker)
 		return err == nil && sc.Nr == 202
 	})
-	p, err := NewProcess(tg.Pid)
-	if err != nil {
-		b.Fatal(err)
-	}
+	p, _ := openProcess(b, tg.Pid)
 	st := ptraceStop(b, tg.Pid, locker)
 	mem := DumpMemory(st.regs.SP, st.dump)
 	frames := len(p.Unwind(st.regs, mem, MaxFrames))

@@ -27,10 +27,7 @@ func TestGoStacks(t *testing.T) {
 	}); err != nil {
 		t.Fatal("reader never blocked in read")
 	}
-	p, err := NewProcess(tg.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, space := openProcess(t, tg.Pid)
 	syms := goSymbols(t, bin)
 	want := []string{"main.blockInRead", "main.reader", "runtime.goexit.abi0"}
 	gdb := gdbStacks(t, tg.Pid)[tid]
@@ -46,7 +43,7 @@ func TestGoStacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := ptraceStop(t, tg.Pid, tid)
-	regs := p.UnwindTrace(st.regs, Fallback(DumpMemory(st.regs.SP, st.dump), ProcessMemory(tg.Pid)), MaxFrames)
+	regs := p.UnwindTrace(st.regs, Fallback(DumpMemory(st.regs.SP, st.dump), space.Memory()), MaxFrames)
 	for name, tr := range map[string]Trace{"no stop": blocked, "registers": regs} {
 		names := syms.names(tr.PCs)
 		if !inOrder(names, want) {

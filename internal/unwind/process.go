@@ -3,158 +3,104 @@ package unwind
 import (
 	"errors"
 	"fmt"
-	"os"
 	"sort"
+	"strings"
 	"sync"
 
+	"github.com/stallwatch/stallwatch/internal/addrspace"
+	"github.com/stallwatch/stallwatch/internal/objfile"
 	"github.com/stallwatch/stallwatch/internal/procfs"
-	"golang.org/x/sys/unix"
 )
 
 // MaxFrames is the depth BlockedStack walks to.
 const MaxFrames = 128
 
-// Process unwinds the threads of one process: CFI for every mapped ELF
-// file that has it (read through /proc/<pid>/root, parsed once per file),
-// frame pointers for code without it. It is safe for concurrent use.
+// Process unwinds the threads of one target over its address space: CFI
+// for every mapped ELF file that has it, a Go binary's pclntab for its Go
+// code, frame pointers for code without either. The tables of every
+// module are read when the Process is made and at each Refresh, never
+// during a walk (a walk may run while a thread is stopped). It is safe
+// for concurrent use.
 type Process struct {
-	pid int
-	mem Memory
+	space *addrspace.Space
 
 	mu       sync.RWMutex
-	ranges   []codeRange // executable mappings, sorted by start
-	modules  map[moduleID]*moduleCFI
+	cur      []codeRange // current executable mappings, sorted by start
+	gone     []codeRange // mappings gone since, for code that ran before
+	known    map[*addrspace.Module]codeRange
 	problems []string
 }
 
-type moduleID struct {
-	path  string
-	inode uint64
+// NewProcess prepares to unwind the threads of the target of space.
+func NewProcess(space *addrspace.Space) *Process {
+	p := &Process{space: space, known: map[*addrspace.Module]codeRange{}}
+	p.Refresh()
+	return p
 }
 
-// NewProcess reads pid's mappings and the call frame information of each
-// executable file it maps.
-func NewProcess(pid int) (*Process, error) {
-	p := &Process{pid: pid, mem: ProcessMemory(pid), modules: make(map[moduleID]*moduleCFI)}
-	if err := p.Refresh(); err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-// Refresh reads the mappings again (after the target loaded or unloaded
-// code). Files already parsed are not read again.
-func (p *Process) Refresh() error {
-	maps, err := procfs.ReadMaps(p.pid)
-	if err != nil {
-		return fmt.Errorf("unwind: maps of pid %d: %w", p.pid, err)
-	}
-	var ranges []codeRange
+// Refresh takes in the modules the space gained since (call it after
+// the space's own Refresh). Tables already read are not read again.
+func (p *Process) Refresh() {
+	var cur, gone []codeRange
 	var problems []string
-	seen := make(map[moduleID]*moduleCFI)
-	for _, m := range maps {
-		if !m.Exec() {
-			continue
-		}
-		cr := codeRange{start: m.Start, end: m.End, name: m.Path}
-		if cr.name == "" {
-			cr.name = "[anon]"
-		}
-		var mod *moduleCFI
-		switch {
-		case m.IsFile():
-			id := moduleID{m.Path, m.Inode}
-			var err error
-			if mod = seen[id]; mod == nil {
-				mod, err = p.fileModule(m, id)
-			}
-			if err != nil {
-				problems = append(problems, fmt.Sprintf("%s: no call frame information (%v); frame pointers used", m.Path, err))
-			}
-			if mod != nil {
-				seen[id] = mod
-			}
-		case m.Path == "[vdso]":
-			mod = p.vdsoModule(m)
-		}
-		if mod != nil && (mod.eh != nil || mod.gotab != nil) {
-			if bias, ok := mod.bias(m.Start, m.End, m.Offset); ok {
-				cr.cfi, cr.gotab, cr.bias = mod.eh, mod.gotab, bias
-			} else {
-				problems = append(problems, fmt.Sprintf("%s: mapping at offset %#x matches no loadable segment; frame pointers used", m.Path, m.Offset))
-			}
-		}
-		if mod != nil && mod.goErr != nil {
-			problems = append(problems, fmt.Sprintf("%v; frame pointers used for its Go code", mod.goErr))
-		}
-		if mod != nil && mod.bad > 0 {
-			problems = append(problems, fmt.Sprintf("%s: %d malformed FDEs skipped", m.Path, mod.bad))
-		}
-		ranges = append(ranges, cr)
-	}
-	sort.Slice(ranges, func(i, j int) bool { return ranges[i].start < ranges[j].start })
-	p.mu.Lock()
-	p.ranges, p.problems = ranges, problems
-	for id, mod := range seen {
-		p.modules[id] = mod
-	}
-	p.mu.Unlock()
-	return nil
-}
-
-// fileModule opens a mapped file as the target sees it and parses it,
-// reusing what an earlier Refresh parsed.
-func (p *Process) fileModule(m procfs.Mapping, id moduleID) (*moduleCFI, error) {
 	p.mu.RLock()
-	mod := p.modules[id]
+	known := p.known
 	p.mu.RUnlock()
-	if mod != nil {
-		return mod, nil
-	}
-	f, err := p.openMapped(m)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return loadFileCFI(f, m.Path)
-}
-
-// openMapped opens the file behind m: by its path inside the target's
-// root, or, when that names another file now (replaced, deleted), through
-// /proc/<pid>/map_files, which holds the mapped file itself.
-func (p *Process) openMapped(m procfs.Mapping) (*os.File, error) {
-	if !m.Deleted {
-		f, err := procfs.OpenInRoot(p.pid, m.Path, false)
-		if err == nil {
-			var st unix.Stat_t
-			if unix.Fstat(int(f.Fd()), &st) == nil && st.Ino == m.Inode {
-				return f, nil
-			}
-			f.Close()
+	fresh := map[*addrspace.Module]codeRange{}
+	for _, m := range p.space.Modules() {
+		cr, ok := known[m]
+		if !ok {
+			cr = codeRangeOf(m)
+		}
+		fresh[m] = cr
+		if cr.problem != "" {
+			problems = append(problems, cr.problem)
+		}
+		if m.Gone {
+			gone = append(gone, cr)
+		} else {
+			cur = append(cur, cr)
 		}
 	}
-	f, err := os.Open(m.MapFilesPath(p.pid))
-	if err != nil {
-		return nil, err
-	}
-	return f, nil
+	sort.Slice(cur, func(i, j int) bool { return cur[i].start < cur[j].start })
+	p.mu.Lock()
+	p.cur, p.gone, p.known, p.problems = cur, gone, fresh, problems
+	p.mu.Unlock()
 }
 
-// vdsoModule parses the vDSO from the target's memory; nil when it cannot.
-func (p *Process) vdsoModule(m procfs.Mapping) *moduleCFI {
-	size := m.End - m.Start
-	if size == 0 || size > 1<<20 {
-		return nil
+// codeRangeOf reads a module's unwind tables.
+func codeRangeOf(m *addrspace.Module) codeRange {
+	cr := codeRange{start: m.Start, end: m.End, bias: m.Bias, name: m.Name()}
+	if m.File == nil {
+		// A file that is not ELF is no code a linker made (a jitdump
+		// mapped so that perf sees it): nothing to unwind with.
+		if m.Err != nil && m.IsFile() && !errors.Is(m.Err, objfile.ErrNotELF) {
+			cr.problem = fmt.Sprintf("%s: no call frame information (%v); frame pointers used", m.Path, m.Err)
+		}
+		return cr
 	}
-	b := make([]byte, size)
-	if _, err := p.mem.ReadAt(b, m.Start); err != nil {
-		return nil
+	if _, ok := m.File.Bias(m.Start, m.Offset, m.Exec()); !ok {
+		cr.problem = fmt.Sprintf("%s: mapping at offset %#x matches no loadable segment; frame pointers used", m.Path, m.Offset)
+		return cr
 	}
-	mod, err := parseMemoryModule(b, "[vdso]")
-	if err != nil {
-		return nil
+	var problems []string
+	if g, err := m.File.Go(); err != nil {
+		problems = append(problems, fmt.Sprintf("%v; frame pointers used for its Go code", err))
+	} else {
+		cr.gotab = g
 	}
-	return mod
+	cfi, err := m.File.CFI()
+	switch {
+	case err != nil:
+		problems = append(problems, fmt.Sprintf("%s: no call frame information (%v); frame pointers used", m.Path, err))
+	case cfi != nil:
+		cr.cfi = cfi
+		if cfi.Bad > 0 {
+			problems = append(problems, fmt.Sprintf("%s: %d malformed FDEs skipped", m.Path, cfi.Bad))
+		}
+	}
+	cr.problem = strings.Join(problems, "; ")
+	return cr
 }
 
 // Problems lists the modules whose code is unwound by frame pointers
@@ -168,9 +114,14 @@ func (p *Process) Problems() []string {
 func (p *Process) lookup(pc uint64) *codeRange {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	i := sort.Search(len(p.ranges), func(i int) bool { return p.ranges[i].end > pc })
-	if i < len(p.ranges) && pc >= p.ranges[i].start {
-		return &p.ranges[i]
+	i := sort.Search(len(p.cur), func(i int) bool { return p.cur[i].end > pc })
+	if i < len(p.cur) && pc >= p.cur[i].start {
+		return &p.cur[i]
+	}
+	for i := range p.gone {
+		if pc >= p.gone[i].start && pc < p.gone[i].end {
+			return &p.gone[i]
+		}
 	}
 	return nil
 }
@@ -206,7 +157,7 @@ func (p *Process) BlockedStack(tid int) ([]uint64, error) {
 
 // BlockedTrace is BlockedStack, saying how each frame was found.
 func (p *Process) BlockedTrace(tid int, max int) (Trace, error) {
-	sc, err := procfs.ReadSyscall(p.pid, tid)
+	sc, err := procfs.ReadSyscall(p.space.Pid(), tid)
 	if err != nil {
 		return Trace{}, fmt.Errorf("unwind: syscall of thread %d: %w", tid, err)
 	}
@@ -216,7 +167,7 @@ func (p *Process) BlockedTrace(tid int, max int) (Trace, error) {
 	if sc.PC == 0 || sc.SP == 0 {
 		return Trace{}, fmt.Errorf("unwind: thread %d: no user registers in /proc (a kernel thread?)", tid)
 	}
-	w := walker{lookup: p.lookup, mem: p.mem, scan: true}
+	w := walker{lookup: p.lookup, mem: p.space.Memory(), scan: true}
 	return w.walk(Regs{IP: sc.PC, SP: sc.SP}, max), nil
 }
 

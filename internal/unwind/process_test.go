@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stallwatch/stallwatch/internal/addrspace"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"golang.org/x/sys/unix"
@@ -200,14 +201,7 @@ func ptraceStop(t testing.TB, pid, tid int) stopped {
 		}
 		r.s.regs = Regs{IP: regs.Rip, SP: regs.Rsp, BP: regs.Rbp, BPKnown: true}
 		r.s.dump = make([]byte, 32<<10)
-		n, _ := ProcessMemory(pid).ReadAt(r.s.dump, regs.Rsp)
-		if n == 0 {
-			// Short reads report an error with what was read; read
-			// page by page to the stack's end.
-			r.s.dump = readToEnd(pid, regs.Rsp, len(r.s.dump))
-		} else {
-			r.s.dump = r.s.dump[:n]
-		}
+		r.s.dump = r.s.dump[:addrspace.NewMemory(pid).ReadPartial(r.s.dump, regs.Rsp)]
 	}()
 	r := <-ch
 	if r.err != nil {
@@ -216,18 +210,15 @@ func ptraceStop(t testing.TB, pid, tid int) stopped {
 	return r.s
 }
 
-func readToEnd(pid int, addr uint64, max int) []byte {
-	var out []byte
-	mem := ProcessMemory(pid)
-	for len(out) < max {
-		chunk := make([]byte, 4096-int((addr+uint64(len(out)))&4095))
-		n, err := mem.ReadAt(chunk, addr+uint64(len(out)))
-		out = append(out, chunk[:n]...)
-		if err != nil {
-			break
-		}
+// openProcess reads the address space of pid and prepares to unwind it.
+func openProcess(t testing.TB, pid int) (*Process, *addrspace.Space) {
+	t.Helper()
+	space, err := addrspace.Open(pid, addrspace.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	t.Cleanup(func() { space.Close() })
+	return NewProcess(space), space
 }
 
 // TestBlockedThreadsMatchGdb: for threads blocked in nanosleep, read,
@@ -237,10 +228,7 @@ func readToEnd(pid int, addr uint64, max int) []byte {
 // and both contain the C function that called into libc.
 func TestBlockedThreadsMatchGdb(t *testing.T) {
 	pid, named := blockedTarget(t)
-	p, err := NewProcess(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, space := openProcess(t, pid)
 	for _, pr := range p.Problems() {
 		t.Logf("problem: %s", pr)
 	}
@@ -259,7 +247,7 @@ func TestBlockedThreadsMatchGdb(t *testing.T) {
 			continue
 		}
 		st := ptraceStop(t, pid, tid)
-		regsTraces[tid] = p.UnwindTrace(st.regs, Fallback(DumpMemory(st.regs.SP, st.dump), ProcessMemory(pid)), MaxFrames)
+		regsTraces[tid] = p.UnwindTrace(st.regs, Fallback(DumpMemory(st.regs.SP, st.dump), space.Memory()), MaxFrames)
 	}
 	gdb := gdbStacks(t, pid)
 	for _, name := range blockedThreads {
@@ -292,16 +280,13 @@ func TestBlockedThreadsMatchGdb(t *testing.T) {
 // takes them, gives back gdb's frames.
 func TestRepair(t *testing.T) {
 	pid, named := blockedTarget(t)
-	p, err := NewProcess(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, space := openProcess(t, pid)
 	stops := map[string]stopped{}
 	for _, name := range []string{"locker", "reader", "sleeper"} {
 		stops[name] = ptraceStop(t, pid, named[name])
 	}
 	gdb := gdbStacks(t, pid)
-	live := ProcessMemory(pid)
+	live := space.Memory()
 	for name, st := range stops {
 		g := gdb[named[name]]
 		if len(g) < 5 {

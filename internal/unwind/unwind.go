@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-
-	"golang.org/x/sys/unix"
 )
 
 // Regs are the registers a walk starts from (x86-64: rip, rsp, rbp). BP is
@@ -29,29 +27,6 @@ type Unwinder interface {
 
 // ErrUnmapped is returned by memories for addresses they do not hold.
 var ErrUnmapped = errors.New("address not readable")
-
-// ProcessMemory reads pid's memory with process_vm_readv. The thread need
-// not be stopped; reading needs the same permission as ptrace attach.
-func ProcessMemory(pid int) Memory { return processMemory(pid) }
-
-type processMemory int
-
-func (m processMemory) ReadAt(p []byte, addr uint64) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	local := []unix.Iovec{{Base: &p[0]}}
-	local[0].SetLen(len(p))
-	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(p)}}
-	n, err := unix.ProcessVMReadv(int(m), local, remote, 0)
-	if err != nil {
-		return 0, fmt.Errorf("read %d bytes at %#x in pid %d: %w", len(p), addr, int(m), err)
-	}
-	if n < len(p) {
-		return n, fmt.Errorf("read %d bytes at %#x in pid %d: only %d: %w", len(p), addr, int(m), n, ErrUnmapped)
-	}
-	return n, nil
-}
 
 // DumpMemory serves reads from a copy of the target's memory that began at
 // base, such as the user stack a perf sample copied from its stack pointer

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/stallwatch/stallwatch/internal/objfile"
 )
 
 // codeRange is an executable mapping of the target: where its code lives
@@ -12,10 +14,12 @@ type codeRange struct {
 	start, end uint64
 	// bias turns a link-time address of the module into a run-time one.
 	bias uint64
-	cfi  *ehFrame // nil: no CFI (anonymous JIT code, Go, stripped of it)
+	cfi  *objfile.CFI // nil: no CFI (anonymous JIT code, Go, stripped of it)
 	// gotab unwinds the Go code of a Go binary, which has no CFI.
-	gotab *goTable
+	gotab *objfile.GoTable
 	name  string
+	// problem says why the range is unwound worse than it could be.
+	problem string
 }
 
 // codeLookup finds the executable mapping holding a run-time address.
@@ -32,7 +36,7 @@ type walker struct {
 
 // frameState is the registers of the frame being unwound.
 type frameState struct {
-	regs regState
+	regs objfile.RegState
 	// exact: regs' rip is the address of the next instruction to run (the
 	// first frame, or a frame interrupted by a signal), not a return
 	// address, so it is looked up as is rather than minus one.
@@ -40,15 +44,15 @@ type frameState struct {
 	first bool
 }
 
-func (s *frameState) ip() uint64 { return s.regs.v[regRA] }
-func (s *frameState) sp() uint64 { return s.regs.v[regRSP] }
+func (s *frameState) ip() uint64 { v, _ := s.regs.Get(objfile.RegRA); return v }
+func (s *frameState) sp() uint64 { v, _ := s.regs.Get(objfile.RegRSP); return v }
 
 func newFrameState(r Regs) frameState {
 	var s frameState
-	s.regs.set(regRA, r.IP)
-	s.regs.set(regRSP, r.SP)
+	s.regs.Set(objfile.RegRA, r.IP)
+	s.regs.Set(objfile.RegRSP, r.SP)
 	if r.BPKnown {
-		s.regs.set(regRBP, r.BP)
+		s.regs.Set(objfile.RegRBP, r.BP)
 	}
 	s.exact, s.first = true, true
 	return s
@@ -79,127 +83,130 @@ func (w *walker) step(s *frameState) stepResult {
 	if cr == nil {
 		return stepResult{end: fmt.Sprintf("pc %#x is in no executable mapping", pc)}
 	}
+	// A Go binary's Go code is unwound by its pclntab, as Go's own
+	// traceback does (it also knows where stacks start and switch); its
+	// C code (cgo, libc linked in) by CFI.
+	if cr.gotab != nil {
+		if res, ok := w.goStep(s, cr, look-cr.bias); ok {
+			return res
+		}
+	}
 	if cr.cfi != nil {
-		rr, err := cr.cfi.rowAt(look - cr.bias)
+		rr, err := cr.cfi.RowAt(look - cr.bias)
 		if err != nil {
 			return stepResult{end: fmt.Sprintf("call frame information of %s at %#x: %v", cr.name, look-cr.bias, err)}
 		}
 		if rr != nil {
-			return w.cfiStep(s, rr, rr.fnStart+cr.bias)
-		}
-	}
-	if cr.gotab != nil {
-		if res, ok := w.goStep(s, cr, look-cr.bias); ok {
-			return res
+			return w.cfiStep(s, rr, rr.FnStart+cr.bias)
 		}
 	}
 	return w.fpStepState(s)
 }
 
 // cfiStep applies the rules of a row.
-func (w *walker) cfiStep(s *frameState, rr *rowResult, fnStart uint64) stepResult {
+func (w *walker) cfiStep(s *frameState, rr *objfile.Row, fnStart uint64) stepResult {
 	how := CFI
-	cfa, err := w.cfa(s, &rr.row)
+	cfa, err := w.cfa(s, &rr.Rules)
 	if errors.Is(err, errNeedBP) && w.scan {
 		bp, ok := w.scanForFrame(s.sp(), fnStart)
 		if !ok {
 			return stepResult{end: "the frame is based on rbp, which is unknown, and no saved frame pointer was found on the stack"}
 		}
-		s.regs.set(regRBP, bp)
+		s.regs.Set(objfile.RegRBP, bp)
 		how = Scanned
-		cfa, err = w.cfa(s, &rr.row)
+		cfa, err = w.cfa(s, &rr.Rules)
 	}
 	if err != nil {
 		return stepResult{end: err.Error()}
 	}
-	var next regState
-	for r := uint64(0); r < numRegs; r++ {
-		ru := rr.row.regs[r]
-		switch ru.kind {
-		case ruleUnset:
-			if r == regRSP {
-				next.set(r, cfa)
-			} else if v, ok := s.regs.get(r); ok && calleeSaved(int(r)) {
-				next.set(r, v)
+	var next objfile.RegState
+	for r := uint64(0); r < objfile.NumRegs; r++ {
+		ru := rr.Regs[r]
+		switch ru.Kind {
+		case objfile.RuleUnset:
+			if r == objfile.RegRSP {
+				next.Set(r, cfa)
+			} else if v, ok := s.regs.Get(r); ok && objfile.CalleeSaved(int(r)) {
+				next.Set(r, v)
 			}
-		case ruleUndefined:
-		case ruleSame:
-			if v, ok := s.regs.get(r); ok {
-				next.set(r, v)
+		case objfile.RuleUndefined:
+		case objfile.RuleSame:
+			if v, ok := s.regs.Get(r); ok {
+				next.Set(r, v)
 			}
-		case ruleOffset:
-			if v, ok := readU64(w.mem, cfa+uint64(ru.off)); ok {
-				next.set(r, v)
-			} else if r == regRA {
-				return stepResult{end: fmt.Sprintf("return address at %#x is not readable", cfa+uint64(ru.off))}
+		case objfile.RuleOffset:
+			if v, ok := readU64(w.mem, cfa+uint64(ru.Off)); ok {
+				next.Set(r, v)
+			} else if r == objfile.RegRA {
+				return stepResult{end: fmt.Sprintf("return address at %#x is not readable", cfa+uint64(ru.Off))}
 			}
-		case ruleValOffset:
-			next.set(r, cfa+uint64(ru.off))
-		case ruleRegister:
-			if v, ok := s.regs.get(uint64(ru.reg)); ok {
-				next.set(r, v)
+		case objfile.RuleValOffset:
+			next.Set(r, cfa+uint64(ru.Off))
+		case objfile.RuleRegister:
+			if v, ok := s.regs.Get(uint64(ru.Reg)); ok {
+				next.Set(r, v)
 			}
-		case ruleExpr, ruleValExpr:
-			v, err := evalExpr(ru.expr, &s.regs, w.mem, cfa)
-			if err == nil && ru.kind == ruleExpr {
+		case objfile.RuleExpr, objfile.RuleValExpr:
+			v, err := objfile.EvalExpr(ru.Expr, &s.regs, w.mem, cfa)
+			if err == nil && ru.Kind == objfile.RuleExpr {
 				var ok bool
 				if v, ok = readU64(w.mem, v); !ok {
-					err = fmt.Errorf("saved %s is not readable", regName(r))
+					err = fmt.Errorf("saved %s is not readable", objfile.RegName(r))
 				}
 			}
 			if err == nil {
-				next.set(r, v)
-			} else if r == regRA {
+				next.Set(r, v)
+			} else if r == objfile.RegRA {
 				return stepResult{end: err.Error()}
 			}
 		}
 	}
-	if rr.row.regs[regRA].kind == ruleUndefined {
+	if rr.Regs[objfile.RegRA].Kind == objfile.RuleUndefined {
 		return stepResult{how: how, cfa: cfa, end: EndOfStack}
 	}
-	ra, ok := next.get(regRA)
+	ra, ok := next.Get(objfile.RegRA)
 	if !ok {
 		return stepResult{end: "no rule recovers the return address"}
 	}
 	if ra == 0 {
 		return stepResult{how: how, cfa: cfa, end: EndOfStack}
 	}
-	if !rr.signal {
+	if !rr.Signal {
 		// A signal frame may switch stacks; any other caller's frame
 		// lies above its callee's.
-		if nsp, _ := next.get(regRSP); nsp <= s.sp() {
+		if nsp, _ := next.Get(objfile.RegRSP); nsp <= s.sp() {
 			return stepResult{end: fmt.Sprintf("stack pointer does not climb (%#x to %#x)", s.sp(), nsp)}
 		}
 	}
 	s.regs = next
-	s.exact = rr.signal
+	s.exact = rr.Signal
 	s.first = false
-	return stepResult{how: how, cfa: cfa, signal: rr.signal}
+	return stepResult{how: how, cfa: cfa, signal: rr.Signal}
 }
 
 // cfa computes the canonical frame address of a row.
-func (w *walker) cfa(s *frameState, rw *row) (uint64, error) {
-	if rw.cfaExpr != nil {
-		v, err := evalExpr(rw.cfaExpr, &s.regs, w.mem)
+func (w *walker) cfa(s *frameState, rw *objfile.Rules) (uint64, error) {
+	if rw.CFAExpr != nil {
+		v, err := objfile.EvalExpr(rw.CFAExpr, &s.regs, w.mem)
 		if err != nil {
 			return 0, fmt.Errorf("CFA expression: %w", err)
 		}
 		return v, nil
 	}
-	v, ok := s.regs.get(rw.cfaReg)
+	v, ok := s.regs.Get(rw.CFAReg)
 	if !ok {
-		if rw.cfaReg == regRBP {
+		if rw.CFAReg == objfile.RegRBP {
 			return 0, errNeedBP
 		}
-		return 0, fmt.Errorf("CFA is based on %s, which is unknown", regName(rw.cfaReg))
+		return 0, fmt.Errorf("CFA is based on %s, which is unknown", objfile.RegName(rw.CFAReg))
 	}
-	return v + uint64(rw.cfaOff), nil
+	return v + uint64(rw.CFAOff), nil
 }
 
 // fpStepState unwinds a frame without CFI by its frame pointer.
 func (w *walker) fpStepState(s *frameState) stepResult {
 	how := FramePointerChain
-	bp, known := s.regs.get(regRBP)
+	bp, known := s.regs.Get(objfile.RegRBP)
 	if !known {
 		if !w.scan {
 			return stepResult{end: fmt.Sprintf("no call frame information for pc %#x and the frame pointer is unknown", s.ip())}
@@ -211,9 +218,9 @@ func (w *walker) fpStepState(s *frameState) stepResult {
 			// record. This is tried last: a function with a frame may
 			// have a stale return address there.
 			if ra, ok := readU64(w.mem, s.sp()); ok && s.first && w.isReturnAddress(ra) {
-				s.regs = regState{}
-				s.regs.set(regRA, ra)
-				s.regs.set(regRSP, s.sp()+8)
+				s.regs = objfile.RegState{}
+				s.regs.Set(objfile.RegRA, ra)
+				s.regs.Set(objfile.RegRSP, s.sp()+8)
 				s.exact, s.first = false, false
 				return stepResult{how: Leaf, cfa: s.sp()}
 			}
@@ -225,11 +232,11 @@ func (w *walker) fpStepState(s *frameState) stepResult {
 	if !ok {
 		return stepResult{end: fmt.Sprintf("frame pointer chain ends at %#x", bp)}
 	}
-	s.regs = regState{}
-	s.regs.set(regRA, f.ip)
-	s.regs.set(regRSP, f.sp)
+	s.regs = objfile.RegState{}
+	s.regs.Set(objfile.RegRA, f.ip)
+	s.regs.Set(objfile.RegRSP, f.sp)
 	if f.bp != 0 {
-		s.regs.set(regRBP, f.bp)
+		s.regs.Set(objfile.RegRBP, f.bp)
 	}
 	s.exact, s.first = false, false
 	return stepResult{how: how, cfa: f.sp}
@@ -242,14 +249,15 @@ func (w *walker) fpStepState(s *frameState) stepResult {
 // runtime.goexit is every goroutine's outermost frame: the walk ends there
 // rather than reading the stale memory above it.
 func (w *walker) goStep(s *frameState, cr *codeRange, pc uint64) (stepResult, bool) {
-	if flags := cr.gotab.funcFlags(pc); cr.gotab.isGoexit(pc) || flags&goTopFrame != 0 {
+	switch cr.gotab.FrameKind(pc) {
+	case objfile.GoOutermost:
 		return stepResult{end: EndOfStack}, true
-	} else if flags&goSPWrite != 0 {
+	case objfile.GoStackSwitch:
 		// mcall, systemstack and the like switch stacks: the caller is
 		// on another stack that only the Go scheduler's records say.
 		return stepResult{end: "the Go runtime switched stacks here"}, true
 	}
-	delta, _, ok := cr.gotab.spDelta(pc)
+	delta, ok := cr.gotab.SPDelta(pc)
 	if !ok {
 		return stepResult{}, false
 	}
@@ -259,15 +267,15 @@ func (w *walker) goStep(s *frameState, cr *codeRange, pc uint64) (stepResult, bo
 	if !ok || cfa <= sp {
 		return stepResult{}, false
 	}
-	var next regState
-	next.set(regRA, ra)
-	next.set(regRSP, cfa)
+	var next objfile.RegState
+	next.Set(objfile.RegRA, ra)
+	next.Set(objfile.RegRSP, cfa)
 	if delta >= 8 {
 		if bp, ok := readU64(w.mem, cfa-16); ok {
-			next.set(regRBP, bp)
+			next.Set(objfile.RegRBP, bp)
 		}
-	} else if bp, ok := s.regs.get(regRBP); ok {
-		next.set(regRBP, bp) // not pushed yet: still the caller's
+	} else if bp, ok := s.regs.Get(objfile.RegRBP); ok {
+		next.Set(objfile.RegRBP, bp) // not pushed yet: still the caller's
 	}
 	if ra == 0 {
 		return stepResult{end: EndOfStack}, true

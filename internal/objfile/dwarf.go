@@ -1,4 +1,4 @@
-package symbolize
+package objfile
 
 import (
 	"debug/dwarf"
@@ -12,16 +12,10 @@ import (
 
 // lineSource gives the source position and the inline chain at an
 // address. frames returns them innermost first; the last frame is the
-// function that holds the code. A frame's fn may be "" when the source
+// function that holds the code. A frame's Func may be "" when the source
 // knows the position but not the function (the symbol table names it).
 type lineSource interface {
-	frames(vaddr uint64) ([]frame, error)
-}
-
-type frame struct {
-	fn   string // raw: mangled, as the source wrote it
-	file string
-	line int64
+	frames(vaddr uint64) ([]Frame, error)
 }
 
 // dwarfLines answers from DWARF. Only the index of compilation units is
@@ -93,17 +87,17 @@ func (n *scopeNode) contains(a uint64) bool {
 }
 
 // hasDWARF reports whether the file carries DWARF debug information.
-func (o *objFile) hasDWARF() bool {
+func (o *File) hasDWARF() bool {
 	return o.hasSection(".debug_info") || o.hasSection(".zdebug_info")
 }
 
 // openDWARF reads the file's DWARF sections and indexes its units.
-func (o *objFile) openDWARF() (*dwarfLines, error) {
-	dl := &dwarfLines{name: o.name, names: map[dwarf.Offset]string{}}
-	err := safely(o.name, func() error {
+func (o *File) openDWARF() (*dwarfLines, error) {
+	dl := &dwarfLines{name: o.Name, names: map[dwarf.Offset]string{}}
+	err := safely(o.Name, func() error {
 		d, err := dl.dwarfData(o)
 		if err != nil {
-			return fmt.Errorf("%s: DWARF: %w", o.name, err)
+			return fmt.Errorf("%s: DWARF: %w", o.Name, err)
 		}
 		dl.d = d
 		return dl.index()
@@ -117,7 +111,7 @@ func (o *objFile) openDWARF() (*dwarfLines, error) {
 // dwarfData reads only the DWARF sections that names, lines and inline
 // chains need. elf.File.DWARF would also inflate location lists and type
 // units, a fifth of the work for a distribution's debug file.
-func (dl *dwarfLines) dwarfData(o *objFile) (*dwarf.Data, error) {
+func (dl *dwarfLines) dwarfData(o *File) (*dwarf.Data, error) {
 	var err error
 	get := func(name string) []byte {
 		b, e := o.section(".debug_" + name)
@@ -204,7 +198,7 @@ func (dl *dwarfLines) unitAt(vaddr uint64) *dwarfUnit {
 
 func (dl *dwarfLines) sizeBytes() int64 { return dl.size }
 
-func (dl *dwarfLines) frames(vaddr uint64) (out []frame, err error) {
+func (dl *dwarfLines) frames(vaddr uint64) (out []Frame, err error) {
 	dl.mu.Lock()
 	defer dl.mu.Unlock()
 	u := dl.unitAt(vaddr)
@@ -224,14 +218,13 @@ func (dl *dwarfLines) frames(vaddr uint64) (out []frame, err error) {
 		if file == "" {
 			return nil, nil
 		}
-		return []frame{{file: file, line: line}}, nil
+		return []Frame{{File: file, Line: line}}, nil
 	}
 	// The innermost function is at the line table's position; each
 	// function around an inlined call is at that call's position.
 	for i := len(chain) - 1; i >= 0; i-- {
 		n := &u.nodes[chain[i]]
-		f := frame{fn: n.fn, file: file, line: line}
-		out = append(out, f)
+		out = append(out, Frame{Func: n.fn, File: file, Line: line})
 		file, line = u.file(n.callFile), int64(n.callLine)
 	}
 	return out, nil

@@ -1,4 +1,4 @@
-package symbolize
+package objfile
 
 import (
 	"encoding/binary"

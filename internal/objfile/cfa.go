@@ -1,69 +1,74 @@
-package unwind
+package objfile
 
 import "fmt"
 
 // x86-64 DWARF register numbers (System V ABI, figure 3.36).
 const (
-	regRBX = 3
-	regRBP = 6
-	regRSP = 7
-	regR12 = 12
-	regR15 = 15
-	regRA  = 16 // the return address column
-	// numRegs covers the general registers and the return address; rules
+	RegRBX = 3
+	RegRBP = 6
+	RegRSP = 7
+	RegR12 = 12
+	RegR15 = 15
+	RegRA  = 16 // the return address column
+	// NumRegs covers the general registers and the return address; rules
 	// for vector registers are parsed and dropped.
-	numRegs = 17
+	NumRegs = 17
 )
 
-var regNames = [numRegs]string{"rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp",
+var regNames = [NumRegs]string{"rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp",
 	"r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rip"}
 
-func regName(r uint64) string {
-	if r < numRegs {
+// RegName names a DWARF register number.
+func RegName(r uint64) string {
+	if r < NumRegs {
 		return regNames[r]
 	}
 	return fmt.Sprintf("r%d", r)
 }
 
-// calleeSaved are the registers a function must preserve: with no rule,
-// their value in the caller is their value here.
-func calleeSaved(r int) bool {
-	return r == regRBX || r == regRBP || (r >= regR12 && r <= regR15)
+// CalleeSaved reports whether a function must preserve register r: with
+// no rule, its value in the caller is its value here.
+func CalleeSaved(r int) bool {
+	return r == RegRBX || r == RegRBP || (r >= RegR12 && r <= RegR15)
 }
 
-type ruleKind uint8
+// RuleKind says how a register of the caller is recovered.
+type RuleKind uint8
 
 const (
-	ruleUnset     ruleKind = iota // no instruction mentioned it
-	ruleUndefined                 // not recoverable (for the RA: the outermost frame)
-	ruleSame                      // unchanged
-	ruleOffset                    // saved at CFA+off
-	ruleValOffset                 // value is CFA+off
-	ruleRegister                  // in register reg
-	ruleExpr                      // saved at the address expr computes
-	ruleValExpr                   // value is what expr computes
+	RuleUnset     RuleKind = iota // no instruction mentioned it
+	RuleUndefined                 // not recoverable (for the RA: the outermost frame)
+	RuleSame                      // unchanged
+	RuleOffset                    // saved at CFA+Off
+	RuleValOffset                 // value is CFA+Off
+	RuleRegister                  // in register Reg
+	RuleExpr                      // saved at the address Expr computes
+	RuleValExpr                   // value is what Expr computes
 )
 
-type rule struct {
-	kind ruleKind
-	reg  uint8
-	off  int64
-	expr []byte
+// Rule recovers one register of the caller.
+type Rule struct {
+	Kind RuleKind
+	Reg  uint8
+	Off  int64
+	Expr []byte
 }
 
-// row is the unwind rules in force at one instruction.
-type row struct {
-	cfaReg  uint64
-	cfaOff  int64
-	cfaExpr []byte // non-nil: DW_CFA_def_cfa_expression
-	regs    [numRegs]rule
+// Rules are the unwind rules in force at one instruction.
+type Rules struct {
+	CFAReg  uint64
+	CFAOff  int64
+	CFAExpr []byte // non-nil: DW_CFA_def_cfa_expression
+	Regs    [NumRegs]Rule
 }
 
-// rowResult is a cached answer for one lookup address.
-type rowResult struct {
-	row     row
-	signal  bool
-	fnStart uint64 // link-time start of the FDE's range: the function
+// Row is the answer for one address: its rules, whether its frames are
+// signal trampolines (the CIE's 'S'), and the start of the function (the
+// FDE's range).
+type Row struct {
+	Rules
+	Signal  bool
+	FnStart uint64 // link-time
 }
 
 // DWARF call frame instructions (DWARF 5, section 6.4.2).
@@ -106,22 +111,22 @@ const maxStateStack = 64
 type cfaMachine struct {
 	c       *cie
 	name    string
-	initial row // the row after the CIE's instructions (for restore)
-	cur     row
+	initial Rules // the row after the CIE's instructions (for restore)
+	cur     Rules
 	loc     uint64
-	stack   []row
+	stack   []Rules
 }
 
 // rowFor computes the rules at the link-time address pc inside d.
-func rowFor(name string, d *fde, pc uint64) (row, error) {
+func rowFor(name string, d *fde, pc uint64) (Rules, error) {
 	m := &cfaMachine{c: d.cie, name: name}
 	if err := m.run(d.cie.initial, ^uint64(0), true); err != nil {
-		return row{}, fmt.Errorf("CIE of FDE at %#x: %w", d.off, err)
+		return Rules{}, fmt.Errorf("CIE of FDE at %#x: %w", d.off, err)
 	}
 	m.initial = m.cur
 	m.loc = d.begin
 	if err := m.run(d.program, pc, false); err != nil {
-		return row{}, fmt.Errorf("FDE at %#x: %w", d.off, err)
+		return Rules{}, fmt.Errorf("FDE at %#x: %w", d.off, err)
 	}
 	return m.cur, nil
 }
@@ -130,12 +135,12 @@ func rowFor(name string, d *fde, pc uint64) (row, error) {
 // instructions there are no locations to pass.
 func (m *cfaMachine) run(prog []byte, pc uint64, initial bool) error {
 	r := &ebuf{b: prog, name: m.name}
-	setRule := func(reg uint64, ru rule) {
-		if reg < numRegs {
-			m.cur.regs[reg] = ru
+	setRule := func(reg uint64, ru Rule) {
+		if reg < NumRegs {
+			m.cur.Regs[reg] = ru
 		}
 	}
-	offsetRule := func(reg uint64, off int64) { setRule(reg, rule{kind: ruleOffset, off: off}) }
+	offsetRule := func(reg uint64, off int64) { setRule(reg, Rule{Kind: RuleOffset, Off: off}) }
 	advance := func(delta uint64) bool {
 		next := m.loc + delta*m.c.codeAlign
 		if !initial && next > pc {
@@ -156,8 +161,8 @@ func (m *cfaMachine) run(prog []byte, pc uint64, initial bool) error {
 			offsetRule(uint64(op&0x3f), int64(r.uleb())*m.c.dataAlign)
 			continue
 		case cfaRestore:
-			if reg := uint64(op & 0x3f); reg < numRegs {
-				m.cur.regs[reg] = m.initial.regs[reg]
+			if reg := uint64(op & 0x3f); reg < NumRegs {
+				m.cur.Regs[reg] = m.initial.Regs[reg]
 			}
 			continue
 		}
@@ -194,19 +199,19 @@ func (m *cfaMachine) run(prog []byte, pc uint64, initial bool) error {
 			reg := r.uleb()
 			offsetRule(reg, -int64(r.uleb())*m.c.dataAlign)
 		case cfaRestoreExtended:
-			if reg := r.uleb(); reg < numRegs {
-				m.cur.regs[reg] = m.initial.regs[reg]
+			if reg := r.uleb(); reg < NumRegs {
+				m.cur.Regs[reg] = m.initial.Regs[reg]
 			}
 		case cfaUndefined:
-			setRule(r.uleb(), rule{kind: ruleUndefined})
+			setRule(r.uleb(), Rule{Kind: RuleUndefined})
 		case cfaSameValue:
-			setRule(r.uleb(), rule{kind: ruleSame})
+			setRule(r.uleb(), Rule{Kind: RuleSame})
 		case cfaRegister:
 			reg, from := r.uleb(), r.uleb()
-			if from >= numRegs {
-				setRule(reg, rule{kind: ruleUndefined})
+			if from >= NumRegs {
+				setRule(reg, Rule{Kind: RuleUndefined})
 			} else {
-				setRule(reg, rule{kind: ruleRegister, reg: uint8(from)})
+				setRule(reg, Rule{Kind: RuleRegister, Reg: uint8(from)})
 			}
 		case cfaRememberState:
 			if len(m.stack) >= maxStateStack {
@@ -221,37 +226,37 @@ func (m *cfaMachine) run(prog []byte, pc uint64, initial bool) error {
 			m.cur = m.stack[len(m.stack)-1]
 			m.stack = m.stack[:len(m.stack)-1]
 		case cfaDefCfa:
-			m.cur.cfaReg = r.uleb()
-			m.cur.cfaOff = int64(r.uleb())
-			m.cur.cfaExpr = nil
+			m.cur.CFAReg = r.uleb()
+			m.cur.CFAOff = int64(r.uleb())
+			m.cur.CFAExpr = nil
 		case cfaDefCfaSf:
-			m.cur.cfaReg = r.uleb()
-			m.cur.cfaOff = r.sleb() * m.c.dataAlign
-			m.cur.cfaExpr = nil
+			m.cur.CFAReg = r.uleb()
+			m.cur.CFAOff = r.sleb() * m.c.dataAlign
+			m.cur.CFAExpr = nil
 		case cfaDefCfaRegister:
-			m.cur.cfaReg = r.uleb()
-			m.cur.cfaExpr = nil
+			m.cur.CFAReg = r.uleb()
+			m.cur.CFAExpr = nil
 		case cfaDefCfaOffset:
-			m.cur.cfaOff = int64(r.uleb())
+			m.cur.CFAOff = int64(r.uleb())
 		case cfaDefCfaOffsetSf:
-			m.cur.cfaOff = r.sleb() * m.c.dataAlign
+			m.cur.CFAOff = r.sleb() * m.c.dataAlign
 		case cfaDefCfaExpression:
-			m.cur.cfaExpr = r.bytes(r.uleb())
-			if m.cur.cfaExpr == nil {
-				m.cur.cfaExpr = []byte{}
+			m.cur.CFAExpr = r.bytes(r.uleb())
+			if m.cur.CFAExpr == nil {
+				m.cur.CFAExpr = []byte{}
 			}
 		case cfaExpression:
 			reg := r.uleb()
-			setRule(reg, rule{kind: ruleExpr, expr: r.bytes(r.uleb())})
+			setRule(reg, Rule{Kind: RuleExpr, Expr: r.bytes(r.uleb())})
 		case cfaValExpression:
 			reg := r.uleb()
-			setRule(reg, rule{kind: ruleValExpr, expr: r.bytes(r.uleb())})
+			setRule(reg, Rule{Kind: RuleValExpr, Expr: r.bytes(r.uleb())})
 		case cfaValOffset:
 			reg := r.uleb()
-			setRule(reg, rule{kind: ruleValOffset, off: int64(r.uleb()) * m.c.dataAlign})
+			setRule(reg, Rule{Kind: RuleValOffset, Off: int64(r.uleb()) * m.c.dataAlign})
 		case cfaValOffsetSf:
 			reg := r.uleb()
-			setRule(reg, rule{kind: ruleValOffset, off: r.sleb() * m.c.dataAlign})
+			setRule(reg, Rule{Kind: RuleValOffset, Off: r.sleb() * m.c.dataAlign})
 		case cfaGNUArgsSize:
 			r.uleb() // stack adjustment for exception landing pads
 		case cfaGNUWindowSave:
@@ -266,9 +271,10 @@ func (m *cfaMachine) run(prog []byte, pc uint64, initial bool) error {
 	return nil
 }
 
-// rowAt returns the rules at the link-time address pc, cached per address
-// (most threads of a process wait at the same few places).
-func (f *ehFrame) rowAt(pc uint64) (*rowResult, error) {
+// RowAt returns the rules at the link-time address pc, nil when no FDE
+// covers it. Rows are cached per address (most threads of a process wait
+// at the same few places).
+func (f *CFI) RowAt(pc uint64) (*Row, error) {
 	f.mu.Lock()
 	rr, ok := f.rows[pc]
 	f.mu.Unlock()
@@ -284,11 +290,11 @@ func (f *ehFrame) rowAt(pc uint64) (*rowResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		rr = &rowResult{row: rw, signal: d.cie.signal, fnStart: d.begin}
+		rr = &Row{Rules: rw, Signal: d.cie.signal, FnStart: d.begin}
 	}
 	f.mu.Lock()
 	if f.rows == nil || len(f.rows) >= maxCachedRows {
-		f.rows = make(map[uint64]*rowResult)
+		f.rows = make(map[uint64]*Row)
 	}
 	f.rows[pc] = rr
 	f.mu.Unlock()

@@ -1,4 +1,4 @@
-package unwind
+package objfile
 
 import (
 	"encoding/binary"
@@ -53,7 +53,7 @@ func le32(v uint32) []byte { return binary.LittleEndian.AppendUint32(nil, v) }
 // string; augData its data (after 'z'); initial its instructions.
 func (e *ehBuilder) cie(aug string, augData []byte, initial []byte) int {
 	off := len(e.b)
-	body := cat(le32(0), []byte{1}, []byte(aug), []byte{0}, uleb(1), sleb(-8), []byte{regRA})
+	body := cat(le32(0), []byte{1}, []byte(aug), []byte{0}, uleb(1), sleb(-8), []byte{RegRA})
 	if strings.HasPrefix(aug, "z") {
 		body = cat(body, uleb(uint64(len(augData))), augData)
 	}
@@ -83,35 +83,35 @@ func (e *ehBuilder) done() []byte { return cat(e.b, le32(0)) }
 
 // gccCIE is the CIE GCC emits on x86-64: CFA = rsp+8, RA at CFA-8.
 func gccCIE(e *ehBuilder) int {
-	return e.cie("zR", []byte{pePcrel | peSdata4}, cat([]byte{cfaDefCfa}, uleb(regRSP), uleb(8), []byte{cfaOffset | regRA}, uleb(1)))
+	return e.cie("zR", []byte{pePcrel | peSdata4}, cat([]byte{cfaDefCfa}, uleb(RegRSP), uleb(8), []byte{cfaOffset | RegRA}, uleb(1)))
 }
 
 func TestRowFor(t *testing.T) {
 	// A function with a frame pointer: push rbp; mov rbp,rsp; ...; leave; ret
 	fpProg := cat(
-		[]byte{cfaAdvanceLoc | 1, cfaDefCfaOffset}, uleb(16), []byte{cfaOffset | regRBP}, uleb(2),
-		[]byte{cfaAdvanceLoc | 3, cfaDefCfaRegister}, uleb(regRBP),
+		[]byte{cfaAdvanceLoc | 1, cfaDefCfaOffset}, uleb(16), []byte{cfaOffset | RegRBP}, uleb(2),
+		[]byte{cfaAdvanceLoc | 3, cfaDefCfaRegister}, uleb(RegRBP),
 		[]byte{cfaAdvanceLoc2}, binary.LittleEndian.AppendUint16(nil, 0x20),
-		[]byte{cfaDefCfa}, uleb(regRSP), uleb(8),
+		[]byte{cfaDefCfa}, uleb(RegRSP), uleb(8),
 	)
 	// remember/restore around an early return, offsets pushed and popped.
 	stateProg := cat(
-		[]byte{cfaAdvanceLoc | 1, cfaDefCfaOffset}, uleb(16), []byte{cfaOffset | regRBX}, uleb(2),
-		[]byte{cfaAdvanceLoc | 4, cfaRememberState, cfaDefCfaOffset}, uleb(8), []byte{cfaRestore | regRBX},
+		[]byte{cfaAdvanceLoc | 1, cfaDefCfaOffset}, uleb(16), []byte{cfaOffset | RegRBX}, uleb(2),
+		[]byte{cfaAdvanceLoc | 4, cfaRememberState, cfaDefCfaOffset}, uleb(8), []byte{cfaRestore | RegRBX},
 		[]byte{cfaAdvanceLoc | 1, cfaRestoreState},
-		[]byte{cfaAdvanceLoc1, 10, cfaSameValue}, uleb(regRBX),
-		[]byte{cfaAdvanceLoc | 1, cfaUndefined}, uleb(regRA),
+		[]byte{cfaAdvanceLoc1, 10, cfaSameValue}, uleb(RegRBX),
+		[]byte{cfaAdvanceLoc | 1, cfaUndefined}, uleb(RegRA),
 	)
 	// The PLT's CFA expression: rsp+8 + ((rip&15) >= 11 ? 8 : 0).
 	pltExpr := []byte{0x77, 8, 0x80, 0, 0x3f, 0x1a, 0x3b, 0x2a, 0x33, 0x24, 0x22}
 	pltProg := cat([]byte{cfaDefCfaExpression}, uleb(uint64(len(pltExpr))), pltExpr)
 	// Register, val_offset, offset_extended_sf, def_cfa_sf, advance_loc4.
 	miscProg := cat(
-		[]byte{cfaRegister}, uleb(regRBP), uleb(regRBX),
-		[]byte{cfaValOffset}, uleb(regR12), uleb(1),
-		[]byte{cfaOffsetExtendedSf}, uleb(regR15), sleb(3),
+		[]byte{cfaRegister}, uleb(RegRBP), uleb(RegRBX),
+		[]byte{cfaValOffset}, uleb(RegR12), uleb(1),
+		[]byte{cfaOffsetExtendedSf}, uleb(RegR15), sleb(3),
 		[]byte{cfaAdvanceLoc4}, le32(0x100),
-		[]byte{cfaDefCfaSf}, uleb(regRBP), sleb(-2),
+		[]byte{cfaDefCfaSf}, uleb(RegRBP), sleb(-2),
 		[]byte{cfaGNUArgsSize}, uleb(16),
 	)
 	e := &ehBuilder{addr: 0x1000}
@@ -120,56 +120,56 @@ func TestRowFor(t *testing.T) {
 	e.fde(c, 0x3000, 0x40, stateProg)
 	e.fde(c, 0x4000, 0x20, pltProg)
 	e.fde(c, 0x5000, 0x200, miscProg)
-	f, bad, err := parseEhFrame("test", e.done(), e.addr)
-	if err != nil || bad != 0 {
-		t.Fatalf("parse: %v (%d bad)", err, bad)
+	f, err := ParseEhFrame("test", e.done(), e.addr)
+	if err != nil || f.Bad != 0 {
+		t.Fatalf("parse: %v (%d bad)", err, f.Bad)
 	}
 	type want struct {
 		cfaReg uint64
 		cfaOff int64
 		expr   bool
-		rules  map[int]rule
+		rules  map[int]Rule
 	}
-	ra := rule{kind: ruleOffset, off: -8}
+	ra := Rule{Kind: RuleOffset, Off: -8}
 	tests := []struct {
 		name string
 		pc   uint64
 		want want
 	}{
-		{"fp entry", 0x2000, want{regRSP, 8, false, map[int]rule{regRA: ra, regRBP: {}}}},
-		{"fp after push", 0x2001, want{regRSP, 16, false, map[int]rule{regRA: ra, regRBP: {kind: ruleOffset, off: -16}}}},
-		{"fp body", 0x2010, want{regRBP, 16, false, map[int]rule{regRBP: {kind: ruleOffset, off: -16}}}},
-		{"fp after leave", 0x2024, want{regRSP, 8, false, map[int]rule{regRBP: {kind: ruleOffset, off: -16}}}},
-		{"state pushed", 0x3003, want{regRSP, 16, false, map[int]rule{regRBX: {kind: ruleOffset, off: -16}}}},
-		{"state early return", 0x3005, want{regRSP, 8, false, map[int]rule{regRBX: {}}}},
-		{"state restored", 0x3006, want{regRSP, 16, false, map[int]rule{regRBX: {kind: ruleOffset, off: -16}}}},
-		{"same value", 0x3010, want{regRSP, 16, false, map[int]rule{regRBX: {kind: ruleSame}}}},
-		{"ra undefined", 0x3011, want{regRSP, 16, false, map[int]rule{regRA: {kind: ruleUndefined}}}},
+		{"fp entry", 0x2000, want{RegRSP, 8, false, map[int]Rule{RegRA: ra, RegRBP: {}}}},
+		{"fp after push", 0x2001, want{RegRSP, 16, false, map[int]Rule{RegRA: ra, RegRBP: {Kind: RuleOffset, Off: -16}}}},
+		{"fp body", 0x2010, want{RegRBP, 16, false, map[int]Rule{RegRBP: {Kind: RuleOffset, Off: -16}}}},
+		{"fp after leave", 0x2024, want{RegRSP, 8, false, map[int]Rule{RegRBP: {Kind: RuleOffset, Off: -16}}}},
+		{"state pushed", 0x3003, want{RegRSP, 16, false, map[int]Rule{RegRBX: {Kind: RuleOffset, Off: -16}}}},
+		{"state early return", 0x3005, want{RegRSP, 8, false, map[int]Rule{RegRBX: {}}}},
+		{"state restored", 0x3006, want{RegRSP, 16, false, map[int]Rule{RegRBX: {Kind: RuleOffset, Off: -16}}}},
+		{"same value", 0x3010, want{RegRSP, 16, false, map[int]Rule{RegRBX: {Kind: RuleSame}}}},
+		{"ra undefined", 0x3011, want{RegRSP, 16, false, map[int]Rule{RegRA: {Kind: RuleUndefined}}}},
 		{"plt expression", 0x4008, want{expr: true}},
-		{"misc before advance", 0x5000, want{regRSP, 8, false, map[int]rule{
-			regRBP: {kind: ruleRegister, reg: regRBX}, regR12: {kind: ruleValOffset, off: -8}, regR15: {kind: ruleOffset, off: -24}}}},
-		{"misc after advance4", 0x5100, want{regRBP, 16, false, nil}},
+		{"misc before advance", 0x5000, want{RegRSP, 8, false, map[int]Rule{
+			RegRBP: {Kind: RuleRegister, Reg: RegRBX}, RegR12: {Kind: RuleValOffset, Off: -8}, RegR15: {Kind: RuleOffset, Off: -24}}}},
+		{"misc after advance4", 0x5100, want{RegRBP, 16, false, nil}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			rr, err := f.rowAt(tc.pc)
+			rr, err := f.RowAt(tc.pc)
 			if err != nil || rr == nil {
-				t.Fatalf("rowAt(%#x): %v, %v", tc.pc, rr, err)
+				t.Fatalf("RowAt(%#x): %v, %v", tc.pc, rr, err)
 			}
-			r := rr.row
+			r := rr.Rules
 			if tc.want.expr {
-				if r.cfaExpr == nil {
-					t.Fatalf("CFA is %s%+d, want an expression", regName(r.cfaReg), r.cfaOff)
+				if r.CFAExpr == nil {
+					t.Fatalf("CFA is %s%+d, want an expression", RegName(r.CFAReg), r.CFAOff)
 				}
 				return
 			}
-			if r.cfaExpr != nil || r.cfaReg != tc.want.cfaReg || r.cfaOff != tc.want.cfaOff {
-				t.Errorf("CFA %s%+d (expr %v), want %s%+d", regName(r.cfaReg), r.cfaOff, r.cfaExpr != nil, regName(tc.want.cfaReg), tc.want.cfaOff)
+			if r.CFAExpr != nil || r.CFAReg != tc.want.cfaReg || r.CFAOff != tc.want.cfaOff {
+				t.Errorf("CFA %s%+d (expr %v), want %s%+d", RegName(r.CFAReg), r.CFAOff, r.CFAExpr != nil, RegName(tc.want.cfaReg), tc.want.cfaOff)
 			}
 			for reg, ru := range tc.want.rules {
-				got := r.regs[reg]
-				if got.kind != ru.kind || got.off != ru.off || got.reg != ru.reg {
-					t.Errorf("%s rule %+v, want %+v", regName(uint64(reg)), got, ru)
+				got := r.Regs[reg]
+				if got.Kind != ru.Kind || got.Off != ru.Off || got.Reg != ru.Reg {
+					t.Errorf("%s rule %+v, want %+v", RegName(uint64(reg)), got, ru)
 				}
 			}
 		})
@@ -187,10 +187,10 @@ func TestRowFor(t *testing.T) {
 func TestPLTExpression(t *testing.T) {
 	expr := []byte{0x77, 8, 0x80, 0, 0x3f, 0x1a, 0x3b, 0x2a, 0x33, 0x24, 0x22}
 	for _, tc := range []struct{ rip, want uint64 }{{0x1000, 0x7008}, {0x100a, 0x7008}, {0x100b, 0x7010}, {0x100f, 0x7010}} {
-		var rs regState
-		rs.set(regRSP, 0x7000)
-		rs.set(regRA, tc.rip)
-		got, err := evalExpr(expr, &rs, DumpMemory(0, nil))
+		var rs RegState
+		rs.Set(RegRSP, 0x7000)
+		rs.Set(RegRA, tc.rip)
+		got, err := EvalExpr(expr, &rs, dump{})
 		if err != nil || got != tc.want {
 			t.Errorf("rip %#x: CFA %#x, %v; want %#x", tc.rip, got, err, tc.want)
 		}
@@ -198,8 +198,8 @@ func TestPLTExpression(t *testing.T) {
 }
 
 func TestEvalExprErrors(t *testing.T) {
-	var rs regState
-	rs.set(regRSP, 0x7000)
+	var rs RegState
+	rs.Set(RegRSP, 0x7000)
 	for name, expr := range map[string][]byte{
 		"underflow":        {0x22},
 		"unknown register": {0x73, 0}, // breg3: rbx unknown
@@ -211,7 +211,7 @@ func TestEvalExprErrors(t *testing.T) {
 		"bad branch":       {0x2f, 0x00, 0x10},
 		"empty":            {},
 	} {
-		if v, err := evalExpr(expr, &rs, DumpMemory(0x7000, make([]byte, 16))); err == nil {
+		if v, err := EvalExpr(expr, &rs, dump{base: 0x7000, b: make([]byte, 16)}); err == nil {
 			t.Errorf("%s: evaluated to %#x, want an error", name, v)
 		}
 	}
@@ -239,7 +239,7 @@ func TestParseErrors(t *testing.T) {
 		}(), "CIE version 9"},
 	}
 	for _, tc := range tests {
-		_, _, err := parseEhFrame("lib.so", tc.data, 0x1000)
+		_, err := ParseEhFrame("lib.so", tc.data, 0x1000)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "lib.so: .eh_frame offset") {
 			t.Errorf("%s: error %v, want one naming the file, the offset and %q", tc.name, err, tc.want)
 		}
@@ -250,8 +250,8 @@ func TestParseErrors(t *testing.T) {
 	e2.fde(c2, 0x2000, 0x10, nil)
 	e2.fde(len(e2.b)+100, 0x3000, 0x10, nil) // CIE pointer before the section
 	e2.fde(c2, 0x4000, 0x10, nil)
-	f, bad, err := parseEhFrame("lib.so", e2.done(), 0x1000)
-	if err != nil || bad != 1 || len(f.fdes) != 2 {
-		t.Errorf("bad FDE: err %v, %d bad, %d kept; want 1 bad, 2 kept", err, bad, len(f.fdes))
+	f, err := ParseEhFrame("lib.so", e2.done(), 0x1000)
+	if err != nil || f.Bad != 1 || len(f.fdes) != 2 {
+		t.Errorf("bad FDE: err %v, %d kept; want 1 bad, 2 kept", err, len(f.fdes))
 	}
 }

@@ -1,29 +1,45 @@
-package unwind
+package objfile
 
 import (
 	"encoding/binary"
 	"fmt"
 )
 
-// regState is the register file of the frame being unwound: a value and
+// RegState is the register file of a frame being unwound: a value and
 // whether it is known, per DWARF register.
-type regState struct {
-	v     [numRegs]uint64
+type RegState struct {
+	v     [NumRegs]uint64
 	known uint32
 }
 
-func (s *regState) get(r uint64) (uint64, bool) {
-	if r >= numRegs || s.known&(1<<r) == 0 {
+// Get returns register r and whether it is known.
+func (s *RegState) Get(r uint64) (uint64, bool) {
+	if r >= NumRegs || s.known&(1<<r) == 0 {
 		return 0, false
 	}
 	return s.v[r], true
 }
 
-func (s *regState) set(r uint64, v uint64) {
-	if r < numRegs {
+// Set makes register r known with value v.
+func (s *RegState) Set(r uint64, v uint64) {
+	if r < NumRegs {
 		s.v[r] = v
 		s.known |= 1 << r
 	}
+}
+
+// Memory is what an expression dereferences: the target's memory (see
+// package internal/unwind). A short read is returned with an error.
+type Memory interface {
+	ReadAt(p []byte, addr uint64) (int, error)
+}
+
+func readU64(mem Memory, addr uint64) (uint64, bool) {
+	var b [8]byte
+	if _, err := mem.ReadAt(b[:], addr); err != nil {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(b[:]), true
 }
 
 // Limits of the expression evaluator: CFI expressions are a few
@@ -33,10 +49,10 @@ const (
 	maxExprStack = 64
 )
 
-// evalExpr evaluates a DWARF expression from call frame information, with
+// EvalExpr evaluates a DWARF expression from call frame information, with
 // initial pushed first (the CFA, for register rules). Only what CFI may
 // use is supported: no register locations, no calls, no TLS.
-func evalExpr(expr []byte, regs *regState, mem Memory, initial ...uint64) (uint64, error) {
+func EvalExpr(expr []byte, regs *RegState, mem Memory, initial ...uint64) (uint64, error) {
 	stack := make([]uint64, 0, 8)
 	stack = append(stack, initial...)
 	r := &ebuf{b: expr, name: "expression"}
@@ -64,9 +80,9 @@ func evalExpr(expr []byte, regs *regState, mem Memory, initial ...uint64) (uint6
 		case op >= 0x70 && op <= 0x8f: // DW_OP_breg0..31
 			reg := uint64(op - 0x70)
 			off := r.sleb()
-			v, ok := regs.get(reg)
+			v, ok := regs.Get(reg)
 			if !ok {
-				return 0, fmt.Errorf("expression reads %s, which is unknown", regName(reg))
+				return 0, fmt.Errorf("expression reads %s, which is unknown", RegName(reg))
 			}
 			stack = append(stack, v+uint64(off))
 			continue
@@ -201,9 +217,9 @@ func evalExpr(expr []byte, regs *regState, mem Memory, initial ...uint64) (uint6
 		case 0x92: // DW_OP_bregx
 			reg := r.uleb()
 			off := r.sleb()
-			v, ok := regs.get(reg)
+			v, ok := regs.Get(reg)
 			if !ok {
-				return 0, fmt.Errorf("expression reads %s, which is unknown", regName(reg))
+				return 0, fmt.Errorf("expression reads %s, which is unknown", RegName(reg))
 			}
 			stack = append(stack, v+uint64(off))
 		case 0x96: // DW_OP_nop
@@ -219,6 +235,9 @@ func evalExpr(expr []byte, regs *regState, mem Memory, initial ...uint64) (uint6
 	}
 	if r.err != nil {
 		return 0, r.err
+	}
+	if len(stack) > maxExprStack {
+		return 0, fmt.Errorf("expression stack deeper than %d", maxExprStack)
 	}
 	v, ok := pop()
 	if !ok {

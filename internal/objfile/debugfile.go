@@ -1,17 +1,15 @@
-package symbolize
+package objfile
 
 import (
 	"bytes"
-	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
+	"io/fs"
 	"path"
 	"strings"
-
-	"github.com/stallwatch/stallwatch/internal/procfs"
 )
 
 // A binary shipped without symbols names its separate debug file two
@@ -21,19 +19,20 @@ import (
 // under <debugdir>/<binary's directory>/.
 
 // findDebugFile returns the debug file of o, how it was found, and what
-// was tried (for the report when nothing was found or usable).
-func (p *Process) findDebugFile(o *objFile) (dbg *objFile, how string, tried []string) {
-	if o.buildID != "" && len(o.buildID) > 2 {
-		for _, dir := range p.debugDirs {
-			name := path.Join(dir, ".build-id", o.buildID[:2], o.buildID[2:]+".debug")
-			d, err := p.openDebugFile(name)
+// was tried (for the report when nothing was found or usable). The debug
+// file is the caller's to detach.
+func (o *File) findDebugFile(env *Env) (dbg *File, how string, tried []string) {
+	if o.BuildID != "" && len(o.BuildID) > 2 {
+		for _, dir := range env.debugDirs() {
+			name := path.Join(dir, ".build-id", o.BuildID[:2], o.BuildID[2:]+".debug")
+			d, err := openDebugFile(env, name)
 			if err != nil {
 				tried = append(tried, describeMiss(name, err))
 				continue
 			}
-			if d.buildID != o.buildID {
-				tried = append(tried, fmt.Sprintf("%s: build id %s, want %s", d.name, orNone(d.buildID), o.buildID))
-				d.close()
+			if d.BuildID != o.BuildID {
+				tried = append(tried, fmt.Sprintf("%s: build id %s, want %s", d.Name, orNone(d.BuildID), o.BuildID))
+				d.detach()
 				continue
 			}
 			return d, "build-id " + name, tried
@@ -47,28 +46,28 @@ func (p *Process) findDebugFile(o *objFile) (dbg *objFile, how string, tried []s
 	if link == "" {
 		return nil, "", tried
 	}
-	dir := path.Dir(o.path)
+	dir := path.Dir(o.Path)
 	cands := []string{path.Join(dir, link), path.Join(dir, ".debug", link)}
-	for _, d := range p.debugDirs {
+	for _, d := range env.debugDirs() {
 		cands = append(cands, path.Join(d, dir, link))
 	}
 	for _, name := range cands {
-		if name == o.path {
+		if name == o.Path {
 			continue // a debuglink naming the binary itself
 		}
-		d, err := p.openDebugFile(name)
+		d, err := openDebugFile(env, name)
 		if err != nil {
 			tried = append(tried, describeMiss(name, err))
 			continue
 		}
 		if got, err := crcFile(d); err != nil || got != crc {
-			tried = append(tried, fmt.Sprintf("%s: CRC %08x, the debuglink wants %08x", d.name, got, crc))
-			d.close()
+			tried = append(tried, fmt.Sprintf("%s: CRC %08x, the debuglink wants %08x", d.Name, got, crc))
+			d.detach()
 			continue
 		}
-		if d.buildID != "" && o.buildID != "" && d.buildID != o.buildID {
-			tried = append(tried, fmt.Sprintf("%s: build id %s, want %s", d.name, d.buildID, o.buildID))
-			d.close()
+		if d.BuildID != "" && o.BuildID != "" && d.BuildID != o.BuildID {
+			tried = append(tried, fmt.Sprintf("%s: build id %s, want %s", d.Name, d.BuildID, o.BuildID))
+			d.detach()
 			continue
 		}
 		return d, "debuglink " + name, tried
@@ -77,7 +76,7 @@ func (p *Process) findDebugFile(o *objFile) (dbg *objFile, how string, tried []s
 }
 
 func describeMiss(name string, err error) string {
-	if os.IsNotExist(err) || strings.Contains(err.Error(), "no such file") {
+	if errors.Is(err, fs.ErrNotExist) {
 		return name + ": not found"
 	}
 	return name + ": " + err.Error()
@@ -90,27 +89,34 @@ func orNone(s string) string {
 	return s
 }
 
-// openDebugFile opens a debug file by its path in the target's mount
-// namespace, then by the same path in ours (debug files are often
-// installed on the host, not in a container).
-func (p *Process) openDebugFile(name string) (*objFile, error) {
-	f, err := procfs.OpenInRoot(p.pid, name, false)
-	if err != nil && !p.sameRoot {
-		f, err = os.Open(name)
-	}
+// openDebugFile opens a debug file through env (in the target's mount
+// namespace, then in ours: debug files are often installed on the host,
+// not in a container). It is not cached: its tables become part of the
+// binary's Symbols.
+func openDebugFile(env *Env, name string) (*File, error) {
+	fd, err := env.open(name)
 	if err != nil {
 		return nil, err
 	}
-	return openObjFile(name, f)
+	st, err := fd.Stat()
+	if err != nil {
+		fd.Close()
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		fd.Close()
+		return nil, fmt.Errorf("%s: not a regular file", fd.Name())
+	}
+	return openUncached(fd, name, st.Size())
 }
 
 // debugLink reads .gnu_debuglink.
-func (o *objFile) debugLink() (string, uint32, error) {
+func (o *File) debugLink() (string, uint32, error) {
 	b, err := o.section(".gnu_debuglink")
 	if err != nil || b == nil {
 		return "", 0, err
 	}
-	return parseDebugLink(b, o.name, o.ef.ByteOrder)
+	return parseDebugLink(b, o.Name, o.ef.ByteOrder)
 }
 
 // parseDebugLink decodes a .gnu_debuglink section: a NUL-terminated file
@@ -133,33 +139,23 @@ func parseDebugLink(b []byte, file string, bo binary.ByteOrder) (string, uint32,
 }
 
 // crcFile computes the CRC32 (IEEE, as gdb and objcopy do) of a whole file.
-func crcFile(o *objFile) (uint32, error) {
+func crcFile(o *File) (uint32, error) {
 	h := crc32.NewIEEE()
 	if _, err := io.Copy(h, io.NewSectionReader(o.r, 0, o.size)); err != nil {
-		return 0, fmt.Errorf("%s: %w", o.name, err)
+		return 0, fmt.Errorf("%s: %w", o.Name, err)
 	}
 	return h.Sum32(), nil
 }
 
 // miniDebugInfo opens the ELF file inside .gnu_debugdata.
-func (o *objFile) miniDebugInfo() (*objFile, error) {
+func (o *File) miniDebugInfo() (*File, error) {
 	b, err := o.section(".gnu_debugdata")
 	if err != nil || b == nil {
 		return nil, err
 	}
 	img, err := inflateXZ(b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: .gnu_debugdata at offset %#x: %w", o.name, o.ef.Section(".gnu_debugdata").Offset, err)
+		return nil, fmt.Errorf("%s: .gnu_debugdata at offset %#x: %w", o.Name, o.ef.Section(".gnu_debugdata").Offset, err)
 	}
-	return memObjFile(o.path, o.name+"[.gnu_debugdata]", img)
-}
-
-// symbolSection returns the section of the given type, if any.
-func (o *objFile) symbolSection(typ elf.SectionType) *elf.Section {
-	for _, s := range o.ef.Sections {
-		if s.Type == typ && s.Size > 0 {
-			return s
-		}
-	}
-	return nil
+	return OpenImage(o.Path, o.Name+"[.gnu_debugdata]", img)
 }

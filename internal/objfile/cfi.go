@@ -1,4 +1,4 @@
-package unwind
+package objfile
 
 import (
 	"encoding/binary"
@@ -33,17 +33,22 @@ const (
 // .eh_frame is a few MiB; nothing legitimate comes near this).
 const maxSection = 256 << 20
 
-// ehFrame is one module's .eh_frame, in the module's link-time addresses,
-// with a table of the code ranges its FDEs cover.
-type ehFrame struct {
-	name string // the file, for errors
-	data []byte
-	addr uint64 // link-time address of data[0]
-	fdes []fdeEntry
+// CFI is one module's call frame information (.eh_frame, or .debug_frame
+// where a file has no .eh_frame), in the module's link-time addresses,
+// with a table of the code ranges its FDEs cover. It is safe for
+// concurrent use.
+type CFI struct {
+	name  string // the file and the section, for errors
+	data  []byte
+	addr  uint64 // link-time address of data[0]
+	debug bool   // .debug_frame: CIE ids and pointers differ (DWARF 5 6.4.1)
+	fdes  []fdeEntry
+	// Bad counts FDEs that failed to parse (skipped).
+	Bad int
 
 	mu   sync.Mutex
 	cies map[uint32]*cie
-	rows map[uint64]*rowResult
+	rows map[uint64]*Row
 }
 
 // fdeEntry is an FDE's code range and where its record begins in data.
@@ -80,7 +85,7 @@ type parseError struct {
 }
 
 func (e *parseError) Error() string {
-	return fmt.Sprintf("%s: .eh_frame offset %#x: %s", e.name, e.off, e.reason)
+	return fmt.Sprintf("%s offset %#x: %s", e.name, e.off, e.reason)
 }
 
 // ebuf reads little-endian values from a section with bounds checks. The
@@ -296,7 +301,7 @@ func (r *ebuf) skipPointer(enc byte) {
 type entry struct {
 	off     int    // offset of the length field
 	idOff   int    // offset of the CIE id / CIE pointer field
-	id      uint32 // 0 for a CIE
+	id      uint32 // 0 for a CIE in .eh_frame, 0xffffffff in .debug_frame
 	body    []byte // after the id field, to the record's end
 	bodyOff int
 	next    int
@@ -332,7 +337,8 @@ func readEntry(name string, data []byte, off int) (entry, error) {
 }
 
 // parseCIE parses the CIE whose record starts at off.
-func parseCIE(name string, data []byte, addr uint64, off int) (*cie, error) {
+func parseCIE(f *CFI, off int) (*cie, error) {
+	name, data := f.name, f.data
 	e, err := readEntry(name, data, off)
 	if err == errTerminator {
 		return nil, &parseError{name, off, "CIE pointer leads to the terminator"}
@@ -340,7 +346,7 @@ func parseCIE(name string, data []byte, addr uint64, off int) (*cie, error) {
 	if err != nil {
 		return nil, err
 	}
-	if e.id != 0 {
+	if !f.isCIE(e.id) {
 		return nil, &parseError{name, off, "CIE pointer leads to an FDE"}
 	}
 	r := &ebuf{b: data[:e.next], off: e.bodyOff, name: name}
@@ -405,15 +411,23 @@ func parseCIE(name string, data []byte, addr uint64, off int) (*cie, error) {
 	return c, nil
 }
 
+// isCIE says whether a record with this id is a CIE.
+func (f *CFI) isCIE(id uint32) bool {
+	if f.debug {
+		return id == 0xffffffff
+	}
+	return id == 0
+}
+
 // cieAt returns the CIE at off, parsing it once.
-func (f *ehFrame) cieAt(off int) (*cie, error) {
+func (f *CFI) cieAt(off int) (*cie, error) {
 	f.mu.Lock()
 	c := f.cies[uint32(off)]
 	f.mu.Unlock()
 	if c != nil {
 		return c, nil
 	}
-	c, err := parseCIE(f.name, f.data, f.addr, off)
+	c, err := parseCIE(f, off)
 	if err != nil {
 		return nil, err
 	}
@@ -426,10 +440,16 @@ func (f *ehFrame) cieAt(off int) (*cie, error) {
 	return c, nil
 }
 
-// parseFDE parses the FDE whose record is e.
-func (f *ehFrame) parseFDE(e entry) (*fde, error) {
+// parseFDE parses the FDE whose record is e. Its CIE pointer is relative
+// to the field in .eh_frame, an offset in the section in .debug_frame.
+func (f *CFI) parseFDE(e entry) (*fde, error) {
 	cieOff := e.idOff - int(e.id)
-	if int(e.id) > e.idOff || cieOff < 0 {
+	if f.debug {
+		cieOff = int(e.id)
+		if uint64(e.id) >= uint64(len(f.data)) {
+			return nil, &parseError{f.name, e.off, fmt.Sprintf("CIE pointer %#x points past the section", e.id)}
+		}
+	} else if int(e.id) > e.idOff || cieOff < 0 {
 		return nil, &parseError{f.name, e.off, fmt.Sprintf("CIE pointer %#x points before the section", e.id)}
 	}
 	c, err := f.cieAt(cieOff)
@@ -456,21 +476,35 @@ func (f *ehFrame) parseFDE(e entry) (*fde, error) {
 	return d, nil
 }
 
-// parseEhFrame reads every record of data (the .eh_frame of name, loaded
+// ParseEhFrame reads every record of data (the .eh_frame of name, loaded
 // at link-time address addr) and builds the FDE table. Records that fail
-// to parse are skipped and counted: one bad FDE must not cost a module all
-// of its others. An error is returned only when nothing usable was found
-// in a non-empty section.
-func parseEhFrame(name string, data []byte, addr uint64) (*ehFrame, int, error) {
+// to parse are skipped and counted (CFI.Bad): one bad FDE must not cost a
+// module all of its others. An error is returned only when nothing usable
+// was found in a non-empty section.
+func ParseEhFrame(name string, data []byte, addr uint64) (*CFI, error) {
+	return parseCFI(&CFI{name: name + ": .eh_frame", data: data, addr: addr})
+}
+
+// parseDebugFrame is ParseEhFrame for a .debug_frame section (addresses
+// are absolute there: addr is not needed).
+func parseDebugFrame(name string, data []byte) (*CFI, error) {
+	return parseCFI(&CFI{name: name + ": .debug_frame", data: data, debug: true})
+}
+
+func parseCFI(f *CFI) (*CFI, error) {
+	name, data := f.name, f.data
 	if len(data) > maxSection {
-		return nil, 0, fmt.Errorf("%s: .eh_frame of %d bytes is larger than %d", name, len(data), maxSection)
+		return nil, fmt.Errorf("%s of %d bytes is larger than %d", name, len(data), maxSection)
 	}
-	f := &ehFrame{name: name, data: data, addr: addr}
 	bad := 0
 	var firstErr error
 	for off := 0; off < len(data); {
 		e, err := readEntry(name, data, off)
 		if err == errTerminator {
+			if f.debug {
+				off += 4 // padding in .debug_frame, not an end
+				continue
+			}
 			break
 		}
 		if err != nil {
@@ -482,7 +516,7 @@ func parseEhFrame(name string, data []byte, addr uint64) (*ehFrame, int, error) 
 			break
 		}
 		off = e.next
-		if e.id == 0 {
+		if f.isCIE(e.id) {
 			continue // a CIE; parsed when an FDE refers to it
 		}
 		d, err := f.parseFDE(e)
@@ -498,14 +532,20 @@ func parseEhFrame(name string, data []byte, addr uint64) (*ehFrame, int, error) 
 		}
 	}
 	sort.Slice(f.fdes, func(i, j int) bool { return f.fdes[i].begin < f.fdes[j].begin })
+	f.Bad = bad
 	if len(f.fdes) == 0 && firstErr != nil {
-		return nil, bad, firstErr
+		return nil, firstErr
 	}
-	return f, bad, nil
+	return f, nil
 }
 
+// Len is the number of FDEs: functions whose frames it describes.
+func (f *CFI) Len() int { return len(f.fdes) }
+
+func (f *CFI) sizeBytes() int64 { return int64(len(f.data)) + int64(len(f.fdes))*16 }
+
 // find returns the FDE covering the link-time address pc.
-func (f *ehFrame) find(pc uint64) (*fde, error) {
+func (f *CFI) find(pc uint64) (*fde, error) {
 	i := sort.Search(len(f.fdes), func(i int) bool { return f.fdes[i].begin > pc }) - 1
 	// Ranges may nest (a hand-written FDE inside a larger one): look back
 	// a few entries for one that covers pc.

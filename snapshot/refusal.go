@@ -1,0 +1,135 @@
+package snapshot
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/stallwatch/stallwatch/internal/perms"
+	"github.com/stallwatch/stallwatch/internal/procfs"
+)
+
+// processRefusal says why no thread of pid can be stopped, before any is
+// tried: a kernel thread, or stallwatch's own process.
+func processRefusal(pid int) error {
+	if pid == os.Getpid() {
+		return ErrOwnProcess
+	}
+	if st, err := procfs.ReadStat(pid, pid); err == nil && st.KernelThread() {
+		return ErrKernelThread
+	}
+	return nil
+}
+
+// tracedError describes a thread held by another tracer.
+func tracedError(tid, tracer int) *TracedError {
+	e := &TracedError{TID: tid, Tracer: tracer}
+	if name, err := procfs.Comm(tracer, tracer); err == nil {
+		e.TracerName = name
+	}
+	return e
+}
+
+// explainRefusal says truly why the kernel refused to let stallwatch
+// ptrace thread tid of pid: what a user can fix (a missing capability, a
+// Yama setting) as a *perms.Error, what no flag changes as a
+// *RefusedError naming the facts checked.
+func explainRefusal(pid, tid int, errno error) error {
+	if !perms.IsPermission(errno) {
+		return fmt.Errorf("ptrace thread %d of pid %d: %w", tid, pid, errno)
+	}
+	if err := processRefusal(pid); err != nil {
+		return err
+	}
+	op := fmt.Sprintf("ptrace pid %d", pid)
+	hasPtrace := perms.HasCap(perms.CapSysPtrace)
+	if !hasPtrace {
+		st, err := procfs.ReadStatus(pid, tid)
+		if err != nil || !sameUser(st) {
+			return perms.Ptrace(op, errno)
+		}
+		if scope, ok := perms.PtraceScope(); ok && scope > 0 {
+			return perms.Ptrace(op, errno)
+		}
+		// Our own user's process, no Yama: the kernel refuses a process
+		// that changed its credentials or said it is not dumpable.
+		return &perms.Error{Op: op, Err: errno,
+			Missing: "CAP_SYS_PTRACE (the target is your user's but not dumpable: it changed its credentials, as a setuid program does, or called prctl(PR_SET_DUMPABLE, 0))",
+			Fix:     "`sudo setcap cap_sys_ptrace+ep $(command -v stallwatch)`, or run as root, or run with --no-ptrace"}
+	}
+	return &RefusedError{PID: pid, TID: tid, Err: errno, Why: refusalFacts(pid)}
+}
+
+// sameUser reports whether every uid of the thread is ours.
+func sameUser(st procfs.Status) bool {
+	me := uint32(os.Geteuid())
+	for _, u := range st.Uid[:3] {
+		if u != me {
+			return false
+		}
+	}
+	return true
+}
+
+// refusalFacts lists what is known of a process the kernel protects from
+// a tracer holding CAP_SYS_PTRACE.
+func refusalFacts(pid int) string {
+	facts := []string{"stallwatch holds CAP_SYS_PTRACE"}
+	if pid == 1 {
+		facts = append(facts, "it is pid 1, the init process of this machine or sandbox")
+	} else if st, err := procfs.ReadStatus(pid, pid); err == nil && st.InnerPid() == 1 {
+		facts = append(facts, "it is pid 1 of its own pid namespace (a container's init)")
+	}
+	if extra := capsBeyondOurs(pid); extra != "" {
+		facts = append(facts, "it holds capabilities stallwatch lacks ("+extra+")")
+	}
+	facts = append(facts, "so a security module (SELinux, AppArmor, Yama ptrace_scope 3, Landlock) or the platform protects it; its user stacks are read without stops")
+	return strings.Join(facts, "; ")
+}
+
+// capsBeyondOurs names the permitted capabilities of pid that this
+// process does not have in its own permitted set.
+func capsBeyondOurs(pid int) string {
+	theirs, ok1 := capPrm(procfs.PidPath(pid, "status"))
+	ours, ok2 := capPrm("/proc/self/status")
+	if !ok1 || !ok2 {
+		return ""
+	}
+	var names []string
+	for c := 0; c < 64; c++ {
+		if theirs&^ours&(1<<c) != 0 {
+			names = append(names, capName(c))
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+func capPrm(path string) (uint64, bool) {
+	b, err := procfs.ReadLimited(path, 1<<16)
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapPrm:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return mask, err == nil
+		}
+	}
+	return 0, false
+}
+
+// capNames are the capabilities of linux/capability.h, by number.
+var capNames = []string{"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID",
+	"SETUID", "SETPCAP", "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_ADMIN", "NET_RAW",
+	"IPC_LOCK", "IPC_OWNER", "SYS_MODULE", "SYS_RAWIO", "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT",
+	"SYS_ADMIN", "SYS_BOOT", "SYS_NICE", "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD", "LEASE",
+	"AUDIT_WRITE", "AUDIT_CONTROL", "SETFCAP", "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG", "WAKE_ALARM",
+	"BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF", "CHECKPOINT_RESTORE"}
+
+func capName(c int) string {
+	if c < len(capNames) {
+		return "CAP_" + capNames[c]
+	}
+	return fmt.Sprintf("capability %d", c)
+}
