@@ -384,3 +384,47 @@ func TestConfigDefaults(t *testing.T) {
 		t.Error("a negative rate was accepted")
 	}
 }
+
+// TestRecordCountsTruncatedJitdump: a jitdump whose last record is cut
+// mid-way — what a capture usually finds of V8's, which writes through a
+// buffered stream — is counted in capture.json's jit_truncated and said in
+// a note, while its complete records still name code.
+func TestRecordCountsTruncatedJitdump(t *testing.T) {
+	testutil.RequirePerf(t)
+	node := testutil.RequireTool(t, "node")
+	runDir := t.TempDir()
+	cmd := exec.Command(node, "--perf-prof", testutil.Testdata(t, "node", "manyfuncs.js"), "50")
+	cmd.Dir = runDir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("node: %v\n%s", err, out)
+	}
+	dumps, _ := filepath.Glob(filepath.Join(runDir, "jit-*.dump"))
+	if len(dumps) != 1 {
+		t.Fatalf("node --perf-prof left %d jitdumps", len(dumps))
+	}
+	whole, err := os.ReadFile(dumps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The target finds the dump in its working directory, written after
+	// it started (an older file would be another process's).
+	dir := t.TempDir()
+	sleeper := exec.Command(testutil.BuildGo(t, "sleeper"))
+	sleeper.Dir = dir
+	tg := testutil.StartCmd(t, sleeper)
+	tg.WaitLine(t, "ready", 10*time.Second)
+	cut := whole[:len(whole)-7] // every record is longer than 7 bytes
+	if err := os.WriteFile(filepath.Join(dir, "jit-"+strconv.Itoa(tg.Pid)+".dump"), cut, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	_, _, info := record(t, tg.Pid, 300*time.Millisecond, func(c *Config) { c.NoOffCPU = true })
+	if info.Counts.JITTruncated != 1 || info.Counts.JITSources != 1 {
+		t.Errorf("capture.json counts %d truncated of %d JIT sources, want 1 of 1; notes: %q",
+			info.Counts.JITTruncated, info.Counts.JITSources, info.Notes)
+	}
+	if !strings.Contains(strings.Join(info.Notes, "\n"), "still being written") {
+		t.Errorf("no note says the last record is still being written: %q", info.Notes)
+	}
+}
