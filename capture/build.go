@@ -159,6 +159,9 @@ func (f *facts) info() capdir.Info {
 			c.MissingSymbols++
 		}
 	}
+	if f.symStats.Unknown > 0 {
+		c.MissingSymbols++ // code in no mapping the target had: nothing could name it
+	}
 	info.Notes = f.allNotes()
 	return info
 }
@@ -190,6 +193,9 @@ func (f *facts) allNotes() []string {
 		notes = append(notes, f.symStats.KernelNote)
 	}
 	notes = append(notes, f.symStats.Notes...)
+	if n := f.symStats.Unknown; n > 0 {
+		notes = append(notes, fmt.Sprintf("%d addresses were in no mapping of the target: shown as [unknown]", n))
+	}
 	for _, j := range f.symStats.JIT {
 		if err := j.Err(); err != nil {
 			notes = append(notes, fmt.Sprintf("JIT symbols %s: %v", j.Path, err))

@@ -428,3 +428,40 @@ func TestRecordCountsTruncatedJitdump(t *testing.T) {
 		t.Errorf("no note says the last record is still being written: %q", info.Notes)
 	}
 }
+
+// TestRecordMainThreadExited: a process whose main thread left through
+// pthread_exit (its own maps are empty) is recorded whole: not taken for
+// exited, every frame of its spinning thread named.
+func TestRecordMainThreadExited(t *testing.T) {
+	testutil.RequirePerf(t)
+	tg := testutil.Start(t, testutil.BuildC(t, "mainexit/mainexit.c"))
+	tg.WaitLine(t, "ready ", 10*time.Second)
+	if err := testutil.Eventually(10*time.Second, func() bool {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(tg.Pid) + "/maps")
+		return err == nil && len(b) == 0
+	}); err != nil {
+		t.Fatal("the main thread's maps never emptied: it did not exit")
+	}
+	_, p, info := record(t, tg.Pid, 500*time.Millisecond, nil)
+	if info.TargetExited {
+		t.Errorf("the process was taken for exited; notes %q", info.Notes)
+	}
+	var spins int
+	for _, s := range p.Sample {
+		names := funcs(s)
+		if indexOf(names, "spin_in_worker") >= 0 {
+			spins++
+		}
+		for _, n := range names {
+			if strings.HasPrefix(n, "[unknown]") {
+				t.Errorf("unnamed frame %s in %v", n, names)
+			}
+		}
+	}
+	if spins == 0 {
+		t.Errorf("no sample in spin_in_worker; notes %q", info.Notes)
+	}
+	if info.Counts.MissingSymbols != 0 {
+		t.Errorf("capture.json counts %d missing symbol sources; notes %q", info.Counts.MissingSymbols, info.Notes)
+	}
+}

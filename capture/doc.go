@@ -12,4 +12,10 @@
 // unwritable --out is refused before anything is sampled. A capture hands
 // back a capdir.Result (directory, capture.json, findings), the type its
 // callers share without importing this package.
+//
+// What is known of the target (package target: its files, unwind tables,
+// symbols, JIT sources, memory) is opened once per Session and shared by
+// the snapshot and the resolving of every capture's samples; it is
+// refreshed at the start of each capture (code loaded since) and before
+// its samples are resolved.
 package capture

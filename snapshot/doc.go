@@ -12,7 +12,16 @@
 // debugger traces, and the main thread of a process whose parent is the
 // caller (its stop would be reported to the caller's own wait for the
 // child) are always read without a stop. No path leaves a thread stopped
-// or traced: see stopThread.
+// or traced: see stopThread. What the snapshot reads of the process (its
+// files, unwind tables, symbols, memory) is a target.Process, shared with
+// the caller's other readers of the same target.
+//
+// A stop that cannot be had says truly why, as a typed error: a kernel
+// thread (ErrKernelThread) or stallwatch's own process (ErrOwnProcess)
+// for the whole snapshot; another tracer holding one thread (*TracedError
+// in that thread's Err: it alone is read without a stop); a missing
+// capability the user can grant (*perms.Error); a refusal although
+// permitted (*RefusedError, naming what was checked).
 //
 // Lock owners come from the futex words: a glibc pthread_mutex_t keeps
 // its owner's tid beside the word, a priority-inheritance futex holds it

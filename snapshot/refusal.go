@@ -84,7 +84,7 @@ func refusalFacts(pid int) string {
 	if extra := capsBeyondOurs(pid); extra != "" {
 		facts = append(facts, "it holds capabilities stallwatch lacks ("+extra+")")
 	}
-	facts = append(facts, "so a security module (SELinux, AppArmor, Yama ptrace_scope 3, Landlock) or the platform protects it; its user stacks are read without stops")
+	facts = append(facts, "so a security module (SELinux, AppArmor, Yama ptrace_scope 3, Landlock) or the platform protects it")
 	return strings.Join(facts, "; ")
 }
 

@@ -147,7 +147,7 @@ func (tk *taker) prepare() {
 		case err == nil:
 			tk.ownTg = true
 		case perms.IsPermission(err) && !tk.opts.NoPtrace:
-			tk.snap.PtraceErr = perms.Ptrace(fmt.Sprintf("ptrace pid %d", tk.pid), unwrapErrno(err))
+			tk.snap.PtraceErr = explainRefusal(tk.pid, tk.pid, unwrapErrno(err))
 			tk.note("not permitted to read the process's memory (%v): no user stacks, /proc facts only", tk.snap.PtraceErr)
 		default:
 			tk.note("user stacks and names unavailable: %v", err)
@@ -344,8 +344,8 @@ func (tk *taker) finish(tids []int, exited int) {
 			files = append(files, f)
 		}
 		sort.Strings(files)
-		err := perms.Ptrace(fmt.Sprintf("read /proc/%d/task/*/{%s}", tk.pid, strings.Join(files, ",")), unix.EACCES)
-		tk.note("not shown, not permitted: %v", err)
+		err := explainRefusal(tk.pid, tk.pid, unix.EACCES)
+		tk.note("not shown, not permitted: /proc/%d/task/*/{%s}: %v", tk.pid, strings.Join(files, ","), err)
 	}
 	if exited > 0 {
 		tk.note("%d threads exited before they could be read", exited)
@@ -386,7 +386,7 @@ func (tk *taker) finish(tids []int, exited int) {
 // kills its threads one by one): give it a moment to show it.
 func (tk *taker) alive(threadsVanished bool) bool {
 	if !threadsVanished {
-		return procfs.ProcessAlive(tk.pid)
+		return procfs.Alive(tk.pid)
 	}
 	return !eventuallyDead(tk.pid, 200*time.Millisecond)
 }
@@ -439,7 +439,7 @@ func unwrapErrno(err error) error {
 // eventuallyDead polls until pid is gone or a zombie, for at most d.
 func eventuallyDead(pid int, d time.Duration) bool {
 	for deadline := time.Now().Add(d); ; time.Sleep(5 * time.Millisecond) {
-		if !procfs.ProcessAlive(pid) {
+		if !procfs.Alive(pid) {
 			return true
 		}
 		if time.Now().After(deadline) {

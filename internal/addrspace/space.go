@@ -132,7 +132,7 @@ func (s *Space) Memory() *Memory {
 }
 
 // Alive reports whether a thread of the target still lives.
-func (s *Space) Alive() bool { return procfs.ProcessAlive(s.pid) }
+func (s *Space) Alive() bool { return procfs.Alive(s.pid) }
 
 // Refresh reads the maps again: new mappings are opened, mappings that
 // went away are kept (Gone) for code that ran before. Modules already

@@ -70,10 +70,13 @@ func readTask(pid, tid int, name string) ([]byte, error) {
 	return ReadLimited(TaskPath(pid, tid, name), 1<<20)
 }
 
-// Alive reports whether pid exists and is not a zombie.
+// Alive reports whether the process pid lives: some thread of it exists
+// and is not a zombie. A process whose main thread exited while others
+// run (pthread_exit in main) is alive; a zombie waiting to be reaped is
+// not.
 func Alive(pid int) bool {
-	st, err := ReadStat(pid, pid)
-	return err == nil && st.State != 'Z' && st.State != 'X'
+	_, err := Via(pid)
+	return err == nil
 }
 
 // Threads lists the thread ids of pid, in the order /proc gives them.
@@ -176,11 +179,4 @@ func Via(pid int) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("pid %d: %w (its main thread is a zombie and no other thread lives)", pid, ErrGone)
-}
-
-// ProcessAlive reports whether any thread of pid lives: unlike Alive, a
-// process whose main thread exited while others run is alive.
-func ProcessAlive(pid int) bool {
-	_, err := Via(pid)
-	return err == nil
 }
