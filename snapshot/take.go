@@ -45,7 +45,7 @@ const maxFrames = unwind.MaxFrames
 // Take snapshots every thread of pid. It returns an error only when there
 // is nothing to show (no such process, not permitted to read even its
 // thread list); everything else that went wrong is in the Snapshot's
-// Notes, PtraceError and each Thread's Err. A context cancelled midway
+// Notes, PtraceErr and each Thread's Err. A context cancelled midway
 // (SIGINT, SIGTERM) ends the snapshot early with what was read; no thread
 // is ever left stopped.
 func Take(ctx context.Context, pid int, opts Options) (*Snapshot, error) {
