@@ -399,3 +399,47 @@ func TestResultTopFinding(t *testing.T) {
 		t.Errorf("TopFinding = %+v, %v", f, ok)
 	}
 }
+
+// TestWriteUnderAttack: a real unprivileged process (user nobody) swaps
+// the entries of the output directory for links to a victim while root
+// writes captures, as in the audit of issue 8. A directory it owns is
+// refused before anything is written; a sticky shared one (/tmp's mode)
+// is used, its planted links are never followed, and every capture lands
+// in a directory of its own.
+func TestWriteUnderAttack(t *testing.T) {
+	r := testutil.StartRacer(t, false)
+	if _, err := OpenRoot(r.Dir); !errors.Is(err, safedir.ErrUnsafe) || !strings.Contains(err.Error(), "chown 0 "+r.Dir) {
+		t.Errorf("OpenRoot(a directory nobody owns) = %v, want ErrUnsafe with the fix", err)
+	}
+	r.Stop(t)
+	r.CheckVictim(t)
+
+	info := NewInfo(Target{PID: 4242}, Trigger{Kind: Stall, At: at})
+	plant := []string{DirName(&info, 1), DirName(&info, 2), DirName(&info, 3)}
+	r = testutil.StartRacer(t, true, plant...)
+	root := openRoot(t, r.Dir)
+	files := []File{text(FileProfile, "profile"), text(FileText, "report")}
+	var dirs []string
+	for range 30 {
+		dir, err := root.Write(&info, files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, dir)
+	}
+	if _, refused := r.Stop(t); refused == 0 {
+		t.Error("the racer never tried to move our directories: the test proved nothing")
+	}
+	for _, dir := range dirs {
+		if slices.Contains(plant, filepath.Base(dir)) {
+			t.Errorf("capture published under a planted link's name: %s", dir)
+		}
+		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+			t.Errorf("%s is not a directory: %v %v", dir, fi, err)
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, FileProfile)); err != nil || string(b) != "profile" {
+			t.Errorf("%s: %q %v", dir, b, err)
+		}
+	}
+	r.CheckVictim(t)
+}

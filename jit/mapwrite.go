@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/internal/safedir"
 	"golang.org/x/sys/unix"
 )
 
@@ -60,18 +61,21 @@ func appendMapName(b []byte, name string) []byte {
 // MapFile is a perf map stallwatch writes for a process: written whole to
 // a temporary file in the same directory, then renamed over the old one,
 // so readers never see half of it; owned by the target's user, as perf
-// requires of the maps it trusts.
+// requires of the maps it trusts. Every step is relative to the directory
+// descriptor opened once (internal/safedir): a link planted in the target's
+// /tmp is replaced, never followed.
 type MapFile struct {
 	// Path is the file as the user should read it: in the target's mount
 	// namespace for the default place.
 	Path     string
-	dir      *os.File // the directory, opened in the target's root
+	dir      *safedir.Dir // the directory, opened in the target's root
 	base     string
 	uid, gid int
 }
 
 // OpenMapFile prepares the perf map of pid: /tmp/perf-<nspid>.map inside
-// the target's root when path is "", else path in our own file system.
+// the target's root when path is "", else path in our own file system,
+// whose directory must not be writable by other users (safedir.Open).
 // It refuses to take over a perf map the target writes itself.
 func OpenMapFile(pid int, path string) (*MapFile, error) {
 	st, err := procfs.ReadStatus(pid, pid)
@@ -81,20 +85,33 @@ func OpenMapFile(pid int, path string) (*MapFile, error) {
 	m := &MapFile{uid: int(st.Uid[1]), gid: int(st.Gid[1])}
 	if path == "" {
 		m.Path = fmt.Sprintf("/tmp/perf-%d.map", st.InnerPid())
-		m.dir, err = procfs.OpenInRoot(pid, "/tmp", false)
+		m.dir, err = openTargetTmp(pid)
 		if err == nil && writesItself(pid, m.Path) {
 			m.dir.Close()
 			return nil, fmt.Errorf("pid %d writes %s itself (--perf-basic-prof or the like): give another path with -o", pid, m.Path)
 		}
 	} else {
 		m.Path = path
-		m.dir, err = os.Open(filepath.Dir(path))
+		m.dir, err = safedir.Open(filepath.Dir(path))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("perf map for pid %d: %w", pid, err)
 	}
 	m.base = filepath.Base(m.Path)
 	return m, nil
+}
+
+// openTargetTmp opens the target's /tmp. It is shared with the target's
+// user by design (perf maps live there), so it is not held to safedir's
+// ownership rule; writing relative to it with O_NOFOLLOW is what keeps a
+// planted link from redirecting us.
+func openTargetTmp(pid int) (*safedir.Dir, error) {
+	f, err := procfs.OpenInRoot(pid, "/tmp", false)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return safedir.Wrap(f, f.Name())
 }
 
 // writesItself reports whether the process holds name (in its root)
@@ -125,50 +142,31 @@ func writesItself(pid int, name string) bool {
 // Write replaces the perf map with the jitdump symbols of ix and returns
 // how many lines it wrote.
 func (m *MapFile) Write(ix *Index, display bool) (int, error) {
-	dirfd := int(m.dir.Fd())
-	tmp := fmt.Sprintf(".%s.%d.tmp", m.base, os.Getpid())
-	fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-	if errors.Is(err, unix.EEXIST) {
-		// Left by a stallwatch that was killed: ours to replace.
-		_ = unix.Unlinkat(dirfd, tmp, 0)
-		fd, err = unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-	}
+	// A name with our pid: a stallwatch killed mid-write leaves one
+	// temporary file per pid, not one per write.
+	f, err := m.dir.CreateTemp(fmt.Sprintf(".%s.%d-*.tmp", m.base, os.Getpid()))
 	if err != nil {
-		return 0, fmt.Errorf("create %s: %w", m.tmpPath(tmp), err)
+		return 0, fmt.Errorf("write %s: %w", m.Path, err)
 	}
-	f := os.NewFile(uintptr(fd), m.tmpPath(tmp))
-	n, err := m.fill(f, ix, display)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	n, err := WritePerfMap(f, ix, display)
+	if err == nil {
+		// perf trusts a map owned by the user it runs as or root: give it
+		// to the target's user. Not being allowed to (not root) leaves it
+		// ours, which is the target's user when we run as that user.
+		if cerr := f.Chown(m.uid, m.gid); cerr != nil && !errors.Is(cerr, unix.EPERM) {
+			err = cerr
+		}
 	}
 	if err == nil {
-		err = unix.Renameat(dirfd, tmp, dirfd, m.base)
+		err = f.Commit(m.base, 0o644)
+	} else {
+		f.Abort()
 	}
 	if err != nil {
-		_ = unix.Unlinkat(dirfd, tmp, 0)
 		return 0, fmt.Errorf("write %s: %w", m.Path, err)
 	}
 	return n, nil
 }
-
-func (m *MapFile) fill(f *os.File, ix *Index, display bool) (int, error) {
-	n, err := WritePerfMap(f, ix, display)
-	if err != nil {
-		return n, err
-	}
-	// perf trusts a map owned by the user it runs as or root: give it to
-	// the target's user. Not being allowed to (not root) leaves it ours,
-	// which is the target's user when we run as that user.
-	if err := f.Chown(m.uid, m.gid); err != nil && !errors.Is(err, unix.EPERM) {
-		return n, err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		return n, err
-	}
-	return n, f.Sync()
-}
-
-func (m *MapFile) tmpPath(tmp string) string { return filepath.Join(filepath.Dir(m.Path), tmp) }
 
 // Close releases the directory.
 func (m *MapFile) Close() error { return m.dir.Close() }

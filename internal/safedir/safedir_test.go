@@ -2,6 +2,7 @@ package safedir
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stallwatch/stallwatch/internal/testutil"
 )
 
 func TestCheckTrust(t *testing.T) {
@@ -305,4 +308,52 @@ func TestWriteFileAt(t *testing.T) {
 	if err := WriteFileAt(filepath.Join(root, "missing", "out.txt"), 0o644, func(io.Writer) error { return nil }); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("into a missing directory: %v", err)
 	}
+}
+
+// TestRacer: in a directory owned by an unprivileged user who swaps every
+// entry for a link to a victim as fast as it can, writing relative to the
+// descriptors we opened reaches only what we created. Open refuses such a
+// directory; Wrap skips the check so the writes are tried under attack.
+func TestRacer(t *testing.T) {
+	r := testutil.StartRacer(t, false)
+	if _, err := Open(r.Dir); !errors.Is(err, ErrUnsafe) {
+		t.Fatalf("Open(a directory nobody owns) = %v, want ErrUnsafe", err)
+	}
+	f, err := os.Open(r.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Wrap(f, r.Dir)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var ours, lost int
+	for i := range 300 {
+		name, sub, err := d.MkdirTemp(".tmp-", 0o755)
+		if err != nil {
+			lost++ // swapped between mkdirat and open: refused, not followed
+			continue
+		}
+		if err := sub.WriteFile("report.txt", 0o644, func(w io.Writer) error { _, err := io.WriteString(w, "ours"); return err }); err != nil {
+			t.Fatalf("writing into our own directory: %v", err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(sub.Fd(), "report.txt", &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Uid != 0 || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			t.Errorf("the file written is not ours: %+v %v", st, err)
+		}
+		sub.Sync()
+		sub.Close()
+		if d.Rename(name, d, fmt.Sprintf("final-%d", i), NoReplace) == nil {
+			ours++
+		}
+		d.RemoveAll(fmt.Sprintf("final-%d", i))
+	}
+	swapped, _ := r.Stop(t)
+	t.Logf("%d directories written and renamed, %d lost to the racer; the racer swapped %d entries", ours, lost, swapped)
+	if swapped == 0 {
+		t.Fatal("the racer swapped nothing: the test proved nothing")
+	}
+	r.CheckVictim(t)
 }
