@@ -23,6 +23,7 @@ func fuzzDump(t *testing.T, data []byte, cut int) {
 		}
 	}
 	checkIndex(t, whole.ix)
+	checkBound(t, whole.ix, fuzzLimits)
 }
 
 type readResult struct {
@@ -30,18 +31,39 @@ type readResult struct {
 	d  *dumpReader
 }
 
-// readDumpBytes reads data as a growing file that reaches each size in turn.
+// fuzzLimits are small bounds, so that fuzzing reaches the index's
+// compaction (bound.go) with small inputs.
+var fuzzLimits = limits{symbols: 64, nameBytes: 8 << 10, lines: 256}
+
+// readDumpBytes reads data as a growing file that reaches each size in
+// turn, into an index bounded by fuzzLimits.
 func readDumpBytes(data []byte, sizes ...int) readResult {
 	s := &source{info: SourceInfo{Path: "fuzz"}, dump: newDumpReader("fuzz")}
 	s.configure(Options{LineTables: true})
-	var b builder
+	b := builder{limits: fuzzLimits}
 	r := bytes.NewReader(data)
 	for _, size := range sizes {
-		if err := s.dump.read(r, int64(size), func(rec *record) { s.record(&b, rec) }); err != nil {
+		if err := s.dump.read(r, int64(size), func(rec *record) { s.record(&b, rec); b.bound() }); err != nil {
 			panic(err) // reading memory cannot fail
 		}
 	}
 	return readResult{b.index(), s.dump}
+}
+
+// checkBound fails when an index holds more than its bound allows.
+func checkBound(t *testing.T, ix *Index, l limits) {
+	names, lines := 0, len(ix.lines)
+	for id := range ix.n {
+		names += symbolBytes(&ix.store.slot(int32(id)).sym)
+	}
+	if ix.n > l.symbols || names > l.nameBytes || lines > l.lines {
+		t.Fatalf("index of %d symbols, %d name bytes, %d line entries: over its bound %+v", ix.n, names, lines, l)
+	}
+	for s := range ix.All() {
+		if len(s.Name) > maxNameLen {
+			t.Fatalf("a name of %d bytes is kept", len(s.Name))
+		}
+	}
 }
 
 // checkIndex looks up every symbol's first and last byte: each answer

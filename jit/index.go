@@ -351,6 +351,11 @@ type builder struct {
 	fileID map[string]uint32
 	layers [numLayers]painter
 	snap   *Index
+
+	nameBytes int // of every symbol held (bound.go)
+	reused    int // code loaded over code that was live, ever
+	lost      map[string]*losses
+	limits    limits // zero: defaultLimits
 }
 
 // add paints sym over what its range held before and returns its id.
@@ -369,6 +374,10 @@ func (b *builder) add(layer int, sym Symbol, tomb bool) int32 {
 	off := len(b.under)
 	b.under = b.layers[layer].paint(b.under, id, sym.Start, sym.Start+sym.Size)
 	sl.underOff, sl.underLen = uint32(off), uint32(len(b.under)-off)
+	if !tomb && sl.underLen > 0 {
+		b.reused++
+	}
+	b.nameBytes += symbolBytes(&sym)
 	b.snap = nil
 	return id
 }

@@ -1,7 +1,6 @@
 package jit
 
 import (
-	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -49,7 +48,17 @@ func Inspect(path string, opts Options) (*Summary, error) {
 		return nil, err
 	}
 	sum := &Summary{Path: path, Size: size}
-	var b builder
+	// The index is bounded (it may forget replaced code); what the
+	// summary counts is counted as the records stream by.
+	b := builder{limits: inspectLimits}
+	visit := func() {
+		if b.n > 0 {
+			if sl := b.store.slot(int32(b.n - 1)); !sl.tomb {
+				sum.addLargest(sl.sym)
+			}
+		}
+		b.bound()
+	}
 	if s.dump != nil {
 		first := true
 		err = s.dump.read(s.f, size, func(r *record) {
@@ -60,7 +69,11 @@ func Inspect(path string, opts Options) (*Summary, error) {
 				sum.LastTime = r.time
 			}
 			first = false
+			n := b.n
 			s.record(&b, r)
+			if b.n > n {
+				visit()
+			}
 		})
 		s.sync()
 		sum.Header = s.dump.hdr
@@ -69,25 +82,41 @@ func Inspect(path string, opts Options) (*Summary, error) {
 			sum.Counts[RecordType(t)] = n
 		}
 	} else {
-		err = s.ingest(&b, true)
+		err = s.pmap.read(s.f, size, true, func(start, size uint64, name []byte) {
+			n := b.n
+			s.mapLine(&b, start, size, name)
+			if b.n > n {
+				visit()
+			}
+		})
+		s.sync()
 	}
 	if err != nil {
 		return nil, err
 	}
+	s.syncLosses(&b)
 	sum.Info = s.info
-	ix := b.index()
-	sum.Symbols = ix.Len()
-	for id := 0; id < ix.n; id++ {
-		if sl := ix.store.slot(int32(id)); !sl.tomb && sl.underLen > 0 {
-			sum.Reused++
-		}
-	}
-	for sym := range ix.All() {
-		sum.Largest = append(sum.Largest, *sym)
-	}
-	slices.SortStableFunc(sum.Largest, func(a, b Symbol) int { return cmp.Compare(b.Size, a.Size) })
-	sum.Largest = slices.Clip(sum.Largest[:min(len(sum.Largest), largestCount)])
+	sum.Symbols = s.info.Symbols
+	sum.Reused = b.reused
 	return sum, nil
+}
+
+// addLargest keeps sym if it is among the largestCount largest so far;
+// of equal sizes the one loaded first stays first.
+func (s *Summary) addLargest(sym Symbol) {
+	if len(s.Largest) == largestCount && sym.Size <= s.Largest[largestCount-1].Size {
+		return
+	}
+	i, _ := slices.BinarySearchFunc(s.Largest, sym.Size, func(e Symbol, size uint64) int {
+		if e.Size >= size {
+			return -1
+		}
+		return 1
+	})
+	s.Largest = slices.Insert(s.Largest, i, sym)
+	if len(s.Largest) > largestCount {
+		s.Largest = s.Largest[:largestCount]
+	}
 }
 
 // WriteText writes the summary for people: the header, the records, the
@@ -146,6 +175,9 @@ func (s *Summary) WriteText(w io.Writer) error {
 	}
 	if more := in.Bad - len(in.Problems); more > 0 && len(in.Problems) == maxProblems {
 		fmt.Fprintf(&b, "             ... and more: %d bad in all\n", in.Bad)
+	}
+	if in.Dropped > 0 {
+		fmt.Fprintf(&b, "  bound      %d live code ranges dropped, oldest first, at the memory bound (%d ranges): code loaded over them is not counted above\n", in.Dropped, inspectLimits.symbols)
 	}
 	if in.Broken != nil {
 		fmt.Fprintf(&b, "  reading stopped at offset %d: nothing after it can be found\n", in.Broken.Offset)

@@ -62,6 +62,12 @@ type SourceInfo struct {
 	// Problems are the first defects found, with their offsets.
 	Problems []*FormatError
 
+	// Forgotten and Dropped are what the index's memory bound cost this
+	// file (the package doc, "Memory"): code that later code had
+	// replaced, forgotten when the index was compacted, and live code
+	// dropped, oldest first, when even the live code passed the bound.
+	Forgotten, Dropped int
+
 	// ReadError is the last error reading the file (I/O, not format).
 	ReadError string
 
@@ -192,7 +198,7 @@ func (s *source) reset() {
 	}
 	s.dbg = pendingDebug{}
 	s.rt = runtimeFromPath(s.info.Path)
-	s.info.Symbols = 0
+	s.info.Symbols, s.info.Forgotten, s.info.Dropped = 0, 0, 0
 }
 
 // ingest reads what was appended since the last call into b. final takes
@@ -203,12 +209,26 @@ func (s *source) ingest(b *builder, final bool) error {
 		return err
 	}
 	if s.dump != nil {
-		err = s.dump.read(s.f, size, func(r *record) { s.record(b, r) })
+		err = s.dump.read(s.f, size, func(r *record) {
+			s.record(b, r)
+			b.bound()
+		})
 	} else {
-		err = s.pmap.read(s.f, size, final, func(start, size uint64, name []byte) { s.mapLine(b, start, size, name) })
+		err = s.pmap.read(s.f, size, final, func(start, size uint64, name []byte) {
+			s.mapLine(b, start, size, name)
+			b.bound()
+		})
 	}
 	s.sync()
+	s.syncLosses(b)
 	return err
+}
+
+// syncLosses copies what the index's memory bound cost this file.
+func (s *source) syncLosses(b *builder) {
+	if l := b.lost[s.info.Path]; l != nil {
+		s.info.Forgotten, s.info.Dropped = l.forgotten, l.dropped
+	}
 }
 
 // sync copies the readers' counts into info.
@@ -275,7 +295,7 @@ func (s *source) record(b *builder, r *record) {
 		if r.codeSize == 0 {
 			return
 		}
-		sym := s.symbol(r.addr, r.codeSize, string(r.name), s.time(r.time))
+		sym := s.symbol(r.addr, r.codeSize, string(cutName(r.name)), s.time(r.time))
 		sym.CodeIndex = r.codeIndex
 		matched := dbg.set && dbg.addr == r.addr
 		// The name's own file wins over a debug entry that disagrees,
@@ -354,7 +374,7 @@ func (s *source) mapLine(b *builder, start, size uint64, name []byte) {
 	if size == 0 {
 		return
 	}
-	b.add(layerPerfMap, s.symbol(start, size, string(name), 0), false)
+	b.add(layerPerfMap, s.symbol(start, size, string(cutName(name)), 0), false)
 	s.info.Symbols++
 }
 

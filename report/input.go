@@ -18,6 +18,7 @@ import (
 
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/safedir"
+	"github.com/stallwatch/stallwatch/snapshot"
 )
 
 // MaxProfileBytes bounds a profile read from disk, on disk and after
@@ -86,7 +87,7 @@ func Open(ctx context.Context, path string) (*Capture, error) {
 	c := &Capture{}
 	c.input(f)
 	if strings.HasSuffix(path, ".json") {
-		if c.Threads, err = ReadThreadDumpJSON(ctxReader{ctx, f}, path); err != nil {
+		if c.Threads, err = readThreadDump(ctx, f, path); err != nil {
 			return nil, err
 		}
 		return c, nil
@@ -150,7 +151,7 @@ func Load(ctx context.Context, d *capdir.Dir) (*Capture, error) {
 			return nil, err
 		}
 		defer f.Close()
-		if c.Threads, err = ReadThreadDumpJSON(ctxReader{ctx, f}, name); err != nil {
+		if c.Threads, err = readThreadDump(ctx, f, name); err != nil {
 			return nil, err
 		}
 	case d.Has(capdir.FileThreads):
@@ -172,6 +173,19 @@ func Load(ctx context.Context, d *capdir.Dir) (*Capture, error) {
 	return c, nil
 }
 
+// readThreadDump reads a thread dump in JSON from f, its size checked
+// before reading.
+func readThreadDump(ctx context.Context, f *os.File, name string) (*snapshot.Snapshot, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > maxDumpJSON {
+		return nil, fmt.Errorf("%s is %d MiB, more than the %d MiB of thread dump stallwatch reads: %w", name, st.Size()>>20, maxDumpJSON>>20, ErrTooLarge)
+	}
+	return ReadThreadDumpJSON(ctxReader{ctx, f}, name)
+}
+
 // ReadProfile reads a pprof file (gzipped or not) within MaxProfileBytes.
 func ReadProfile(ctx context.Context, path string) (*profile.Profile, error) {
 	f, err := safedir.OpenRegular(path)
@@ -182,31 +196,37 @@ func ReadProfile(ctx context.Context, path string) (*profile.Profile, error) {
 	return parseProfile(ctx, f, path)
 }
 
-// parseProfile reads a profile from f. The file's size is checked before
-// reading, gzip is decompressed here within the bound (pprof's own reader
-// has none), and a profile compressed twice is refused rather than
-// handed to a parser that would decompress it without a bound.
+// parseProfile reads a profile from f within MaxProfileBytes.
 func parseProfile(ctx context.Context, f *os.File, name string) (*profile.Profile, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	if st.Size() > MaxProfileBytes {
-		return nil, tooLarge(name, fmt.Sprintf("is %d MiB, more", st.Size()>>20))
+	return decodeProfile(ctx, f, st.Size(), name, MaxProfileBytes)
+}
+
+// decodeProfile reads a profile of size bytes from r. The size is checked
+// before reading, gzip is decompressed here within limit (pprof's own
+// reader has no bound), and a profile compressed twice is refused rather
+// than handed to a parser that would decompress it without a bound.
+func decodeProfile(ctx context.Context, r io.Reader, size int64, name string, limit int64) (*profile.Profile, error) {
+	if size > limit {
+		return nil, tooLarge(name, fmt.Sprintf("is %d MiB, more", size>>20), limit)
 	}
-	r := bufio.NewReaderSize(ctxReader{ctx, f}, 64<<10)
-	compressed := isGzip(r)
-	var src io.Reader = r
-	if compressed {
-		zr, err := gzip.NewReader(r)
+	br := bufio.NewReaderSize(ctxReader{ctx, r}, 64<<10)
+	var src io.Reader = br
+	if isGzip(br) {
+		zr, err := gzip.NewReader(br)
 		if err != nil {
 			return nil, fmt.Errorf("%s: not a pprof profile: %v", name, err)
 		}
 		src = zr
 	}
-	data, err := readAtMost(src, MaxProfileBytes)
+	// Checked on both sides: a little compressed input already read may
+	// decompress to much.
+	data, err := readAtMost(ctxReader{ctx, src}, limit)
 	if errors.Is(err, ErrTooLarge) {
-		return nil, tooLarge(name, "decompresses to more")
+		return nil, tooLarge(name, "decompresses to more", limit)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -231,23 +251,39 @@ func isGzip(r *bufio.Reader) bool {
 	return bytes.Equal(b, gzipMagic)
 }
 
-func tooLarge(name, what string) error {
+func tooLarge(name, what string, limit int64) error {
 	return fmt.Errorf("%s %s than the %d MiB of profile stallwatch reads: %w (go tool pprof reads larger ones)",
-		name, what, MaxProfileBytes>>20, ErrTooLarge)
+		name, what, limit>>20, ErrTooLarge)
 }
 
 // readAtMost reads r to its end, failing with ErrTooLarge past limit
-// bytes.
+// bytes. It reads in chunks and joins them once: a growing buffer would
+// allocate twice the data and copy it at every step.
 func readAtMost(r io.Reader, limit int64) ([]byte, error) {
-	var buf bytes.Buffer
-	n, err := buf.ReadFrom(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, err
+	const chunk = 1 << 20
+	var chunks [][]byte
+	var total int64
+	for {
+		buf := make([]byte, chunk)
+		n, err := io.ReadFull(r, buf)
+		total += int64(n)
+		if total > limit {
+			return nil, ErrTooLarge
+		}
+		if n > 0 {
+			chunks = append(chunks, buf[:n])
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	if n > limit {
-		return nil, ErrTooLarge
+	if len(chunks) == 1 {
+		return chunks[0], nil
 	}
-	return buf.Bytes(), nil
+	return bytes.Join(chunks, nil), nil
 }
 
 // ctxReader ends a read when ctx is done: SIGINT stops a long read.
