@@ -28,9 +28,10 @@ type UnsafeError struct {
 }
 
 func (e *UnsafeError) Error() string {
+	foreign := int(e.UID) != e.EUID && e.UID != 0
 	var who string
 	switch {
-	case int(e.UID) != e.EUID && e.UID != 0:
+	case foreign:
 		who = fmt.Sprintf("its owner, uid %d", e.UID)
 	case e.Mode&0o002 != 0:
 		who = "every user"
@@ -38,13 +39,12 @@ func (e *UnsafeError) Error() string {
 		who = "its group"
 	}
 	fix := fmt.Sprintf("`chmod go-w %s`", e.Path)
-	if int(e.UID) != e.EUID && e.UID != 0 {
-		fix = fmt.Sprintf("`chown %d %s` and `chmod go-w %s`", e.EUID, e.Path, e.Path)
+	if foreign {
+		fix = fmt.Sprintf("`chown %d %s` and `chmod go-w %s`, or run stallwatch as uid %d", e.EUID, e.Path, e.Path, e.UID)
 	}
-	return fmt.Sprintf("%s (mode %v, owner uid %d) can be written by %s, who could redirect what stallwatch writes there "+
-		"(running as uid %d); fix: %s, or use a directory that only uid %d or root can write "+
-		"(a shared directory must be sticky and owned by uid %d or root)",
-		e.Path, e.Mode, e.UID, who, e.EUID, fix, e.EUID, e.EUID)
+	return fmt.Sprintf("%s (mode %v, owner uid %d) can be written by %s, who could redirect what stallwatch, as uid %d, writes there; "+
+		"use a directory that only uid %d or root can write (a shared one must be sticky, as /tmp is), or fix this one: %s",
+		e.Path, e.Mode, e.UID, who, e.EUID, e.EUID, fix)
 }
 
 // Is makes errors.Is(err, ErrUnsafe) true.
