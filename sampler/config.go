@@ -102,14 +102,8 @@ func checkFreq(freq int) error {
 	if freq < 0 {
 		return fmt.Errorf("sampler: frequency %d Hz is negative", freq)
 	}
-	if freq == 0 {
-		return nil
-	}
-	if limit, err := readSysctl("/proc/sys/kernel/perf_event_max_sample_rate"); err == nil && freq > limit {
-		return fmt.Errorf("sampler: frequency %d Hz is above kernel.perf_event_max_sample_rate (%d): lower --freq or raise the sysctl", freq, limit)
-	}
-	if freq > 100000 {
-		return fmt.Errorf("sampler: frequency %d Hz is above cpu-clock's 100 kHz", freq)
+	if limit, bySysctl := FreqLimit(); freq > limit {
+		return &FreqError{Freq: freq, Limit: limit, BySysctl: bySysctl}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package sampler
 
 import (
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -16,7 +17,7 @@ func TestStartRefusesBadConfig(t *testing.T) {
 	}{
 		{"no pid", Config{}, "not a process id"},
 		{"negative frequency", Config{PID: self, Freq: -1}, "negative"},
-		{"frequency above the kernel's limit", Config{PID: self, Freq: 1 << 30}, "perf_event_max_sample_rate"},
+		{"frequency above the machine's limit", Config{PID: self, Freq: 1 << 30}, "is above"},
 		{"ring smaller than a record", Config{PID: self, Freq: 99, RingBytes: 4096, DumpOffCPU: 8192, OffCPU: true}, "smaller than the largest record"},
 		{"negative ring", Config{PID: self, RingBytes: -1}, "negative"},
 	}
@@ -31,6 +32,26 @@ func TestStartRefusesBadConfig(t *testing.T) {
 				t.Errorf("error %q, want it to say %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestFreqLimit: the limit is the sysctl's or cpu-clock's, whichever is
+// lower, and a rate above it is a *FreqError that says which.
+func TestFreqLimit(t *testing.T) {
+	sysctl, err := readSysctl(maxSampleRatePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit, bySysctl := FreqLimit()
+	if want := min(sysctl, cpuClockMaxFreq); limit != want || bySysctl != (sysctl < cpuClockMaxFreq) {
+		t.Errorf("FreqLimit() = %d, %v with the sysctl at %d; want %d", limit, bySysctl, sysctl, want)
+	}
+	var fe *FreqError
+	if err := checkFreq(limit + 1); !errors.As(err, &fe) || fe.Limit != limit || !errors.Is(err, ErrFreq) {
+		t.Errorf("checkFreq(%d) = %v, want a *FreqError at %d", limit+1, err, limit)
+	}
+	if err := checkFreq(limit); err != nil {
+		t.Errorf("checkFreq(%d) at the limit: %v", limit, err)
 	}
 }
 
