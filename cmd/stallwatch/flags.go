@@ -9,6 +9,7 @@ import (
 	"github.com/stallwatch/stallwatch/capture"
 	"github.com/stallwatch/stallwatch/internal/cli"
 	"github.com/stallwatch/stallwatch/internal/logfmt"
+	"github.com/stallwatch/stallwatch/internal/preflight"
 )
 
 // The flag sets several commands share. Each is declared once, here, so
@@ -58,6 +59,26 @@ func (c *captureFlags) check() error {
 func (c *captureFlags) apply(cfg *capture.Config) {
 	cfg.Freq = c.freq
 	cfg.NoOffCPU, cfg.NoKernel, cfg.NoPtrace = c.noOffCPU, c.noKernel, c.noPtrace
+}
+
+// needs is what sampling with these flags asks of the machine.
+func (c *captureFlags) needs(n *preflight.Needs) {
+	n.Sample, n.Kernel, n.OffCPU, n.Ptrace = true, !c.noKernel, !c.noOffCPU, !c.noPtrace
+	n.Rates = append(n.Rates, preflight.Rate{Flag: "--freq", Hz: c.freq})
+}
+
+// startChecks checks everything n needs before a command starts its work
+// (package preflight): it fails with every problem at once, or logs what
+// the command will do without.
+func startChecks(log *slog.Logger, n preflight.Needs) error {
+	warnings, err := preflight.Check(n)
+	if err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		log.Warn("going on without " + w.String())
+	}
+	return nil
 }
 
 // outputFlags say where capture directories go.

@@ -19,6 +19,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/cli"
 	"github.com/stallwatch/stallwatch/internal/logfmt"
 	"github.com/stallwatch/stallwatch/internal/perms"
+	"github.com/stallwatch/stallwatch/internal/preflight"
 	"github.com/stallwatch/stallwatch/internal/termsafe"
 )
 
@@ -56,6 +57,7 @@ func exitCode(err error) int {
 	var st exitStatus
 	var ue cli.UsageError
 	var pe *perms.Error
+	var pfe *preflight.Error
 	switch {
 	case err == nil:
 		return exitOK
@@ -63,6 +65,13 @@ func exitCode(err error) int {
 		return int(st)
 	case errors.As(err, &ue):
 		return exitUsage
+	case errors.As(err, &pfe):
+		switch {
+		case pfe.NotPermitted():
+			return exitNotPermitted
+		case pfe.OnlySettings():
+			return exitUsage
+		}
 	case errors.As(err, &pe):
 		return exitNotPermitted
 	}

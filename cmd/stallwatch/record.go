@@ -10,6 +10,7 @@ import (
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/capture"
 	"github.com/stallwatch/stallwatch/internal/cli"
+	"github.com/stallwatch/stallwatch/internal/preflight"
 	"github.com/stallwatch/stallwatch/internal/termsafe"
 	"github.com/stallwatch/stallwatch/report"
 )
@@ -85,6 +86,11 @@ func record(ctx context.Context, inv *cli.Invocation, f *recordFlags, g *globals
 		return err
 	}
 	log := g.logger(inv.Stderr, "stallwatch record", f.quiet)
+	needs := preflight.Needs{Verb: "record", PID: f.pid, Snapshot: f.snapshot, Out: f.output.out, OutFlag: "--out"}
+	f.capture.needs(&needs)
+	if err := startChecks(log, needs); err != nil {
+		return err
+	}
 	cfg := capture.Config{PID: f.pid, Snapshot: f.snapshot, Logger: log}
 	f.capture.apply(&cfg)
 	f.output.apply(&cfg)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stallwatch/stallwatch/capture"
 	"github.com/stallwatch/stallwatch/internal/cli"
+	"github.com/stallwatch/stallwatch/internal/preflight"
 	"github.com/stallwatch/stallwatch/internal/termsafe"
 	reports "github.com/stallwatch/stallwatch/report"
 	"github.com/stallwatch/stallwatch/snapshot"
@@ -62,6 +63,13 @@ func runSnapshot(ctx context.Context, inv *cli.Invocation, f *snapshotFlags, g *
 		return err
 	}
 	log := g.logger(inv.Stderr, "stallwatch snapshot", false)
+	needs := preflight.Needs{Verb: "snapshot", PID: f.pid, Snapshot: true, Ptrace: !f.noPtrace}
+	if f.out != "" {
+		needs.Out, needs.OutFlag = f.out, "--out"
+	}
+	if err := startChecks(log, needs); err != nil {
+		return err
+	}
 	snap, err := snapshot.Take(ctx, f.pid, snapshot.Options{NoPtrace: f.noPtrace})
 	if err != nil {
 		return err

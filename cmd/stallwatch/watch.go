@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -16,7 +15,7 @@ import (
 	"github.com/stallwatch/stallwatch/capture"
 	"github.com/stallwatch/stallwatch/internal/child"
 	"github.com/stallwatch/stallwatch/internal/cli"
-	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/internal/preflight"
 	"github.com/stallwatch/stallwatch/watchdog"
 )
 
@@ -171,6 +170,17 @@ func (f *watchFlags) ddEnv(getenv func(string) string) {
 	}
 }
 
+// needs is what watching asks of the machine. A child is not running yet:
+// permissions are checked on stallwatch, whose user it will have.
+func (f *watchFlags) needs() preflight.Needs {
+	n := preflight.Needs{Verb: "watch", PID: f.pid, Snapshot: true, Out: f.output.out, OutFlag: "--out"}
+	f.capture.needs(&n)
+	if f.policy.baselineFreq > 0 {
+		n.Rates = append(n.Rates, preflight.Rate{Flag: "--baseline-freq", Hz: f.policy.baselineFreq})
+	}
+	return n
+}
+
 // captureConfig is the capture session's configuration for pid.
 func (f *watchFlags) captureConfig(pid int, heartbeats string, log *slog.Logger) capture.Config {
 	cfg := capture.Config{PID: pid, Snapshot: true, Heartbeat: heartbeats, Logger: log}
@@ -188,6 +198,9 @@ func watch(ctx context.Context, inv *cli.Invocation, f *watchFlags, g *globals) 
 	}
 	f.ddEnv(os.Getenv)
 	log := g.logger(inv.Stderr, "", false)
+	if err := startChecks(log, f.needs()); err != nil {
+		return err
+	}
 
 	sources, proxy, err := f.sources(log)
 	if err != nil {
@@ -202,9 +215,6 @@ func watch(ctx context.Context, inv *cli.Invocation, f *watchFlags, g *globals) 
 	defer signal.Stop(sigs)
 
 	if len(inv.Rest) == 0 {
-		if !procfs.Alive(f.pid) {
-			return fmt.Errorf("no process %d", f.pid)
-		}
 		return watchTarget(ctx, f, f.pid, sources, nil, sigs, log)
 	}
 	var env []string
