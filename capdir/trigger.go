@@ -1,6 +1,15 @@
 package capdir
 
-import "time"
+import (
+	"errors"
+	"time"
+)
+
+// ErrTargetExited is why a capture was cut short when its target exited,
+// whoever saw it first: the watchdog cancels a capture with it as the
+// context's cause, and the capturer then records target_exited, as it
+// does when it sees the exit itself.
+var ErrTargetExited = errors.New("the target exited")
 
 // TriggerKind is why a capture was taken; it names the capture directory.
 type TriggerKind string

@@ -106,9 +106,14 @@ type facts struct {
 	symStats symbolize.Stats
 	snap     *snapshot.Snapshot
 	cutWhy   string
-	notes    []string
-	before   int // samples from the flight recorder
-	samples  []report.Sample
+	// exited: the target was gone when the sampling ended, whoever
+	// noticed (the sampler, the snapshot, the watchdog, or neither yet):
+	// the same for a child of stallwatch (a zombie until reaped) and for
+	// any other process.
+	exited  bool
+	notes   []string
+	before  int // samples from the flight recorder
+	samples []report.Sample
 }
 
 // info is capture.json as the capture saw it; findings are added when
@@ -117,7 +122,7 @@ func (f *facts) info() capdir.Info {
 	info := capdir.NewInfo(f.tg, f.trigger)
 	info.Start, info.End = f.start, f.end
 	info.CutShort, info.CutShortWhy = f.cutWhy != "", f.cutWhy
-	info.TargetExited = f.stats.TargetExited || (f.snap != nil && f.snap.TargetExited)
+	info.TargetExited = f.exited || f.stats.TargetExited || (f.snap != nil && f.snap.TargetExited)
 	if f.sampled {
 		info.Settings = capdir.Settings{
 			Freq:         f.cfg.Freq,

@@ -53,7 +53,7 @@ func Record(ctx context.Context, cfg Config, d time.Duration, progress func(Prog
 	snap := s.startSnapshot(ctx, smp)
 	cutWhy := recordFor(ctx, d, smp, progress)
 	samples := rec.Stop()
-	f := &facts{cfg: cfg, tg: s.tg, trigger: tr, stats: rec.Stats(), cutWhy: cutWhy, notes: s.notes}
+	f := &facts{cfg: cfg, tg: s.tg, trigger: tr, stats: rec.Stats(), cutWhy: cutWhy, notes: s.notes, exited: !procfs.Alive(cfg.PID)}
 	f.snap = snap()
 	return s.finish(f, smp, rec, []window{{"", nil}, {"", samples}})
 }
@@ -81,7 +81,7 @@ func recordFor(ctx context.Context, d time.Duration, smp *sampler.Sampler, progr
 				Threads:  st.ThreadsLive,
 			})
 		case <-smp.Done():
-			return "the target exited"
+			return whyExited
 		case <-deadline.Done():
 			if ctx.Err() != nil {
 				return interrupted(ctx)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/monotime"
+	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/report"
 	"github.com/stallwatch/stallwatch/sampler"
 	"github.com/stallwatch/stallwatch/snapshot"
@@ -124,7 +125,7 @@ func (s *Session) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.Resul
 		from := rec.Start() - min(rec.Start(), uint64(s.cfg.History))
 		before = smp.History(from, rec.Start())
 	}
-	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, stats: rec.Stats(), cutWhy: cutWhy, notes: s.notes}
+	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, stats: rec.Stats(), cutWhy: cutWhy, notes: s.notes, exited: !procfs.Alive(s.cfg.PID)}
 	f.snap = snap()
 	return s.finish(f, smp, rec, []window{{report.PhaseBefore, before}, {report.PhaseDuring, during}})
 }
@@ -214,16 +215,25 @@ func waitFor(ctx context.Context, d time.Duration, exited <-chan struct{}) strin
 	case <-t.C:
 		return ""
 	case <-exited:
-		return "the target exited"
+		return whyExited
 	case <-ctx.Done():
 		return interrupted(ctx)
 	}
 }
 
-// interrupted says why ctx ended, for a capture cut short.
+// interrupted says why ctx ended, for a capture cut short. The watchdog
+// cancels with capdir.ErrTargetExited when it sees the exit before the
+// sampler does: the same reason as when the sampler sees it first.
 func interrupted(ctx context.Context) string {
-	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+	c := context.Cause(ctx)
+	switch {
+	case errors.Is(c, capdir.ErrTargetExited):
+		return whyExited
+	case c != nil && !errors.Is(c, context.Canceled):
 		return "interrupted: " + c.Error()
 	}
 	return "interrupted"
 }
+
+// whyExited is why a capture is cut short by its target's exit.
+const whyExited = "the target exited"

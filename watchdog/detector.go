@@ -93,7 +93,7 @@ type detector struct {
 	shownAt   instant
 	inflight  *capdir.Trigger
 	forStall  bool // the capture in flight belongs to the current stall
-	signalDue bool // SIGUSR1 arrived during a capture
+	signalDue int  // capture requests (SIGUSR1) that arrived during a capture
 
 	// The current stall.
 	stallStart   instant  // last beat of the longest-silent source
@@ -324,18 +324,27 @@ func (d *detector) startCapture(now instant, tr capdir.Trigger, forStall bool) a
 	return action{capture: &tr}
 }
 
-// Signal asks for a capture now, whatever the state; during a capture it
-// is taken when that one ends.
-func (d *detector) Signal(now instant) action {
-	if d.phase == stateExited {
+// Signal handles n requests for a capture (SIGUSR1) that arrived
+// together: one capture now, whatever the state. Requests that arrive
+// during a capture are counted and make one capture when it ends.
+func (d *detector) Signal(now instant, n int) action {
+	if d.phase == stateExited || n <= 0 {
 		return action{}
 	}
 	if d.inflight != nil {
-		d.signalDue = true
-		d.log.Info("capture in progress; the signal's capture follows it", "state", d.shown)
+		d.signalDue += n
 		return action{}
 	}
-	return d.startCapture(now, d.trigger(now, capdir.Signal), d.inStall())
+	return d.startCapture(now, d.signalTrigger(now, n), d.inStall())
+}
+
+// signalTrigger is the trigger of a capture asked for by n requests.
+func (d *detector) signalTrigger(now instant, n int) capdir.Trigger {
+	tr := d.trigger(now, capdir.Signal)
+	if n > 1 {
+		tr.Reason += fmt.Sprintf(" (%d requests, merged into this capture)", n)
+	}
+	return tr
 }
 
 // CaptureDone records the end of the capture in flight (res may be nil
@@ -369,9 +378,10 @@ func (d *detector) CaptureDone(now instant, res *capdir.Result, err error) actio
 		return action{}
 	}
 	d.show(now)
-	if d.signalDue {
-		d.signalDue = false
-		sig := d.startCapture(now, d.trigger(now, capdir.Signal), d.inStall())
+	if n := d.signalDue; n > 0 {
+		d.signalDue = 0
+		d.log.Info("capture requests arrived during the capture: one capture follows for them", "state", d.shown, "requests", n)
+		sig := d.startCapture(now, d.signalTrigger(now, n), d.inStall())
 		sig.recovered, sig.stall = act.recovered, act.stall
 		return sig
 	}

@@ -283,7 +283,7 @@ func TestDetectorMaxCapturesZeroOnlyLogs(t *testing.T) {
 	if d.State() != stateStalled {
 		t.Errorf("state %v, want stalled", d.State())
 	}
-	if act := d.Signal(t0(11 * s)); act.capture == nil || act.capture.Kind != capdir.Signal {
+	if act := d.Signal(t0(11*s), 1); act.capture == nil || act.capture.Kind != capdir.Signal {
 		t.Error("SIGUSR1 capture refused with --max-captures 0")
 	}
 }
@@ -341,11 +341,11 @@ func TestDetectorStallAgainDuringCapture(t *testing.T) {
 func TestDetectorSignal(t *testing.T) {
 	d, rec := newTestDetector(t, defaultPolicy)
 	d.Beat(0, t0(0))
-	act := d.Signal(t0(1 * s))
+	act := d.Signal(t0(1*s), 1)
 	if act.capture == nil || act.capture.Kind != capdir.Signal || act.capture.StallFor != 0 {
 		t.Fatalf("signal capture = %+v", act.capture)
 	}
-	if a := d.Signal(t0(2 * s)); a.capture != nil {
+	if a := d.Signal(t0(2*s), 1); a.capture != nil {
 		t.Fatal("second capture started while one runs")
 	}
 	// A stall starts during the signal's capture: it is logged, and
@@ -413,7 +413,7 @@ func TestDetectorExit(t *testing.T) {
 	if _, ok := d.Deadline(t0(0)); ok {
 		t.Error("exited detector still wants ticks")
 	}
-	if a := d.Signal(t0(13 * s)); a.capture != nil {
+	if a := d.Signal(t0(13*s), 1); a.capture != nil {
 		t.Error("capture of an exited target")
 	}
 	r, _ := rec.find(stateMessages[stateExited])

@@ -16,6 +16,11 @@ import (
 // ending. It needs no cooperation from the target and catches a process
 // that is frozen outright (stopped, deadlocked, stuck in the kernel); a
 // target that is merely idle for longer than stall-after looks frozen too.
+//
+// The start of watching is its first beat. Other sources count a stall
+// from the target's first beat, because a target may take a while to
+// start beating; a process's progress needs no start, and a target frozen
+// already when watching begins must stall stall-after later, not never.
 type Progress struct {
 	PID      int
 	Interval time.Duration // default 1s
@@ -38,6 +43,9 @@ func (p *Progress) Run(ctx context.Context, beat func()) error {
 	ticks, _ := processTicks(p.PID)
 	last, err := readProgress(p.PID)
 	fresh := err == nil
+	if fresh {
+		beat() // watching begins: see the type's doc
+	}
 	for {
 		select {
 		case <-ctx.Done():

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stallwatch/stallwatch/capdir"
@@ -43,19 +44,27 @@ type Config struct {
 	lateAfter time.Duration // tests shorten it
 }
 
-// ErrTargetExited is returned by Run when the target exits.
-var ErrTargetExited = errors.New("target exited")
+// ErrTargetExited is returned by Run when the target exits. It is also the
+// cause a capture in flight is cancelled with (capdir.ErrTargetExited).
+var ErrTargetExited = capdir.ErrTargetExited
 
 // shutdownGrace bounds the wait for a cut-short capture when the watchdog
 // stops, so that SIGTERM ends stallwatch within 2 s whatever a capture does.
-const shutdownGrace = 1500 * time.Millisecond
+// exitGrace bounds it when the target exited: nothing else is waiting
+// then, and the capture of a target's last moments is worth its writing
+// time (symbolizing and rendering take seconds on a loaded machine).
+const (
+	shutdownGrace = 1500 * time.Millisecond
+	exitGrace     = 2 * time.Minute
+)
 
 // Watchdog watches the heartbeats of one target and captures its stalls.
 type Watchdog struct {
-	cfg    Config
-	log    *slog.Logger
-	clk    clock
-	signal chan struct{}
+	cfg      Config
+	log      *slog.Logger
+	clk      clock
+	signal   chan struct{}
+	requests atomic.Int64 // CaptureNow calls not yet handed to the detector
 }
 
 // New checks cfg and returns a watchdog ready to Run.
@@ -87,8 +96,12 @@ func New(cfg Config) (*Watchdog, error) {
 }
 
 // CaptureNow asks for a capture with trigger "signal", whatever the state
-// (SIGUSR1). It never blocks; requests made during a capture are merged.
+// (SIGUSR1). It never blocks. Requests are merged: those that arrive
+// together make one capture, those that arrive while a capture runs make
+// at most one more after it, and each merge is logged once with how many
+// requests it took.
 func (w *Watchdog) CaptureNow() {
+	w.requests.Add(1)
 	select {
 	case w.signal <- struct{}{}:
 	default:
@@ -157,7 +170,11 @@ func (w *Watchdog) Run(ctx context.Context) error {
 				return ErrTargetExited
 			}
 		case <-w.signal:
-			if !l.apply(l.feedBeats()) || !l.apply(l.d.Signal(l.now)) {
+			n := int(w.requests.Swap(0))
+			if n == 0 {
+				continue // counted by an earlier wake-up
+			}
+			if !l.apply(l.feedBeats()) || !l.apply(l.d.Signal(l.now, n)) {
 				return ErrTargetExited
 			}
 		case r := <-l.capDone:
@@ -244,7 +261,7 @@ func (l *loop) apply(act action) bool {
 		}
 	}
 	if act.exited {
-		l.finishCapture("the target exited")
+		l.finishCapture(ErrTargetExited, exitGrace)
 		return false
 	}
 	if act.capture == nil {
@@ -273,27 +290,29 @@ func (w *Watchdog) captureRunning(on bool) {
 
 func (l *loop) targetExited() {
 	l.d.Exit(l.w.clk.Now())
-	l.finishCapture("the target exited")
+	l.finishCapture(ErrTargetExited, exitGrace)
 }
 
 func (l *loop) shutdown(why string) {
 	l.w.log.Info("watchdog stopping", "why", why, "state", l.d.State())
-	l.finishCapture(why)
+	l.finishCapture(errors.New(why), shutdownGrace)
 }
 
-// finishCapture cuts the capture in flight short and waits for it to be
-// written, at most shutdownGrace.
-func (l *loop) finishCapture(why string) {
+// finishCapture cuts the capture in flight short, with why as its
+// context's cause, and waits for it to be written, at most grace.
+func (l *loop) finishCapture(why error, grace time.Duration) {
 	if l.cancel == nil {
 		return
 	}
-	l.cancel(errors.New(why))
+	l.cancel(why)
 	l.cancel = nil
+	t := time.NewTimer(grace)
+	defer t.Stop()
 	select {
 	case r := <-l.capDone:
 		l.d.CaptureDone(l.w.clk.Now(), r.res, r.err)
-	case <-time.After(shutdownGrace):
-		l.w.log.Error("the capture in progress did not finish in time; leaving it", "why", why, "waited", shutdownGrace)
+	case <-t.C:
+		l.w.log.Error("the capture in progress did not finish in time; leaving it", "why", why, "waited", grace)
 	}
 }
 

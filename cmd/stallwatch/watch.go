@@ -50,7 +50,8 @@ a command started as a child after '--' (stallwatch forwards SIGINT and
 SIGTERM to it and exits with its status).
 
 Heartbeats (at least one; a stall is any of them silent for --stall-after,
-counted from its first beat, so nothing stalls before the first beat):
+counted from its first beat: a file, a metric or an endpoint from the first
+beat the target gives, --heartbeat-proc from the start of watching):
 
   A file the target touches or replaces (inotify, plus a stat poll for NFS):
     stallwatch watch --heartbeat-file /run/app/heartbeat --pid 4242
@@ -66,11 +67,13 @@ counted from its first beat, so nothing stalls before the first beat):
     stallwatch watch --heartbeat-http http://127.0.0.1:8080/health --pid 4242
 
   The process's own progress: any CPU time or context switch of its
-  threads. Catches a process frozen outright with no help from it; a target
-  idle for longer than --stall-after looks frozen too:
+  threads. Catches a process frozen outright with no help from it, even one
+  frozen before watching began; a target idle for longer than --stall-after
+  looks frozen too:
     stallwatch watch --heartbeat-proc --stall-after 30s --pid 4242
 
-Signals: SIGUSR1 captures now (trigger "signal"), whatever the state.
+Signals: SIGUSR1 captures now (trigger "signal"), whatever the state;
+requests that arrive during a capture make one more capture after it.
 SIGINT and SIGTERM finish a capture in progress (cut short, still valid)
 and exit.
 
@@ -142,6 +145,11 @@ func (f *watchFlags) check(inv *cli.Invocation) error {
 		return cli.UsageErrorf("--http-timeout and --http-interval go with --heartbeat-http")
 	case f.httpURL != "" && (f.httpTimeout <= 0 || f.httpInterval <= 0):
 		return cli.UsageErrorf("--http-timeout and --http-interval must be positive")
+	}
+	if f.httpURL != "" {
+		if err := watchdog.CheckURL(f.httpURL); err != nil {
+			return cli.UsageErrorf("--heartbeat-http: %v", err)
+		}
 	}
 	for _, c := range []interface{ check() error }{&f.policy, &f.capture, &f.output} {
 		if err := c.check(); err != nil {
@@ -261,7 +269,7 @@ func (f *watchFlags) sources(log *slog.Logger) ([]watchdog.Source, *watchdog.Sta
 		srcs = append(srcs, &watchdog.File{Path: p, Poll: poll})
 	}
 	if f.httpURL != "" {
-		srcs = append(srcs, &watchdog.HTTP{URL: f.httpURL, Interval: f.httpInterval, Timeout: f.httpTimeout})
+		srcs = append(srcs, &watchdog.HTTP{URL: f.httpURL, Interval: f.httpInterval, Timeout: f.httpTimeout, Logger: log})
 	}
 	var proxy *watchdog.StatsdProxy
 	if f.statsdAddr != "" {
@@ -315,7 +323,7 @@ func watchTarget(ctx context.Context, f *watchFlags, pid int, sources []watchdog
 	// the first SIGTERM gets the next.
 	relayCtx, stopRelay := context.WithCancel(context.Background())
 	defer stopRelay()
-	go relaySignals(relayCtx, sigs, wd, kid, stop, log)
+	go relaySignals(relayCtx, sigs, wd, kid, stop)
 	if err := wd.Run(runCtx); err != nil && !errors.Is(err, watchdog.ErrTargetExited) {
 		return err
 	}
@@ -328,15 +336,14 @@ func watchTarget(ctx context.Context, f *watchFlags, pid int, sources []watchdog
 // relaySignals turns SIGUSR1 into a capture and, for a child, passes
 // SIGINT and SIGTERM on to it; those two also stop the watchdog (without a
 // child, main's context does that too).
-func relaySignals(ctx context.Context, sigs <-chan os.Signal, wd *watchdog.Watchdog, kid *child.Process, stop func(), log *slog.Logger) {
+func relaySignals(ctx context.Context, sigs <-chan os.Signal, wd *watchdog.Watchdog, kid *child.Process, stop func()) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case s := <-sigs:
 			if s == syscall.SIGUSR1 {
-				log.Info("SIGUSR1: capturing now")
-				wd.CaptureNow()
+				wd.CaptureNow() // the watchdog logs what it does with it
 				continue
 			}
 			if kid != nil {

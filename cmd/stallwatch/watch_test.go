@@ -70,6 +70,7 @@ func TestWatchUsageErrors(t *testing.T) {
 		{[]string{"--pid", "1", "--heartbeat-proc", "--max-captures", "-1"}, "cannot be negative"},
 		{[]string{"--pid", "1", "--heartbeat-proc", "--freq", "0"}, "--freq"},
 		{[]string{"--pid", "1", "--no-such-flag"}, "no-such-flag"},
+		{[]string{"--pid", "1", "--heartbeat-http", "localhost:8080/health"}, "--heartbeat-http: \"localhost:8080/health\" is not an http:// or https:// URL (write it whole: http://localhost:8080/health)"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 	"github.com/stallwatch/stallwatch/sampler"
 )
 
-var refused = fmt.Errorf("perf_event_open(cpu-clock) on pid 7: %w", unix.EACCES)
+var errRefused = fmt.Errorf("perf_event_open(cpu-clock) on pid 7: %w", unix.EACCES)
 
 // TestDiagnose: what the probes found becomes one error that names every
 // refusal and the fixes that grant them all.
@@ -33,8 +33,8 @@ func TestDiagnose(t *testing.T) {
 		want, avoid []string
 	}{
 		{"everything allowed", needs, func(*facts) {}, false, nil, nil},
-		{"paranoid 2, our own process: kernel frames and off-CPU refused, user frames allowed", needs, func(f *facts) {
-			f.perf = sampler.ProbeResult{OnCPU: refused, OffCPU: refused}
+		{"paranoid 2, our own process: kernel frames and off-CPU errRefused, user frames allowed", needs, func(f *facts) {
+			f.perf = sampler.ProbeResult{OnCPU: errRefused, OffCPU: errRefused}
 		}, true, []string{
 			"not permitted: on-CPU samples with kernel frames (perf_event_open): permission denied; needs CAP_PERFMON, or kernel.perf_event_paranoid <= 1 (it is 2)",
 			"not permitted: off-CPU samples",
@@ -43,21 +43,21 @@ func TestDiagnose(t *testing.T) {
 		}, []string{"paranoid=2"}},
 		{"paranoid 3: nothing allowed, flags do not help", needs, func(f *facts) {
 			f.paranoid = 3
-			f.perf = sampler.ProbeResult{OnCPU: refused, OnCPUUser: refused, OffCPU: refused}
+			f.perf = sampler.ProbeResult{OnCPU: errRefused, OnCPUUser: errRefused, OffCPU: errRefused}
 		}, true, []string{"not permitted: on-CPU samples (perf_event_open)", "kernel.perf_event_paranoid <= 2 (it is 3)", "sysctl kernel.perf_event_paranoid=1"},
 			[]string{"Or ask for less"}},
 		{"another user's process: a sysctl does not help", needs, func(f *facts) {
 			f.ours = false
-			f.perf = sampler.ProbeResult{OnCPU: refused, OnCPUUser: refused, OffCPU: refused}
+			f.perf = sampler.ProbeResult{OnCPU: errRefused, OnCPUUser: errRefused, OffCPU: errRefused}
 			f.procErr = unix.EACCES
 		}, true, []string{"reading pid 7's memory map", "CAP_PERFMON (pid 7 belongs to another user)", "setcap cap_perfmon,cap_sys_ptrace+ep"},
 			[]string{"sysctl", "Or ask for less"}},
-		{"privileged but refused: a security module", needs, func(f *facts) {
+		{"privileged but errRefused: a security module", needs, func(f *facts) {
 			f.hasPerfmon = true
-			f.perf = sampler.ProbeResult{OnCPU: refused, OnCPUUser: refused}
+			f.perf = sampler.ProbeResult{OnCPU: errRefused, OnCPUUser: errRefused}
 		}, true, []string{"seccomp"}, []string{"sysctl"}},
 		{"what stallwatch can do without is listed, and granted by the same setcap", needs, func(f *facts) {
-			f.perf = sampler.ProbeResult{OffCPU: refused}
+			f.perf = sampler.ProbeResult{OffCPU: errRefused}
 			f.memErr, f.stackErr, f.kallsymsHid, f.kptr = unix.EPERM, unix.EACCES, true, 1
 		}, true, []string{
 			"also missing, stallwatch would go on without it: stopping threads to read their stacks (ptrace)",
@@ -66,7 +66,7 @@ func TestDiagnose(t *testing.T) {
 		}, nil},
 		{"settings and permissions at once", Needs{Verb: "watch", PID: 7, Rates: []Rate{{"--freq", 500000}, {"--baseline-freq", 200000}}, Sample: true, OffCPU: true, Out: "/ro", OutFlag: "--out"}, func(f *facts) {
 			f.rateLimit, f.rateSysctl = 50000, true
-			f.perf = sampler.ProbeResult{OffCPU: refused}
+			f.perf = sampler.ProbeResult{OffCPU: errRefused}
 			f.outErr = errors.New("on a read-only file system")
 		}, true, []string{
 			"cannot watch pid 7", "--freq 500000: above kernel.perf_event_max_sample_rate (50000); use --freq 50000 or less",

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/testutil"
+)
+
+// TestWatchTargetExitedSame: a target that exits during a capture is
+// target_exited, cut short because it exited, whether stallwatch started
+// it (-- CMD: its child, a zombie until reaped) or was given its pid.
+func TestWatchTargetExitedSame(t *testing.T) {
+	testutil.RequirePerf(t)
+	testutil.RequirePtrace(t)
+	for _, mode := range []string{"child", "pid"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			beat, out := filepath.Join(dir, "beat"), filepath.Join(dir, "out")
+			flags := []string{"--heartbeat-file", beat, "--stall-after", "300ms", "--capture-for", "1m", "--history", "1s", "--out", out}
+			beaterArgs := []string{"-file", beat, "-interval", "20ms"}
+			var control io.Writer
+			var sw *testutil.Target
+			if mode == "child" {
+				cmd := exec.Command(stallwatchBin(t), append(append([]string{"watch"}, flags...), append([]string{"--", beaterPath(t)}, beaterArgs...)...)...)
+				in, err := cmd.StdinPipe() // the child's stdin is stallwatch's
+				if err != nil {
+					t.Fatal(err)
+				}
+				control, sw = in, testutil.StartCmd(t, cmd)
+			} else {
+				cmd := exec.Command(beaterPath(t), beaterArgs...)
+				in, err := cmd.StdinPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				target := testutil.StartCmd(t, cmd)
+				target.WaitLine(t, "ready", 10*time.Second)
+				control = in
+				sw = startWatch(t, append(flags, "--pid", strconv.Itoa(target.Pid))...)
+			}
+			waitLog(t, sw, "heartbeat healthy", 30*time.Second)
+			fmt.Fprintln(control, "stop")
+			waitLog(t, sw, "capture started", 10*time.Second)
+			fmt.Fprintln(control, "exit 0")
+			if got := exitStatusOf(t, sw, 20*time.Second); got != 0 {
+				t.Errorf("exit %d; log:\n%s", got, sw.Stderr())
+			}
+			info := captureJSON(t, out, "stall")
+			if info["target_exited"] != true || info["cut_short"] != true || info["cut_short_why"] != "the target exited" {
+				t.Errorf("target_exited %v, cut_short %v (%v); want true, true (the target exited); log:\n%s",
+					info["target_exited"], info["cut_short"], info["cut_short_why"], sw.Stderr())
+			}
+		})
+	}
+}
+
+// TestWatchSIGUSR1Burst: 30 SIGUSR1 make one capture, and one more for
+// those that came during it; the log says so once, not 30 times.
+func TestWatchSIGUSR1Burst(t *testing.T) {
+	testutil.RequirePerf(t)
+	testutil.RequirePtrace(t)
+	dir := t.TempDir()
+	beat, out := filepath.Join(dir, "beat"), filepath.Join(dir, "out")
+	target := testutil.Start(t, beaterPath(t), "-file", beat, "-interval", "50ms")
+	target.WaitLine(t, "ready", 10*time.Second)
+	sw := startWatch(t, "--pid", strconv.Itoa(target.Pid), "--heartbeat-file", beat, "--capture-for", "1s",
+		"--baseline-freq", "0", "--out", out, "--log-format", "json")
+	waitLog(t, sw, `"msg":"heartbeat healthy"`, 30*time.Second)
+	for range 30 {
+		if err := sw.Cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitLog(t, sw, `"msg":"capture written"`, 30*time.Second)
+	// If some requests came during the first capture, their one capture
+	// follows it.
+	if strings.Contains(sw.Stderr(), "capture requests arrived during the capture") {
+		if err := testutil.Eventually(30*time.Second, func() bool { return strings.Count(sw.Stderr(), `"msg":"capture written"`) == 2 }); err != nil {
+			t.Fatalf("the follow-up capture was not written; log:\n%s", sw.Stderr())
+		}
+	}
+	_ = sw.Cmd.Process.Signal(syscall.SIGINT)
+	if got := exitStatusOf(t, sw, 10*time.Second); got != 0 {
+		t.Errorf("exit %d", got)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(out, "*-signal"))
+	started := strings.Count(sw.Stderr(), `"msg":"capture started"`)
+	if len(dirs) < 1 || len(dirs) > 2 || started != len(dirs) {
+		t.Errorf("%d captures, %d 'capture started' lines for 30 signals; want 1 or 2 of each; log:\n%s", len(dirs), started, sw.Stderr())
+	}
+	merged := 0
+	for _, line := range strings.Split(sw.Stderr(), "\n") {
+		if strings.Contains(line, "requests") && strings.Contains(line, "capture") {
+			merged++
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Errorf("%q: %v", line, err)
+			}
+		}
+	}
+	if merged > 3 {
+		t.Errorf("%d lines about merged requests; log:\n%s", merged, sw.Stderr())
+	}
+	if _, err := os.Stat(out); err != nil {
+		t.Fatal(err)
+	}
+}
