@@ -33,7 +33,7 @@ func TestDiagnose(t *testing.T) {
 		want, avoid []string
 	}{
 		{"everything allowed", needs, func(*facts) {}, false, nil, nil},
-		{"paranoid 2, our own process: kernel frames and off-CPU errRefused, user frames allowed", needs, func(f *facts) {
+		{"paranoid 2, our own process: kernel frames and off-CPU refused, user frames allowed", needs, func(f *facts) {
 			f.perf = sampler.ProbeResult{OnCPU: errRefused, OffCPU: errRefused}
 		}, true, []string{
 			"not permitted: on-CPU samples with kernel frames (perf_event_open): permission denied; needs CAP_PERFMON, or kernel.perf_event_paranoid <= 1 (it is 2)",
@@ -52,7 +52,7 @@ func TestDiagnose(t *testing.T) {
 			f.procErr = unix.EACCES
 		}, true, []string{"reading pid 7's memory map", "CAP_PERFMON (pid 7 belongs to another user)", "setcap cap_perfmon,cap_sys_ptrace+ep"},
 			[]string{"sysctl", "Or ask for less"}},
-		{"privileged but errRefused: a security module", needs, func(f *facts) {
+		{"privileged but refused: a security module", needs, func(f *facts) {
 			f.hasPerfmon = true
 			f.perf = sampler.ProbeResult{OnCPU: errRefused, OnCPUUser: errRefused}
 		}, true, []string{"seccomp"}, []string{"sysctl"}},
