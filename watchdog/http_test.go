@@ -65,17 +65,21 @@ func TestHTTPProbeFailuresLogged(t *testing.T) {
 	refused := "http://" + ln.Addr().String() + "/health"
 	ln.Close()
 
+	// Timeouts generous enough for a loaded machine, except where the
+	// timeout is what is tested.
 	for _, tc := range []struct {
-		name, url, why string
+		name, url string
+		timeout   time.Duration
+		why       string
 	}{
-		{"5xx", failing.URL, "500 Internal Server Error"},
-		{"redirect", redirect.URL, `302 Found to "/login" (redirects are not followed`},
-		{"timeout", slow.URL, "no answer within 100ms"},
-		{"refused", refused, "connection refused"},
+		{"5xx", failing.URL, 10 * time.Second, "500 Internal Server Error"},
+		{"redirect", redirect.URL, 10 * time.Second, `302 Found to "/login" (redirects are not followed`},
+		{"timeout", slow.URL, 100 * time.Millisecond, "no answer within 100ms"},
+		{"refused", refused, 10 * time.Second, "connection refused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &logRecorder{}
-			h := &HTTP{URL: tc.url, Interval: 10 * time.Millisecond, Timeout: 100 * time.Millisecond, Logger: slog.New(rec), LogEvery: time.Hour}
+			h := &HTTP{URL: tc.url, Interval: 10 * time.Millisecond, Timeout: tc.timeout, Logger: slog.New(rec), LogEvery: time.Hour}
 			runSource(t, h)
 			// Wait for the first line, then for more probes to have failed.
 			if err := testutil.Eventually(10*time.Second, func() bool { _, ok := rec.find("heartbeat probe failed"); return ok }); err != nil {
@@ -97,7 +101,7 @@ func TestHTTPProbeFailuresLogged(t *testing.T) {
 	}))
 	defer flaky.Close()
 	rec := &logRecorder{}
-	bc := runSource(t, &HTTP{URL: flaky.URL, Interval: 5 * time.Millisecond, Timeout: time.Second, Logger: slog.New(rec), LogEvery: time.Hour})
+	bc := runSource(t, &HTTP{URL: flaky.URL, Interval: 5 * time.Millisecond, Timeout: 10 * time.Second, Logger: slog.New(rec), LogEvery: time.Hour})
 	if err := testutil.Eventually(10*time.Second, func() bool { return status.probes() >= 20 }); err != nil {
 		t.Fatal("the probes did not run")
 	}
