@@ -40,6 +40,8 @@
 //	heartbeat           the heartbeat source ("file /run/app.beat")
 //	seq                 2 and up for recaptures of a stall that lasts
 //	pid, command, executable, kernel (uname -r), hostname
+//	host                cpus, load1, load5, load15 (/proc/loadavg),
+//	                    running, tasks: the machine's load when written
 //	start, trigger_at, end   RFC 3339 times: the sampled window (history
 //	                    included) and the trigger
 //	last_beat           the last heartbeat before the stall
@@ -54,11 +56,19 @@
 //	                    missing_symbols
 //	settings            freq_hz, baseline_freq_hz, history_ns,
 //	                    capture_for_ns, offcpu, kernel, ptrace
-//	findings            what the report concludes, most severe first: kind
-//	                    ("deadlock", "uninterruptible", "cpu_starvation",
-//	                    "hot_thread", "all_waiting"; readers accept new
-//	                    kinds), severity ("critical", "warning", "info"),
-//	                    summary (one line), tids (the threads it names)
+//	findings            what the report concludes, the most likely cause
+//	                    first: kind ("stopped", "deadlock",
+//	                    "runtime_pause", "event_loop_blocked",
+//	                    "gil_contention", "lock_convoy",
+//	                    "uninterruptible", "cpu_starvation", "spinning",
+//	                    "hot_thread", "missing_jit_symbols",
+//	                    "all_waiting"; readers accept new kinds),
+//	                    severity ("critical", "warning", "info"), summary
+//	                    (one line), detail (the numbers behind it and what
+//	                    to do), tids (the threads it names), functions
+//	                    (the functions it names), runtime ("jvm", "go",
+//	                    "node", "python", "dotnet", "julia", for runtime
+//	                    findings)
 //	notes               facts a reader needs to trust the capture
 //	files               the files in the directory
 //

@@ -1,7 +1,9 @@
 package capdir
 
 import (
+	"fmt"
 	"os"
+	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -39,6 +41,9 @@ type Info struct {
 	Executable string   `json:"executable,omitempty"`
 	Kernel     string   `json:"kernel,omitempty"` // uname -r
 	Hostname   string   `json:"hostname,omitempty"`
+	// Host is the machine's load when the capture was written, so that a
+	// reader can tell a starved process from a starved host.
+	Host *Host `json:"host,omitempty"`
 
 	Start     time.Time     `json:"start,omitzero"`            // of the sampled window, history included
 	TriggerAt time.Time     `json:"trigger_at,omitzero"`       // when the capture was asked for
@@ -89,14 +94,34 @@ type Settings struct {
 	Ptrace       bool          `json:"ptrace"`
 }
 
+// Host is the load of the machine a capture was taken on.
+type Host struct {
+	CPUs int `json:"cpus"` // online CPUs
+	// Load1, Load5 and Load15 are /proc/loadavg's averages of runnable
+	// and uninterruptible tasks; Running is how many ran or were ready
+	// to at that moment, Tasks how many there were.
+	Load1   float64 `json:"load1"`
+	Load5   float64 `json:"load5"`
+	Load15  float64 `json:"load15"`
+	Running int     `json:"running"`
+	Tasks   int     `json:"tasks"`
+}
+
 // Finding is one conclusion the report draws, as data.
 type Finding struct {
 	Kind     FindingKind `json:"kind"`
 	Severity Severity    `json:"severity"`
 	// Summary is the finding in one line, as the report says it.
 	Summary string `json:"summary"`
+	// Detail explains it: the numbers behind it, and what to do.
+	Detail string `json:"detail,omitempty"`
 	// TIDs are the threads it names, the most important first.
 	TIDs []int `json:"tids,omitempty"`
+	// Functions are the functions it names, the most telling first.
+	Functions []string `json:"functions,omitempty"`
+	// Runtime names the language runtime a runtime finding is about
+	// ("jvm", "go", "node", "python", "dotnet", "julia").
+	Runtime string `json:"runtime,omitempty"`
 }
 
 // FindingKind names what was found. Readers must accept kinds they do
@@ -104,14 +129,39 @@ type Finding struct {
 type FindingKind string
 
 const (
+	// The process is stopped (SIGSTOP, SIGTSTP) or held by a debugger
+	// (TIDs: the stopped threads; the tracer is named in Detail).
+	FindingStopped FindingKind = "stopped"
 	// Threads wait for each other in a cycle (TIDs: the cycle).
 	FindingDeadlock FindingKind = "deadlock"
-	// Threads in uninterruptible sleep (D state), usually I/O.
+	// A language runtime stopped its threads: a JVM safepoint, a Go
+	// stop-the-world, a .NET suspension, a Julia GC waiting for a thread
+	// that does not reach a safepoint (TIDs: the thread that holds the
+	// pause up first, when known, then the collector). Runtime says
+	// which.
+	FindingRuntimePause FindingKind = "runtime_pause"
+	// A Node.js event loop did not return to poll: one JavaScript
+	// function ran for most of the window (Functions: it).
+	FindingEventLoopBlocked FindingKind = "event_loop_blocked"
+	// CPython threads waited for the GIL while one thread held it
+	// (TIDs: the holder first).
+	FindingGIL FindingKind = "gil_contention"
+	// Many threads wait for a lock one thread holds (TIDs: the owner
+	// first).
+	FindingLockConvoy FindingKind = "lock_convoy"
+	// Threads in uninterruptible sleep (D state), usually I/O
+	// (Functions: the kernel functions they wait in).
 	FindingUninterruptible FindingKind = "uninterruptible"
-	// A thread was runnable but waited for a CPU.
+	// Threads were runnable but waited for a CPU for a large share of
+	// the window.
 	FindingCPUStarvation FindingKind = "cpu_starvation"
+	// One thread spun on a CPU while others waited.
+	FindingSpinning FindingKind = "spinning"
 	// One thread used most of the CPU time.
 	FindingHotThread FindingKind = "hot_thread"
+	// Samples fell in JIT-compiled code no symbol file names: the runtime
+	// was started without its switch (Detail names it).
+	FindingMissingJITSymbols FindingKind = "missing_jit_symbols"
 	// No thread ran: the process waits, it is not busy.
 	FindingAllWaiting FindingKind = "all_waiting"
 )
@@ -170,7 +220,31 @@ func NewInfo(tg Target, tr Trigger) Info {
 		StallFor:   tr.StallFor,
 	}
 	info.Hostname, _ = os.Hostname()
+	info.Host = readHost()
 	return info
+}
+
+// readHost reads the machine's load; nil when /proc/loadavg cannot be
+// read (the CPU count alone says little).
+func readHost() *Host {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return nil
+	}
+	h, ok := parseLoadavg(string(b))
+	if !ok {
+		return nil
+	}
+	h.CPUs = runtime.NumCPU()
+	return &h
+}
+
+// parseLoadavg reads "0.52 0.58 0.59 2/431 12345".
+func parseLoadavg(s string) (Host, bool) {
+	var h Host
+	var last int
+	n, err := fmt.Sscanf(s, "%g %g %g %d/%d %d", &h.Load1, &h.Load5, &h.Load15, &h.Running, &h.Tasks, &last)
+	return h, err == nil && n == 6
 }
 
 func kernelRelease() string {

@@ -140,7 +140,7 @@ func BenchmarkEndToPprof(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		r := &resolver{tp: tp, names: map[int]string{}}
+		r := &resolver{tp: tp, names: map[int]string{}, toWall: wallOffset()}
 		f := &facts{cfg: cfg, tg: readTarget(pid), trigger: capdir.Trigger{Kind: capdir.Manual}, sampled: true}
 		f.samples = r.resolve([]window{{"", e.samples}})
 		f.start, f.end = monotime.ToTime(e.samples[0].Time), monotime.ToTime(e.samples[len(e.samples)-1].Time)

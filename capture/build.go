@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stallwatch/stallwatch/capdir"
+	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/unwind"
 	"github.com/stallwatch/stallwatch/report"
@@ -36,7 +37,14 @@ type window struct {
 type resolver struct {
 	tp    *target.Process
 	names map[int]string
+	// toWall turns CLOCK_MONOTONIC nanoseconds into Unix nanoseconds
+	// (end_timestamp_ns): the offset between the clocks, read once.
+	toWall int64
 }
+
+// wallOffset is what CLOCK_MONOTONIC nanoseconds add to become Unix
+// nanoseconds now.
+func wallOffset() int64 { return time.Now().UnixNano() - int64(monotime.Now()) }
 
 func (r *resolver) resolve(windows []window) []report.Sample {
 	n := 0
@@ -56,6 +64,8 @@ func (r *resolver) resolve(windows []window) []report.Sample {
 				Preempted:  s.Preempted,
 				Count:      1,
 				Nanos:      int64(s.Weight),
+				EndNanos:   int64(s.End()) + r.toWall,
+				PID:        int(s.PID),
 			})
 		}
 	}

@@ -160,7 +160,7 @@ func (s *Session) finish(f *facts, smp *sampler.Sampler, rec *sampler.Recording,
 	if err := s.tp.Refresh(); err != nil && !f.stats.TargetExited {
 		s.cfg.Logger.Debug("refreshing symbol sources", "err", err)
 	}
-	r := &resolver{tp: s.tp, names: threadNames(smp, f.snap)}
+	r := &resolver{tp: s.tp, names: threadNames(smp, f.snap), toWall: wallOffset()}
 	f.samples = r.resolve(windows)
 	f.before = len(windows[0].samples)
 	start := rec.Start()

@@ -65,6 +65,8 @@ type jsonThread struct {
 	State               string       `json:"state"`
 	StateName           string       `json:"state_name"`
 	Wchan               string       `json:"wchan,omitempty"`
+	TracerPID           int          `json:"tracer_pid,omitempty"`
+	Tracer              string       `json:"tracer,omitempty"`
 	Syscall             *jsonSyscall `json:"syscall,omitempty"`
 	VoluntarySwitches   uint64       `json:"voluntary_switches"`
 	InvoluntarySwitches uint64       `json:"involuntary_switches"`
@@ -185,7 +187,8 @@ func toJSONDump(snap *snapshot.Snapshot) *jsonDump {
 		t := &snap.Threads[i]
 		jt := jsonThread{
 			TID: t.TID, Name: t.Name, State: stateLetter(t.State), StateName: StateName(t.State),
-			Wchan: t.Wchan, VoluntarySwitches: t.VoluntarySwitches, InvoluntarySwitches: t.InvoluntarySwitches,
+			Wchan: t.Wchan, TracerPID: t.TracerPID, Tracer: t.Tracer,
+			VoluntarySwitches: t.VoluntarySwitches, InvoluntarySwitches: t.InvoluntarySwitches,
 			RunTime: int64(t.RunTime), RunqueueWait: int64(t.RunqueueWait), OffCPUSource: t.OffCPUSource,
 			Kernel: frames(t.Kernel), User: frames(t.User), Unwinder: t.Unwinder,
 			Stopped: t.Stopped, Stop: int64(t.Stop), Err: errText(t.Err),
@@ -314,7 +317,7 @@ func fromJSONDump(d *jsonDump, name string) (*snapshot.Snapshot, error) {
 	snap.Threads = make([]snapshot.Thread, 0, len(d.Threads))
 	for _, jt := range d.Threads {
 		t := snapshot.Thread{
-			TID: jt.TID, Name: jt.Name, Wchan: jt.Wchan,
+			TID: jt.TID, Name: jt.Name, Wchan: jt.Wchan, TracerPID: jt.TracerPID, Tracer: jt.Tracer,
 			VoluntarySwitches: jt.VoluntarySwitches, InvoluntarySwitches: jt.InvoluntarySwitches,
 			RunTime: time.Duration(jt.RunTime), RunqueueWait: time.Duration(jt.RunqueueWait),
 			OffCPUSource: jt.OffCPUSource, Unwinder: jt.Unwinder,

@@ -33,6 +33,11 @@ const (
 	// LabelOffCPU is set on off-CPU samples only: "blocked" when the thread
 	// slept, "preempted" when it stayed runnable and waited for a CPU.
 	LabelOffCPU = "off-cpu"
+	// LabelEndTime is numeric: when the sample ended, in nanoseconds
+	// since the Unix epoch (an on-CPU sample's moment, the end of an
+	// off-CPU interval), as Datadog's profilers stamp samples for their
+	// timeline (libdatadog adds it without a unit).
+	LabelEndTime = "end_timestamp_ns"
 
 	PhaseBefore = "before" // from the flight recorder, before the trigger
 	PhaseDuring = "during" // sampled after the trigger
@@ -55,6 +60,12 @@ type Sample struct {
 	Preempted bool
 	Count     int64 // on-CPU samples it stands for (0 means 1)
 	Nanos     int64 // on-CPU: CPU time (0 means Count×Meta.Period); off-CPU: blocked ns
+	// EndNanos is when the sample ended, in nanoseconds since the Unix
+	// epoch: an on-CPU sample's moment, the end of an off-CPU interval
+	// (0: unknown; such samples merge by stack and labels).
+	EndNanos int64
+	// PID is the process the thread belongs to (0: not labelled).
+	PID int
 }
 
 // Meta is what a profile says about itself.
@@ -104,7 +115,7 @@ func BuildProfile(samples []Sample, meta Meta) (*profile.Profile, error) {
 	// map per thread instead of one per stack.
 	labelSets := map[labelKey]int{}
 	var labelMaps []map[string][]string
-	merged := make(map[[2]int]*profile.Sample, len(samples)/4+1)
+	merged := make(map[mergeKey]*profile.Sample, len(samples)/4+1)
 	for i := range samples {
 		s := &samples[i]
 		vals, err := sampleValues(s, meta.Period)
@@ -115,20 +126,23 @@ func BuildProfile(samples []Sample, meta Meta) (*profile.Profile, error) {
 		if err != nil {
 			return nil, fmt.Errorf("report: sample %d (tid %d): %w", i, s.TID, err)
 		}
-		lk := labelKey{tid: s.TID, name: s.ThreadName, phase: s.Phase, offCPU: s.OffCPU, preempted: s.OffCPU && s.Preempted}
+		lk := labelKey{tid: s.TID, pid: s.PID, name: s.ThreadName, phase: s.Phase, offCPU: s.OffCPU, preempted: s.OffCPU && s.Preempted}
 		li, ok := labelSets[lk]
 		if !ok {
 			li = len(labelMaps)
 			labelSets[lk] = li
 			labelMaps = append(labelMaps, sampleLabels(s))
 		}
-		k := [2]int{stack, li}
+		k := mergeKey{stack, li, s.EndNanos}
 		ps := merged[k]
 		if ps == nil {
 			ps = &profile.Sample{
-				Location: append([]*profile.Location(nil), b.stackLocs[stack]...),
+				Location: b.stackLocs[stack],
 				Value:    make([]int64, numValues),
 				Label:    labelMaps[li],
+			}
+			if s.EndNanos != 0 {
+				ps.NumLabel = map[string][]int64{LabelEndTime: {s.EndNanos}}
 			}
 			merged[k] = ps
 			p.Sample = append(p.Sample, ps)
@@ -144,11 +158,18 @@ func BuildProfile(samples []Sample, meta Meta) (*profile.Profile, error) {
 	return p, nil
 }
 
+// mergeKey identifies the pprof sample a sample adds to: the same stack,
+// labels and end time.
+type mergeKey struct {
+	stack, labels int
+	end           int64
+}
+
 // labelKey identifies the labels of a sample; samples with the same stack
 // and labelKey merge into one pprof sample. On- and off-CPU samples stay
 // apart so that a pprof sample is one or the other.
 type labelKey struct {
-	tid       int
+	tid, pid  int
 	name      string
 	phase     string
 	offCPU    bool
@@ -181,6 +202,9 @@ func sampleValues(s *Sample, period int64) ([numValues]int64, error) {
 
 func sampleLabels(s *Sample) map[string][]string {
 	l := map[string][]string{LabelThreadID: {strconv.Itoa(s.TID)}}
+	if s.PID != 0 {
+		l[LabelProcessID] = []string{strconv.Itoa(s.PID)}
+	}
 	if s.ThreadName != "" {
 		l[LabelThreadName] = []string{s.ThreadName}
 	}

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // How much of each list the first screen of report.txt shows; the details
@@ -45,9 +47,12 @@ func writeTextSummary(w io.Writer, v *view) {
 	}
 	if len(v.findings) > 0 {
 		fmt.Fprintln(w)
-		fmt.Fprintln(w, "Findings")
-		for _, f := range v.findings {
+		fmt.Fprintln(w, "Findings (the most likely cause first)")
+		for i, f := range v.findings {
 			fmt.Fprintf(w, "  * %s\n", f.Summary)
+			if i == 0 && f.Detail != "" {
+				writeWrapped(w, "    ", f.Detail, 96)
+			}
 		}
 	}
 	if len(v.threads) > 0 {
@@ -106,6 +111,22 @@ func writeTextDetails(w io.Writer, v *view) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, strings.Repeat("═", 78))
 	fmt.Fprintln(w, "Details")
+	if len(v.findings) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Findings, explained")
+		for _, f := range v.findings {
+			fmt.Fprintf(w, "\n  %s [%s, %s]\n", f.Summary, f.Severity, f.Kind)
+			if f.Detail != "" {
+				writeWrapped(w, "    ", f.Detail, 96)
+			}
+			if len(f.TIDs) > 0 {
+				fmt.Fprintf(w, "    threads: %s\n", tidsText(f.TIDs))
+			}
+			if len(f.Functions) > 0 {
+				fmt.Fprintf(w, "    functions: %s\n", strings.Join(f.Functions, ", "))
+			}
+		}
+	}
 	for _, s := range v.sections {
 		fmt.Fprintln(w)
 		writeSectionLong(w, s)
@@ -174,4 +195,32 @@ func flatMeaning(s *section) string {
 		return "flat: the program's frame nearest the wait; cum: under it"
 	}
 	return "flat: where the time was; cum: under it"
+}
+
+// writeWrapped writes text in lines of at most width runes, each after
+// indent, breaking at spaces.
+func writeWrapped(w io.Writer, indent, text string, width int) {
+	line := 0
+	fmt.Fprint(w, indent)
+	for i, word := range strings.Fields(text) {
+		n := utf8.RuneCountInString(word)
+		if i > 0 && line+1+n > width {
+			fmt.Fprint(w, "\n"+indent)
+			line = 0
+		} else if i > 0 {
+			fmt.Fprint(w, " ")
+			line++
+		}
+		fmt.Fprint(w, word)
+		line += n
+	}
+	fmt.Fprintln(w)
+}
+
+func tidsText(tids []int) string {
+	parts := make([]string, len(tids))
+	for i, t := range tids {
+		parts[i] = strconv.Itoa(t)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -25,8 +25,9 @@ const (
 	LabelWaitsFor     = "waits for" // what the thread waits for, in words
 	// LabelOwner is numeric: the tid holding what the thread waits for.
 	LabelOwner = "owner tid"
-	// LabelProcessID is numeric: the pid whose thread it is, as
-	// Datadog's profilers label it.
+	// LabelProcessID holds the pid whose thread it is, in decimal: a
+	// string label, as ddprof (Datadog's native profiler) writes it; in
+	// profile.pb.gz and threads.pb.gz alike.
 	LabelProcessID = "process_id"
 )
 
@@ -64,7 +65,7 @@ func BuildThreads(snap *snapshot.Snapshot) (*profile.Profile, error) {
 		p.Sample = append(p.Sample, &profile.Sample{
 			Location: locs,
 			Value:    []int64{1},
-			Label:    threadLabels(t),
+			Label:    threadLabels(snap.PID, t),
 			NumLabel: threadNumLabels(snap.PID, t),
 			NumUnit:  threadNumUnits(snap.PID, t),
 		})
@@ -92,10 +93,13 @@ func threadStack(t *snapshot.Thread) []*symbolize.Location {
 	return stack
 }
 
-func threadLabels(t *snapshot.Thread) map[string][]string {
+func threadLabels(pid int, t *snapshot.Thread) map[string][]string {
 	l := map[string][]string{
 		LabelThreadID: {strconv.Itoa(t.TID)},
 		LabelState:    {StateName(t.State)},
+	}
+	if pid > 0 {
+		l[LabelProcessID] = []string{strconv.Itoa(pid)}
 	}
 	if t.Name != "" {
 		l[LabelThreadName] = []string{t.Name}
@@ -114,9 +118,6 @@ func threadLabels(t *snapshot.Thread) map[string][]string {
 
 func threadNumLabels(pid int, t *snapshot.Thread) map[string][]int64 {
 	n := map[string][]int64{LabelRunqueueWait: {int64(t.RunqueueWait)}}
-	if pid > 0 {
-		n[LabelProcessID] = []int64{int64(pid)}
-	}
 	if t.OffCPUKnown {
 		n[LabelBlocked] = []int64{int64(t.OffCPUFor)}
 	}
@@ -128,9 +129,6 @@ func threadNumLabels(pid int, t *snapshot.Thread) map[string][]int64 {
 
 func threadNumUnits(pid int, t *snapshot.Thread) map[string][]string {
 	u := map[string][]string{LabelRunqueueWait: {"nanoseconds"}}
-	if pid > 0 {
-		u[LabelProcessID] = []string{""}
-	}
 	if t.OffCPUKnown {
 		u[LabelBlocked] = []string{"nanoseconds"}
 	}

@@ -34,8 +34,8 @@ func ThreadsFromProfile(p *profile.Profile) (*snapshot.Snapshot, error) {
 			return nil, fmt.Errorf("sample %d: thread id %q is not a number", i, truncate(tidText, 40))
 		}
 		t := snapshot.Thread{TID: tid, Name: label(s, LabelThreadName), Wchan: label(s, LabelWchan)}
-		if pid, ok := numLabel(s, LabelProcessID); ok && snap.PID == 0 {
-			snap.PID = int(pid)
+		if snap.PID == 0 {
+			snap.PID = processID(s)
 		}
 		if st := label(s, LabelState); st != "" {
 			t.State = st[0]
@@ -134,4 +134,16 @@ func toKind(k frameKind) symbolize.Kind {
 		return symbolize.KindNative
 	}
 	return symbolize.KindUnknown
+}
+
+// processID reads a sample's process_id: a string label, or a number as
+// stallwatch 0.x wrote it in threads.pb.gz; 0 when absent.
+func processID(s *profile.Sample) int {
+	if pid, err := strconv.Atoi(label(s, LabelProcessID)); err == nil && pid > 0 {
+		return pid
+	}
+	if pid, ok := numLabel(s, LabelProcessID); ok && pid > 0 && pid <= 1<<22 {
+		return int(pid)
+	}
+	return 0
 }

@@ -3,7 +3,6 @@ package report
 import (
 	"fmt"
 	"path"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -454,130 +453,6 @@ func waitText(w *snapshot.Wait) string {
 		return ""
 	}
 	return clean(w.Desc)
-}
-
-// findingsOf says what stands out, most severe first: each finding with
-// its kind, severity, a sentence and the threads it names.
-func findingsOf(c *Capture, a *analysis) []capdir.Finding {
-	var out []capdir.Finding
-	add := func(kind capdir.FindingKind, sev capdir.Severity, tids []int, format string, args ...any) {
-		out = append(out, capdir.Finding{Kind: kind, Severity: sev, Summary: fmt.Sprintf(format, args...), TIDs: tids})
-	}
-	if snap := c.Threads; snap != nil {
-		ix := indexThreads(snap)
-		for i, cy := range snap.Locks.Cycles {
-			if i == screenDeadlocks && len(snap.Locks.Cycles) > screenDeadlocks+1 {
-				add(capdir.FindingDeadlock, capdir.SeverityCritical, nil, "… and %d more deadlocks: see the lock graph below.", len(snap.Locks.Cycles)-i)
-				break
-			}
-			parts := make([]string, 0, len(cy)+1)
-			for _, tid := range cy {
-				parts = append(parts, ix.name(tid))
-			}
-			if len(cy) > 0 {
-				parts = append(parts, ix.name(cy[0]))
-			}
-			add(capdir.FindingDeadlock, capdir.SeverityCritical, append([]int(nil), cy...), "DEADLOCK: %s.", strings.Join(parts, " waits for "))
-		}
-		var d []string
-		var dTIDs []int
-		for i := range snap.Threads {
-			if t := &snap.Threads[i]; t.State == 'D' {
-				d = append(d, ix.name(t.TID))
-				dTIDs = append(dTIDs, t.TID)
-			}
-		}
-		if len(d) > 0 {
-			add(capdir.FindingUninterruptible, capdir.SeverityWarning, dTIDs, "%s in uninterruptible sleep (D): %s.", plural(len(d), "thread", "threads"), listText(d, 5))
-		}
-	}
-	p := c.Profile
-	if p == nil || !hasType(p, TypeCPUTime) {
-		return out
-	}
-	// The first phase is "during" when there are phases; a profile
-	// without them has the one phase "", which every sample is in.
-	phase := phasesOf(p)[0]
-	keep := inPhase(phase)
-	when := "in the capture"
-	if phase == PhaseDuring {
-		when = "during the stall"
-	}
-	cpuI, _ := valueIndex(p, TypeCPUTime)
-	cpu := threadTotals(p, cpuI, keep)
-	var cpuTotal int64
-	for _, n := range cpu {
-		cpuTotal += n
-	}
-	var offTotal int64
-	if hasType(p, TypeOffCPUTime) {
-		offI, _ := valueIndex(p, TypeOffCPUTime)
-		for _, n := range threadTotals(p, offI, keep) {
-			offTotal += n
-		}
-		preempted := map[string]int64{}
-		for _, s := range p.Sample {
-			if keep(s) && label(s, LabelOffCPU) == "preempted" {
-				preempted[label(s, LabelThreadID)] += s.Value[offI]
-			}
-		}
-		if tid, ns := heaviest(preempted); ns >= int64(100*time.Millisecond) {
-			add(capdir.FindingCPUStarvation, capdir.SeverityWarning, tidList(tid),
-				"Thread %s was runnable but waited %s for a CPU %s (preempted, not blocked): CPU starvation.",
-				threadName(p, tid), fmtDur(time.Duration(ns)), when)
-		}
-	}
-	switch {
-	case cpuTotal == 0 && offTotal > 0:
-		add(capdir.FindingAllWaiting, capdir.SeverityInfo, nil,
-			"No thread ran on a CPU %s: the process is waiting, not busy; see the off-CPU stacks and the thread table.", when)
-	case cpuTotal > 0:
-		if tid, ns := heaviest(cpu); ns*2 >= cpuTotal {
-			top := ""
-			mine := func(s *profile.Sample) bool { return keep(s) && label(s, LabelThreadID) == tid }
-			vals, _ := a.totals(cpuI, mine)
-			if st, _ := a.top(vals, 1, cpuI, mine); len(st) > 0 && len(st[0].frames) > 0 {
-				top = " in " + stackString(st[0].frames, 3)
-			}
-			add(capdir.FindingHotThread, capdir.SeverityWarning, tidList(tid), "Thread %s used %s of CPU %s (%s of all on-CPU time)%s.",
-				threadName(p, tid), fmtDur(time.Duration(ns)), when, strings.TrimSpace(pct(ns, cpuTotal)), top)
-		}
-	}
-	slices.SortStableFunc(out, func(a, b capdir.Finding) int { return a.Severity.Rank() - b.Severity.Rank() })
-	return out
-}
-
-// tidList is the thread id of a "thread id" label as a list, empty when
-// the label is not a number.
-func tidList(tid string) []int {
-	n, err := strconv.Atoi(tid)
-	if err != nil {
-		return nil
-	}
-	return []int{n}
-}
-
-func heaviest(m map[string]int64) (string, int64) {
-	var best string
-	var bv int64 = -1
-	for k, v := range m {
-		if v > bv || (v == bv && k < best) {
-			best, bv = k, v
-		}
-	}
-	return best, bv
-}
-
-func threadName(p *profile.Profile, tid string) string {
-	for _, s := range p.Sample {
-		if label(s, LabelThreadID) == tid {
-			if n := label(s, LabelThreadName); n != "" {
-				return clean(tid) + " " + quoted(n)
-			}
-			break
-		}
-	}
-	return clean(tid)
 }
 
 func listText(items []string, max int) string {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -74,6 +75,10 @@ func readFacts(pid int, t *Thread, sc *procfs.Syscall, denied map[string]bool) (
 	}
 	t.Name = st.Name
 	t.State = st.State
+	if st.TracerPid > 0 && st.TracerPid != os.Getpid() {
+		t.TracerPID = st.TracerPid
+		t.Tracer, _ = procfs.Comm(st.TracerPid, st.TracerPid)
+	}
 	t.VoluntarySwitches = st.VoluntaryCtxtSwitches
 	t.InvoluntarySwitches = st.NonvoluntaryCtxtSwitches
 	var errs []error

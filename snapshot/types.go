@@ -41,6 +41,10 @@ type Thread struct {
 	Name  string
 	State byte   // 'R', 'S', 'D', 'T', 't', 'Z', 'X', 'I' as in /proc
 	Wchan string // kernel function it sleeps in, "" if running
+	// TracerPID is the process tracing the thread (a debugger), read
+	// before the snapshot's own stop; Tracer is its name. 0: none.
+	TracerPID int
+	Tracer    string
 
 	// Syscall is the system call the thread is in, nil when it runs in
 	// user space or is not in a system call.

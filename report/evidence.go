@@ -1,0 +1,339 @@
+package report
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/stallwatch/stallwatch/snapshot"
+	"github.com/stallwatch/stallwatch/symbolize"
+)
+
+// evidence is what the findings are drawn from, worked out once per
+// capture: the window they judge, each thread's time in it (on a CPU,
+// blocked, runnable but waiting), where that time went, and the snapshot.
+// Every threshold a finding uses is a share of the window, so that a
+// 3-second capture and a 60-second one are judged alike.
+type evidence struct {
+	c    *Capture
+	a    *analysis // nil without a profile
+	p    *profile.Profile
+	snap *snapshot.Snapshot
+	ix   threadIndex
+
+	phase  string // the phase judged: "during" when there are phases
+	when   string // "during the stall", "in the capture"
+	window int64  // its length in ns; 0 when unknown
+	hasCPU bool   // the profile has on-CPU time
+	hasOff bool   // and off-CPU time
+
+	threads map[int]*threadTime
+	rt      runtimeKind
+}
+
+// threadTime is one thread's time in the judged window.
+type threadTime struct {
+	tid                     int
+	name                    string
+	cpu, blocked, preempted int64
+	cpuStacks, offStacks    map[int]int64 // analysis stack id → ns
+}
+
+// subject names the thread at the start of a sentence: `Thread 12 "worker"`.
+func (t *threadTime) subject() string {
+	return "Thread" + strings.TrimPrefix(t.label(), "tid")
+}
+
+func (t *threadTime) label() string {
+	if t.name != "" {
+		return "tid " + strconv.Itoa(t.tid) + " " + quoted(t.name)
+	}
+	return "tid " + strconv.Itoa(t.tid)
+}
+
+func gatherEvidence(c *Capture, a *analysis) *evidence {
+	e := &evidence{c: c, a: a, snap: c.Threads, threads: map[int]*threadTime{}}
+	if e.snap != nil {
+		e.ix = indexThreads(e.snap)
+	}
+	e.when = "in the capture"
+	if a != nil {
+		e.p = a.p
+		e.phase = phasesOf(e.p)[0]
+		if e.phase == PhaseDuring {
+			e.when = "during the stall"
+		}
+		e.hasCPU = hasType(e.p, TypeCPUTime)
+		e.hasOff = hasType(e.p, TypeOffCPUTime)
+		e.sumThreads()
+	}
+	e.window = e.windowNanos()
+	e.rt = detectRuntime(c, a)
+	return e
+}
+
+// thread returns the thread's record, made on first use.
+func (e *evidence) thread(tid int) *threadTime {
+	t := e.threads[tid]
+	if t == nil {
+		t = &threadTime{tid: tid, cpuStacks: map[int]int64{}, offStacks: map[int]int64{}}
+		if st := e.ix[tid]; st != nil {
+			t.name = st.Name
+		}
+		e.threads[tid] = t
+	}
+	return t
+}
+
+func (e *evidence) sumThreads() {
+	cpuI, offI := -1, -1
+	if e.hasCPU {
+		cpuI, _ = valueIndex(e.p, TypeCPUTime)
+	}
+	if e.hasOff {
+		offI, _ = valueIndex(e.p, TypeOffCPUTime)
+	}
+	for i, s := range e.p.Sample {
+		if label(s, LabelPhase) != e.phase {
+			continue
+		}
+		tid, err := strconv.Atoi(label(s, LabelThreadID))
+		if err != nil {
+			continue
+		}
+		t := e.thread(tid)
+		if n := label(s, LabelThreadName); n != "" && t.name == "" {
+			t.name = n
+		}
+		id := e.a.stackOf[i]
+		if cpuI >= 0 && s.Value[cpuI] > 0 {
+			t.cpu += s.Value[cpuI]
+			t.cpuStacks[id] += s.Value[cpuI]
+		}
+		if offI >= 0 && s.Value[offI] > 0 {
+			v := s.Value[offI]
+			if label(s, LabelOffCPU) == "preempted" {
+				t.preempted += v
+			} else {
+				t.blocked += v
+			}
+			t.offStacks[id] += v
+		}
+	}
+}
+
+// windowNanos is the length of the judged window: from the trigger to the
+// end when judging "during", the whole capture otherwise; failing those,
+// the span of the samples' timestamps, or the longest thread's time.
+func (e *evidence) windowNanos() int64 {
+	in := &e.c.Info
+	switch {
+	case e.phase == PhaseDuring && !in.TriggerAt.IsZero() && in.End.After(in.TriggerAt):
+		return int64(in.End.Sub(in.TriggerAt))
+	case e.phase == "" && !in.Start.IsZero() && in.End.After(in.Start):
+		return int64(in.End.Sub(in.Start))
+	case e.phase == "" && e.p != nil && e.p.DurationNanos > 0:
+		return e.p.DurationNanos
+	}
+	if e.p != nil {
+		lo, hi := int64(0), int64(0)
+		for _, s := range e.p.Sample {
+			if label(s, LabelPhase) != e.phase {
+				continue
+			}
+			end, ok := numLabel(s, LabelEndTime)
+			if !ok {
+				continue
+			}
+			start := end - sampleSpan(e.p, s)
+			if lo == 0 || start < lo {
+				lo = start
+			}
+			hi = max(hi, end)
+		}
+		if hi > lo {
+			return hi - lo
+		}
+	}
+	var longest int64
+	for _, t := range e.threads {
+		longest = max(longest, t.cpu+t.blocked+t.preempted)
+	}
+	return longest
+}
+
+// sampleSpan is how long before its end timestamp a sample began: an
+// off-CPU interval's length, an on-CPU sample's period.
+func sampleSpan(p *profile.Profile, s *profile.Sample) int64 {
+	if label(s, LabelOffCPU) != "" {
+		if i, err := valueIndex(p, TypeOffCPUTime); err == nil {
+			return s.Value[i]
+		}
+	}
+	if i, err := valueIndex(p, TypeCPUTime); err == nil {
+		return s.Value[i]
+	}
+	return 0
+}
+
+// share is v as a fraction of the window (0 when the window is unknown).
+func (e *evidence) share(v int64) float64 {
+	if e.window <= 0 {
+		return 0
+	}
+	return float64(v) / float64(e.window)
+}
+
+// pctOf prints v as a percentage of the window: "62%".
+func (e *evidence) pctOf(v int64) string {
+	return pctText(e.share(v))
+}
+
+func pctText(f float64) string {
+	switch {
+	case f >= 0.995 && f < 1:
+		return "99%"
+	case f < 0.1:
+		return strconv.FormatFloat(100*f, 'f', 1, 64) + "%"
+	}
+	return strconv.FormatFloat(100*f, 'f', 0, 64) + "%"
+}
+
+// byCPU lists the threads, most CPU first.
+func (e *evidence) byCPU() []*threadTime {
+	out := make([]*threadTime, 0, len(e.threads))
+	for _, t := range e.threads {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].cpu != out[j].cpu {
+			return out[i].cpu > out[j].cpu
+		}
+		return out[i].tid < out[j].tid
+	})
+	return out
+}
+
+// frameMatch says whether a function name matches one of pats: a pattern
+// matches a name that contains it (C++ names carry classes, arguments and
+// namespaces around the part that matters).
+func frameMatch(name string, pats []string) bool {
+	for _, p := range pats {
+		if strings.Contains(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// stackHas says whether analysis stack id has a frame matching pats.
+func (e *evidence) stackHas(id int, pats []string) bool {
+	for _, f := range e.a.stacks[id] {
+		if frameMatch(f.name, pats) {
+			return true
+		}
+	}
+	return false
+}
+
+// timeIn sums a thread's on- and off-CPU time in stacks that have a frame
+// matching pats.
+func (e *evidence) timeIn(t *threadTime, pats []string) (cpu, off int64) {
+	for id, v := range t.cpuStacks {
+		if e.stackHas(id, pats) {
+			cpu += v
+		}
+	}
+	for id, v := range t.offStacks {
+		if e.stackHas(id, pats) {
+			off += v
+		}
+	}
+	return cpu, off
+}
+
+// snapHas says whether the snapshot's stack of a thread has a frame
+// matching pats.
+func (e *evidence) snapHas(tid int, pats []string) bool {
+	st := e.ix[tid]
+	if st == nil {
+		return false
+	}
+	for _, stack := range [][]*symbolize.Location{st.User, st.Kernel} {
+		for _, l := range stack {
+			if l == nil {
+				continue
+			}
+			for _, ln := range l.Lines {
+				if frameMatch(ln.Function, pats) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// topStack is the heaviest stack of a thread's on-CPU (or off-CPU) time.
+func topStack(m map[int]int64) (int, int64) {
+	best, bv := -1, int64(0)
+	for id, v := range m {
+		if v > bv || (v == bv && id < best) {
+			best, bv = id, v
+		}
+	}
+	return best, bv
+}
+
+// appFrame is the frame of the program's own code nearest the top of a
+// stack: what a person calls "where it is" (past kernel, libc and runtime
+// wrappers); the top frame when there is none.
+func (e *evidence) appFrame(id int) string {
+	if id < 0 {
+		return ""
+	}
+	fr := e.a.stacks[id]
+	if len(fr) == 0 {
+		return ""
+	}
+	return fr[e.a.waitSite(id)].name
+}
+
+// heldUnder finds the deepest frame under which at least frac of a
+// thread's on-CPU time fell, among frames that pass ok: the function that
+// did not return. The empty string when none passes.
+func (e *evidence) heldUnder(t *threadTime, frac float64, ok func(frame) bool) string {
+	if t.cpu == 0 {
+		return ""
+	}
+	cum := map[string]int64{}
+	depth := map[string]int{}
+	seen := map[string]bool{}
+	for id, v := range t.cpuStacks {
+		clear(seen)
+		fr := e.a.stacks[id]
+		for i, f := range fr {
+			if !ok(f) || seen[f.name] {
+				continue
+			}
+			seen[f.name] = true
+			cum[f.name] += v
+			// depth from the root: deeper callees have larger depth
+			if d := len(fr) - i; d > depth[f.name] {
+				depth[f.name] = d
+			}
+		}
+	}
+	best, bd := "", -1
+	for name, v := range cum {
+		if float64(v) < frac*float64(t.cpu) {
+			continue
+		}
+		if d := depth[name]; d > bd || (d == bd && name < best) {
+			best, bd = name, d
+		}
+	}
+	return best
+}

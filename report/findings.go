@@ -1,0 +1,882 @@
+package report
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/stallwatch/stallwatch/capdir"
+	"github.com/stallwatch/stallwatch/snapshot"
+)
+
+// Thresholds of the findings, as shares of the judged window (see
+// evidence): what counts as "most of the time" does not depend on how long
+// the capture was.
+const (
+	// A thread on a CPU for this share of the window spins.
+	spinShare = 0.8
+	// A thread off the CPU for this share of the window waits.
+	waitShare = 0.8
+	// A thread runnable but not running for this share of the window is
+	// starved, if it also waited at least as long as it ran.
+	starveShare = 0.2
+	// Runtime pauses, GIL waits and a blocked event loop are reported
+	// from this share of the window, critical from pauseCritical.
+	pauseShare    = 0.2
+	pauseCritical = 0.5
+	// On-CPU time in code no symbol names, past which a JIT's switch is
+	// missing.
+	unnamedShare = 0.05
+	// A lock is a convoy when this many threads wait for its owner.
+	convoyWaiters = 3
+)
+
+// finding is a capdir.Finding with what orders it.
+type finding struct {
+	capdir.Finding
+	priority int // within a severity, lower is more likely the cause
+	weight   float64
+}
+
+// Priorities: within one severity, the order in which causes explain a
+// stall — a stopped process explains everything, a deadlock explains its
+// threads, a runtime pause explains every thread of the runtime, and so on
+// down to what only describes where the time went.
+var kindPriority = map[capdir.FindingKind]int{
+	capdir.FindingStopped:           0,
+	capdir.FindingDeadlock:          1,
+	capdir.FindingRuntimePause:      2,
+	capdir.FindingEventLoopBlocked:  3,
+	capdir.FindingGIL:               4,
+	capdir.FindingLockConvoy:        5,
+	capdir.FindingUninterruptible:   6,
+	capdir.FindingCPUStarvation:     7,
+	capdir.FindingSpinning:          8,
+	capdir.FindingHotThread:         9,
+	capdir.FindingMissingJITSymbols: 10,
+	capdir.FindingAllWaiting:        11,
+}
+
+// findingsOf says what stands out, the most likely cause first: each
+// finding with its kind, severity, a sentence, the numbers behind it and
+// the threads and functions it names.
+func findingsOf(c *Capture, a *analysis) []capdir.Finding {
+	e := gatherEvidence(c, a)
+	var fs []finding
+	for _, detect := range []func() []finding{
+		e.stopped, e.deadlocks, e.runtimePause, e.eventLoop, e.gil, e.convoys,
+		e.uninterruptible, e.starvation, e.spinningOrHot, e.missingJIT, e.allWaiting,
+	} {
+		fs = append(fs, detect()...)
+	}
+	sort.SliceStable(fs, func(i, j int) bool {
+		a, b := fs[i], fs[j]
+		if ra, rb := a.Severity.Rank(), b.Severity.Rank(); ra != rb {
+			return ra < rb
+		}
+		if a.priority != b.priority {
+			return a.priority < b.priority
+		}
+		return a.weight > b.weight
+	})
+	out := make([]capdir.Finding, len(fs))
+	for i, f := range fs {
+		out[i] = f.Finding
+	}
+	return out
+}
+
+func (e *evidence) newFinding(kind capdir.FindingKind, sev capdir.Severity, weight float64, tids []int, summary, detail string) finding {
+	return finding{
+		Finding:  capdir.Finding{Kind: kind, Severity: sev, Summary: summary, Detail: detail, TIDs: tids},
+		priority: kindPriority[kind],
+		weight:   weight,
+	}
+}
+
+// stopped: threads in a job-control stop (T) or a ptrace stop (t). A
+// stopped process does nothing at all: it comes first.
+func (e *evidence) stopped() []finding {
+	if e.snap == nil {
+		return nil
+	}
+	var stopped, traced []int
+	tracers := map[int]string{}
+	for i := range e.snap.Threads {
+		t := &e.snap.Threads[i]
+		switch {
+		case t.TracerPID != 0:
+			traced = append(traced, t.TID)
+			tracers[t.TracerPID] = t.Tracer
+		case t.State == 'T' || t.State == 't':
+			stopped = append(stopped, t.TID)
+		}
+	}
+	all := len(e.snap.Threads)
+	var out []finding
+	cpuNote := ""
+	if e.hasCPU {
+		var cpu int64
+		for _, t := range e.threads {
+			cpu += t.cpu
+		}
+		cpuNote = fmt.Sprintf(" The process used %s of CPU %s.", fmtDur(time.Duration(cpu)), e.when)
+	}
+	if len(traced) > 0 {
+		var names []string
+		for pid, name := range tracers {
+			s := fmt.Sprintf("pid %d", pid)
+			if name != "" {
+				s += " " + quoted(name)
+			}
+			names = append(names, s)
+		}
+		sort.Strings(names)
+		f := e.newFinding(capdir.FindingStopped, capdir.SeverityCritical, float64(len(traced)), traced,
+			fmt.Sprintf("STOPPED BY A DEBUGGER: %s of %d traced by %s.", plural(len(traced), "thread", "threads"), all, strings.Join(names, ", ")),
+			"A tracer (a debugger, strace, another profiler) holds the threads: while it keeps them in ptrace stops they do not run."+cpuNote+
+				" Continue or detach the debugger (gdb: `continue` or `detach`).")
+		out = append(out, f)
+	}
+	if len(stopped) > 0 && (len(stopped)*2 >= all || len(traced) == 0) {
+		sev := capdir.SeverityCritical
+		if len(stopped)*2 < all {
+			sev = capdir.SeverityWarning
+		}
+		summary := fmt.Sprintf("STOPPED: %s of %d in state T (stopped by a signal).", plural(len(stopped), "thread", "threads"), all)
+		if len(stopped) == all {
+			summary = fmt.Sprintf("STOPPED: the process is stopped (all %d threads in state T): SIGSTOP or job control holds it.", all)
+		}
+		detail := "A SIGSTOP, SIGTSTP (Ctrl-Z), SIGTTIN or SIGTTOU stopped the process; nothing runs until SIGCONT." + cpuNote +
+			fmt.Sprintf(" Resume it with `kill -CONT %d`; find who stopped it (a shell's job control, a supervisor, an OOM handler).", e.snap.PID)
+		out = append(out, e.newFinding(capdir.FindingStopped, sev, float64(len(stopped)), stopped, summary, detail))
+	}
+	return out
+}
+
+// deadlocks: cycles in the snapshot's waits-for graph.
+func (e *evidence) deadlocks() []finding {
+	if e.snap == nil {
+		return nil
+	}
+	var out []finding
+	for i, cy := range e.snap.Locks.Cycles {
+		if i == screenDeadlocks && len(e.snap.Locks.Cycles) > screenDeadlocks+1 {
+			out = append(out, e.newFinding(capdir.FindingDeadlock, capdir.SeverityCritical, 0, nil,
+				fmt.Sprintf("… and %d more deadlocks: see the lock graph below.", len(e.snap.Locks.Cycles)-i), ""))
+			break
+		}
+		if len(cy) == 0 {
+			continue
+		}
+		parts := make([]string, 0, len(cy)+1)
+		var funcs, holds []string
+		for j, tid := range cy {
+			parts = append(parts, e.ix.name(tid))
+			if t := e.ix[tid]; t != nil {
+				if f := topFrame(t); f != "-" && !slices.Contains(funcs, f) {
+					funcs = append(funcs, f)
+				}
+				what := fmt.Sprintf("tid %d", cy[(j+1)%len(cy)])
+				if t.Wait != nil && t.Wait.Desc != "" {
+					what = clean(t.Wait.Desc)
+				}
+				holds = append(holds, fmt.Sprintf("tid %d waits for %s", tid, what))
+			}
+		}
+		parts = append(parts, e.ix.name(cy[0]))
+		f := e.newFinding(capdir.FindingDeadlock, capdir.SeverityCritical, float64(len(cy)), append([]int(nil), cy...),
+			fmt.Sprintf("DEADLOCK: %s.", strings.Join(parts, " waits for ")),
+			strings.Join(holds, "; ")+". None of them can go on: each holds what the next one needs. Take the locks in one global order, or with a timeout.")
+		f.Functions = funcNames(funcs)
+		out = append(out, f)
+	}
+	return out
+}
+
+func prefixed(p, s string) string {
+	if s == "" {
+		return ""
+	}
+	return p + s
+}
+
+// funcNames strips the "(file:line)" topFrame adds.
+func funcNames(frames []string) []string {
+	var out []string
+	for _, f := range frames {
+		name, _, _ := strings.Cut(f, " (")
+		if name != "" && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// runtimePause: a runtime's threads wait for a pause (safepoint,
+// stop-the-world, suspension, GC) that one thread runs or that one thread
+// holds up by not stopping.
+func (e *evidence) runtimePause() []finding {
+	if e.a == nil || e.rt == rtNone {
+		return nil
+	}
+	for _, spec := range pauseSpecs {
+		if spec.rt == e.rt {
+			if f, ok := e.pause(spec); ok {
+				return []finding{f}
+			}
+		}
+	}
+	return nil
+}
+
+func (e *evidence) pause(spec pauseSpec) (finding, bool) {
+	var collector *threadTime
+	var collTime, opTime int64
+	var waiters []*threadTime
+	var waitTime int64
+	waited := map[int]int64{}
+	for _, t := range e.byCPU() {
+		cc, co := e.timeIn(t, spec.collector)
+		oc, oo := e.timeIn(t, spec.operation)
+		inColl := max(cc+co, oc+oo)
+		if inColl > collTime {
+			collector, collTime = t, inColl
+			opTime = oc + oo
+		}
+		wc, wo := e.timeIn(t, spec.waiter)
+		if w := wc + wo; w > 0 && e.share(w) >= pauseShare/2 {
+			waiters = append(waiters, t)
+			waited[t.tid] = w
+			waitTime = max(waitTime, w)
+		}
+	}
+	if collector != nil {
+		waiters = slices.DeleteFunc(waiters, func(t *threadTime) bool { return t == collector })
+	}
+	// Threads the snapshot found parked in the pause count too: a pause
+	// that began before the window shows there first.
+	parked := 0
+	if e.snap != nil {
+		for i := range e.snap.Threads {
+			if t := &e.snap.Threads[i]; e.snapHas(t.TID, spec.waiter) {
+				parked++
+			}
+		}
+	}
+	share := max(e.share(collTime), e.share(waitTime))
+	if share < pauseShare && parked < 2 {
+		return finding{}, false
+	}
+	if collTime == 0 && len(waiters) == 0 && parked < 2 {
+		return finding{}, false
+	}
+	// The thread that holds the pause up: the busiest thread on a CPU in
+	// none of the runtime's pause functions.
+	var culprit *threadTime
+	all := slices.Concat(spec.collector, spec.operation, spec.waiter)
+	for _, t := range e.byCPU() {
+		if t == collector || t.cpu == 0 {
+			continue
+		}
+		c, _ := e.timeIn(t, all)
+		if e.share(t.cpu-c) >= spinShare/2 {
+			culprit = t
+		}
+		break
+	}
+	sev := capdir.SeverityWarning
+	if share >= pauseCritical || parked >= 2 && share >= pauseShare {
+		sev = capdir.SeverityCritical
+	}
+	var tids []int
+	var funcs []string
+	var sb strings.Builder
+	name := e.rt.String() + " " + spec.what
+	summary := ""
+	switch {
+	case culprit != nil && collector != nil && collTime > opTime:
+		fn := e.appFrame(topStackOf(culprit.cpuStacks))
+		summary = fmt.Sprintf("%s: %s waited %s (%s of the window) for the other threads to stop; %s ran %s without stopping.",
+			strings.ToUpper(name[:1])+name[1:], collector.label(), fmtDur(time.Duration(collTime)), e.pctOf(collTime), culprit.label(), fn)
+		tids = []int{culprit.tid, collector.tid}
+		funcs = append(funcs, fn)
+		fmt.Fprintf(&sb, "%s %s.", culprit.label(), spec.notReached)
+	case collector != nil:
+		op := e.operationName(collector, spec)
+		summary = fmt.Sprintf("%s pauses: %s spent %s (%s of the window %s) stopping the threads and running %s.",
+			strings.ToUpper(name[:1])+name[1:], collector.label(), fmtDur(time.Duration(collTime)), e.pctOf(collTime), e.when, op)
+		tids = []int{collector.tid}
+		funcs = append(funcs, op)
+	default:
+		summary = fmt.Sprintf("%s: %s parked in the %s's pause functions.", strings.ToUpper(name[:1])+name[1:],
+			plural(max(len(waiters), parked), "thread", "threads"), e.rt)
+	}
+	sort.Slice(waiters, func(i, j int) bool { return waited[waiters[i].tid] > waited[waiters[j].tid] })
+	if len(waiters) > 0 {
+		var ws []string
+		for i, t := range waiters {
+			if i == 5 {
+				ws = append(ws, fmt.Sprintf("%d more", len(waiters)-i))
+				break
+			}
+			ws = append(ws, fmt.Sprintf("%s %s", t.label(), fmtDur(time.Duration(waited[t.tid]))))
+			tids = append(tids, t.tid)
+		}
+		fmt.Fprintf(&sb, " Threads waiting for it %s: %s.", e.when, strings.Join(ws, ", "))
+	}
+	if parked > 0 {
+		fmt.Fprintf(&sb, " At the snapshot %s in %s.", plural(parked, "thread was", "threads were"), strings.Join(spec.waiter[:min(2, len(spec.waiter))], " or "))
+	}
+	fmt.Fprintf(&sb, " %s.", upperFirst(spec.advice))
+	f := e.newFinding(capdir.FindingRuntimePause, sev, share, tids, summary, strings.TrimSpace(sb.String()))
+	f.Runtime = string(e.rt)
+	f.Functions = append(funcs, spec.collector[0])
+	return f, true
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+func topStackOf(m map[int]int64) int {
+	id, _ := topStack(m)
+	return id
+}
+
+// operationName is the function the collector ran under the operation
+// frame (HotSpot's VM_G1CollectFull::doit), or the operation frame.
+func (e *evidence) operationName(t *threadTime, spec pauseSpec) string {
+	by := map[string]int64{}
+	for id, v := range mergeStacks(t.cpuStacks, t.offStacks) {
+		fr := e.a.stacks[id]
+		for i := len(fr) - 1; i >= 0; i-- {
+			if frameMatch(fr[i].name, spec.operation) {
+				// the callee of the outermost operation frame
+				j := i - 1
+				for j >= 0 && frameMatch(fr[j].name, spec.operation) {
+					j--
+				}
+				name := fr[i].name
+				if j >= 0 {
+					name = fr[j].name
+				}
+				by[name] += v
+				break
+			}
+		}
+	}
+	best, bv := "", int64(-1)
+	for n, v := range by {
+		if v > bv || (v == bv && n < best) {
+			best, bv = n, v
+		}
+	}
+	if best == "" {
+		return spec.operation[0]
+	}
+	return best
+}
+
+func mergeStacks(a, b map[int]int64) map[int]int64 {
+	out := make(map[int]int64, len(a)+len(b))
+	for k, v := range a {
+		out[k] += v
+	}
+	for k, v := range b {
+		out[k] += v
+	}
+	return out
+}
+
+// eventLoop: a Node.js main thread that spent the window on a CPU in
+// JavaScript instead of returning to poll for events.
+func (e *evidence) eventLoop() []finding {
+	if e.a == nil || e.rt != rtNode || !e.hasCPU {
+		return nil
+	}
+	main := e.threads[e.c.Info.PID]
+	if main == nil && e.snap != nil {
+		main = e.threads[e.snap.PID]
+	}
+	if main == nil || e.share(main.cpu) < spinShare {
+		return nil
+	}
+	pollC, pollO := e.timeIn(main, []string{"uv__io_poll", "epoll_wait", "epoll_pwait"})
+	if e.share(pollC+pollO) > 1-spinShare {
+		return nil
+	}
+	fn := e.heldUnder(main, spinShare, func(f frame) bool { return f.kind == kindJIT && jsFunction(f.name) })
+	unnamed := ""
+	if fn == "" {
+		if e.heldUnder(main, spinShare, func(f frame) bool { return f.kind == kindUnknown }) != "" {
+			unnamed = " in JIT code without names (no perf map: " + rtNode.jitSwitch() + ")"
+		}
+		fn = e.appFrame(topStackOf(main.cpuStacks))
+	}
+	sev := capdir.SeverityCritical
+	summary := fmt.Sprintf("Node.js event loop blocked: the main thread ran %s for %s (%s of the window %s) without returning to poll for events%s.",
+		fn, fmtDur(time.Duration(main.cpu)), e.pctOf(main.cpu), e.when, unnamed)
+	detail := fmt.Sprintf("%s stayed on a CPU in synchronous JavaScript: timers, I/O callbacks and incoming requests waited. "+
+		"Break the work into chunks (setImmediate), move it to a worker thread (worker_threads), or make it asynchronous; "+
+		"--cpu-prof or this report's flame graph shows what inside it costs most.", main.label())
+	f := e.newFinding(capdir.FindingEventLoopBlocked, sev, e.share(main.cpu), []int{main.tid}, summary, detail)
+	f.Runtime = string(rtNode)
+	if fn != "" {
+		f.Functions = []string{fn}
+	}
+	return []finding{f}
+}
+
+// jsFunction says whether a JIT frame is a JavaScript function rather
+// than one of V8's builtins, stubs or handlers.
+func jsFunction(name string) bool {
+	for _, p := range []string{"Builtin:", "Stub:", "BytecodeHandler:", "Handler:", "RegExp:", "[", "(anonymous)"} {
+		if strings.HasPrefix(name, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// gil: CPython threads waiting in take_gil while one thread runs.
+func (e *evidence) gil() []finding {
+	if e.a == nil || e.rt != rtPython {
+		return nil
+	}
+	pats := []string{"take_gil"}
+	var waiters []*threadTime
+	waited := map[int]int64{}
+	var most int64
+	for _, t := range e.byCPU() {
+		c, o := e.timeIn(t, pats)
+		if w := c + o; e.share(w) >= pauseShare {
+			waiters = append(waiters, t)
+			waited[t.tid] = w
+			most = max(most, w)
+		}
+	}
+	parked := 0
+	if e.snap != nil {
+		for i := range e.snap.Threads {
+			if e.snapHas(e.snap.Threads[i].TID, pats) {
+				parked++
+			}
+		}
+	}
+	if len(waiters) == 0 {
+		return nil
+	}
+	var holder *threadTime
+	for _, t := range e.byCPU() {
+		if _, ok := waited[t.tid]; ok {
+			continue
+		}
+		if t.cpu > 0 {
+			holder = t
+		}
+		break
+	}
+	sort.Slice(waiters, func(i, j int) bool { return waited[waiters[i].tid] > waited[waiters[j].tid] })
+	var tids []int
+	var ws []string
+	for i, t := range waiters {
+		if i == 5 {
+			ws = append(ws, fmt.Sprintf("%d more", len(waiters)-i))
+			break
+		}
+		ws = append(ws, fmt.Sprintf("%s %s (%s)", t.label(), fmtDur(time.Duration(waited[t.tid])), e.pctOf(waited[t.tid])))
+		tids = append(tids, t.tid)
+	}
+	summary := fmt.Sprintf("GIL contention: %s waited for CPython's global interpreter lock (take_gil) %s",
+		plural(len(waiters), "thread", "threads"), e.when)
+	var funcs []string
+	if holder != nil {
+		fn := e.heldUnder(holder, 0.5, func(f frame) bool { return strings.HasPrefix(f.name, "py::") })
+		if fn == "" {
+			fn = e.appFrame(topStackOf(holder.cpuStacks))
+		}
+		summary += fmt.Sprintf("; %s held it, on a CPU %s of the window in %s", holder.label(), e.pctOf(holder.cpu), fn)
+		tids = append([]int{holder.tid}, tids...)
+		funcs = append(funcs, fn)
+	}
+	summary += "."
+	detail := "Waiting: " + strings.Join(ws, ", ") + "."
+	if parked > 0 {
+		detail += fmt.Sprintf(" At the snapshot %s in take_gil.", plural(parked, "thread was", "threads were"))
+	}
+	detail += " Only one thread runs Python code at a time: CPU-bound Python in threads serializes. Move CPU-bound work to processes (multiprocessing, concurrent.futures.ProcessPoolExecutor) or into native code that releases the GIL; with -X perf the Python functions show by name."
+	sev := capdir.SeverityWarning
+	if e.share(most) >= pauseCritical {
+		sev = capdir.SeverityCritical
+	}
+	f := e.newFinding(capdir.FindingGIL, sev, e.share(most), tids, summary, detail)
+	f.Runtime = string(rtPython)
+	f.Functions = append(funcs, "take_gil")
+	return []finding{f}
+}
+
+// convoys: many threads waiting for a lock one thread holds.
+func (e *evidence) convoys() []finding {
+	if e.snap == nil {
+		return nil
+	}
+	inCycle := map[int]bool{}
+	for _, cy := range e.snap.Locks.Cycles {
+		for _, tid := range cy {
+			inCycle[tid] = true
+		}
+	}
+	waiters := map[int][]int{}
+	for i := range e.snap.Threads {
+		t := &e.snap.Threads[i]
+		if t.Wait != nil && t.Wait.Owner != 0 && !inCycle[t.Wait.Owner] {
+			waiters[t.Wait.Owner] = append(waiters[t.Wait.Owner], t.TID)
+		}
+	}
+	owners := make([]int, 0, len(waiters))
+	for o, ws := range waiters {
+		if len(ws) >= convoyWaiters {
+			owners = append(owners, o)
+		}
+	}
+	sort.Slice(owners, func(i, j int) bool {
+		if len(waiters[owners[i]]) != len(waiters[owners[j]]) {
+			return len(waiters[owners[i]]) > len(waiters[owners[j]])
+		}
+		return owners[i] < owners[j]
+	})
+	var out []finding
+	for _, o := range owners {
+		ws := waiters[o]
+		ot := e.ix[o]
+		what := "not in the snapshot"
+		var funcs []string
+		if ot != nil {
+			what = doing(ot)
+			if f := topFrame(ot); f != "-" {
+				what += " at " + f
+				funcs = funcNames([]string{f})
+			}
+			if t := e.threads[o]; t != nil && e.hasCPU {
+				what += fmt.Sprintf("; on a CPU %s of the window", e.pctOf(t.cpu))
+			}
+		}
+		lock := ""
+		if w := e.ix[ws[0]]; w != nil && w.Wait != nil {
+			lock = w.Wait.Desc
+		}
+		var names []string
+		for i, tid := range ws {
+			if i == 5 {
+				names = append(names, fmt.Sprintf("%d more", len(ws)-i))
+				break
+			}
+			names = append(names, e.ix.name(tid))
+		}
+		sev := capdir.SeverityWarning
+		if len(ws)*2 >= len(e.snap.Threads) {
+			sev = capdir.SeverityCritical
+		}
+		f := e.newFinding(capdir.FindingLockConvoy, sev, float64(len(ws)), append([]int{o}, ws...),
+			fmt.Sprintf("Lock convoy: %d threads wait for %s, which holds the lock they need and is %s.", len(ws), e.ix.name(o), what),
+			fmt.Sprintf("Waiting: %s%s. While the owner keeps the lock (in a slow call, on a CPU, or itself blocked) every waiter queues behind it: shorten the critical section, or do the slow part outside the lock.",
+				strings.Join(names, ", "), prefixed(" for ", clean(lock))))
+		f.Functions = funcs
+		out = append(out, f)
+	}
+	return out
+}
+
+// genericWaits are kernel functions every sleep passes through: the
+// function that says why is the first one below them.
+var genericWaits = []string{"schedule", "__schedule", "schedule_timeout", "io_schedule", "schedule_preempt_disabled",
+	"schedule_hrtimeout_range_clock", "schedule_hrtimeout_range", "io_schedule_timeout", "__cond_resched", "preempt_schedule"}
+
+// dWaitMeaning explains the kernel functions D-state waits are known by.
+func dWaitMeaning(fn string) string {
+	switch {
+	case strings.Contains(fn, "vfork"):
+		return "the parent of a vfork() waits until its child calls exec or exits"
+	case strings.Contains(fn, "fuse"):
+		return "a FUSE file system's daemon has not answered"
+	case strings.Contains(fn, "nfs") || strings.Contains(fn, "rpc_wait"):
+		return "an NFS server has not answered"
+	case strings.Contains(fn, "refrigerator") || strings.Contains(fn, "freez"):
+		return "its cgroup is frozen (cgroup.freeze)"
+	case strings.Contains(fn, "folio") || strings.Contains(fn, "page") || strings.Contains(fn, "blk") || strings.Contains(fn, "bio") || strings.Contains(fn, "io_schedule"):
+		return "it waits for disk I/O"
+	case strings.Contains(fn, "mutex") || strings.Contains(fn, "rwsem") || strings.Contains(fn, "down_"):
+		return "it waits for a kernel lock another task holds"
+	}
+	return ""
+}
+
+// uninterruptible: threads in D state, by the kernel function they wait in.
+func (e *evidence) uninterruptible() []finding {
+	if e.snap == nil {
+		return nil
+	}
+	byFn := map[string][]*snapshot.Thread{}
+	var order []string
+	for i := range e.snap.Threads {
+		t := &e.snap.Threads[i]
+		if t.State != 'D' {
+			continue
+		}
+		fn := kernelWaitFunc(t)
+		if _, ok := byFn[fn]; !ok {
+			order = append(order, fn)
+		}
+		byFn[fn] = append(byFn[fn], t)
+	}
+	var out []finding
+	for _, fn := range order {
+		ts := byFn[fn]
+		var tids []int
+		var names []string
+		var longest time.Duration
+		known := false
+		for _, t := range ts {
+			tids = append(tids, t.TID)
+			names = append(names, e.ix.name(t.TID))
+			if t.OffCPUKnown {
+				known = true
+				longest = max(longest, t.OffCPUFor)
+			}
+		}
+		sev := capdir.SeverityWarning
+		forText := ""
+		if known {
+			forText = " for " + fmtDur(longest)
+			if e.window > 0 && float64(longest) >= pauseCritical*float64(e.window) {
+				sev = capdir.SeverityCritical
+			}
+		}
+		where := fn
+		if where == "" {
+			where = "an unknown kernel function"
+		}
+		summary := fmt.Sprintf("%s in uninterruptible sleep (D) in %s%s: %s.", plural(len(ts), "thread", "threads"), where, forText, listText(names, 5))
+		detail := "A thread in D state cannot be interrupted, not even killed, until the kernel finishes what it waits for"
+		if m := dWaitMeaning(fn); m != "" {
+			detail += ": " + m
+		}
+		detail += ". /proc/<pid>/task/<tid>/stack and the thread dump below show the kernel stack."
+		f := e.newFinding(capdir.FindingUninterruptible, sev, float64(longest), tids, summary, detail)
+		if fn != "" {
+			f.Functions = []string{fn}
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// kernelWaitFunc is the kernel function that says why a thread sleeps: the
+// first frame of its kernel stack past the scheduler's, else its wchan.
+func kernelWaitFunc(t *snapshot.Thread) string {
+	for _, l := range t.Kernel {
+		if l == nil || len(l.Lines) == 0 {
+			continue
+		}
+		fn := l.Lines[0].Function
+		if fn == "" || slices.Contains(genericWaits, fn) || strings.HasPrefix(fn, "__schedule") || syscallEntry(fn) {
+			continue
+		}
+		return clean(fn)
+	}
+	return clean(t.Wchan)
+}
+
+// syscallEntry says whether a kernel function is the way into every
+// system call, which says nothing about the wait.
+func syscallEntry(fn string) bool {
+	return strings.HasPrefix(fn, "entry_SYSCALL") || strings.HasPrefix(fn, "do_syscall_") ||
+		strings.HasPrefix(fn, "__x64_sys_") || strings.HasPrefix(fn, "__do_sys_") || strings.HasPrefix(fn, "x64_sys_call")
+}
+
+// starvation: threads runnable but not running for a large share of the
+// window, and at least as long as they ran. A thread that ran most of the
+// window and waited a little for a CPU now and then is not starved.
+func (e *evidence) starvation() []finding {
+	if !e.hasOff || e.window <= 0 {
+		return nil
+	}
+	var starved []*threadTime
+	var most, procCPU int64
+	for _, t := range e.byCPU() {
+		procCPU += t.cpu
+		if e.share(t.preempted) >= starveShare && t.preempted >= t.cpu {
+			starved = append(starved, t)
+			most = max(most, t.preempted)
+		}
+	}
+	if len(starved) == 0 {
+		return nil
+	}
+	sort.Slice(starved, func(i, j int) bool { return starved[i].preempted > starved[j].preempted })
+	var tids []int
+	var ws []string
+	for i, t := range starved {
+		if i == 5 {
+			ws = append(ws, fmt.Sprintf("%d more", len(starved)-i))
+			break
+		}
+		ws = append(ws, fmt.Sprintf("%s waited %s (%s), ran %s", t.label(), fmtDur(time.Duration(t.preempted)), e.pctOf(t.preempted), fmtDur(time.Duration(t.cpu))))
+		tids = append(tids, t.tid)
+	}
+	top := starved[0]
+	summary := fmt.Sprintf("CPU starvation: %s runnable but waiting for a CPU for %s or more of the window %s; %s the most, %s (%s).",
+		plural(len(starved), "thread was", "threads were"), pctText(starveShare), e.when, top.label(), fmtDur(time.Duration(top.preempted)), e.pctOf(top.preempted))
+	detail := strings.Join(ws, "; ") + "."
+	used := float64(procCPU) / float64(e.window)
+	detail += fmt.Sprintf(" The process used %.1f CPUs on average.", used)
+	if h := e.c.Info.Host; h != nil && h.CPUs > 0 {
+		detail += fmt.Sprintf(" The host: %d CPUs, load %.2f (1 min), %d tasks runnable at the end of the capture", h.CPUs, h.Load1, h.Running)
+		switch {
+		case h.Load1 > float64(h.CPUs) && used < 0.8*float64(h.CPUs):
+			detail += ": other processes compete for the CPUs; move them, or give this process more CPU (cgroup cpu.weight, nice)."
+		case used >= 0.8*float64(h.CPUs):
+			detail += ": this process's own threads fill the CPUs; fewer busy threads, or more CPUs."
+		default:
+			detail += "; a CPU quota (cgroup cpu.max), an affinity mask or a real-time task can starve threads on an idle host."
+		}
+	} else {
+		detail += " A busy host, a CPU quota (cgroup cpu.max) or an affinity mask keeps runnable threads off the CPUs."
+	}
+	sev := capdir.SeverityWarning
+	if e.share(most) >= pauseCritical {
+		sev = capdir.SeverityCritical
+	}
+	return []finding{e.newFinding(capdir.FindingCPUStarvation, sev, e.share(most), tids, summary, detail)}
+}
+
+// spinningOrHot: one thread on a CPU nearly the whole window while others
+// wait (spinning), or one thread with most of the process's CPU time (hot).
+func (e *evidence) spinningOrHot() []finding {
+	if !e.hasCPU {
+		return nil
+	}
+	ts := e.byCPU()
+	if len(ts) == 0 || ts[0].cpu == 0 {
+		return nil
+	}
+	var total int64
+	for _, t := range ts {
+		total += t.cpu
+	}
+	spin := ts[0]
+	fnID := topStackOf(spin.cpuStacks)
+	where := ""
+	if fnID >= 0 {
+		where = stackSummary(e.a.stacks[fnID], 3)
+	}
+	app := e.appFrame(fnID)
+	var waiting []*threadTime
+	for _, t := range ts[1:] {
+		if e.share(t.blocked) >= waitShare && e.waitsInOwnCode(t) {
+			waiting = append(waiting, t)
+		}
+	}
+	if e.window > 0 && e.share(spin.cpu) >= spinShare && len(waiting) > 0 {
+		var names []string
+		var tids = []int{spin.tid}
+		for i, t := range waiting {
+			if i == 5 {
+				names = append(names, fmt.Sprintf("%d more", len(waiting)-i))
+				break
+			}
+			names = append(names, t.label())
+			tids = append(tids, t.tid)
+		}
+		f := e.newFinding(capdir.FindingSpinning, capdir.SeverityWarning, e.share(spin.cpu), tids,
+			fmt.Sprintf("%s spun on a CPU %s of the window %s (%s) in %s while %s waited.",
+				spin.subject(), e.pctOf(spin.cpu), e.when, fmtDur(time.Duration(spin.cpu)), where, plural(len(waiting), "thread", "threads")),
+			fmt.Sprintf("Waiting most of the window: %s. A thread that runs all the time while the others wait is busy-waiting (polling a flag, retrying) or doing work nobody waits for; if it should hand something to them, it never does. %s of all on-CPU time was its.",
+				strings.Join(names, ", "), strings.TrimSpace(pct(spin.cpu, total))))
+		f.Functions = []string{app}
+		return []finding{f}
+	}
+	if spin.cpu*2 < total {
+		return nil
+	}
+	f := e.newFinding(capdir.FindingHotThread, capdir.SeverityInfo, float64(spin.cpu)/float64(total), []int{spin.tid},
+		fmt.Sprintf("%s used %s of CPU %s (%s of all on-CPU time) in %s.",
+			spin.subject(), fmtDur(time.Duration(spin.cpu)), e.when, strings.TrimSpace(pct(spin.cpu, total)), where),
+		fmt.Sprintf("It was on a CPU %s of the window; the flame graph shows where inside %s.", e.pctOf(spin.cpu), app))
+	f.Functions = []string{app}
+	return []finding{f}
+}
+
+// waitsInOwnCode says whether a thread's waits were in the program's code
+// (a lock, a read it asked for) rather than a runtime's idle parking.
+func (e *evidence) waitsInOwnCode(t *threadTime) bool {
+	var own, all int64
+	for id, v := range t.offStacks {
+		all += v
+		if !e.a.systemOnly(id) {
+			own += v
+		}
+	}
+	if st := e.ix[t.tid]; st != nil && st.Wait != nil && st.Wait.Owner != 0 {
+		return true
+	}
+	return all > 0 && own*2 >= all
+}
+
+// missingJIT: a runtime with a JIT whose compiled code ran without names.
+func (e *evidence) missingJIT() []finding {
+	if e.a == nil || !e.hasCPU || e.rt.jitSwitch() == "" {
+		return nil
+	}
+	cpuI, _ := valueIndex(e.p, TypeCPUTime)
+	var unnamed, total int64
+	for i, s := range e.p.Sample {
+		v := s.Value[cpuI]
+		if v == 0 {
+			continue
+		}
+		total += v
+		for _, f := range e.a.stacks[e.a.stackOf[i]] {
+			if f.kind == kindUnknown && (strings.HasPrefix(f.name, "[anon]") || strings.HasPrefix(f.name, "[unknown]")) {
+				unnamed += v
+				break
+			}
+		}
+	}
+	if total == 0 || float64(unnamed) < unnamedShare*float64(total) {
+		return nil
+	}
+	srcs := "no JIT symbol file was found"
+	if n := e.c.Info.Counts.JITSources; n > 0 {
+		srcs = fmt.Sprintf("%s read, but they did not name it", plural(n, "JIT symbol file was", "JIT symbol files were"))
+	}
+	f := e.newFinding(capdir.FindingMissingJITSymbols, capdir.SeverityInfo, float64(unnamed)/float64(total), nil,
+		fmt.Sprintf("%s JIT code without names: %s of the on-CPU time is in compiled code no symbol names (%s).",
+			e.rt, strings.TrimSpace(pct(unnamed, total)), srcs),
+		"To name it, "+e.rt.jitSwitch()+".")
+	f.Runtime = string(e.rt)
+	return []finding{f}
+}
+
+// allWaiting: nothing ran.
+func (e *evidence) allWaiting() []finding {
+	if !e.hasCPU || !e.hasOff {
+		return nil
+	}
+	var cpu, off int64
+	for _, t := range e.threads {
+		cpu += t.cpu
+		off += t.blocked + t.preempted
+	}
+	if cpu != 0 || off == 0 {
+		return nil
+	}
+	return []finding{e.newFinding(capdir.FindingAllWaiting, capdir.SeverityInfo, 0, nil,
+		fmt.Sprintf("No thread ran on a CPU %s: the process is waiting, not busy; see the off-CPU stacks and the thread table.", e.when), "")}
+}
