@@ -196,9 +196,9 @@ var pauseSpecs = []pauseSpec{
 		// code during the GC wait in Thread::RareDisablePreemptiveGC and
 		// WaitUntilGCComplete.
 		rt: rtDotnet, what: "suspension",
-		collector: []string{"ThreadSuspend::SuspendRuntime", "ThreadSuspend::SuspendEE", "ThreadSuspend::SuspendAllThreads"},
-		operation: []string{"GCHeap::GarbageCollect", "gc_heap::garbage_collect"},
-		waiter:    []string{"Thread::RareDisablePreemptiveGC", "WaitUntilGCComplete", "Thread::WaitSuspendEvents"},
+		collector:  []string{"ThreadSuspend::SuspendRuntime", "ThreadSuspend::SuspendEE", "ThreadSuspend::SuspendAllThreads"},
+		operation:  []string{"GCHeap::GarbageCollect", "gc_heap::garbage_collect"},
+		waiter:     []string{"Thread::RareDisablePreemptiveGC", "WaitUntilGCComplete", "Thread::WaitSuspendEvents"},
 		notReached: "runs managed code that does not reach a GC safe point (a tight loop the JIT emitted without GC polls)",
 		advice:     "dotnet-counters (time in GC, GC count) and dotnet-trace's GC events show each suspension; DOTNET_gcServer and fewer allocations shorten them",
 	},
@@ -209,9 +209,9 @@ var pauseSpecs = []pauseSpec{
 		// jl_safepoint_wait_gc (from jl_set_gc_and_wait in the signal
 		// handler, or from jl_gc_collect when another thread collects).
 		rt: rtJulia, what: "GC safepoint",
-		collector: []string{"jl_gc_wait_for_the_world", "jl_safepoint_start_gc"},
-		operation: []string{"_jl_gc_collect", "jl_gc_collect", "gc_mark_loop"},
-		waiter:    []string{"jl_safepoint_wait_gc", "jl_set_gc_and_wait", "jl_safepoint_wait_thread_resume"},
+		collector:  []string{"jl_gc_wait_for_the_world", "jl_safepoint_start_gc"},
+		operation:  []string{"_jl_gc_collect", "jl_gc_collect", "gc_mark_loop"},
+		waiter:     []string{"jl_safepoint_wait_gc", "jl_set_gc_and_wait", "jl_safepoint_wait_thread_resume"},
 		notReached: "runs without reaching a safepoint (a loop that neither allocates nor calls a function, or a long ccall that did not mark itself GC-safe)",
 		advice:     "GC.enable_logging(true) prints each collection; put GC.safepoint() in long loops that do not allocate, and mark long ccalls `@threadcall` or gc-safe",
 	},
