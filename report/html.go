@@ -2,18 +2,23 @@ package report
 
 import (
 	"bytes"
+	_ "embed"
 	"fmt"
 	"html/template"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/stallwatch/stallwatch/capdir"
+	"github.com/stallwatch/stallwatch/snapshot"
 )
 
-// WriteHTML writes report.html: what report.txt says, laid out for a
-// browser, with an icicle graph of each on-CPU and off-CPU section. The
-// page is self-contained (inline CSS and SVG, no script, no network), so
-// it can be mailed or attached to a ticket as it is.
+// WriteHTML writes report.html: the findings first, then a timeline of
+// every thread and a flame graph to explore (zoom, search, focus, on-CPU,
+// off-CPU or wall time, before or during the stall, a time range), the
+// thread table and the thread dump. The page is one file with its script
+// and styles inline and the data as JSON: it needs no network and can be
+// mailed or attached to a ticket as it is.
 func WriteHTML(w io.Writer, c *Capture) error {
 	if c == nil {
 		return fmt.Errorf("report: WriteHTML: nil capture")
@@ -21,42 +26,136 @@ func WriteHTML(w io.Writer, c *Capture) error {
 	return writeHTMLView(w, buildView(c))
 }
 
+//go:embed assets/report.js
+var pageScript string
+
+//go:embed assets/report.css
+var pageStyle string
+
 func writeHTMLView(w io.Writer, v *view) error {
-	data := htmlData{Title: v.title, Facts: v.facts, Findings: v.findings, Threads: v.threads, Comments: v.comments}
+	data := htmlData{Title: v.title, Facts: v.facts, Threads: v.threads, Comments: v.comments,
+		Script: template.JS(pageScript), Style: template.CSS(pageStyle)}
 	if len(v.notes) > screenNotes+1 {
 		data.Notes = v.notes
 	}
+	names := threadNames(v)
+	for _, f := range v.findings {
+		data.Findings = append(data.Findings, htmlFinding{f, names})
+	}
 	for i, s := range v.sections {
-		hs := htmlSection{s: s, ID: fmt.Sprintf("s%d", i), Open: i < 2 || s.phase != PhaseBefore}
-		hs.Flame = flameSVG(s.flame, s.unit, hs.ID+"-flame")
-		data.Sections = append(data.Sections, hs)
+		data.Sections = append(data.Sections, htmlSection{s: s, ID: fmt.Sprintf("s%d", i)})
 	}
 	if v.snap != nil {
-		var buf bytes.Buffer
-		if err := WriteThreadDump(&buf, v.snap); err != nil {
-			return err
-		}
-		data.Dump = buf.String()
+		data.Dump = dumpHTML(v.snap)
 	}
+	pd, err := pageJSON(buildPageData(v, v.c))
+	if err != nil {
+		return err
+	}
+	data.JSON = template.JS(pd) // json.Marshal escaped <, > and &: no "</script"
 	return htmlPage.Execute(w, data)
+}
+
+// threadNames names threads for links: the snapshot's names, else the
+// profile's.
+func threadNames(v *view) map[int]string {
+	m := map[int]string{}
+	for _, r := range v.threads {
+		m[r.tid] = r.name
+	}
+	if p := v.c.Profile; p != nil {
+		for _, s := range p.Sample {
+			tid, err := strconv.Atoi(label(s, LabelThreadID))
+			if err == nil && m[tid] == "" {
+				m[tid] = clean(label(s, LabelThreadName))
+			}
+		}
+	}
+	return m
+}
+
+// htmlFinding is a finding with the names of the threads it cites.
+type htmlFinding struct {
+	capdir.Finding
+	names map[int]string
+}
+
+type htmlThreadRef struct {
+	TID  int
+	Name string
+}
+
+func (f htmlFinding) Threads() []htmlThreadRef {
+	var out []htmlThreadRef
+	for _, tid := range f.TIDs {
+		out = append(out, htmlThreadRef{tid, f.names[tid]})
+	}
+	return out
+}
+
+// dumpEntry is one thread of the dump, folded: its facts on the summary
+// line, its stack inside.
+type dumpEntry struct {
+	TID          int
+	Line, Stack  string
+	Open         bool
+	Waits, Error string
+}
+
+type dumpData struct {
+	Header, Locks string
+	Threads       []dumpEntry
+}
+
+// dumpHTML lays the thread dump out one thread at a time, in the dump's
+// order (waiting threads first); threads in a deadlock, or waiting for
+// another thread, are open.
+func dumpHTML(snap *snapshot.Snapshot) *dumpData {
+	var b bytes.Buffer
+	d := &dumpData{}
+	writeDumpHeader(&b, snap)
+	d.Header = b.String()
+	b.Reset()
+	writeLockGraph(&b, snap)
+	d.Locks = b.String()
+	cycle := map[int]bool{}
+	for _, cy := range snap.Locks.Cycles {
+		for _, tid := range cy {
+			cycle[tid] = true
+		}
+	}
+	for _, g := range groupThreads(snap) {
+		for _, t := range g.threads {
+			var line, stack bytes.Buffer
+			writeThreadLine(&line, t)
+			writeStack(&stack, t)
+			first, rest, _ := strings.Cut(line.String(), "\n")
+			d.Threads = append(d.Threads, dumpEntry{
+				TID: t.TID, Line: strings.TrimSpace(first), Stack: strings.TrimRight(rest+stack.String(), "\n"),
+				Open: threadRank(t, cycle) <= rankWaitsOnThread,
+			})
+		}
+	}
+	return d
 }
 
 type htmlData struct {
 	Title    string
 	Facts    []fact
-	Findings []capdir.Finding
+	Findings []htmlFinding
 	Threads  []threadRow
 	Sections []htmlSection
-	Dump     string
+	Dump     *dumpData
 	Notes    []string // all notes, when the facts show only the first
 	Comments []string
+	JSON     template.JS
+	Script   template.JS
+	Style    template.CSS
 }
 
 type htmlSection struct {
-	s     *section
-	ID    string
-	Open  bool
-	Flame template.HTML
+	s  *section
+	ID string
 }
 
 func (h htmlSection) Title() string { return h.s.title }
@@ -128,55 +227,45 @@ var htmlPage = template.Must(template.New("report").Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{{.Title}}</title>
-<style>
-body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em auto;max-width:1280px;padding:0 1em;color:#1d1d22;background:#fff}
-h1{font-size:1.35em;margin:.2em 0 .6em}
-h2{font-size:1.1em;margin:1.4em 0 .4em;border-bottom:1px solid #ddd;padding-bottom:.2em}
-table{border-collapse:collapse;margin:.3em 0}
-td,th{padding:2px 8px;text-align:left;vertical-align:top}
-th{background:#f1f1f4;font-weight:600}
-tr:nth-child(even) td{background:#fafafc}
-.facts td:first-child{font-weight:600;white-space:nowrap;color:#555}
-.warn td{color:#a10000;font-weight:600}
-.findings li{margin:.2em 0}
-.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
-code,pre,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
-pre{background:#f7f7f9;border:1px solid #e3e3e8;padding:.8em;overflow-x:auto}
-details{margin:.4em 0}
-summary{cursor:pointer;font-weight:600}
-.stack{margin:.3em 0 .8em 1em}
-.stack li{list-style:none;white-space:nowrap}
-.stack .k{color:#b45309}.stack .j{color:#15803d}.stack .u{color:#777}
-.mod{color:#888;margin-left:1em}
-svg.flame{display:block;margin:.5em 0;background:#fcfcfd;border:1px solid #eee}
-svg.flame text{font:11px ui-monospace,Menlo,Consolas,monospace;fill:#111;pointer-events:none}
-svg.flame g:hover rect{stroke:#000;stroke-width:.6}
-.legend span{display:inline-block;padding:0 .5em;margin-right:.5em;border-radius:2px}
-</style></head><body>
+<style>{{.Style}}</style></head><body>
 <h1>{{.Title}}</h1>
 <table class="facts">{{range .Facts}}<tr{{if .Warn}} class="warn"{{end}}><td>{{.Key}}</td><td>{{.Value}}</td></tr>{{end}}</table>
-{{if .Findings}}<h2>Findings</h2><ul class="findings">{{range .Findings}}<li>{{.Summary}}</li>{{end}}</ul>{{end}}
-{{if .Threads}}<h2>Threads ({{len .Threads}}; waiting first)</h2>
-<table class="threads"><tr><th>tid</th><th>name</th><th>state</th><th>off-CPU for</th><th>run-queue wait</th><th>CPU in capture</th><th>top frame</th><th>waits for</th></tr>
-{{range .Threads}}<tr><td class="num">{{.TID}}</td><td class="mono">{{.Name}}</td><td>{{.State}}</td><td class="num">{{.OffCPU}}</td><td class="num">{{.Runq}}</td><td class="num">{{.CPU}}</td><td class="mono">{{.Top}}{{if .Err}} <em>({{.Err}})</em>{{end}}</td><td>{{.Waits}}</td></tr>
-{{end}}</table>{{end}}
-{{range .Sections}}<h2 id="{{.ID}}">{{.Title}} — total {{.Total}}</h2>
-<details{{if .Open}} open{{end}}><summary>Icicle graph (callers above callees; hover for values)</summary>
-<div class="legend"><span style="background:hsl(10,75%,65%)">native</span><span style="background:hsl(33,85%,60%)">kernel</span><span style="background:hsl(115,55%,60%)">JIT</span><span style="background:hsl(0,0%,72%)">unknown</span></div>
-{{if .Flame}}{{.Flame}}{{else}}<p>(no samples)</p>{{end}}</details>
-<details{{if .Open}} open{{end}}><summary>Top stacks</summary>
+{{if .Findings}}<h2 id="findings">Findings <small>(the most likely cause first)</small></h2><ol class="findings">{{range .Findings}}
+<li class="finding {{.Severity}}" data-kind="{{.Kind}}"><span class="sev">{{.Severity}}</span><span class="sum">{{.Summary}}</span>
+{{if .Detail}}<div class="det">{{.Detail}}</div>{{end}}
+{{if or .TIDs .Functions}}<div class="refs">{{if .TIDs}}threads: {{range .Threads}}<a href="#timeline" class="focus-thread" data-tid="{{.TID}}" title="show this thread in the timeline and the flame graph">{{.TID}}{{if .Name}} "{{.Name}}"{{end}}</a><a href="#thread-{{.TID}}" data-tid="{{.TID}}" title="its stack in the thread dump">[stack]</a> {{end}}{{end}}{{if .Functions}} functions: {{range .Functions}}<a href="#flame" data-fn="{{.}}" title="find it in the flame graph">{{.}}</a>{{end}}{{end}}</div>{{end}}
+</li>{{end}}</ol>{{end}}
+<div id="sw-tl"><h2 id="timeline">Timeline <small>(one row per thread; drag to select a time range)</small></h2>
+<div class="panel"><div class="legend"><span style="background:#2f9e44;color:#fff">on CPU</span><span style="background:#f08c00">runnable, waiting for a CPU</span><span style="background:#74a9cf">blocked</span><span style="color:#e03131">| trigger</span><span style="color:#2b8a3e">| recovered</span></div>
+<div class="tl"><div id="sw-tl-labels"></div><canvas id="sw-timeline"></canvas></div><div id="sw-tl-axis"></div></div></div>
+<h2 id="flame">Flame graph <small>(click a frame to zoom; hover for values)</small></h2>
+<div class="panel"><div class="bar"><span class="seg" id="sw-mode"></span><span class="seg" id="sw-phase"></span><span class="seg" id="sw-orient"></span>
+<input id="sw-search" type="search" placeholder="search functions (regexp)" aria-label="search functions"><button id="sw-reset" type="button" disabled>reset zoom</button><span id="sw-chips"></span></div>
+<div class="bar"><span id="sw-total"></span><span id="sw-matched"></span></div>
+<div id="sw-crumbs"></div>
+<div class="legend"><span style="background:hsl(20,75%,66%)">native</span><span style="background:hsl(30,85%,60%)">kernel</span><span style="background:hsl(110,50%,58%)">JIT</span><span style="background:hsl(0,0%,74%)">unknown</span><span style="background:#b197fc">search match</span></div>
+<div id="sw-flame"></div>
+<noscript><p>The flame graph and the timeline need JavaScript; the top stacks below do not.</p></noscript></div>
+{{if .Threads}}<h2 id="threads">Threads ({{len .Threads}}; waiting first)</h2>
+<div class="scroll"><table class="threads"><tr><th>tid</th><th>name</th><th>state</th><th class="opt">off-CPU for</th><th class="opt">run-queue wait</th><th>CPU in capture</th><th>top frame</th><th>waits for</th></tr>
+{{range .Threads}}<tr><td class="num"><a href="#thread-{{.TID}}" data-tid="{{.TID}}">{{.TID}}</a></td><td class="mono">{{.Name}}</td><td>{{.State}}</td><td class="num opt">{{.OffCPU}}</td><td class="num opt">{{.Runq}}</td><td class="num">{{.CPU}}</td><td class="mono">{{.Top}}{{if .Err}} <em>({{.Err}})</em>{{end}}</td><td>{{.Waits}}</td></tr>
+{{end}}</table></div>{{end}}
+{{with .Dump}}<h2 id="dump">Thread dump <small>(one thread at a time; open one to see its stack)</small></h2><div class="dump"><pre>{{.Header}}</pre><pre>{{.Locks}}</pre>
+{{range .Threads}}<details class="thread" id="thread-{{.TID}}"{{if .Open}} open{{end}}><summary>{{.Line}}</summary><pre>{{.Stack}}</pre></details>
+{{end}}</div>{{end}}
+{{if .Sections}}<h2 id="stacks">Top stacks and functions</h2>{{range .Sections}}
+<details><summary>{{.Title}} — total {{.Total}}</summary>
 {{range $s := .Stacks}}<div><b>#{{$s.Num}} {{$s.Pct}}</b> {{$s.Value}} <span class="mod">{{$s.Threads}}</span>
 <ol class="stack">{{range $s.Frames}}<li class="mono {{.Class}}">{{.Text}}<span class="mod">{{.Module}}</span></li>{{end}}</ol></div>{{end}}
 {{if .More}}<p>… {{.More}} more stacks: <code>go tool pprof -traces</code> shows them all.</p>{{end}}
-</details>
-<details><summary>Top functions</summary>
 <table><tr><th class="num">flat</th><th class="num">flat%</th><th class="num">cum</th><th class="num">cum%</th><th>function</th></tr>
 {{range .Funcs}}<tr><td class="num">{{.Flat}}</td><td class="num">{{.FlatPct}}</td><td class="num">{{.Cum}}</td><td class="num">{{.CumPct}}</td><td class="mono">{{.Name}}</td></tr>{{end}}
-</table></details>
-{{end}}
-{{if .Dump}}<h2>Thread dump</h2><pre>{{.Dump}}</pre>{{end}}
+</table></details>{{end}}{{end}}
 {{if .Notes}}<h2>Notes</h2><ul>{{range .Notes}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{if .Comments}}<h2>Profile comments</h2><ul>{{range .Comments}}<li class="mono">{{.}}</li>{{end}}</ul>{{end}}
-<p class="mod">Written by stallwatch. The same data: <code>go tool pprof -http=: profile.pb.gz</code>, <code>stallwatch report DIR --format folded</code>.</p>
+<p class="mod">Written by stallwatch. The same data: <code>go tool pprof -http=: profile.pb.gz</code>, <code>stallwatch report DIR --format folded</code>, <code>--format speedscope</code>.</p>
+<div id="sw-tip" role="tooltip"></div>
+<script type="application/json" id="sw-data">{{.JSON}}</script>
+<script>{{.Script}}</script>
 </body></html>
 `))

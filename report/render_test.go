@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"io"
@@ -233,45 +234,112 @@ func renderHTML(t *testing.T, c *Capture) string {
 
 func TestWriteHTML(t *testing.T) {
 	c := fixtureCapture(t)
-	c.Threads.Threads[1].Name = `<script>alert(1)</script>`
+	c.Threads.Threads[1].Name = `</script><script>alert(1)</script>`
 	out := renderHTML(t, c)
 
-	// Self-contained: no script, nothing fetched.
-	for _, bad := range []string{"<script", "<link", "src=", "@import", "url("} {
+	// Self-contained: nothing fetched, no script but our own two
+	// elements (the data and the viewer).
+	for _, bad := range []string{"<link", "src=", "@import", "url(", "fetch(", "XMLHttpRequest", "import("} {
 		if strings.Contains(out, bad) {
-			t.Errorf("report.html contains %q: it must be self-contained and script-free", bad)
+			t.Errorf("report.html contains %q: it must be self-contained", bad)
 		}
 	}
-	if m := regexp.MustCompile(`https?://[^"]*`).FindAllString(out, -1); len(m) != strings.Count(out, "<svg") {
-		t.Errorf("URLs other than the SVG namespace: %v", m)
+	if m := regexp.MustCompile(`https?://`).FindAllString(out, -1); len(m) > 0 {
+		t.Errorf("report.html names URLs: %v", m)
 	}
-	if !strings.Contains(out, "&lt;script&gt;alert(1)&lt;/script&gt;") {
-		t.Error("a thread name from the target is not escaped")
+	if n := strings.Count(out, "<script"); n != 2 {
+		t.Errorf("%d <script elements, want 2 (the data and the viewer)", n)
+	}
+	if !strings.Contains(out, "&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Error("a thread name from the target is not escaped in the page")
 	}
 	for _, want := range []string{
 		"<title>stallwatch STALL capture of pid 4242 (/usr/bin/app --serve)</title>",
 		"no heartbeat for 10.2s", "DEADLOCK", "Threads (8; waiting first)",
 		"On-CPU stacks, during the stall (after the trigger) — total 91ms",
 		"Off-CPU stacks, during the stall (after the trigger) — total 18s",
-		"Thread dump", "futex_wait_queue",
+		"Thread dump", "futex_wait_queue", `id="thread-12"`, `data-fn="lock_a"`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report.html lacks %q", want)
 		}
 	}
-
-	// One icicle per section, each well-formed SVG with a tooltip per frame.
-	svgs := regexp.MustCompile(`(?s)<svg.*?</svg>`).FindAllString(out, -1)
-	if len(svgs) != 4 {
-		t.Fatalf("%d SVG graphs, want 4 (on- and off-CPU, during and before)", len(svgs))
+	d := pageDataOf(t, out)
+	if !strings.Contains(strings.Join(d.Strings, "\n"), "lock_a") {
+		t.Error("the page's string table lacks lock_a")
 	}
-	for i, s := range svgs {
-		if err := xmlWellFormed(s); err != nil {
-			t.Errorf("svg %d: %v", i, err)
+	var named bool
+	for _, th := range d.Threads {
+		named = named || th.Name == c.Threads.Threads[1].Name
+	}
+	if !named {
+		t.Error("the hostile thread name did not survive the JSON as data")
+	}
+}
+
+// pageDataOf decodes the JSON a page embeds, after checking that nothing
+// in it could end its script element.
+func pageDataOf(t *testing.T, page string) *pageData {
+	t.Helper()
+	m := regexp.MustCompile(`(?s)<script type="application/json" id="sw-data">(.*?)</script>`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("no sw-data element")
+	}
+	if strings.Contains(strings.ToLower(m[1]), "<") {
+		t.Fatal("the page's JSON holds a '<'")
+	}
+	var d pageData
+	if err := json.Unmarshal([]byte(m[1]), &d); err != nil {
+		t.Fatal(err)
+	}
+	return &d
+}
+
+// TestPageData: the page's compact data adds up to the profile's totals,
+// per mode and phase, and its call tree rebuilds the stacks.
+func TestPageData(t *testing.T) {
+	c := fixtureCapture(t)
+	d := pageDataOf(t, renderHTML(t, c))
+	if len(d.Modes) != 3 || d.Modes[0].ID != "cpu" || d.Modes[2].ID != "wall" {
+		t.Errorf("modes %+v", d.Modes)
+	}
+	sm := d.Samples
+	n := len(sm.Thread)
+	if len(sm.Node) != n || len(sm.End) != n || len(sm.Weight) != n || len(sm.Class) != n {
+		t.Fatalf("sample columns differ in length: %d %d %d %d %d", n, len(sm.Node), len(sm.End), len(sm.Weight), len(sm.Class))
+	}
+	sums := map[[2]int]int64{} // kind, phase → µs
+	for i := 0; i < n; i++ {
+		sums[[2]int{sm.Class[i] / 3, sm.Class[i] % 3}] += sm.Weight[i]
+	}
+	if got := sums[[2]int{0, 0}]; got != 91000 {
+		t.Errorf("on-CPU during: %dµs, want 91000", got)
+	}
+	if got := sums[[2]int{1, 0}] + sums[[2]int{2, 0}]; got != 18000000 {
+		t.Errorf("off-CPU during: %dµs, want 18s", got)
+	}
+	if got := sums[[2]int{2, 0}]; got != 2000000 {
+		t.Errorf("runnable-waiting during: %dµs, want 2s", got)
+	}
+	// The call tree: every node's parent comes first, and a leaf's path
+	// names a real stack.
+	for i := 1; i < len(d.Nodes)/2; i++ {
+		if p := d.Nodes[2*i]; p < 0 || p >= i {
+			t.Fatalf("node %d has parent %d", i, p)
 		}
 	}
-	if n := strings.Count(svgs[1], "<title>futex_wait_queue — 5s, 27.8%</title>"); n != 2 {
-		t.Errorf("off-CPU icicle: futex_wait_queue should show under lock_a and lock_b, 5s each (%d):\n%s", n, svgs[1])
+	var path []string
+	for i := 0; i < n; i++ {
+		if d.Threads[sm.Thread[i]].TID != 12 || sm.Class[i] != 3 {
+			continue
+		}
+		for nd := sm.Node[i]; nd != 0; nd = d.Nodes[2*nd] {
+			path = append(path, d.Strings[d.Frames[3*d.Nodes[2*nd+1]]])
+		}
+		break
+	}
+	if strings.Join(path, ";") != "futex_wait_queue;do_futex;entry_SYSCALL_64_after_hwframe;__lll_lock_wait;lock_a;worker;start_thread;__clone3" {
+		t.Errorf("tid 12's blocked stack from the page's tree: %v", path)
 	}
 }
 
@@ -285,32 +353,6 @@ func xmlWellFormed(s string) error {
 		if err != nil {
 			return err
 		}
-	}
-}
-
-func TestFlameLayout(t *testing.T) {
-	// Children split their parent's width by value, callers above.
-	p, err := BuildProfile([]Sample{
-		{Stack: []*symbolize.Location{aLockA, aWorker}, TID: 1, Count: 3},
-		{Stack: []*symbolize.Location{aLockB, aWorker}, TID: 1, Count: 1},
-	}, Meta{Period: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := analyze(p)
-	vals, _ := a.totals(valCPUSamples, nil)
-	root := a.flame(vals)
-	if root.value != 4 || len(root.children) != 1 || root.children[0].name != "worker" {
-		t.Fatalf("root %+v", root)
-	}
-	w := root.children[0]
-	if len(w.children) != 2 || w.children[0].name != "lock_a" || w.children[0].value != 3 || w.children[1].value != 1 {
-		t.Fatalf("worker's children %+v", w.children)
-	}
-	svg := string(flameSVG(root, "count", "t"))
-	if !strings.Contains(svg, `<title>lock_a — 3, 75.0%</title><rect x="0.0" y="34" width="900.0"`) ||
-		!strings.Contains(svg, `<title>lock_b — 1, 25.0%</title><rect x="900.0" y="34" width="300.0"`) {
-		t.Errorf("icicle geometry:\n%s", svg)
 	}
 }
 

@@ -25,6 +25,8 @@ type view struct {
 	sections []*section
 	comments []string
 	snap     *snapshot.Snapshot
+	a        *analysis // nil without a profile
+	c        *Capture
 }
 
 type fact struct {
@@ -54,7 +56,6 @@ type section struct {
 	stacks []*stackTotal // the heaviest, detailStacks of them
 	count  int           // distinct stacks with weight
 	funcs  []*funcTotal
-	flame  *flameNode
 
 	// The first screen's stacks. Off-CPU, stacks made only of kernel,
 	// libc and runtime code (idle threads parked by their runtime) make
@@ -65,13 +66,14 @@ type section struct {
 }
 
 func buildView(c *Capture) *view {
-	v := &view{snap: c.Threads}
+	v := &view{snap: c.Threads, c: c}
 	v.title = titleOf(c)
 	v.notes = c.Info.Notes
 	v.facts = factsOf(c)
 	var a *analysis
 	if c.Profile != nil {
 		a = analyze(c.Profile)
+		v.a = a
 		v.sections = sectionsOf(a)
 		v.comments = c.Profile.Comments
 	}
@@ -305,7 +307,6 @@ func sectionsOf(a *analysis) []*section {
 			vals, s.total = a.totals(vi, keep)
 			s.stacks, s.count = a.top(vals, detailStacks, vi, keep)
 			s.funcs = a.funcs(vals, k.typ == TypeOffCPUTime)
-			s.flame = a.flame(vals)
 			n := screenStacks
 			if ph == PhaseBefore {
 				n = screenStacksBefore // the stall itself comes first

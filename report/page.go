@@ -1,0 +1,299 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"sort"
+	"strconv"
+
+	"github.com/stallwatch/stallwatch/capdir"
+)
+
+// pageData is what report.html's script draws from, embedded in the page
+// as JSON. It is kept small: names are in one string table, frames are
+// indexes into it, stacks are nodes of one call tree (each node its
+// parent and its frame), and samples are columns of small integers (end
+// times as differences from the previous sample's).
+type pageData struct {
+	Title    string           `json:"title"`
+	Findings []capdir.Finding `json:"findings"`
+	// Modes are the values the flame graph can show: "cpu", "off",
+	// "wall" for stallwatch's profiles, else one "value" mode.
+	Modes []pageMode `json:"modes"`
+	// Phases present: "during", "before", or "" (no phases).
+	Phases []string `json:"phases"`
+
+	Strings []string `json:"strings"`
+	// Frames: name (string index), kind (0 native, 1 kernel, 2 JIT, 3
+	// unknown), module (string index), as triples.
+	Frames []int `json:"frames"`
+	// Nodes of the call tree as (parent node, frame) pairs; node 0 is the
+	// root and has neither. A parent comes before its children.
+	Nodes []int `json:"nodes"`
+
+	Threads []pageThread `json:"threads"`
+	Samples pageSamples  `json:"samples"`
+
+	// Times in microseconds from Start (Unix ms): the window's end, the
+	// trigger and the recovery (-1: none in the window), the last beat.
+	StartMS   int64 `json:"startMs"`
+	EndUS     int64 `json:"endUs"`
+	TriggerUS int64 `json:"triggerUs"`
+	RecoverUS int64 `json:"recoverUs"`
+	LastBeat  int64 `json:"lastBeatUs"`
+	Timed     bool  `json:"timed"` // samples carry end_timestamp_ns
+}
+
+type pageMode struct {
+	ID    string `json:"id"`
+	Label string `json:"label"`
+	Unit  string `json:"unit"` // "us" or "count"
+}
+
+type pageThread struct {
+	TID    int    `json:"tid"`
+	Name   string `json:"name"`
+	State  string `json:"state,omitempty"`
+	Waits  string `json:"waits,omitempty"`
+	Top    string `json:"top,omitempty"`
+	InDump bool   `json:"dump"`
+}
+
+// pageSamples are column arrays, one entry per pprof sample, ordered by
+// end time.
+type pageSamples struct {
+	Thread []int   `json:"t"` // index into Threads
+	Node   []int   `json:"n"` // leaf node of its stack
+	End    []int64 `json:"e"` // µs end time, minus the previous sample's
+	Weight []int64 `json:"w"` // µs (or the value, for "count" modes)
+	// Class: kind*3+phase; kind 0 on-CPU, 1 blocked, 2 preempted;
+	// phase 0 during, 1 before, 2 none.
+	Class []int `json:"c"`
+}
+
+// Sample classes, as the script reads them.
+const (
+	classOnCPU = iota
+	classBlocked
+	classPreempted
+)
+
+func buildPageData(v *view, c *Capture) *pageData {
+	d := &pageData{Title: v.title, Findings: v.findings, RecoverUS: -1, TriggerUS: -1, LastBeat: -1}
+	if d.Findings == nil {
+		d.Findings = []capdir.Finding{}
+	}
+	st := newStringTable()
+	threadIdx := map[string]int{}
+	for _, r := range v.threads {
+		threadIdx[strconv.Itoa(r.tid)] = len(d.Threads)
+		d.Threads = append(d.Threads, pageThread{TID: r.tid, Name: r.name, State: r.state, Waits: r.waits, Top: r.top, InDump: true})
+	}
+	p := c.Profile
+	if p == nil || len(p.Sample) == 0 || v.a == nil {
+		d.Strings = st.list
+		d.Modes = []pageMode{}
+		d.Phases = []string{}
+		d.Frames, d.Nodes = []int{}, []int{0, -1}
+		d.fillTimes(c, 0, 0)
+		return d
+	}
+	a := v.a
+	cpuI, offI, valI := -1, -1, -1
+	if hasType(p, TypeCPUTime) {
+		cpuI, _ = valueIndex(p, TypeCPUTime)
+		d.Modes = append(d.Modes, pageMode{"cpu", "on-CPU", "us"})
+	}
+	if hasType(p, TypeOffCPUTime) {
+		offI, _ = valueIndex(p, TypeOffCPUTime)
+		d.Modes = append(d.Modes, pageMode{"off", "off-CPU", "us"})
+	}
+	if cpuI >= 0 && offI >= 0 {
+		d.Modes = append(d.Modes, pageMode{"wall", "wall (on + off)", "us"})
+	}
+	if len(d.Modes) == 0 {
+		valI, _ = valueIndex(p, "")
+		unit := "count"
+		if p.SampleType[valI].Unit == "nanoseconds" {
+			unit = "us"
+		}
+		d.Modes = []pageMode{{"value", clean(p.SampleType[valI].Type), unit}}
+	}
+	d.Phases = phasesOf(p)
+
+	// Frames and the call tree, from the analysis's distinct stacks.
+	frameIdx := map[frame]int{}
+	type edge struct{ parent, frame int }
+	nodeIdx := map[edge]int{}
+	d.Nodes = []int{-1, -1}
+	leaf := make([]int, len(a.stacks))
+	for id, fr := range a.stacks {
+		n := 0
+		for i := len(fr) - 1; i >= 0; i-- {
+			f := fr[i]
+			key := frame{name: f.name, module: f.module, kind: f.kind}
+			fi, ok := frameIdx[key]
+			if !ok {
+				fi = len(d.Frames) / 3
+				frameIdx[key] = fi
+				d.Frames = append(d.Frames, st.id(f.name), int(f.kind), st.id(f.module))
+			}
+			e := edge{n, fi}
+			c, ok := nodeIdx[e]
+			if !ok {
+				c = len(d.Nodes) / 2
+				nodeIdx[e] = c
+				d.Nodes = append(d.Nodes, n, fi)
+			}
+			n = c
+		}
+		leaf[id] = n
+	}
+
+	// Samples, ordered by end time.
+	type row struct {
+		thread, node int
+		end, weight  int64
+		class        int
+	}
+	rows := make([]row, 0, len(p.Sample))
+	var minStart, maxEnd int64
+	timed := false
+	for i, s := range p.Sample {
+		tid := label(s, LabelThreadID)
+		ti, ok := threadIdx[tid]
+		if !ok {
+			ti = len(d.Threads)
+			threadIdx[tid] = ti
+			n, _ := strconv.Atoi(tid)
+			d.Threads = append(d.Threads, pageThread{TID: n, Name: clean(label(s, LabelThreadName))})
+		}
+		r := row{thread: ti, node: leaf[a.stackOf[i]]}
+		switch {
+		case valI >= 0:
+			r.weight = s.Value[valI]
+			if d.Modes[0].Unit == "us" {
+				r.weight = (r.weight + 500) / 1000
+			}
+		case offI >= 0 && s.Value[offI] > 0:
+			r.weight = (s.Value[offI] + 500) / 1000
+			r.class = classBlocked
+			if label(s, LabelOffCPU) == "preempted" {
+				r.class = classPreempted
+			}
+		case cpuI >= 0:
+			r.weight = (s.Value[cpuI] + 500) / 1000
+		}
+		if r.weight == 0 {
+			continue
+		}
+		r.class = r.class*3 + phaseClass(label(s, LabelPhase))
+		if end, ok := numLabel(s, LabelEndTime); ok && end > 0 {
+			timed = true
+			r.end = end / 1000
+			start := r.end - r.weight
+			if minStart == 0 || start < minStart {
+				minStart = start
+			}
+			maxEnd = max(maxEnd, r.end)
+		}
+		rows = append(rows, r)
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].end < rows[j].end })
+	d.Timed = timed
+	base := d.fillTimes(c, minStart, maxEnd)
+	prev := int64(0)
+	sm := &d.Samples
+	for _, r := range rows {
+		sm.Thread = append(sm.Thread, r.thread)
+		sm.Node = append(sm.Node, r.node)
+		end := int64(0)
+		if timed {
+			end = r.end - base
+		}
+		sm.End = append(sm.End, end-prev)
+		prev = end
+		sm.Weight = append(sm.Weight, r.weight)
+		sm.Class = append(sm.Class, r.class)
+	}
+	d.Strings = st.list
+	return d
+}
+
+func phaseClass(ph string) int {
+	switch ph {
+	case PhaseDuring:
+		return 0
+	case PhaseBefore:
+		return 1
+	}
+	return 2
+}
+
+// fillTimes sets the window's times relative to its start and returns the
+// start in µs since the epoch: the capture's start, or the first sample's.
+func (d *pageData) fillTimes(c *Capture, minStart, maxEnd int64) int64 {
+	in := &c.Info
+	startUS := minStart
+	if !in.Start.IsZero() && (startUS == 0 || in.Start.UnixMicro() < startUS) {
+		startUS = in.Start.UnixMicro()
+	}
+	endUS := maxEnd
+	if !in.End.IsZero() && in.End.UnixMicro() > endUS {
+		endUS = in.End.UnixMicro()
+	}
+	if startUS == 0 {
+		return 0
+	}
+	d.StartMS = startUS / 1000
+	startUS = d.StartMS * 1000
+	d.EndUS = max(endUS-startUS, 0)
+	rel := func(us int64) int64 {
+		if us < startUS || us > startUS+d.EndUS {
+			return -1
+		}
+		return us - startUS
+	}
+	if !in.TriggerAt.IsZero() {
+		d.TriggerUS = rel(in.TriggerAt.UnixMicro())
+	}
+	if !in.Recovered.IsZero() {
+		d.RecoverUS = rel(in.Recovered.UnixMicro())
+	}
+	if !in.LastBeat.IsZero() {
+		d.LastBeat = rel(in.LastBeat.UnixMicro())
+	}
+	return startUS
+}
+
+// stringTable interns the page's strings.
+type stringTable struct {
+	list []string
+	idx  map[string]int
+}
+
+func newStringTable() *stringTable {
+	return &stringTable{list: []string{""}, idx: map[string]int{"": 0}}
+}
+
+func (t *stringTable) id(s string) int {
+	if i, ok := t.idx[s]; ok {
+		return i
+	}
+	i := len(t.list)
+	t.list = append(t.list, s)
+	t.idx[s] = i
+	return i
+}
+
+// pageJSON encodes the page's data for a <script type="application/json">
+// element: json.Marshal escapes <, > and &, so no string of the target's
+// can close the element.
+func pageJSON(d *pageData) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	if err := enc.Encode(d); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSpace(buf.Bytes()), nil
+}
