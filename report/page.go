@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/stallwatch/stallwatch/capdir"
+	"github.com/stallwatch/stallwatch/symbolize"
 )
 
 // pageData is what report.html's script draws from, embedded in the page
@@ -57,6 +58,15 @@ type pageThread struct {
 	Waits  string `json:"waits,omitempty"`
 	Top    string `json:"top,omitempty"`
 	InDump bool   `json:"dump"`
+	// OffSinceUS is when the snapshot found the thread had left the CPU
+	// (µs from the window's start; -1: running or unknown), SnapUS when
+	// the snapshot read it: the thread was off the CPU all that time,
+	// whatever the samples say (the flight recorder does not record
+	// off-CPU intervals). Stack is its snapshot stack, innermost first,
+	// as string indexes.
+	OffSinceUS int64 `json:"offSinceUs"`
+	SnapUS     int64 `json:"snapUs"`
+	Stack      []int `json:"stack,omitempty"`
 }
 
 // pageSamples are column arrays, one entry per pprof sample, ordered by
@@ -87,7 +97,7 @@ func buildPageData(v *view, c *Capture) *pageData {
 	threadIdx := map[string]int{}
 	for _, r := range v.threads {
 		threadIdx[strconv.Itoa(r.tid)] = len(d.Threads)
-		d.Threads = append(d.Threads, pageThread{TID: r.tid, Name: r.name, State: r.state, Waits: r.waits, Top: r.top, InDump: true})
+		d.Threads = append(d.Threads, pageThread{TID: r.tid, Name: r.name, State: r.state, Waits: r.waits, Top: r.top, InDump: true, OffSinceUS: -1, SnapUS: -1})
 	}
 	p := c.Profile
 	if p == nil || len(p.Sample) == 0 || v.a == nil {
@@ -95,7 +105,8 @@ func buildPageData(v *view, c *Capture) *pageData {
 		d.Modes = []pageMode{}
 		d.Phases = []string{}
 		d.Frames, d.Nodes = []int{}, []int{0, -1}
-		d.fillTimes(c, 0, 0)
+		base := d.fillTimes(c, 0, 0)
+		d.snapshotSpans(v, base, st)
 		return d
 	}
 	a := v.a
@@ -166,7 +177,7 @@ func buildPageData(v *view, c *Capture) *pageData {
 			ti = len(d.Threads)
 			threadIdx[tid] = ti
 			n, _ := strconv.Atoi(tid)
-			d.Threads = append(d.Threads, pageThread{TID: n, Name: clean(label(s, LabelThreadName))})
+			d.Threads = append(d.Threads, pageThread{TID: n, Name: clean(label(s, LabelThreadName)), OffSinceUS: -1, SnapUS: -1})
 		}
 		r := row{thread: ti, node: leaf[a.stackOf[i]]}
 		switch {
@@ -202,6 +213,7 @@ func buildPageData(v *view, c *Capture) *pageData {
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].end < rows[j].end })
 	d.Timed = timed
 	base := d.fillTimes(c, minStart, maxEnd)
+	d.snapshotSpans(v, base, st)
 	prev := int64(0)
 	sm := &d.Samples
 	for _, r := range rows {
@@ -218,6 +230,42 @@ func buildPageData(v *view, c *Capture) *pageData {
 	}
 	d.Strings = st.list
 	return d
+}
+
+// snapshotSpans adds what the snapshot knows of each thread: since when it
+// had been off the CPU, and its stack.
+func (d *pageData) snapshotSpans(v *view, baseUS int64, st *stringTable) {
+	snap := v.snap
+	if snap == nil || baseUS == 0 || snap.Time.IsZero() {
+		return
+	}
+	at := snap.Time.UnixMicro() - baseUS
+	ix := indexThreads(snap)
+	for i := range d.Threads {
+		pt := &d.Threads[i]
+		t := ix[pt.TID]
+		if t == nil {
+			continue
+		}
+		pt.SnapUS = at
+		if t.OffCPUKnown && t.State != 'R' && t.OffCPUFor > 0 {
+			pt.OffSinceUS = max(at-t.OffCPUFor.Microseconds(), 0) // 0: since before the window
+		}
+		for _, part := range [][]*symbolize.Location{t.Kernel, t.User} {
+			for _, l := range part {
+				if l == nil {
+					continue
+				}
+				for _, ln := range l.Lines {
+					name := frameText(ln)
+					if l.Kind == symbolize.KindKernel {
+						name = "[k] " + name
+					}
+					pt.Stack = append(pt.Stack, st.id(name))
+				}
+			}
+		}
+	}
 }
 
 func phaseClass(ph string) int {

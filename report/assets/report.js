@@ -345,6 +345,11 @@
   var TROW = 16;
   var rows = [];
   threads.forEach(function (t, ix) { if (perThread[ix].length || t.dump) rows.push(ix); });
+  // a thread the snapshot found off the CPU since before the samples
+  function offSpan(ix) {
+    var t = threads[ix];
+    return t.offSinceUs >= 0 && t.snapUs >= 0 ? [t.offSinceUs, t.snapUs] : null;
+  }
   function relTrig() { return D.triggerUs >= 0 ? D.triggerUs : 0; }
   function tlGeom() {
     var w = Math.max(tl.clientWidth, 100);
@@ -353,6 +358,18 @@
   function xOf(g, us) { return (us - g.t0) / (g.t1 - g.t0) * g.w; }
   function usOf(g, x) { return g.t0 + x / g.w * (g.t1 - g.t0); }
   var COLORS = ['#2f9e44', '#74a9cf', '#f08c00']; // on-CPU, blocked, runnable-waiting
+  var hatchPat = null;
+  function hatch(cx) {
+    if (hatchPat) return hatchPat;
+    var c = document.createElement('canvas');
+    c.width = c.height = 6;
+    var h = c.getContext('2d');
+    h.fillStyle = '#b7d3e9'; h.fillRect(0, 0, 6, 6);
+    h.strokeStyle = '#74a9cf'; h.lineWidth = 1.5;
+    h.beginPath(); h.moveTo(0, 6); h.lineTo(6, 0); h.stroke();
+    hatchPat = cx.createPattern(c, 'repeat');
+    return hatchPat;
+  }
   function drawTimeline() {
     if (!tl || !D.timed) return;
     var g = tlGeom();
@@ -370,6 +387,13 @@
       if (ix === st.thread) { cx.fillStyle = '#fff3bf'; cx.fillRect(0, y, g.w, TROW); }
       else if (r % 2) { cx.fillStyle = '#f6f6f9'; cx.fillRect(0, y, g.w, TROW); }
       var list = perThread[ix];
+      var sp = offSpan(ix);
+      if (sp) {
+        // what the snapshot knows: off the CPU from then to the snapshot
+        var sx0 = xOf(g, sp[0]), sx1 = xOf(g, sp[1]);
+        cx.fillStyle = hatch(cx);
+        cx.fillRect(sx0, y + 2, Math.max(sx1 - sx0, 1), TROW - 4);
+      }
       // off-CPU first, on-CPU on top
       for (var pass = 0; pass < 2; pass++) {
         for (var j = 0; j < list.length; j++) {
@@ -456,13 +480,21 @@
       var ix = rows[row], us = usOf(g, x);
       var s = sampleAt(ix, us, (g.t1 - g.t0) / g.w * 2);
       var lines = [threadLabel(ix) + ' at ' + fmtUs(us - relTrig()) + (D.triggerUs >= 0 ? (us < D.triggerUs ? ' (before the trigger)' : ' (after the trigger)') : '')];
-      if (s < 0) lines.push('no sample here');
+      var state = '';
+      var sp = offSpan(ix);
+      if (s < 0 && sp && us >= sp[0] - 1 && us <= sp[1]) {
+        state = 'blocked';
+        lines.push('blocked (off the CPU since ' + fmtUs(sp[0] - relTrig()) + ', as the thread snapshot found it at ' + fmtUs(sp[1] - relTrig()) + ')');
+        var stk = threads[ix].stack || [];
+        for (var j = 0; j < stk.length && j < 24; j++) lines.push(S[stk[j]]);
+      } else if (s < 0) lines.push('no sample here');
       else {
+        state = ['oncpu', 'blocked', 'runnable'][sK[s]];
         lines.push(STATE[sK[s]] + (sK[s] ? ' for ' + fmtUs(sW[s]) : ''));
         lines = lines.concat(stackLines(s, 24));
       }
       showTip(ev, lines);
-      tip.setAttribute('data-state', s < 0 ? '' : ['oncpu', 'blocked', 'runnable'][sK[s]]);
+      tip.setAttribute('data-state', state);
     });
     tl.addEventListener('mouseleave', function () { hideTip(); });
     tl.addEventListener('mousedown', function (ev) {

@@ -1,0 +1,172 @@
+package report_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stallwatch/stallwatch/capdir"
+	"github.com/stallwatch/stallwatch/capture"
+	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/report"
+)
+
+func itoa(n int) string { return strconv.Itoa(n) }
+func atoi(s string) int  { n, _ := strconv.Atoi(s); return n }
+
+// demoCapture runs testdata/demo (the bank service of `make demo`) under
+// a capture session, waits for its heartbeat to stall as the watchdog
+// would (1.5 s without a beat), and captures.
+func demoCapture(t *testing.T) (*report.Capture, string, map[string]int) {
+	t.Helper()
+	bin := testutil.BuildGo(t, "demo")
+	beat := filepath.Join(t.TempDir(), "demo.beat")
+	tg := testutil.Start(t, bin, "--heartbeat", beat, "--every", "100ms", "--healthy-for", "1s")
+	tg.WaitLine(t, "ready", 20*time.Second)
+	s := session(t, tg.Pid, capture.Config{})
+	tg.WaitLine(t, "deadlocking", 20*time.Second)
+	tids := map[string]int{}
+	for _, n := range []string{"transfer-c2s", "transfer-s2c", "heartbeat", "reconciler"} {
+		tids[n] = tidOf(t, tg.Pid, n)
+	}
+	const stallAfter = 1500 * time.Millisecond
+	if err := testutil.Eventually(30*time.Second, func() bool { return fileAge(beat) >= stallAfter }); err != nil {
+		t.Fatalf("the demo's heartbeat did not stall: %v", err)
+	}
+	last := time.Now().Add(-fileAge(beat))
+	c, dir := captureNow(t, s, capdir.Trigger{Kind: capdir.Stall, At: time.Now(), LastBeat: last, StallFor: time.Since(last),
+		Source: "file " + beat, Reason: fmt.Sprintf("no heartbeat from file %s for %v", beat, stallAfter)})
+	return c, dir, tids
+}
+
+// TestDemoFindings: the demo's deadlock comes first, the reconciler that
+// spins while the others wait is named for it, and it is not "starved"
+// although it waited now and then for a CPU.
+func TestDemoFindings(t *testing.T) {
+	c, _, tids := demoCapture(t)
+	if len(c.Info.Findings) == 0 || c.Info.Findings[0].Kind != capdir.FindingDeadlock {
+		t.Fatalf("the first finding is not the deadlock:\n%s", findingsText(c))
+	}
+	dl := c.Info.Findings[0]
+	if !hasTID(dl, tids["transfer-c2s"]) || !hasTID(dl, tids["transfer-s2c"]) {
+		t.Errorf("the deadlock names %v, want the transfer threads %d and %d", dl.TIDs, tids["transfer-c2s"], tids["transfer-s2c"])
+	}
+	// What the reconciler got depends on the host: on a quiet one it
+	// spins nearly the whole window; on one loaded by other processes it
+	// waits for a CPU. The findings must follow what it got.
+	cpu, runq, window := threadShares(t, c, tids["reconciler"])
+	t.Logf("reconciler: on a CPU %.0f%%, runnable but waiting %.0f%% of the %v window", 100*cpu, 100*runq, window)
+	starved, isStarved := findingOf(c, capdir.FindingCPUStarvation)
+	isStarved = isStarved && hasTID(starved, tids["reconciler"])
+	switch {
+	case cpu >= 0.8:
+		spin := mustFinding(t, c, capdir.FindingSpinning)
+		if len(spin.TIDs) == 0 || spin.TIDs[0] != tids["reconciler"] || !strings.Contains(strings.Join(spin.Functions, " "), "main.reconcile") {
+			t.Errorf("the spinning finding names %v %v, want the reconciler %d in main.reconcile", spin.TIDs, spin.Functions, tids["reconciler"])
+		}
+		mustNotFinding(t, c, capdir.FindingHotThread)
+		if isStarved {
+			t.Errorf("the reconciler, on a CPU %.0f%% of the window, is called starved: %s", 100*cpu, starved.Summary)
+		}
+	case runq >= 0.2 && runq >= cpu:
+		if !isStarved {
+			t.Errorf("the reconciler waited %.0f%% of the window for a CPU and ran %.0f%%: it is starved, and no finding says so", 100*runq, 100*cpu)
+		}
+	default:
+		if isStarved {
+			t.Errorf("the reconciler waited only %.0f%% of the window for a CPU (ran %.0f%%), yet: %s", 100*runq, 100*cpu, starved.Summary)
+		}
+	}
+	t.Logf("findings:\n%s", findingsText(c))
+}
+
+// TestDemoReportInChromium: the demo's report in a real browser shows the
+// deadlocked threads blocked from before the trigger in the timeline, a
+// time range selected there narrows the flame graph, and the page works at
+// a laptop's half-width window too. Screenshots are kept as artifacts.
+func TestDemoReportInChromium(t *testing.T) {
+	_, dir, tids := demoCapture(t)
+	page := filepath.Join(dir, capdir.FileHTML)
+	for _, width := range []int{1400, 700} {
+		t.Run(strconv.Itoa(width), func(t *testing.T) {
+			b := newBrowser(t, width, 1000)
+			b.open(page)
+			if errs := b.pageErrors(); len(errs) > 0 {
+				t.Fatalf("the page logged errors: %v", errs)
+			}
+			// Nothing is wider than the window: the page reads at this width.
+			if w := eval[float64](b, `document.documentElement.scrollWidth`); w > float64(width)+1 {
+				t.Errorf("the page is %.0fpx wide in a %dpx window", w, width)
+			}
+			trig := eval[float64](b, `JSON.parse(document.getElementById('sw-data').textContent).triggerUs`)
+			end := eval[float64](b, `JSON.parse(document.getElementById('sw-data').textContent).endUs`)
+			if trig <= 0 {
+				t.Fatalf("the page has no trigger time (%v)", trig)
+			}
+			for _, name := range []string{"transfer-c2s", "transfer-s2c"} {
+				tid := tids[name]
+				row := b.box(fmt.Sprintf(`document.querySelector('#sw-tl-labels [data-tid="%d"]')`, tid))
+				if row.W <= 0 {
+					t.Fatalf("no timeline row for %s (tid %d)", name, tid)
+				}
+				canvas := b.box(`document.getElementById('sw-timeline')`)
+				row = b.box(fmt.Sprintf(`document.querySelector('#sw-tl-labels [data-tid="%d"]')`, tid))
+				// half a second before the trigger
+				x := canvas.X + (trig-500000)/end*canvas.W
+				b.hover(x, row.Y+row.H/2)
+				tip := b.text("#sw-tip")
+				state := eval[string](b, `document.getElementById('sw-tip').getAttribute('data-state')`)
+				if state != "blocked" || !strings.Contains(tip, "before the trigger") || !strings.Contains(tip, "main.(*mutex).Lock") {
+					t.Errorf("%s half a second before the trigger: state %q, tooltip:\n%s", name, state, tip)
+				}
+			}
+			// A range selected in the timeline filters the flame graph.
+			before := b.total()
+			canvas := b.box(`document.getElementById('sw-timeline')`)
+			y := canvas.Y + 8
+			b.drag(canvas.X+trig/end*canvas.W+2, y, canvas.X+canvas.W*0.98)
+			after := b.total()
+			if !(after > 0 && after < before) {
+				t.Errorf("selecting the time after the trigger: total %v → %v; it should narrow", before, after)
+			}
+			if chips := b.text("#sw-chips"); !strings.Contains(chips, "time") {
+				t.Errorf("no time range shown after the drag: %q", chips)
+			}
+			b.screenshot(fmt.Sprintf("demo-report-%d.png", width))
+			if errs := b.pageErrors(); len(errs) > 0 {
+				t.Fatalf("the page logged errors: %v", errs)
+			}
+		})
+	}
+}
+
+// threadShares is a thread's on-CPU and runnable-waiting time during the
+// stall, as shares of the capture's window after the trigger.
+func threadShares(t *testing.T, c *report.Capture, tid int) (cpu, runq float64, window time.Duration) {
+	t.Helper()
+	window = c.Info.End.Sub(c.Info.TriggerAt)
+	p := c.Profile
+	ci, oi := -1, -1
+	for i, st := range p.SampleType {
+		switch st.Type {
+		case report.TypeCPUTime:
+			ci = i
+		case report.TypeOffCPUTime:
+			oi = i
+		}
+	}
+	var on, wait int64
+	for _, s := range p.Sample {
+		if s.Label[report.LabelThreadID][0] != itoa(tid) || s.Label[report.LabelPhase][0] != report.PhaseDuring {
+			continue
+		}
+		on += s.Value[ci]
+		if v := s.Label[report.LabelOffCPU]; len(v) > 0 && v[0] == "preempted" {
+			wait += s.Value[oi]
+		}
+	}
+	return float64(on) / float64(window), float64(wait) / float64(window), window
+}
