@@ -21,6 +21,9 @@ type Capture struct {
 	inputs []fileID // the files it was read from (ReadFrom)
 }
 
+// Title is what the report's first line says of the capture.
+func (c *Capture) Title() string { return titleOf(c) }
+
 // CaptureFiles renders every file of a capture directory but capture.json
 // — profile.pb.gz, threads.pb.gz and threads.json (with a snapshot),
 // report.txt, report.html — for capdir.Root.Write, and sets c.Info.Findings

@@ -15,7 +15,7 @@ import (
 )
 
 func itoa(n int) string { return strconv.Itoa(n) }
-func atoi(s string) int  { n, _ := strconv.Atoi(s); return n }
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 
 // demoCapture runs testdata/demo (the bank service of `make demo`) under
 // a capture session, waits for its heartbeat to stall as the watchdog

@@ -253,10 +253,10 @@ func TestBuildProfileRoundTrip(t *testing.T) {
 		t.Errorf("after parsing, main mapping %s", q.Mapping[0].File)
 	}
 	var f1, f2 bytes.Buffer
-	if err := WriteFolded(&f1, p, TypeWallTime); err != nil {
+	if err := WriteFolded(&f1, p, ExportOptions{SampleType: TypeWallTime}); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteFolded(&f2, q, TypeWallTime); err != nil {
+	if err := WriteFolded(&f2, q, ExportOptions{SampleType: TypeWallTime}); err != nil {
 		t.Fatal(err)
 	}
 	if f1.String() != f2.String() {

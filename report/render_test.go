@@ -3,7 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/json"
-	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -343,50 +343,49 @@ func TestPageData(t *testing.T) {
 	}
 }
 
-func xmlWellFormed(s string) error {
-	d := xml.NewDecoder(strings.NewReader(s))
-	for {
-		_, err := d.Token()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
-}
 
 func TestWriteFolded(t *testing.T) {
 	p, err := BuildProfile([]Sample{
-		{Stack: []*symbolize.Location{aSpin, aWorker}, TID: 1, Count: 3},
-		{Stack: []*symbolize.Location{aSpin, aWorker}, TID: 2, Count: 2}, // another thread, same stack: one line
-		{Stack: []*symbolize.Location{kFutexWait, lLock, aLockA}, TID: 3, OffCPU: true, Nanos: 500},
-		{Stack: []*symbolize.Location{loc(mJIT, 0x7f2000000200, fn("a;b\nc", "", 0))}, TID: 4, Count: 1},
+		{Stack: []*symbolize.Location{aSpin, aWorker}, TID: 1, ThreadName: "spin", PID: 9, Count: 3, Phase: PhaseDuring},
+		{Stack: []*symbolize.Location{aSpin, aWorker}, TID: 2, ThreadName: "spin", PID: 9, Count: 2, Phase: PhaseBefore},
+		{Stack: []*symbolize.Location{kFutexWait, lLock, aLockA}, TID: 3, PID: 9, OffCPU: true, Nanos: 500, Phase: PhaseDuring},
+		{Stack: []*symbolize.Location{loc(mJIT, 0x7f2000000200, fn("a;b\nc", "", 0))}, TID: 4, ThreadName: "x;y", Count: 1, Phase: PhaseDuring},
 	}, Meta{Period: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		typ  string
+		name string
+		opt  ExportOptions
 		want string
 	}{
-		{"cpu-samples", "a:b\\x0ac 1\nworker;spin;hash 5\n"},
-		{"off-cpu-time", "lock_a;__lll_lock_wait;futex_wait_queue 500\n"},
-		{"", "a:b\\x0ac 10\nlock_a;__lll_lock_wait;futex_wait_queue 500\nworker;spin;hash 50\n"}, // wall-time
+		{"cpu-samples", ExportOptions{SampleType: "cpu-samples"},
+			"spin-9/1;worker;spin;hash 3\nspin-9/2;worker;spin;hash 2\nx:y-4;a:b\\x0ac_[j] 1\n"},
+		{"off-cpu-time", ExportOptions{SampleType: "off-cpu-time"}, "thread-9/3;lock_a;__lll_lock_wait;futex_wait_queue_[k] 500\n"},
+		{"wall, threads merged", ExportOptions{NoThreads: true},
+			"a:b\\x0ac_[j] 10\nlock_a;__lll_lock_wait;futex_wait_queue_[k] 500\nworker;spin;hash 50\n"},
+		{"during", ExportOptions{Phase: PhaseDuring, NoThreads: true},
+			"a:b\\x0ac_[j] 10\nlock_a;__lll_lock_wait;futex_wait_queue_[k] 500\nworker;spin;hash 30\n"},
+		{"before", ExportOptions{Phase: PhaseBefore}, "spin-9/2;worker;spin;hash 20\n"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.typ, func(t *testing.T) {
+		t.Run(tt.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			if err := WriteFolded(&buf, p, tt.typ); err != nil {
+			if err := WriteFolded(&buf, p, tt.opt); err != nil {
 				t.Fatal(err)
 			}
 			if buf.String() != tt.want {
-				t.Errorf("folded %s:\n%s\nwant:\n%s", tt.typ, buf.String(), tt.want)
+				t.Errorf("folded %+v:\n%s\nwant:\n%s", tt.opt, buf.String(), tt.want)
 			}
 		})
 	}
-	if err := WriteFolded(io.Discard, p, "bogus"); err == nil || !strings.Contains(err.Error(), `no sample type "bogus"`) {
+	var ste *SampleTypeError
+	if err := WriteFolded(io.Discard, p, ExportOptions{SampleType: "bogus"}); !errors.As(err, &ste) {
 		t.Errorf("unknown sample type: %v", err)
+	}
+	var pe *PhaseError
+	if err := WriteFolded(io.Discard, p, ExportOptions{Phase: "later"}); !errors.As(err, &pe) || !strings.Contains(err.Error(), "during, before") {
+		t.Errorf("unknown phase: %v", err)
 	}
 }
 

@@ -17,8 +17,8 @@ func reportCommand(g *globals) *cli.Command {
 	f := &reportFlags{}
 	return &cli.Command{
 		Name:    "report",
-		Summary: "render a capture or a profile as text, HTML or folded stacks",
-		Usage:   "DIR|PROFILE [--format text|html|folded] [-o FILE] [--sample-type TYPE]",
+		Summary: "render a capture or a profile as text, HTML, folded stacks or speedscope",
+		Usage:   "DIR|PROFILE [--format text|html|folded|speedscope] [-o FILE] [--sample-type TYPE] [--phase before|during]",
 		Help:    reportHelp,
 		Flags:   f.declare,
 		Args:    cli.File,
@@ -42,10 +42,22 @@ Formats:
           collected and lost, findings, the thread table and the top on-CPU
           and off-CPU stacks (before and during the stall); the details
           below it.
-  html    report.html: the same with an icicle graph per section; one
-          self-contained file, no network needed to open it.
-  folded  one line per stack, "root;caller;leaf VALUE", for flamegraph.pl,
-          speedscope or inferno. --sample-type picks the value.
+  html    report.html: the findings with links to the threads and
+          functions they name, a timeline of every thread (on a CPU,
+          runnable but waiting, blocked; the trigger and the recovery
+          marked; drag to pick a time range), a flame graph with zoom,
+          search and on-CPU / off-CPU / wall time before or during the
+          stall, and the thread dump. One self-contained file: no network
+          needed to open it.
+  folded  one line per stack, "thread;root;caller;leaf VALUE", for
+          flamegraph.pl, speedscope or inferno, as stackcollapse-perf.pl
+          writes it with --tid --kernel --jit: the thread first
+          ("name-pid/tid"), kernel frames ending in _[k], JIT frames in
+          _[j]. --sample-type picks the value, --phase the samples.
+  speedscope
+          speedscope's JSON file format (https://www.speedscope.app), one
+          profile per thread in time order; --sample-type and --phase as
+          for folded.
 
 Sample types of profile.pb.gz: cpu-samples, cpu-time, off-cpu-time,
 wall-time (on- plus off-CPU, the default). threads.pb.gz has threads.
@@ -54,6 +66,8 @@ Examples:
   stallwatch report stallwatch-captures/20260105T143012.345Z-4242-stall
   stallwatch report DIR --format html -o stall.html
   stallwatch report DIR --format folded --sample-type off-cpu-time | flamegraph.pl > off.svg
+  stallwatch report DIR --format folded --phase during | grep '_\[k\]'
+  stallwatch report DIR --format speedscope -o stall.speedscope.json
 
 The profiles are plain pprof; go tool pprof reads them as they are:
   go tool pprof -http=: DIR/profile.pb.gz              (browse; SAMPLE menu)
@@ -66,13 +80,16 @@ type reportFlags struct {
 	format     string
 	output     string
 	sampleType string
+	phase      string
 }
 
 func (f *reportFlags) declare(fs *cli.FlagSet) {
-	fs.Choice(&f.format, "format", "text", []string{"text", "html", "folded"}, "render as `FORMAT`: text, html or folded")
+	fs.Choice(&f.format, "format", "text", []string{"text", "html", "folded", "speedscope"}, "render as `FORMAT`: text, html, folded or speedscope")
 	fs.String(&f.output, "output", "", "write to `FILE` (atomically) instead of standard output").Alias("o").Completes(cli.File)
-	fs.String(&f.sampleType, "sample-type", "", "with --format folded: the value to sum, e.g. off-cpu-time (default: the profile's default)").
+	fs.String(&f.sampleType, "sample-type", "", "with --format folded or speedscope: the value to sum, e.g. off-cpu-time (default: the profile's default)").
 		Completes(cli.Words("wall-time", "cpu-time", "cpu-samples", "off-cpu-time", "threads"))
+	fs.String(&f.phase, "phase", "", "with --format folded or speedscope: only the samples of `PHASE`, before (the flight recorder) or during (after the trigger)").
+		Completes(cli.Words("before", "during"))
 }
 
 func runReport(ctx context.Context, inv *cli.Invocation, f *reportFlags) error {
@@ -84,9 +101,14 @@ func runReport(ctx context.Context, inv *cli.Invocation, f *reportFlags) error {
 	default:
 		return cli.UsageErrorf("one capture directory or profile, not %d (%s)", len(pos), strings.Join(pos, " "))
 	}
-	if f.sampleType != "" && f.format != "folded" {
-		return cli.UsageErrorf("--sample-type applies to --format folded")
+	export := f.format == "folded" || f.format == "speedscope"
+	if f.sampleType != "" && !export {
+		return cli.UsageErrorf("--sample-type applies to --format folded and speedscope")
 	}
+	if f.phase != "" && !export {
+		return cli.UsageErrorf("--phase applies to --format folded and speedscope")
+	}
+	opt := reports.ExportOptions{SampleType: f.sampleType, Phase: f.phase}
 	c, err := reports.Open(ctx, pos[0])
 	if err != nil {
 		return err
@@ -99,11 +121,14 @@ func runReport(ctx context.Context, inv *cli.Invocation, f *reportFlags) error {
 		switch f.format {
 		case "html":
 			return reports.WriteHTML(w, c)
-		case "folded":
+		case "folded", "speedscope":
 			if c.Profile == nil {
-				return errors.New("a thread dump has no profile to fold; use its threads.pb.gz")
+				return errors.New("a thread dump has no profile to export; use its threads.pb.gz")
 			}
-			return reports.WriteFolded(w, c.Profile, f.sampleType)
+			if f.format == "speedscope" {
+				return reports.WriteSpeedscope(w, c.Profile, c.Title(), opt)
+			}
+			return reports.WriteFolded(w, c.Profile, opt)
 		}
 		return reports.WriteText(w, c)
 	}
@@ -124,6 +149,10 @@ func runReport(ctx context.Context, inv *cli.Invocation, f *reportFlags) error {
 	var ste *reports.SampleTypeError
 	if errors.As(err, &ste) {
 		return cli.UsageError{Msg: "--sample-type: " + ste.Error()}
+	}
+	var pe *reports.PhaseError
+	if errors.As(err, &pe) {
+		return cli.UsageError{Msg: "--phase: " + pe.Error()}
 	}
 	return err
 }

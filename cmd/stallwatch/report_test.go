@@ -72,13 +72,14 @@ func TestReportCommand(t *testing.T) {
 		want []string
 	}{
 		{"text of a directory", []string{"report", dir}, []string{"stallwatch STALL capture of pid 99", "no heartbeat for 10s", "Threads (2; waiting first)", "spin ← main"}},
-		{"flags after the directory", []string{"report", dir, "--format", "html"}, []string{"<!DOCTYPE html>", "<svg"}},
-		{"folded wall time", []string{"report", "--format=folded", dir}, []string{"main;reader;pipe_read 2000000000\nmain;spin 7000000\n"}},
-		{"folded samples", []string{"report", dir, "--format", "folded", "--sample-type", "cpu-samples"}, []string{"main;spin 7\n"}},
+		{"flags after the directory", []string{"report", dir, "--format", "html"}, []string{"<!DOCTYPE html>", `id="sw-data"`, `id="thread-11"`}},
+		{"folded wall time", []string{"report", "--format=folded", dir}, []string{"reader-11;main;reader;pipe_read_[k] 2000000000\nspinner-10;main;spin 7000000\n"}},
+		{"folded samples", []string{"report", dir, "--format", "folded", "--sample-type", "cpu-samples"}, []string{"spinner-10;main;spin 7\n"}},
+		{"speedscope", []string{"report", dir, "--format", "speedscope"}, []string{`"$schema":"https://www.speedscope.app/file-format-schema.json"`, `"name":"tid 11 \"reader\" (wall-time)"`}},
 		{"capture.json names its directory", []string{"report", filepath.Join(dir, "capture.json")}, []string{"stallwatch STALL capture of pid 99"}},
 		{"a bare profile", []string{"report", filepath.Join(dir, "profile.pb.gz")}, []string{"stallwatch profile", "On-CPU stacks, during the stall"}},
 		{"threads.pb.gz renders a thread dump", []string{"report", filepath.Join(dir, "threads.pb.gz")}, []string{"Thread dump of pid", `tid 11      "reader"`, "pipe_read"}},
-		{"folded threads", []string{"report", filepath.Join(dir, "threads.pb.gz"), "--format", "folded"}, []string{"main;reader;pipe_read 1\nmain;spin 1\n"}},
+		{"folded threads", []string{"report", filepath.Join(dir, "threads.pb.gz"), "--format", "folded"}, []string{"reader-99/11;main;reader;pipe_read_[k] 1\nspinner-99/10;main;spin 1\n"}},
 		{"threads.json", []string{"report", filepath.Join(dir, "threads.json")}, []string{"stallwatch thread snapshot of pid 99", `tid 10      "spinner"`}},
 	}
 	for _, tt := range tests {
@@ -207,9 +208,11 @@ func TestReportCommandErrors(t *testing.T) {
 	}{
 		{"no argument", []string{"report"}, exitUsage, "a capture directory or a profile is required"},
 		{"two arguments", []string{"report", dir, dir}, exitUsage, "one capture directory or profile, not 2"},
-		{"bad format", []string{"report", dir, "--format", "pdf"}, exitUsage, `--format "pdf": want text, html or folded`},
-		{"sample type without folded", []string{"report", dir, "--sample-type", "cpu-time"}, exitUsage, "--sample-type applies to --format folded"},
+		{"bad format", []string{"report", dir, "--format", "pdf"}, exitUsage, `--format "pdf": want text, html, folded or speedscope`},
+		{"sample type without folded", []string{"report", dir, "--sample-type", "cpu-time"}, exitUsage, "--sample-type applies to --format folded and speedscope"},
+		{"phase without folded", []string{"report", dir, "--phase", "during"}, exitUsage, "--phase applies to --format folded and speedscope"},
 		{"unknown sample type", []string{"report", dir, "--format", "folded", "--sample-type", "nope"}, exitUsage, `stallwatch report: --sample-type: no sample type "nope" in the profile (it has cpu-samples, cpu-time, off-cpu-time, wall-time)` + "\nRun 'stallwatch report --help' for usage.\n"},
+		{"unknown phase", []string{"report", dir, "--format", "speedscope", "--phase", "later"}, exitUsage, `--phase: no phase "later" in the profile (it has during)`},
 		{"missing path", []string{"report", filepath.Join(dir, "nope")}, exitFailure, "no such file or directory"},
 		{"not a profile", []string{"report", filepath.Join(dir, "report.txt")}, exitFailure, "report.txt: not a pprof profile"},
 	}
