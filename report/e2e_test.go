@@ -72,25 +72,6 @@ func captureNow(t *testing.T, s *capture.Session, tr capdir.Trigger) (*report.Ca
 	return c, res.Dir
 }
 
-// recordNow captures pid once, without a flight recorder: what
-// `stallwatch record --snapshot` does.
-func recordNow(t *testing.T, pid int, cfg capture.Config) *report.Capture {
-	t.Helper()
-	cfg.NoFlightRecorder = true
-	s := session(t, pid, cfg)
-	c, _ := captureNow(t, s, capdir.Trigger{Kind: capdir.Manual})
-	return c
-}
-
-// kinds lists the kinds of a capture's findings, in order.
-func kinds(c *report.Capture) []capdir.FindingKind {
-	var out []capdir.FindingKind
-	for _, f := range c.Info.Findings {
-		out = append(out, f.Kind)
-	}
-	return out
-}
-
 func findingOf(c *report.Capture, k capdir.FindingKind) (capdir.Finding, bool) {
 	for _, f := range c.Info.Findings {
 		if f.Kind == k {
