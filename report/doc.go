@@ -10,9 +10,13 @@
 // shows where the threads spent the window, running or not). String labels:
 // "thread id" (decimal tid, as Datadog's profilers write it), "thread name",
 // "phase" ("before": flight recorder; "during": after the trigger; absent in
-// `stallwatch record`), and on off-CPU samples "off-cpu" ("blocked", or
-// "preempted" when the thread stayed runnable and waited for a CPU).
-// Identical stacks with identical labels are one pprof sample. Kernel frames
+// `stallwatch record`), "process_id" (decimal pid, as ddprof writes it), and
+// on off-CPU samples "off-cpu" ("blocked", or "preempted" when the thread
+// stayed runnable and waited for a CPU). The numeric label
+// "end_timestamp_ns" is when the sample ended, in nanoseconds since the
+// Unix epoch (an on-CPU sample's moment, the end of an off-CPU interval),
+// as Datadog's profilers stamp samples for their timeline; samples with a
+// time stay apart, samples without one merge by stack and labels. Kernel frames
 // sit in the mapping "[kernel.kallsyms]"; inlined functions are several
 // lines of one location, innermost first. Every mapping that has locations
 // is marked HasFunctions: symbolization happened at capture time against
@@ -25,6 +29,39 @@
 // known), "runqueue wait" (ns, total), "owner tid" and "process_id" (the
 // pid, which ThreadsFromProfile reads back). A thread without a
 // readable stack has the single frame "[no stack]" (with the reason).
+//
+// # Findings
+//
+// The findings (findings.go, evidence.go, runtime.go) are what the first
+// screen says and capture.json's findings hold: each a kind, a severity, a
+// sentence, the numbers behind it and what to do, and the threads and
+// functions it names, the most likely cause first. Their thresholds are
+// shares of the judged window (after the trigger, or the whole capture),
+// never fixed durations. The runtime findings know the functions a
+// runtime's threads wait in when it stops them (HotSpot's
+// SafepointSynchronize, Go's stopTheWorldWithSema, CoreCLR's
+// ThreadSuspend, Julia's jl_safepoint_wait_gc and
+// jl_gc_wait_for_the_world, CPython's take_gil) and the switch that makes
+// each runtime's JIT code readable.
+//
+// # report.html
+//
+// One file: the findings with links, a timeline of every thread (from the
+// samples' end_timestamp_ns; and from the snapshot, since when a blocked
+// thread had been off the CPU), a flame graph or icicle with zoom, search
+// and the matched share, on-CPU, off-CPU or wall time before or during the
+// stall, a time range picked in the timeline, the thread table and the
+// dump one thread at a time. The data is JSON in the page (page.go: one
+// string table, frames and a call tree as integers, samples as columns);
+// the viewer is assets/report.js, with every name the target chose written
+// as text, never as HTML. Nothing is fetched.
+//
+// # Exports
+//
+// WriteFolded writes stacks as stackcollapse-perf.pl does with --tid
+// --kernel --jit (the thread first, kernel frames ending in "_[k]", JIT
+// frames in "_[j]"); WriteSpeedscope writes speedscope's file format, a
+// sampled profile per thread in time order. Both filter by phase.
 //
 // # Thread dumps
 //

@@ -343,7 +343,6 @@ func TestPageData(t *testing.T) {
 	}
 }
 
-
 func TestWriteFolded(t *testing.T) {
 	p, err := BuildProfile([]Sample{
 		{Stack: []*symbolize.Location{aSpin, aWorker}, TID: 1, ThreadName: "spin", PID: 9, Count: 3, Phase: PhaseDuring},
