@@ -54,11 +54,15 @@ func benchSamples(n int) []Sample {
 		stacks[i] = s
 	}
 	samples := make([]Sample, n)
+	// 10 s of samples, 100 µs apart, ending now: the first 30% before
+	// the trigger
+	end0 := time.Now().Add(-10 * time.Second).UnixNano()
 	for i := range samples {
 		st := int(float64(len(stacks)) * r.Float64() * r.Float64() * r.Float64()) // hot stacks first
 		tid := 1000 + r.IntN(64)
-		s := Sample{Stack: stacks[st], TID: tid, ThreadName: fmt.Sprintf("worker-%d", tid%16), Phase: PhaseDuring, Count: 1}
-		if i%10 < 3 {
+		s := Sample{Stack: stacks[st], TID: tid, ThreadName: fmt.Sprintf("worker-%d", tid%16), Phase: PhaseDuring, Count: 1,
+			PID: 1000, EndNanos: end0 + int64(i)*int64(10*time.Second)/int64(n)}
+		if i < n*3/10 {
 			s.Phase = PhaseBefore
 		}
 		if i%5 == 0 {
@@ -106,13 +110,23 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkWriteText measures report.txt for the same capture.
-func BenchmarkWriteText(b *testing.B) {
-	p, err := BuildProfile(benchSamples(100_000), Meta{Period: int64(time.Second) / 997})
+// benchCapture is a 100,000-sample capture of 10 s (3 s of flight
+// recorder) with a 64-thread snapshot.
+func benchCapture(b *testing.B) *Capture {
+	samples := benchSamples(100_000)
+	start := time.Unix(0, samples[0].EndNanos)
+	end := time.Unix(0, samples[len(samples)-1].EndNanos)
+	p, err := BuildProfile(samples, Meta{Start: start, Duration: end.Sub(start), Period: int64(time.Second) / 997})
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := &Capture{Info: capdir.Info{Trigger: capdir.Stall, PID: 1}, Profile: p}
+	info := capdir.Info{Trigger: capdir.Stall, PID: 1000, Start: start, TriggerAt: start.Add(3 * time.Second), End: end}
+	return &Capture{Info: info, Profile: p, Threads: benchSnapshot(samples)}
+}
+
+// BenchmarkWriteText measures report.txt for the same capture.
+func BenchmarkWriteText(b *testing.B) {
+	c := benchCapture(b)
 	b.ResetTimer()
 	cpu0 := cpuTime()
 	for i := 0; i < b.N; i++ {
@@ -123,13 +137,11 @@ func BenchmarkWriteText(b *testing.B) {
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
 }
 
-// BenchmarkWriteHTML measures report.html (icicles included).
+// BenchmarkWriteHTML measures report.html (its data and viewer included)
+// and states its size; the page's load time in a browser is
+// BenchmarkPageLoad's.
 func BenchmarkWriteHTML(b *testing.B) {
-	p, err := BuildProfile(benchSamples(100_000), Meta{Period: int64(time.Second) / 997})
-	if err != nil {
-		b.Fatal(err)
-	}
-	c := &Capture{Info: capdir.Info{Trigger: capdir.Stall, PID: 1}, Profile: p}
+	c := benchCapture(b)
 	var size int
 	b.ResetTimer()
 	cpu0 := cpuTime()

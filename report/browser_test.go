@@ -20,7 +20,7 @@ import (
 // driven over the DevTools protocol: pages load as a user's would, from a
 // file:// URL, and what the page logs as an error is collected.
 type browser struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	mu     sync.Mutex
 	errors []string
@@ -28,7 +28,7 @@ type browser struct {
 
 // newBrowser starts Chromium with an empty profile, the given window size,
 // and nothing that reaches the network on its own.
-func newBrowser(t *testing.T, width, height int) *browser {
+func newBrowser(t testing.TB, width, height int) *browser {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("browser test: end to end, skipped by -short")
@@ -84,7 +84,7 @@ func (b *browser) open(file string) time.Duration {
 		b.t.Fatal(err)
 	}
 	start := time.Now()
-	b.do("loading "+file, chromedp.Navigate("file://"+abs), chromedp.WaitVisible(chromedp.CSS(`html[data-ready="1"]`)))
+	b.do("loading "+file, chromedp.Navigate("file://"+abs), chromedp.WaitReady(chromedp.CSS(`html[data-ready="1"]`)))
 	return time.Since(start)
 }
 
@@ -161,7 +161,11 @@ func (b *browser) screenshot(name string) {
 	if err != nil {
 		b.t.Fatalf("screenshot: %v", err)
 	}
-	path := filepath.Join(b.t.ArtifactDir(), name)
+	dir := b.t.TempDir()
+	if a, ok := b.t.(interface{ ArtifactDir() string }); ok {
+		dir = a.ArtifactDir()
+	}
+	path := filepath.Join(dir, name)
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		b.t.Fatal(err)
 	}

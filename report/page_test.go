@@ -14,7 +14,9 @@ import (
 	"github.com/stallwatch/stallwatch/report"
 )
 
-func writeHTMLFile(t *testing.T, c *report.Capture) string {
+func writeHTMLFile(t *testing.T, c *report.Capture) string { return writeHTMLFileB(t, c) }
+
+func writeHTMLFileB(t testing.TB, c *report.Capture) string {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := report.WriteHTML(&buf, c); err != nil {

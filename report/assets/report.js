@@ -8,7 +8,10 @@
   'use strict';
   var dataEl = document.getElementById('sw-data');
   if (!dataEl) return;
+  var T0 = performance.now(), timing = { before: Math.round(T0) };
+  function lap(what) { var t = performance.now(); timing[what] = Math.round(t - T0); T0 = t; }
   var D = JSON.parse(dataEl.textContent);
+  lap('parse');
   var S = D.strings;
 
   // ---- frames and the call tree
@@ -45,6 +48,7 @@
     sT[i] = sm.t[i]; sN[i] = sm.n[i]; acc += sm.e[i]; sE[i] = acc; sW[i] = sm.w[i];
     sK[i] = (sm.c[i] / 3) | 0; sP[i] = sm.c[i] % 3;
   }
+  lap('tree');
   var threads = D.threads;
   var perThread = threads.map(function () { return []; });
   for (i = 0; i < N; i++) perThread[sT[i]].push(i);
@@ -382,11 +386,12 @@
     var cx = tl.getContext('2d');
     cx.setTransform(dpr, 0, 0, dpr, 0, 0);
     cx.clearRect(0, 0, g.w, H);
+    var cov = new Float32Array(Math.ceil(g.w) * 3 + 3);
+    var scale = g.w / (g.t1 - g.t0);
     rows.forEach(function (ix, r) {
       var y = r * TROW;
       if (ix === st.thread) { cx.fillStyle = '#fff3bf'; cx.fillRect(0, y, g.w, TROW); }
       else if (r % 2) { cx.fillStyle = '#f6f6f9'; cx.fillRect(0, y, g.w, TROW); }
-      var list = perThread[ix];
       var sp = offSpan(ix);
       if (sp) {
         // what the snapshot knows: off the CPU from then to the snapshot
@@ -394,14 +399,31 @@
         cx.fillStyle = hatch(cx);
         cx.fillRect(sx0, y + 2, Math.max(sx1 - sx0, 1), TROW - 4);
       }
-      // off-CPU first, on-CPU on top
-      for (var pass = 0; pass < 2; pass++) {
-        for (var j = 0; j < list.length; j++) {
-          var s = list[j], k = sK[s];
-          if ((pass === 0) !== (k !== 0)) continue;
-          var x0 = xOf(g, sE[s] - sW[s]), x1 = xOf(g, sE[s]);
-          cx.fillStyle = COLORS[k];
-          cx.fillRect(x0, y + 2, Math.max(x1 - x0, 1), TROW - 4);
+      // how much of each pixel the thread spent in each state; a pixel
+      // shows the state it spent most in, on a CPU winning ties
+      cov.fill(0);
+      var list = perThread[ix], W = Math.ceil(g.w);
+      for (var j = 0; j < list.length; j++) {
+        var s = list[j], k = sK[s];
+        var a = (sE[s] - sW[s] - g.t0) * scale, b = (sE[s] - g.t0) * scale;
+        if (b < 0 || a > W) continue;
+        if (b - a < 1) { b = a + 1; } // a sample is at least a pixel
+        var p0 = Math.max(0, Math.floor(a)), p1 = Math.min(W - 1, Math.floor(b - 1e-9));
+        for (var px = p0; px <= p1; px++) {
+          cov[px * 3 + k] += Math.min(b, px + 1) - Math.max(a, px);
+        }
+      }
+      var runK = -1, runX = 0;
+      for (px = 0; px <= W; px++) {
+        var kk = -1;
+        if (px < W) {
+          var c0 = cov[px * 3], c1 = cov[px * 3 + 1], c2 = cov[px * 3 + 2];
+          var m = Math.max(c0, c1, c2);
+          if (m > 0.05) kk = c0 === m ? 0 : c2 === m ? 2 : 1;
+        }
+        if (kk !== runK) {
+          if (runK >= 0) { cx.fillStyle = COLORS[runK]; cx.fillRect(runX, y + 2, px - runX, TROW - 4); }
+          runK = kk; runX = px;
         }
       }
     });
@@ -554,8 +576,15 @@
   if (!D.timed && tlBox) tlBox.style.display = 'none';
   if (!N) { var fb = $('flame'); if (fb) fb.style.display = 'none'; }
   if (location.hash.indexOf('#thread-') === 0) { var td = $(location.hash.slice(1)); if (td && td.tagName === 'DETAILS') td.open = true; }
+  lap('setup');
   controls();
   if (N) drawFlame();
+  lap('flame');
   drawTimeline();
+  lap('timeline');
+  document.documentElement.setAttribute('data-timing', JSON.stringify(timing));
+  // when the page was ready, in ms since navigation began (the load
+  // benchmark reads it)
+  document.documentElement.setAttribute('data-ready-ms', String(Math.round(performance.now())));
   document.documentElement.setAttribute('data-ready', '1');
 })();
