@@ -218,6 +218,9 @@ func (f *facts) allNotes() []string {
 		if j.Truncated != nil {
 			notes = append(notes, fmt.Sprintf("JIT symbols %s: last record still being written, left for later: %v", j.Path, j.Truncated))
 		}
+		if j.Dropped > 0 || j.Forgotten > 0 {
+			notes = append(notes, fmt.Sprintf("JIT symbols %s: at the index's memory bound, %d live code ranges were dropped (oldest first) and %d replaced ones forgotten: samples in them may show as [unknown]", j.Path, j.Dropped, j.Forgotten))
+		}
 	}
 	if f.snap != nil {
 		notes = append(notes, f.snap.Notes...)
