@@ -106,6 +106,18 @@ func StartRacer(t testing.TB, sticky bool, plant ...string) *Racer {
 	return r
 }
 
+// Counts asks the running racer how many entries it swapped for links so
+// far and how many of its renames the kernel refused.
+func (r *Racer) Counts(t testing.TB) (swapped, refused int) {
+	t.Helper()
+	r.tg.Cmd.Process.Signal(syscall.SIGUSR1)
+	line := r.tg.WaitLine(t, "racer: ", 30*time.Second)
+	if _, err := fmt.Sscanf(line, "racer: %d swapped, %d refused", &swapped, &refused); err != nil {
+		t.Fatalf("the racer's report %q: %v", line, err)
+	}
+	return swapped, refused
+}
+
 // Stop ends the racer and returns how many entries it swapped for links
 // and how many of its renames the kernel refused.
 func (r *Racer) Stop(t testing.TB) (swapped, refused int) {

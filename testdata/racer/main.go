@@ -4,8 +4,9 @@
 // links under the names in -plant. Tests run it as user nobody beside code
 // that writes as root, and check that nothing reached the victim.
 //
-// It prints "ready" once it has made its first pass, and counts what it
-// did on standard error when killed (SIGTERM).
+// It prints "ready" once it has made its first pass, what it did so far
+// on standard output at SIGUSR1, and on standard error when it ends at
+// SIGTERM.
 package main
 
 import (
@@ -35,11 +36,16 @@ func main() {
 	}
 	var swapped, refused atomic.Int64
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGUSR1)
 	go func() {
-		<-sig
-		fmt.Fprintf(os.Stderr, "racer: %d swapped, %d refused\n", swapped.Load(), refused.Load())
-		os.Exit(0)
+		for s := range sig {
+			if s == syscall.SIGUSR1 {
+				fmt.Printf("racer: %d swapped, %d refused\n", swapped.Load(), refused.Load())
+				continue
+			}
+			fmt.Fprintf(os.Stderr, "racer: %d swapped, %d refused\n", swapped.Load(), refused.Load())
+			os.Exit(0)
+		}
 	}()
 	d, err := os.Open(*dir)
 	if err != nil {
