@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/stallwatch/stallwatch/internal/safedir"
 )
 
 // StatsdConfig configures a DogStatsD proxy heartbeat.
@@ -186,7 +188,9 @@ func listenPacket(network, addr string) (net.PacketConn, error) {
 		return nil, err
 	}
 	// The target may run as another user: let it write to the socket.
-	_ = os.Chmod(addr, 0o622)
+	// Not through the path: in a directory others can write, it could be
+	// a link to any file by now (internal/safedir).
+	_ = safedir.ChmodOwned(addr, 0o622)
 	return conn, nil
 }
 

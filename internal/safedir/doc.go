@@ -18,7 +18,9 @@
 //     with fchmod, fsynced and renamed into place with renameat;
 //     directories are published with renameat2(RENAME_NOREPLACE);
 //   - removal walks with openat(O_NOFOLLOW) and unlinkat: a link planted
-//     in a tree being removed is unlinked, never followed.
+//     in a tree being removed is unlinked, never followed;
+//   - what only a path can name (a unix socket after bind) is chmodded
+//     through an O_PATH|O_NOFOLLOW descriptor, and only when it is ours.
 //
 // # Which directories are trusted
 //
@@ -45,6 +47,7 @@
 //	err = d.RemoveAll(name)
 //	r, err := d.Open("capture.json")               // regular files only
 //	err = d.Sync()                                 // after renames
+//	err = safedir.ChmodOwned(sockPath, 0o622)      // a socket we bound
 //
 // Reading: Open and ReadFile open regular files only (O_NONBLOCK, so a
 // FIFO cannot block the open; anything but a regular file is refused with

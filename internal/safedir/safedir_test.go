@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -365,4 +366,45 @@ func TestRacer(t *testing.T) {
 		t.Fatalf("the racer swapped %d entries in 2 minutes: the test proved little", swapped)
 	}
 	r.CheckVictim(t)
+}
+
+// TestChmodOwned: the socket we bound gets its mode; a link or a file
+// someone else owns put in its place is left alone.
+func TestChmodOwned(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "dsd.socket")
+	ln, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if err := ChmodOwned(sock, 0o622); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(sock); err != nil || fi.Mode().Perm() != 0o622 || fi.Mode()&fs.ModeSocket == 0 {
+		t.Errorf("socket after ChmodOwned: %v %v", fi.Mode(), err)
+	}
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(victim, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := ChmodOwned(link, 0o622); err == nil {
+		t.Error("ChmodOwned followed a link")
+	}
+	if fi, _ := os.Stat(victim); fi.Mode().Perm() != 0o600 {
+		t.Errorf("the link's target is now %v", fi.Mode())
+	}
+	if os.Geteuid() == 0 {
+		uid, gid := testutil.Nobody(t)
+		theirs := filepath.Join(dir, "theirs")
+		os.WriteFile(theirs, nil, 0o600)
+		os.Chown(theirs, uid, gid)
+		if err := ChmodOwned(theirs, 0o622); !errors.Is(err, fs.ErrPermission) {
+			t.Errorf("ChmodOwned(a file of nobody's) = %v", err)
+		}
+	}
 }
