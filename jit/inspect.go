@@ -1,11 +1,14 @@
 package jit
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/stallwatch/stallwatch/internal/termsafe"
 )
 
 // Summary describes one jitdump or perf map: what `stallwatch jit
@@ -124,7 +127,9 @@ func (s *Summary) addLargest(sym Symbol) {
 func (s *Summary) WriteText(w io.Writer) error {
 	var b strings.Builder
 	in := &s.Info
-	fmt.Fprintf(&b, "%s: %s, %d bytes", s.Path, in.Kind, s.Size)
+	// Names and reasons quote what the file holds: escaped, so that a
+	// name cannot act on the terminal or fake a line (package termsafe).
+	fmt.Fprintf(&b, "%s: %s, %d bytes", termsafe.String(s.Path), in.Kind, s.Size)
 	if in.Runtime != RuntimeUnknown {
 		fmt.Fprintf(&b, ", written by %s", in.Runtime)
 	}
@@ -157,7 +162,7 @@ func (s *Summary) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "  code       %d pieces, %d loaded over earlier code\n", s.Symbols, s.Reused)
 	for i, sym := range s.Largest {
-		fmt.Fprintf(&b, "  %-10s %#x %6d bytes  %s\n", firstOnly(i, "largest"), sym.Start, sym.Size, sym.Name)
+		fmt.Fprintf(&b, "  %-10s %#x %6d bytes  %s\n", firstOnly(i, "largest"), sym.Start, sym.Size, termsafe.String(sym.Name))
 	}
 	problems := append([]*FormatError(nil), in.Problems...)
 	if in.Truncated != nil {
@@ -171,7 +176,7 @@ func (s *Summary) WriteText(w io.Writer) error {
 		if p.Line > 0 {
 			where = fmt.Sprintf("line %d, offset %d", p.Line, p.Offset)
 		}
-		fmt.Fprintf(&b, "  %-10s %s: %s\n", firstOnly(i, "problems"), where, p.Reason)
+		fmt.Fprintf(&b, "  %-10s %s: %s\n", firstOnly(i, "problems"), where, termsafe.String(p.Reason))
 	}
 	if more := in.Bad - len(in.Problems); more > 0 && len(in.Problems) == maxProblems {
 		fmt.Fprintf(&b, "             ... and more: %d bad in all\n", in.Bad)
@@ -184,6 +189,95 @@ func (s *Summary) WriteText(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// WriteJSON writes the summary as JSON with snake_case keys, as every
+// JSON stallwatch writes; record counts are keyed by record type name.
+func (s *Summary) WriteJSON(w io.Writer) error {
+	in := &s.Info
+	v := summaryJSON{
+		Path: s.Path, Size: s.Size, Kind: in.Kind.String(), Runtime: in.Runtime.String(),
+		Records: in.Records, Bad: in.Bad, Unknown: in.Unknown, Symbols: s.Symbols, Reused: s.Reused,
+		Forgotten: in.Forgotten, Dropped: in.Dropped, ReadError: in.ReadError,
+		Truncated: problemOf(in.Truncated), Broken: problemOf(in.Broken),
+	}
+	if in.Kind == KindJitdump {
+		h := s.Header
+		v.Header = &headerJSON{BigEndian: h.BigEndian, Version: h.Version, Size: h.Size, ElfMach: h.ElfMach,
+			Pid: h.Pid, Timestamp: h.Timestamp, Flags: h.Flags, ArchTimestamp: h.ArchTimestamp()}
+		v.Counts = map[string]int{}
+		for t := RecordType(0); t < numRecordTypes; t++ {
+			v.Counts[t.String()] = s.Counts[t]
+		}
+		v.FirstTime, v.LastTime = s.FirstTime, s.LastTime
+	}
+	for _, p := range in.Problems {
+		v.Problems = append(v.Problems, *problemOf(p))
+	}
+	for _, sym := range s.Largest {
+		v.Largest = append(v.Largest, symbolJSON{Start: sym.Start, Size: sym.Size, Name: sym.Name, Display: sym.Display,
+			File: sym.File, Line: sym.Line, Loaded: sym.Loaded})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+type summaryJSON struct {
+	Path      string         `json:"path"`
+	Size      int64          `json:"size"`
+	Kind      string         `json:"kind"`
+	Runtime   string         `json:"runtime"`
+	Header    *headerJSON    `json:"header,omitempty"`
+	Records   int            `json:"records"`
+	Counts    map[string]int `json:"counts,omitempty"`
+	Bad       int            `json:"bad"`
+	Unknown   int            `json:"unknown"`
+	FirstTime uint64         `json:"first_time,omitempty"`
+	LastTime  uint64         `json:"last_time,omitempty"`
+	Symbols   int            `json:"symbols"`
+	Reused    int            `json:"reused"`
+	Largest   []symbolJSON   `json:"largest"`
+	Problems  []problemJSON  `json:"problems"`
+	Truncated *problemJSON   `json:"truncated"`
+	Broken    *problemJSON   `json:"broken"`
+	Forgotten int            `json:"forgotten"`
+	Dropped   int            `json:"dropped"`
+	ReadError string         `json:"read_error,omitempty"`
+}
+
+type headerJSON struct {
+	BigEndian     bool   `json:"big_endian"`
+	Version       uint32 `json:"version"`
+	Size          uint32 `json:"size"`
+	ElfMach       uint32 `json:"elf_mach"`
+	Pid           uint32 `json:"pid"`
+	Timestamp     uint64 `json:"timestamp"`
+	Flags         uint64 `json:"flags"`
+	ArchTimestamp bool   `json:"arch_timestamp"`
+}
+
+type symbolJSON struct {
+	Start   uint64 `json:"start"`
+	Size    uint64 `json:"size"`
+	Name    string `json:"name"`
+	Display string `json:"display"`
+	File    string `json:"file,omitempty"`
+	Line    int    `json:"line,omitempty"`
+	Loaded  uint64 `json:"loaded,omitempty"`
+}
+
+type problemJSON struct {
+	Offset int64  `json:"offset"`
+	Line   int    `json:"line,omitempty"`
+	Reason string `json:"reason"`
+}
+
+func problemOf(e *FormatError) *problemJSON {
+	if e == nil {
+		return nil
+	}
+	return &problemJSON{Offset: e.Offset, Line: e.Line, Reason: e.Reason}
 }
 
 func firstOnly(i int, label string) string {

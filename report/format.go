@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
+	"github.com/stallwatch/stallwatch/internal/termsafe"
 	"github.com/stallwatch/stallwatch/symbolize"
 )
 
@@ -93,40 +93,8 @@ func pct(part, total int64) string {
 }
 
 // clean makes a string from the target (a thread name, a JIT's function
-// name) safe to print on a terminal: control characters and invalid UTF-8
-// become escapes, so a hostile name cannot move the cursor or fake lines.
-func clean(s string) string {
-	ok := true
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if (r == utf8.RuneError && n == 1) || unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
-			ok = false
-			break
-		}
-		i += n
-	}
-	if ok {
-		return s
-	}
-	var sb strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			fmt.Fprintf(&sb, `\x%02x`, s[i])
-		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029':
-			if r < 0x100 {
-				fmt.Fprintf(&sb, `\x%02x`, r)
-			} else {
-				fmt.Fprintf(&sb, `\u%04x`, r)
-			}
-		default:
-			sb.WriteRune(r)
-		}
-		i += n
-	}
-	return sb.String()
-}
+// name) safe to print on a terminal, on one line (package termsafe).
+func clean(s string) string { return termsafe.String(s) }
 
 // quoted puts a cleaned name from the target in double quotes.
 func quoted(s string) string { return `"` + clean(s) + `"` }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -80,10 +79,7 @@ func jitInspect(inv *cli.Invocation, asJSON bool) error {
 		return err
 	}
 	if asJSON {
-		w := termsafe.NewJSONWriter(inv.Stdout)
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(sum)
+		err = sum.WriteJSON(termsafe.NewJSONWriter(inv.Stdout))
 	} else {
 		w := termsafe.NewWriter(inv.Stdout)
 		if err = sum.WriteText(w); err == nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -140,14 +141,37 @@ func TestJitInspect(t *testing.T) {
 		}
 	}
 	code, out, _ = runJitCmd("inspect", "--json", dump)
-	var sum jit.Summary
+	var sum struct {
+		Symbols int `json:"symbols"`
+		Records int `json:"records"`
+		Header  struct {
+			Pid     int `json:"pid"`
+			ElfMach int `json:"elf_mach"`
+		} `json:"header"`
+		Counts  map[string]int `json:"counts"`
+		Largest []struct {
+			Start   uint64 `json:"start"`
+			Display string `json:"display"`
+		} `json:"largest"`
+	}
 	if err := json.Unmarshal([]byte(out), &sum); code != 0 || err != nil {
 		t.Fatalf("inspect --json: exit %d, %v\n%s", code, err, out)
 	}
 	want, _ := jit.Inspect(dump, jit.Options{})
-	if sum.Symbols != want.Symbols || sum.Symbols < 300 || sum.Info.Records != want.Info.Records || sum.Header.Pid == 0 || len(sum.Largest) == 0 {
-		t.Errorf("JSON summary = %d symbols, %d records, pid %d; Inspect says %d symbols, %d records",
-			sum.Symbols, sum.Info.Records, sum.Header.Pid, want.Symbols, want.Info.Records)
+	if sum.Symbols != want.Symbols || sum.Symbols < 300 || sum.Records != want.Info.Records || sum.Header.Pid == 0 ||
+		sum.Header.ElfMach != 62 || len(sum.Largest) == 0 || sum.Counts["CODE_LOAD"] == 0 {
+		t.Errorf("JSON summary = %d symbols, %d records, pid %d; Inspect says %d symbols, %d records\n%s",
+			sum.Symbols, sum.Records, sum.Header.Pid, want.Symbols, want.Info.Records, out)
+	}
+	// Every key snake_case, as snapshot --format json and capture.json.
+	if keys := regexp.MustCompile(`"([A-Za-z_]+)":`).FindAllStringSubmatch(out, -1); len(keys) == 0 {
+		t.Error("no keys")
+	} else {
+		for _, k := range keys {
+			if k[1] != strings.ToLower(k[1]) && k[1] != "CODE_LOAD" && !strings.HasPrefix(k[1], "CODE_") {
+				t.Errorf("key %q is not snake_case", k[1])
+			}
+		}
 	}
 }
 

@@ -7,8 +7,8 @@
 // prints goes through this package: String for one value placed in a
 // line, Writer for a whole output.
 //
-// Escapes are written as Go writes them in a string literal (\x1b, \r,
-// \u202e), so that what was there can still be read. A backslash is left
+// Escapes are written as Go writes them in a string literal, by number
+// (\x1b, \x0a, \u202e), so that what was there can still be read. A backslash is left
 // as it is: names with backslashes are common, forged escapes are
 // harmless.
 package termsafe
@@ -82,6 +82,8 @@ func needsEscape(r rune) bool {
 		r >= 0x202a && r <= 0x202e, // LRE, RLE, PDF, LRO, RLO
 		r >= 0x2066 && r <= 0x2069: // LRI, RLI, FSI, PDI
 		return true
+	case r == 0x2028, r == 0x2029: // line and paragraph separators: a new line to some
+		return true
 	}
 	return false
 }
@@ -105,14 +107,6 @@ func appendEscaped(b *strings.Builder, s string, lines bool) {
 }
 
 func escapeRune(r rune) string {
-	switch r {
-	case '\n':
-		return `\n`
-	case '\r':
-		return `\r`
-	case '\t':
-		return `\t`
-	}
 	if r < 0x80 {
 		return `\x` + hex2(byte(r))
 	}
