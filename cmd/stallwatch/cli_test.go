@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -206,5 +207,30 @@ func TestManPage(t *testing.T) {
 	checked, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), "docs", "stallwatch.1"))
 	if err != nil || !bytes.Equal(checked, page.Bytes()) {
 		t.Errorf("docs/stallwatch.1 is not what 'stallwatch man' writes (%v): run 'make man'", err)
+	}
+}
+
+// TestREADMECommands: the README shows the real output of --help, and
+// names every flag of every command.
+func TestREADMECommands(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--help"}, {"record", "--help"}} {
+		var stdout, stderr bytes.Buffer
+		run(args, &stdout, &stderr)
+		block := "$ stallwatch " + strings.Join(args, " ") + "\n" + stdout.String() + "```"
+		if !bytes.Contains(readme, []byte(block)) {
+			t.Errorf("the README does not show what 'stallwatch %s' prints now:\n%s", strings.Join(args, " "), stdout.String())
+		}
+	}
+	app := newApp(&globals{})
+	for _, path := range leaves() {
+		for _, f := range app.FlagSet(path[len(path)-1]).Flags() {
+			if !regexp.MustCompile(`--` + regexp.QuoteMeta(f.Name) + `\b`).Match(readme) {
+				t.Errorf("the README does not mention --%s (%s)", f.Name, strings.Join(names(path), " "))
+			}
+		}
 	}
 }

@@ -17,7 +17,7 @@ func snapshotCommand(g *globals) *cli.Command {
 	f := &snapshotFlags{}
 	return &cli.Command{
 		Name:    "snapshot",
-		Summary: "each thread's state, stacks, and who holds the lock it waits for",
+		Summary: "dump each thread: state, stacks, who holds the lock it waits for",
 		Usage:   "-p PID [--out DIR] [--format text|json] [--no-ptrace]",
 		Help:    snapshotHelp,
 		Flags:   f.declare,
