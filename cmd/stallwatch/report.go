@@ -17,7 +17,7 @@ func reportCommand(g *globals) *cli.Command {
 	f := &reportFlags{}
 	return &cli.Command{
 		Name:    "report",
-		Summary: "render a capture or a profile as text, HTML, folded stacks or speedscope",
+		Summary: "render a capture or profile: text, HTML, folded stacks, speedscope",
 		Usage:   "DIR|PROFILE [--format text|html|folded|speedscope] [-o FILE] [--sample-type TYPE] [--phase before|during]",
 		Help:    reportHelp,
 		Flags:   f.declare,
@@ -136,6 +136,11 @@ func runReport(ctx context.Context, inv *cli.Invocation, f *reportFlags) error {
 	// wherever the output goes: a report file is read on a terminal too.
 	safe := func(w io.Writer) error {
 		tw := termsafe.NewWriter(w)
+		if f.format == "speedscope" || f.format == "html" {
+			// JSON's escapes (\u009b), valid in a JSON document and in
+			// the JSON the page carries, and readable in its text.
+			tw = termsafe.NewJSONWriter(w)
+		}
 		if err := render(tw); err != nil {
 			return err
 		}

@@ -151,12 +151,21 @@ func TestTargetNamesEscaped(t *testing.T) {
 		}
 		noTerminalControl(t, f, string(b))
 	}
-	for _, format := range []string{"text", "folded", "html"} {
+	for _, format := range []string{"text", "folded", "html", "speedscope"} {
 		code, out, errOut = runCLI("report", dirs[0], "--format", format)
 		if code != exitOK {
 			t.Fatalf("report --format %s: exit %d: %s", format, code, errOut)
 		}
 		noTerminalControl(t, "report --format "+format, out+errOut)
+		if format == "speedscope" && !json.Valid([]byte(out)) {
+			t.Errorf("report --format speedscope is not valid JSON once escaped")
+		}
+		if format == "html" {
+			m := regexp.MustCompile(`(?s)<script type="application/json" id="sw-data">(.*?)</script>`).FindStringSubmatch(out)
+			if m == nil || !json.Valid([]byte(m[1])) {
+				t.Errorf("the page's data is not valid JSON once escaped")
+			}
+		}
 	}
 }
 
