@@ -1,6 +1,7 @@
 package watchdog
 
 import (
+	"context"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -104,3 +105,52 @@ func procState(pid int) byte {
 	}
 	return st.State
 }
+
+// TestWatchdogAbandon: a stopping watchdog waits for the capture in
+// progress to be written, unless asked to leave it (a second SIGTERM).
+func TestWatchdogAbandon(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "beat")
+	startFileBeater(t, path, 20*time.Millisecond)
+	fc := newStubbornCapturer()
+	rec := &logRecorder{}
+	w, cancel, done := runWatchdog(t, Config{Sources: []Source{&File{Path: path}}, StallAfter: 5 * time.Second, MaxCaptures: 6, Capturer: fc, Logger: slog.New(rec)})
+	w.CaptureNow()
+	<-fc.started
+	cancel()
+	select {
+	case <-done:
+		t.Fatal("Run returned while the capture was still being written")
+	case <-fc.cancelled:
+	}
+	w.Abandon()
+	select {
+	case <-done:
+	case <-time.After(shutdownGrace / 2): // without Abandon, the grace would end it
+
+		t.Fatal("Run still waited for the capture after Abandon")
+	}
+	if _, ok := rec.find("leaving the capture in progress unfinished"); !ok {
+		t.Errorf("leaving the capture was not logged:\n%s", rec.dump())
+	}
+	close(fc.release)
+}
+
+// stubbornCapturer takes as long as the test says to finish a capture,
+// cancelled or not (as writing one does).
+type stubbornCapturer struct {
+	started, cancelled, release chan struct{}
+}
+
+func newStubbornCapturer() *stubbornCapturer {
+	return &stubbornCapturer{started: make(chan struct{}), cancelled: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (s *stubbornCapturer) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.Result, error) {
+	close(s.started)
+	<-ctx.Done()
+	close(s.cancelled)
+	<-s.release
+	return &capdir.Result{Trigger: tr}, nil
+}
+
+func (s *stubbornCapturer) Recovered(*capdir.Result, time.Duration) error { return nil }

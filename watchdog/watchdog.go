@@ -49,12 +49,14 @@ type Config struct {
 var ErrTargetExited = capdir.ErrTargetExited
 
 // shutdownGrace bounds the wait for a cut-short capture when the watchdog
-// stops, so that SIGTERM ends stallwatch within 2 s whatever a capture does.
-// exitGrace bounds it when the target exited: nothing else is waiting
-// then, and the capture of a target's last moments is worth its writing
-// time (symbolizing and rendering take seconds on a loaded machine).
+// stops: writing it (symbolizing, rendering) takes seconds on a loaded
+// machine, and SIGTERM must still end stallwatch well within the grace
+// period of docker stop (10 s) and Kubernetes (30 s). Abandon ends the wait
+// at once (a second SIGTERM). exitGrace bounds it when the target exited:
+// nothing else is waiting then, and the capture of a target's last
+// moments is worth its writing time.
 const (
-	shutdownGrace = 1500 * time.Millisecond
+	shutdownGrace = 5 * time.Second
 	exitGrace     = 2 * time.Minute
 )
 
@@ -65,6 +67,15 @@ type Watchdog struct {
 	clk      clock
 	signal   chan struct{}
 	requests atomic.Int64 // CaptureNow calls not yet handed to the detector
+
+	abandon     chan struct{} // closed by Abandon
+	abandonOnce sync.Once
+}
+
+// Abandon makes a stopping watchdog leave the capture in progress
+// unfinished instead of waiting for it to be written (a second SIGTERM).
+func (w *Watchdog) Abandon() {
+	w.abandonOnce.Do(func() { close(w.abandon) })
 }
 
 // New checks cfg and returns a watchdog ready to Run.
@@ -85,7 +96,7 @@ func New(cfg Config) (*Watchdog, error) {
 		return nil, fmt.Errorf("watchdog: negative stall-after %v, recapture-after %v or max-captures %d",
 			cfg.StallAfter, cfg.RecaptureAfter, cfg.MaxCaptures)
 	}
-	w := &Watchdog{cfg: cfg, log: cfg.Logger, clk: cfg.clock, signal: make(chan struct{}, 1)}
+	w := &Watchdog{cfg: cfg, log: cfg.Logger, clk: cfg.clock, signal: make(chan struct{}, 1), abandon: make(chan struct{})}
 	if w.log == nil {
 		w.log = slog.Default()
 	}
@@ -313,6 +324,8 @@ func (l *loop) finishCapture(why error, grace time.Duration) {
 		l.d.CaptureDone(l.w.clk.Now(), r.res, r.err)
 	case <-t.C:
 		l.w.log.Error("the capture in progress did not finish in time; leaving it", "why", why, "waited", grace)
+	case <-l.w.abandon:
+		l.w.log.Warn("leaving the capture in progress unfinished, as asked", "why", why)
 	}
 }
 

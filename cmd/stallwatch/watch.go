@@ -74,8 +74,8 @@ beat the target gives, --heartbeat-proc from the start of watching):
 
 Signals: SIGUSR1 captures now (trigger "signal"), whatever the state;
 requests that arrive during a capture make one more capture after it.
-SIGINT and SIGTERM finish a capture in progress (cut short, still valid)
-and exit.
+SIGINT and SIGTERM cut a capture in progress short, write it (within 5 s)
+and exit; a second one exits at once.
 
 Log lines (stderr, --log-format text or json) say each change of state:
 waiting, healthy, stalled, capturing, cooldown, recovered, exited. If
@@ -323,7 +323,7 @@ func watchTarget(ctx context.Context, f *watchFlags, pid int, sources []watchdog
 	// the first SIGTERM gets the next.
 	relayCtx, stopRelay := context.WithCancel(context.Background())
 	defer stopRelay()
-	go relaySignals(relayCtx, sigs, wd, kid, stop)
+	go relaySignals(relayCtx, sigs, wd, kid, stop, log)
 	if err := wd.Run(runCtx); err != nil && !errors.Is(err, watchdog.ErrTargetExited) {
 		return err
 	}
@@ -335,8 +335,10 @@ func watchTarget(ctx context.Context, f *watchFlags, pid int, sources []watchdog
 
 // relaySignals turns SIGUSR1 into a capture and, for a child, passes
 // SIGINT and SIGTERM on to it; those two also stop the watchdog (without a
-// child, main's context does that too).
-func relaySignals(ctx context.Context, sigs <-chan os.Signal, wd *watchdog.Watchdog, kid *child.Process, stop func()) {
+// child, main's context does that too), which finishes a capture in
+// progress first; a second one leaves it unfinished.
+func relaySignals(ctx context.Context, sigs <-chan os.Signal, wd *watchdog.Watchdog, kid *child.Process, stop func(), log *slog.Logger) {
+	stopping := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -349,6 +351,12 @@ func relaySignals(ctx context.Context, sigs <-chan os.Signal, wd *watchdog.Watch
 			if kid != nil {
 				kid.Signal(s)
 			}
+			if stopping {
+				wd.Abandon()
+				continue
+			}
+			stopping = true
+			log.Info("stopping: a capture in progress is finished first; signal again to leave it", "signal", s)
 			stop()
 		}
 	}
