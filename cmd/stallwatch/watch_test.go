@@ -286,11 +286,20 @@ func TestWatchChildGetsStatsdURL(t *testing.T) {
 }
 
 func TestWatchPidExitsWithTarget(t *testing.T) {
+	// The target exits once watched: its beats stop with it, and the
+	// silence must be taken for the exit it is, not for a stall.
+	// --stall-after leaves a loaded machine's late beats room.
 	beat := filepath.Join(t.TempDir(), "beat")
-	cmd := exec.Command(beaterPath(t), "-file", beat, "-interval", "50ms", "-exit-after", "2s")
+	cmd := exec.Command(beaterPath(t), "-file", beat, "-interval", "50ms")
+	control, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	target := testutil.StartCmd(t, cmd)
 	target.WaitLine(t, "ready", 10*time.Second)
-	sw := startWatch(t, append(quiet(beat), "--pid", strconv.Itoa(target.Pid), "--stall-after", "300ms")...)
+	sw := startWatch(t, append(quiet(beat), "--pid", strconv.Itoa(target.Pid), "--stall-after", "2s")...)
+	waitLog(t, sw, "heartbeat healthy", 30*time.Second)
+	fmt.Fprintln(control, "exit 0")
 	if got := exitStatusOf(t, sw, 20*time.Second); got != 0 {
 		t.Errorf("exit %d after the target exited, want 0; log:\n%s", got, sw.Stderr())
 	}
