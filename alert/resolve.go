@@ -1,0 +1,103 @@
+package alert
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+)
+
+// DefaultSocket is where the Datadog agent listens for DogStatsD on a unix
+// datagram socket by default.
+const DefaultSocket = "/var/run/datadog/dsd.socket"
+
+// DefaultPort is DogStatsD's UDP port.
+const DefaultPort = "8125"
+
+// Source says where an address came from, for the start-up log line.
+type Source string
+
+const (
+	FromFlag    Source = "--statsd"
+	FromURL     Source = "DD_DOGSTATSD_URL"
+	FromHost    Source = "DD_AGENT_HOST"
+	FromSocket  Source = "the agent's default socket"
+	FromNowhere Source = ""
+)
+
+// ErrBadAddr is wrapped by the errors of addresses that cannot be used.
+var ErrBadAddr = errors.New("not a DogStatsD address")
+
+// ResolveAddr returns the DogStatsD address to send alerts to, in the form
+// datadog-go takes ("host:port", "unix:///path" or "unixgram:///path"), and
+// where it came from: flag, else DD_DOGSTATSD_URL, else DD_AGENT_HOST (with
+// DD_DOGSTATSD_PORT, default 8125), else DefaultSocket if it exists. An
+// empty address with no error means none is configured. exists may be nil
+// (os.Stat is used).
+func ResolveAddr(flag string, getenv func(string) string, exists func(string) bool) (string, Source, error) {
+	if exists == nil {
+		exists = func(p string) bool { _, err := os.Stat(p); return err == nil }
+	}
+	if flag != "" {
+		a, err := ParseAddr(flag)
+		return a, FromFlag, err
+	}
+	if u := getenv("DD_DOGSTATSD_URL"); u != "" {
+		a, err := ParseAddr(u)
+		if err != nil {
+			return "", FromURL, fmt.Errorf("DD_DOGSTATSD_URL: %w", err)
+		}
+		return a, FromURL, nil
+	}
+	if h := getenv("DD_AGENT_HOST"); h != "" {
+		port := getenv("DD_DOGSTATSD_PORT")
+		if port == "" {
+			port = DefaultPort
+		}
+		a, err := ParseAddr(net.JoinHostPort(h, port))
+		if err != nil {
+			return "", FromHost, fmt.Errorf("DD_AGENT_HOST and DD_DOGSTATSD_PORT: %w", err)
+		}
+		return a, FromHost, nil
+	}
+	if exists(DefaultSocket) {
+		return "unix://" + DefaultSocket, FromSocket, nil
+	}
+	return "", FromNowhere, nil
+}
+
+// ParseAddr turns an address a user writes into datadog-go's form:
+// "udp://host:port", "host:port" and ":port" (loopback) are UDP;
+// "unix:///path", "unixgram:///path" and "/path" are a unix socket.
+func ParseAddr(s string) (string, error) {
+	switch {
+	case strings.HasPrefix(s, "/"):
+		return "unix://" + s, nil
+	case strings.HasPrefix(s, "unix://"), strings.HasPrefix(s, "unixgram://"):
+		u, err := url.Parse(s)
+		if err != nil || u.Host != "" || u.Path == "" {
+			return "", fmt.Errorf("%q: %w (want %s:///path/to/socket)", s, ErrBadAddr, u.Scheme)
+		}
+		return u.Scheme + "://" + u.Path, nil
+	case strings.HasPrefix(s, "udp://"):
+		s = strings.TrimPrefix(s, "udp://")
+	case strings.Contains(s, "://"):
+		return "", fmt.Errorf("%q: %w (want udp://host:port or unix:///path)", s, ErrBadAddr)
+	}
+	host, port := s, DefaultPort
+	if strings.Contains(s, ":") {
+		var err error
+		if host, port, err = net.SplitHostPort(s); err != nil {
+			return "", fmt.Errorf("%q: %w: %v", s, ErrBadAddr, err)
+		}
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if port == "" {
+		return "", fmt.Errorf("%q: %w: no port", s, ErrBadAddr)
+	}
+	return net.JoinHostPort(host, port), nil
+}
