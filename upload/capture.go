@@ -1,0 +1,123 @@
+package upload
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/version"
+	"github.com/stallwatch/stallwatch/report"
+)
+
+// maxFile bounds a profile read from a capture directory: far above any
+// capture's, far below what would hurt the host.
+const maxFile = 256 << 20
+
+// Load reads the upload of a capture directory: capture.json's facts, and
+// profile.pb.gz and threads.pb.gz (when there is one) as they are.
+func Load(dir string) (*Profile, error) {
+	d, err := openDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("upload: %w", err)
+	}
+	defer d.Close()
+	raw, err := d.read(report.FileInfo, 16<<20)
+	if err != nil {
+		return nil, fmt.Errorf("upload: %s: %w", dir, err)
+	}
+	var info report.Info
+	if err := json.Unmarshal(raw, &info); err != nil {
+		return nil, fmt.Errorf("upload: %s/%s: %w", dir, report.FileInfo, err)
+	}
+	p := &Profile{
+		Start: info.Start, End: info.End,
+		Tags:     CaptureTags(&info),
+		Hostname: info.Hostname, Kernel: info.Kernel,
+		Runtime: RuntimeOf(info.Executable, info.Command),
+	}
+	if p.Start.IsZero() || p.End.Before(p.Start) {
+		return nil, fmt.Errorf("upload: %s/%s: no sampled window (start %v, end %v)", dir, report.FileInfo, info.Start, info.End)
+	}
+	if p.Profile, err = d.read(report.FileProfile, maxFile); err != nil {
+		return nil, fmt.Errorf("upload: %s: %w", dir, err)
+	}
+	if p.Threads, err = d.read(report.FileThreads, maxFile); err != nil {
+		if !isNotExist(err) {
+			return nil, fmt.Errorf("upload: %s: %w", dir, err)
+		}
+		p.Threads = nil
+	}
+	return p, nil
+}
+
+// CaptureTags are the tags of one capture: language:native,
+// profiler_version, process_id and pid, process, runtime when known,
+// trigger, and stall_seconds when the capture belongs to a stall (its
+// whole length once it recovered).
+func CaptureTags(info *report.Info) []string {
+	tags := []string{
+		"language:native",
+		"profiler_version:" + version.String(),
+		"process_id:" + strconv.Itoa(info.PID),
+		"pid:" + strconv.Itoa(info.PID),
+	}
+	if p := processName(info); p != "" {
+		tags = append(tags, "process:"+p)
+	}
+	if r := RuntimeOf(info.Executable, info.Command); r != "" {
+		tags = append(tags, "runtime:"+r)
+	}
+	if info.Trigger != "" {
+		tags = append(tags, "trigger:"+info.Trigger)
+	}
+	stall := info.StallLen
+	if stall == 0 {
+		stall = info.StallFor
+	}
+	if stall > 0 {
+		tags = append(tags, "stall_seconds:"+strconv.FormatFloat(stall.Round(time.Millisecond).Seconds(), 'f', -1, 64))
+	}
+	return tags
+}
+
+func processName(info *report.Info) string {
+	if info.Executable != "" {
+		return path.Base(info.Executable)
+	}
+	if len(info.Command) > 0 {
+		return path.Base(info.Command[0])
+	}
+	return ""
+}
+
+// runtimes maps an executable's name to the runtime Datadog's tag
+// names. Names are matched without a version suffix (python3.12 →
+// python).
+var runtimes = map[string]string{
+	"julia": "julia", "node": "node", "nodejs": "node", "java": "jvm",
+	"python": "python", "dotnet": "dotnet", "ruby": "ruby", "beam.smp": "erlang",
+	"php": "php", "php-fpm": "php", "deno": "deno", "bun": "bun",
+}
+
+// RuntimeOf names the runtime of a process from its executable (or its
+// command's first word), or "" when the name does not say.
+func RuntimeOf(executable string, command []string) string {
+	name := executable
+	if name == "" && len(command) > 0 {
+		name = command[0]
+	}
+	if name == "" {
+		return ""
+	}
+	name = strings.TrimSuffix(path.Base(name), " (deleted)")
+	if r, ok := runtimes[name]; ok {
+		return r
+	}
+	if base := strings.TrimRight(name, "0123456789."); base != name {
+		return runtimes[base]
+	}
+	return ""
+}

@@ -1,0 +1,101 @@
+package upload
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+)
+
+// Path is the trace agent's profiling endpoint.
+const Path = "/profiling/v1/input"
+
+// DefaultSocket is where the Datadog agent serves APM (and profiles) on a
+// unix socket by default.
+const DefaultSocket = "/var/run/datadog/apm.socket"
+
+// DefaultPort is the trace agent's TCP port.
+const DefaultPort = "8126"
+
+// Source says where a URL came from, for the start-up log line.
+type Source string
+
+const (
+	FromFlag    Source = "--upload"
+	FromURL     Source = "DD_TRACE_AGENT_URL"
+	FromHost    Source = "DD_AGENT_HOST"
+	FromSocket  Source = "the agent's default APM socket"
+	FromNowhere Source = ""
+)
+
+// ErrBadURL is wrapped by the errors of URLs that cannot be used.
+var ErrBadURL = errors.New("not a trace agent URL")
+
+// ResolveURL returns the trace agent's base URL ("http://host:port",
+// "https://…" or "unix:///path") and where it came from: flag, else
+// DD_TRACE_AGENT_URL, else http://DD_AGENT_HOST:8126 (DD_TRACE_AGENT_PORT),
+// else DefaultSocket if it exists. An empty URL with no error means none
+// is configured. exists may be nil (os.Stat is used).
+func ResolveURL(flag string, getenv func(string) string, exists func(string) bool) (string, Source, error) {
+	if exists == nil {
+		exists = func(p string) bool { _, err := os.Stat(p); return err == nil }
+	}
+	if flag != "" {
+		u, err := ParseURL(flag)
+		return u, FromFlag, err
+	}
+	if v := getenv("DD_TRACE_AGENT_URL"); v != "" {
+		u, err := ParseURL(v)
+		if err != nil {
+			return "", FromURL, fmt.Errorf("DD_TRACE_AGENT_URL: %w", err)
+		}
+		return u, FromURL, nil
+	}
+	if h := getenv("DD_AGENT_HOST"); h != "" {
+		port := getenv("DD_TRACE_AGENT_PORT")
+		if port == "" {
+			port = DefaultPort
+		}
+		u, err := ParseURL("http://" + net.JoinHostPort(h, port))
+		if err != nil {
+			return "", FromHost, fmt.Errorf("DD_AGENT_HOST and DD_TRACE_AGENT_PORT: %w", err)
+		}
+		return u, FromHost, nil
+	}
+	if exists(DefaultSocket) {
+		return "unix://" + DefaultSocket, FromSocket, nil
+	}
+	return "", FromNowhere, nil
+}
+
+// ParseURL checks a trace agent URL and returns its base: "http://host:port"
+// (a trailing /profiling/v1/input is taken off: the endpoint is added when
+// sending), or "unix:///path" for a socket ("/path" alone is one too).
+func ParseURL(s string) (string, error) {
+	if strings.HasPrefix(s, "/") {
+		s = "unix://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("%q: %w: %v", s, ErrBadURL, err)
+	}
+	switch u.Scheme {
+	case "unix":
+		if u.Host != "" || u.Path == "" {
+			return "", fmt.Errorf("%q: %w (want unix:///path/to/apm.socket)", s, ErrBadURL)
+		}
+		return "unix://" + u.Path, nil
+	case "http", "https":
+		if u.Host == "" {
+			return "", fmt.Errorf("%q: %w: no host", s, ErrBadURL)
+		}
+		if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return "", fmt.Errorf("%q: %w: a query, fragment or user is not expected", s, ErrBadURL)
+		}
+		path := strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), Path)
+		return u.Scheme + "://" + u.Host + strings.TrimSuffix(path, "/"), nil
+	}
+	return "", fmt.Errorf("%q: %w (want http://host:8126 or unix:///path)", s, ErrBadURL)
+}
