@@ -1,0 +1,23 @@
+// Package spool is the on-disk queue that loses nothing: each item waiting
+// for delivery (an upload of a capture) is a small file in a directory,
+// written atomically and synced before Add returns, so the queue survives
+// a crash or a restart of stallwatch — the queue is the directory, not
+// memory.
+//
+// Run delivers the oldest item first. A failure the deliverer calls
+// retryable (the agent is down, slow or failing) keeps the item and waits
+// before the next try: exponential backoff from MinBackoff to MaxBackoff
+// with jitter, so that many stallwatch processes do not hit a recovering
+// agent at once. Any other failure drops the item, logged and counted.
+//
+// The queue is bounded by age (MaxAge) and bytes (MaxBytes: the sum of
+// the items' sizes, the bytes they stand for, not their small files).
+// What a bound drops is logged and counted, never silent, oldest first.
+// Pending tells the owner of the captures which ones still wait, so that
+// pruning (--keep) spares them until a bound lets them go.
+//
+// One process delivers from a directory at a time (an exclusive flock on
+// it); another may still Add, and the one delivering picks its items up
+// at its next scan. Delivery is at least once: an item is removed after
+// the deliverer reports success, so a crash in between sends it again.
+package spool

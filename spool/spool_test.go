@@ -1,0 +1,426 @@
+package spool
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/stallwatch/stallwatch/internal/intaketest"
+	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/report"
+	"github.com/stallwatch/stallwatch/upload"
+)
+
+// logBuf collects log lines from the spool's goroutines.
+type logBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (l *logBuf) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+
+func entries(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), entrySuffix) {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
+// capture writes a capture directory with a valid profile.
+func capture(t *testing.T, root string) string {
+	t.Helper()
+	now := time.Now()
+	p := &profile.Profile{SampleType: []*profile.ValueType{{Type: "cpu-samples", Unit: "count"}}, TimeNanos: now.UnixNano()}
+	dir, err := report.WriteCapture(root, &report.Capture{Info: report.Info{Trigger: "stall", PID: 4242, Start: now.Add(-time.Second), End: now}, Profile: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// deliverer uploads a queued capture directory as stallwatch does.
+func deliverer(u *upload.Uploader) Deliver {
+	return func(ctx context.Context, it Item) error {
+		p, err := upload.Load(it.Key)
+		if err != nil {
+			return err
+		}
+		return u.Upload(ctx, p)
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// TestDeliveredOnceAfterRestart: the agent is down when a capture is
+// queued; stallwatch retries, then stops; a new stallwatch opens the same
+// queue, the agent comes up, and the capture arrives exactly once.
+func TestDeliveredOnceAfterRestart(t *testing.T) {
+	root := t.TempDir()
+	spoolDir := filepath.Join(root, ".upload-queue")
+	dir := capture(t, root)
+	addr := freePort(t) // nothing listens: connection refused
+	u, err := upload.New(upload.Config{URL: "http://" + addr, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuf
+	cfg := Config{Dir: spoolDir, Deliver: deliverer(u), Retryable: upload.Retryable,
+		MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Logger: logs.logger()}
+
+	first, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Add(Item{Key: dir, Size: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	if !first.Pending(dir) {
+		t.Fatal("the queued capture is not pending")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- first.Run(ctx) }()
+	if err := testutil.Eventually(10*time.Second, func() bool { return first.Stats().Retries >= 3 }); err != nil {
+		t.Fatalf("no retries while the agent is down: %+v", first.Stats())
+	}
+	cancel()
+	<-done
+	first.Close()
+	if n := len(entries(t, spoolDir)); n != 1 {
+		t.Fatalf("%d entries on disk after the first run, want 1", n)
+	}
+	if !strings.Contains(logs.String(), "upload failed; it stays queued") {
+		t.Errorf("the failure was not logged:\n%s", logs.String())
+	}
+
+	intake := intaketest.StartAt(t, addr)
+	second, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := second.Stats(); st.Queued != 1 || !second.Pending(dir) {
+		t.Fatalf("the restarted spool lost the item: %+v", st)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	go func() { done <- second.Run(ctx) }()
+	intake.Wait(t, 1, 10*time.Second)
+	if err := testutil.Eventually(10*time.Second, func() bool { return second.Stats().Delivered == 1 }); err != nil {
+		t.Fatalf("not delivered: %+v", second.Stats())
+	}
+	cancel()
+	<-done
+	second.Close()
+	if n := len(entries(t, spoolDir)); n != 0 || second.Pending(dir) {
+		t.Fatalf("%d entries left after delivery", n)
+	}
+	// A third start finds nothing to send again.
+	third, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Close()
+	if st := third.Stats(); st.Queued != 0 {
+		t.Fatalf("delivered item queued again: %+v", st)
+	}
+	if got := intake.Uploads(); len(got) != 1 {
+		t.Fatalf("%d uploads, want exactly 1", len(got))
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Errorf("the capture itself is gone: %v", err)
+	}
+}
+
+// TestByteBound: a queue at its byte bound drops the oldest, says so and
+// counts it; the capture directory itself stays.
+func TestByteBound(t *testing.T) {
+	root := t.TempDir()
+	var logs logBuf
+	s, err := Open(Config{Dir: filepath.Join(root, "q"), MaxBytes: 250, Deliver: func(context.Context, Item) error { return nil }, Logger: logs.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	dirs := []string{capture(t, root), capture(t, root), capture(t, root)}
+	for _, d := range dirs {
+		if err := s.Add(Item{Key: d, Size: 100}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := s.Stats()
+	if st.Queued != 2 || st.Bytes != 200 || st.Dropped != 1 {
+		t.Fatalf("stats %+v, want 2 queued, 200 bytes, 1 dropped", st)
+	}
+	if s.Pending(dirs[0]) || !s.Pending(dirs[1]) || !s.Pending(dirs[2]) {
+		t.Error("not the oldest was dropped")
+	}
+	out := logs.String()
+	if !strings.Contains(out, "upload dropped from the queue") || !strings.Contains(out, dirs[0]) || !strings.Contains(out, "over its bound of 250") {
+		t.Errorf("the drop was not said:\n%s", out)
+	}
+	if n := len(entries(t, filepath.Join(root, "q"))); n != 2 {
+		t.Errorf("%d entries on disk, want 2", n)
+	}
+	if _, err := os.Stat(dirs[0]); err != nil {
+		t.Errorf("the dropped upload's capture was deleted: %v", err)
+	}
+	if err := s.Add(Item{Key: "huge", Size: 251}); err == nil || s.Pending("huge") {
+		t.Error("an item larger than the bound was queued")
+	}
+}
+
+// TestAgeBound: items older than MaxAge are dropped when the spool opens
+// again, and it says so.
+func TestAgeBound(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "q")
+	nop := func(context.Context, Item) error { return nil }
+	s, err := Open(Config{Dir: dir, MaxAge: 72 * time.Hour, Deliver: nop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, fresh := "/captures/old", "/captures/fresh"
+	if err := s.Add(Item{Key: old, Size: 1, Queued: time.Now().Add(-2 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Add(Item{Key: fresh, Size: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	var logs logBuf
+	s, err = Open(Config{Dir: dir, MaxAge: time.Hour, Deliver: nop, Logger: logs.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Pending(old) || !s.Pending(fresh) || s.Stats().Dropped != 1 {
+		t.Fatalf("stats %+v", s.Stats())
+	}
+	if out := logs.String(); !strings.Contains(out, old) || !strings.Contains(out, "longer than the queue's bound of 1h0m0s") {
+		t.Errorf("the drop was not said:\n%s", out)
+	}
+}
+
+// TestBackoff: failures in a row wait longer each time, with jitter, up
+// to MaxBackoff; a success starts again from MinBackoff.
+func TestBackoff(t *testing.T) {
+	const minB, maxB = 100 * time.Millisecond, 3200 * time.Millisecond
+	var mu sync.Mutex
+	var waits []time.Duration
+	fails := 20
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var s *Spool
+	deliver := func(ctx context.Context, it Item) error {
+		if fails > 0 {
+			fails--
+			return errors.New("agent down")
+		}
+		return nil
+	}
+	cfg := Config{Dir: t.TempDir(), Deliver: deliver, MinBackoff: minB, MaxBackoff: maxB, Logger: slog.New(slog.DiscardHandler)}
+	cfg.rescan = time.Hour
+	cfg.after = func(d time.Duration) <-chan time.Time {
+		if d == time.Hour {
+			cancel() // idle: everything was delivered
+			return nil
+		}
+		mu.Lock()
+		waits = append(waits, d)
+		mu.Unlock()
+		c := make(chan time.Time, 1)
+		c <- time.Now()
+		return c
+	}
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Add(Item{Key: "k", Size: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s.Run(ctx)
+	if st := s.Stats(); st.Delivered != 1 || st.Retries != 20 {
+		t.Fatalf("stats %+v", st)
+	}
+	distinct := map[time.Duration]bool{}
+	for i, w := range waits {
+		ceil := min(minB<<i, maxB)
+		if w < ceil/2 || w > ceil {
+			t.Errorf("wait %d: %v, want within [%v, %v]", i+1, w, ceil/2, ceil)
+		}
+		if ceil == maxB {
+			distinct[w] = true
+		}
+	}
+	if len(distinct) < 3 {
+		t.Errorf("waits at the ceiling have no jitter: %v", waits)
+	}
+}
+
+// TestRefused: a failure retrying cannot fix drops the item, logged and
+// counted, and the next one is delivered.
+func TestRefused(t *testing.T) {
+	errRefused := errors.New("400 bad request")
+	var delivered []string
+	var logs logBuf
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := Config{Dir: t.TempDir(), Logger: logs.logger(),
+		Deliver: func(_ context.Context, it Item) error {
+			if it.Key == "bad" {
+				return errRefused
+			}
+			delivered = append(delivered, it.Key)
+			return nil
+		},
+		Retryable: func(err error) bool { return !errors.Is(err, errRefused) },
+	}
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Add(Item{Key: "bad", Size: 1})
+	s.Add(Item{Key: "good", Size: 1})
+	done := make(chan error)
+	go func() { done <- s.Run(ctx) }()
+	if err := testutil.Eventually(5*time.Second, func() bool { st := s.Stats(); return st.Queued == 0 }); err != nil {
+		t.Fatalf("stats %+v", s.Stats())
+	}
+	cancel()
+	<-done
+	if st := s.Stats(); st.Refused != 1 || st.Delivered != 1 || len(delivered) != 1 || delivered[0] != "good" {
+		t.Fatalf("stats %+v, delivered %v", st, delivered)
+	}
+	if !strings.Contains(logs.String(), "upload refused") {
+		t.Errorf("the refusal was not logged:\n%s", logs.String())
+	}
+}
+
+// TestOneDeliverer: two processes on one queue (here two spools): one
+// delivers, the other only adds, and the first picks its items up.
+func TestOneDeliverer(t *testing.T) {
+	dir := t.TempDir()
+	var mu sync.Mutex
+	got := map[string]int{}
+	deliver := func(_ context.Context, it Item) error {
+		mu.Lock()
+		got[it.Key]++
+		mu.Unlock()
+		return nil
+	}
+	a, err := Open(Config{Dir: dir, Deliver: deliver, rescan: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var logs logBuf
+	b, err := Open(Config{Dir: dir, Deliver: deliver, rescan: 20 * time.Millisecond, Logger: logs.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if !strings.Contains(logs.String(), "another stallwatch delivers") {
+		t.Errorf("the second spool did not say it only adds:\n%s", logs.String())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go a.Run(ctx)
+	go b.Run(ctx)
+	for _, k := range []string{"x", "y", "z"} {
+		if err := b.Add(Item{Key: k, Size: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := testutil.Eventually(10*time.Second, func() bool { return a.Stats().Delivered == 3 }); err != nil {
+		t.Fatalf("a delivered %+v", a.Stats())
+	}
+	cancel()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, k := range []string{"x", "y", "z"} {
+		if got[k] != 1 {
+			t.Errorf("%s delivered %d times", k, got[k])
+		}
+	}
+	if b.Stats().Delivered != 0 {
+		t.Errorf("the spool without the lock delivered: %+v", b.Stats())
+	}
+}
+
+// TestUnreadableEntry: an entry file that is not one is removed, said
+// and counted; the others stay.
+func TestUnreadableEntry(t *testing.T) {
+	dir := t.TempDir()
+	nop := func(context.Context, Item) error { return nil }
+	s, err := Open(Config{Dir: dir, Deliver: nop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Add(Item{Key: "ok", Size: 1})
+	s.Close()
+	for name, data := range map[string]string{
+		"0000000000000000001-000001-00000000.json": "{not json",
+		"0000000000000000002-000001-00000000.json": `{"key":"","size":1,"queued":"2026-01-01T00:00:00Z"}`,
+		".tmp-123": "half written",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs logBuf
+	s, err = Open(Config{Dir: dir, Deliver: nop, Logger: logs.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if st := s.Stats(); st.Unreadable != 2 || st.Queued != 1 || !s.Pending("ok") {
+		t.Fatalf("stats %+v", st)
+	}
+	if n := strings.Count(logs.String(), "upload queue entry unreadable"); n != 2 {
+		t.Errorf("%d unreadable entries said, want 2:\n%s", n, logs.String())
+	}
+	left, _ := os.ReadDir(dir)
+	if len(left) != 1 {
+		t.Errorf("%d files left, want the good entry only", len(left))
+	}
+}
