@@ -71,6 +71,12 @@ type action struct {
 	recovered []*capdir.Result
 	stall     time.Duration
 	exited    bool // the silence was the target exiting
+	// began and ended are news for Config.Events: a stall began (at the
+	// trigger), a stall ended (at the beat that ended it, with the
+	// captures written by then).
+	began     *StallInfo
+	ended     *StallInfo
+	endedWith []*capdir.Result
 }
 
 // detector is the stall state machine. It does no I/O and reads no clock:
@@ -101,6 +107,7 @@ type detector struct {
 	stallSeq     int      // stall captures taken of it
 	stallResults []*capdir.Result
 	stallLen     time.Duration // set on recovery
+	exitStall    *StallInfo    // the stall the target exited in
 	lastCapture  instant
 	limitLogged  bool
 
@@ -169,7 +176,16 @@ func (d *detector) Tick(now instant) action {
 				return action{exited: true}
 			}
 			d.enterStall(now, silent)
-			return d.tryCapture(now)
+			act := d.tryCapture(now)
+			if !act.exited {
+				act.began = d.stallInfo(now)
+				if act.capture != nil {
+					act.began.Reason = act.capture.Reason
+				} else {
+					act.began.Reason = fmt.Sprintf("no heartbeat from %s for %v (stall-after %v)", act.began.Source, round(act.began.For), d.p.StallAfter)
+				}
+			}
+			return act
 		}
 	case stateStalled:
 		return d.tryCapture(now)
@@ -400,10 +416,13 @@ func (d *detector) recover(now instant) action {
 	d.stallLen = now.Sub(d.stallStart)
 	d.phase = stateRecovered
 	d.show(now, "stall", round(d.stallLen), "source", strings.Join(d.silentNames, ", "), "captures", d.stallSeq)
+	ended := &StallInfo{Start: d.stallStart.Wall, For: d.stallLen, Source: strings.Join(d.silentNames, ", ")}
+	with := append([]*capdir.Result(nil), d.stallResults...)
 	if d.inflight != nil && d.forStall {
-		return action{} // its Result is known when it ends
+		// The captures' Results are updated when the one running ends.
+		return action{ended: ended, endedWith: with}
 	}
-	act := action{recovered: d.stallResults, stall: d.stallLen}
+	act := action{recovered: d.stallResults, stall: d.stallLen, ended: ended, endedWith: with}
 	d.stallResults = nil
 	d.phase = stateHealthy
 	d.show(now)
@@ -416,6 +435,7 @@ func (d *detector) Exit(now instant) {
 		return
 	}
 	attrs := []any{"was", d.shown}
+	d.exitStall = d.stallInfo(now)
 	if d.inStall() || d.phase == stateRecovered {
 		attrs = append(attrs, "silent_for", round(now.Sub(d.stallStart)))
 	}

@@ -39,6 +39,12 @@ type Config struct {
 	MaxCaptures int
 	Capturer    Capturer
 	Logger      *slog.Logger // default slog.Default()
+	// Events, when set, is told what happens (events.go): a stall began,
+	// a capture ended, the target recovered or exited, and every
+	// ReportEvery (default DefaultReportEvery) the heartbeat's age. It is
+	// called from the watchdog's goroutine and must return quickly.
+	Events      func(Event)
+	ReportEvery time.Duration
 
 	clock     clock         // tests inject a fake one
 	lateAfter time.Duration // tests shorten it
@@ -92,7 +98,10 @@ func New(cfg Config) (*Watchdog, error) {
 	if cfg.RecaptureAfter == 0 {
 		cfg.RecaptureAfter = 5 * time.Minute
 	}
-	if cfg.StallAfter < 0 || cfg.RecaptureAfter < 0 || cfg.MaxCaptures < 0 {
+	if cfg.ReportEvery == 0 {
+		cfg.ReportEvery = DefaultReportEvery
+	}
+	if cfg.StallAfter < 0 || cfg.RecaptureAfter < 0 || cfg.MaxCaptures < 0 || cfg.ReportEvery < 0 {
 		return nil, fmt.Errorf("watchdog: negative stall-after %v, recapture-after %v or max-captures %d",
 			cfg.StallAfter, cfg.RecaptureAfter, cfg.MaxCaptures)
 	}
@@ -156,6 +165,12 @@ func (w *Watchdog) Run(ctx context.Context) error {
 		l.d.alive = func() bool { return procfs.Alive(pid) }
 	}
 	defer l.disarm()
+	var report <-chan time.Time
+	if w.cfg.Events != nil {
+		t := time.NewTicker(w.cfg.ReportEvery)
+		defer t.Stop()
+		report = t.C
+	}
 	for {
 		l.arm()
 		select {
@@ -191,16 +206,42 @@ func (w *Watchdog) Run(ctx context.Context) error {
 		case r := <-l.capDone:
 			l.cancel(nil) // release the capture's context
 			l.cancel = nil
-			if !l.apply(l.feedBeats()) || !l.apply(l.d.CaptureDone(l.now, r.res, r.err)) {
+			if !l.apply(l.feedBeats()) {
 				return ErrTargetExited
 			}
+			l.captureEnded(r)
+			if !l.apply(l.d.CaptureDone(l.now, r.res, r.err)) {
+				return ErrTargetExited
+			}
+		case <-report:
+			if !l.apply(l.feedBeats()) {
+				return ErrTargetExited
+			}
+			l.reportHeartbeat()
 		}
 	}
 }
 
 type captureDone struct {
+	tr  capdir.Trigger
 	res *capdir.Result
 	err error
+}
+
+// captureEnded tells Config.Events that a capture ended.
+func (l *loop) captureEnded(r captureDone) {
+	l.w.emit(Event{Kind: CaptureDone, Stall: stallOfTrigger(&r.tr), Trigger: &r.tr, Result: r.res, Err: r.err})
+}
+
+// reportHeartbeat tells Config.Events the heartbeat's age.
+func (l *loop) reportHeartbeat() {
+	now := l.w.clk.Now()
+	ev := Event{Kind: Heartbeat, At: now.Wall, Stalled: l.d.inStall()}
+	ev.Age, ev.Beaten = l.d.heartbeatAge(now)
+	if s := l.d.stallInfo(now); s != nil {
+		ev.Stall = *s
+	}
+	l.w.emit(ev)
 }
 
 // loop is the state of one Run: the detector, its timer and the capture
@@ -256,7 +297,7 @@ func (l *loop) disarm() {
 func (l *loop) feedBeats() action {
 	var act action
 	l.now = l.box.drain(func(i int, at instant) {
-		if a := l.d.Beat(i, at); a.recovered != nil {
+		if a := l.d.Beat(i, at); a.ended != nil {
 			act = a
 		}
 	})
@@ -266,6 +307,9 @@ func (l *loop) feedBeats() action {
 // apply carries out the detector's action. It returns false when the
 // target turned out to have exited.
 func (l *loop) apply(act action) bool {
+	if act.ended != nil {
+		l.w.emit(Event{Kind: Recovered, At: l.now.Wall, Stall: *act.ended, Captures: act.endedWith})
+	}
 	for _, res := range act.recovered {
 		if err := l.w.cfg.Capturer.Recovered(res, act.stall); err != nil {
 			l.w.log.Error("recording the recovery in a capture failed", "dir", res.Dir, "err", err)
@@ -273,7 +317,11 @@ func (l *loop) apply(act action) bool {
 	}
 	if act.exited {
 		l.finishCapture(ErrTargetExited, exitGrace)
+		l.exited()
 		return false
+	}
+	if act.began != nil {
+		l.w.emit(Event{Kind: StallBegan, At: l.now.Wall, Stall: *act.began})
 	}
 	if act.capture == nil {
 		return true
@@ -285,9 +333,18 @@ func (l *loop) apply(act action) bool {
 		l.w.captureRunning(true)
 		res, err := l.w.cfg.Capturer.Capture(ctx, tr)
 		l.w.captureRunning(false)
-		l.capDone <- captureDone{res, err}
+		l.capDone <- captureDone{tr, res, err}
 	}()
 	return true
+}
+
+// exited tells Config.Events that the target exited.
+func (l *loop) exited() {
+	ev := Event{Kind: Exited}
+	if l.d.exitStall != nil {
+		ev.Stall = *l.d.exitStall
+	}
+	l.w.emit(ev)
 }
 
 // captureRunning tells the sources a capture's own effects could make beat.
@@ -302,6 +359,7 @@ func (w *Watchdog) captureRunning(on bool) {
 func (l *loop) targetExited() {
 	l.d.Exit(l.w.clk.Now())
 	l.finishCapture(ErrTargetExited, exitGrace)
+	l.exited()
 }
 
 func (l *loop) shutdown(why string) {
@@ -321,6 +379,7 @@ func (l *loop) finishCapture(why error, grace time.Duration) {
 	defer t.Stop()
 	select {
 	case r := <-l.capDone:
+		l.captureEnded(r)
 		l.d.CaptureDone(l.w.clk.Now(), r.res, r.err)
 	case <-t.C:
 		l.w.log.Error("the capture in progress did not finish in time; leaving it", "why", why, "waited", grace)
