@@ -80,7 +80,8 @@ type Capture struct {
 
 // Client sends alerts for any number of targets. Its methods never block
 // on the network for long (datadog-go's write timeout) and never fail:
-// what cannot be sent is counted and warned about once.
+// what cannot be sent is counted and warned about once. A nil *Client
+// sends nothing, as one without an address.
 type Client struct {
 	cfg    Config
 	log    *slog.Logger
@@ -223,6 +224,9 @@ func name(t Target) string {
 // Stalled says that t stopped beating: an error event, the service check
 // critical, stall.active 1. It is sent at the trigger, before any capture.
 func (c *Client) Stalled(t Target, s Stall) {
+	if !c.Enabled() {
+		return
+	}
 	var text strings.Builder
 	fmt.Fprintf(&text, "%s (pid %d) gave no heartbeat for %s", name(t), t.PID, seconds(s.For))
 	if s.Source != "" {
@@ -260,6 +264,9 @@ func (c *Client) Stalled(t Target, s Stall) {
 // trigger, the samples lost, and, for a capture of a stall, an event in the
 // stall's thread with the top findings and where the capture is.
 func (c *Client) Captured(t Target, cp Capture) {
+	if !c.Enabled() {
+		return
+	}
 	trig := "trigger:" + Tag(cp.Trigger)
 	c.send(func(sc *statsd.Client) error {
 		errs := []error{
@@ -310,6 +317,9 @@ func captureText(t Target, cp Capture) string {
 // event that closes the stall's thread, the service check ok, stall.active
 // 0 and the stall's duration.
 func (c *Client) Recovered(t Target, s Stall, length time.Duration, captures []string) {
+	if !c.Enabled() {
+		return
+	}
 	text := fmt.Sprintf("%s (pid %d) beats again after %s without a heartbeat.", name(t), t.PID, seconds(length))
 	if len(captures) > 0 {
 		text += "\nCaptures of this stall:\n" + strings.Join(captures, "\n")
@@ -341,6 +351,9 @@ func (c *Client) Recovered(t Target, s Stall, length time.Duration, captures []s
 // closes the stall's thread. The service check is not sent again: nothing
 // is left to be responsive.
 func (c *Client) Exited(t Target, s *Stall) {
+	if !c.Enabled() {
+		return
+	}
 	c.send(func(sc *statsd.Client) error {
 		errs := []error{sc.Gauge(MetricStallActive, 0, c.tags(t), 1)}
 		if s != nil {
@@ -364,6 +377,9 @@ func (c *Client) Exited(t Target, s *Stall) {
 // stall.active, and the service check, so that monitors see data while
 // nothing happens.
 func (c *Client) Heartbeat(t Target, age time.Duration, stalled bool) {
+	if !c.Enabled() {
+		return
+	}
 	status, active, msg := statsd.Ok, 0.0, ""
 	if stalled {
 		status, active, msg = statsd.Critical, 1, fmt.Sprintf("no heartbeat for %s", seconds(age))
