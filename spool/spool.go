@@ -401,14 +401,3 @@ func (s *Spool) Close() error {
 	s.mu.Unlock()
 	return s.st.close()
 }
-
-// names are the items' files, in order.
-func (s *Spool) names() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var n []string
-	for _, it := range s.items {
-		n = append(n, it.name)
-	}
-	return n
-}

@@ -93,13 +93,11 @@ func TestEvents(t *testing.T) {
 		t.Error("the stall's event came after its capture")
 	}
 	if err := testutil.Eventually(5*time.Second, func() bool {
-		ev := log.first(Heartbeat)
 		log.mu.Lock()
 		defer log.mu.Unlock()
 		for _, e := range log.evs {
 			if e.Kind == Heartbeat && e.Stalled {
-				ev = &e
-				return ev.Age >= stallAfter && ev.Stall.Start.Equal(began.Stall.Start)
+				return e.Age >= stallAfter && e.Stall.Start.Equal(began.Stall.Start)
 			}
 		}
 		return false
