@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/DataDog/datadog-go/v5/statsd"
+
+	"github.com/stallwatch/stallwatch/internal/ddtags"
 )
 
 // The names this package sends. Datadog's monitors and dashboards refer to
@@ -188,7 +190,7 @@ func (c *Client) tags(t Target, extra ...string) []string {
 	tags = append(tags, t.Tags...)
 	tags = append(tags, "pid:"+strconv.Itoa(t.PID))
 	if t.Process != "" {
-		tags = append(tags, "process:"+Tag(t.Process))
+		tags = append(tags, "process:"+ddtags.Value(t.Process))
 	}
 	return append(tags, extra...)
 }
@@ -267,7 +269,7 @@ func (c *Client) Captured(t Target, cp Capture) {
 	if !c.Enabled() {
 		return
 	}
-	trig := "trigger:" + Tag(cp.Trigger)
+	trig := "trigger:" + ddtags.Value(cp.Trigger)
 	c.send(func(sc *statsd.Client) error {
 		errs := []error{
 			sc.Count(MetricCaptures, 1, c.tags(t, trig), 1),
@@ -419,15 +421,3 @@ func clip(s string) string {
 }
 
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
-
-// Tag makes s safe as a DogStatsD tag value: the separators of the
-// datagram format (',', '|', '#', newlines) and spaces become '_'.
-func Tag(s string) string {
-	return strings.Map(func(r rune) rune {
-		switch r {
-		case ',', '|', '#', '\n', '\r', ' ', '\t':
-			return '_'
-		}
-		return r
-	}, s)
-}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stallwatch/stallwatch/internal/ddtags"
 	"github.com/stallwatch/stallwatch/internal/version"
 	"github.com/stallwatch/stallwatch/report"
 )
@@ -65,13 +66,13 @@ func CaptureTags(info *report.Info) []string {
 		"pid:" + strconv.Itoa(info.PID),
 	}
 	if p := processName(info); p != "" {
-		tags = append(tags, "process:"+p)
+		tags = append(tags, "process:"+ddtags.Value(p))
 	}
 	if r := RuntimeOf(info.Executable, info.Command); r != "" {
 		tags = append(tags, "runtime:"+r)
 	}
 	if info.Trigger != "" {
-		tags = append(tags, "trigger:"+info.Trigger)
+		tags = append(tags, "trigger:"+ddtags.Value(info.Trigger))
 	}
 	stall := info.StallLen
 	if stall == 0 {
