@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // DefaultSocket is where the Datadog agent listens for DogStatsD on a unix
@@ -74,13 +75,16 @@ func ResolveAddr(flag string, getenv func(string) string, exists func(string) bo
 func ParseAddr(s string) (string, error) {
 	switch {
 	case strings.HasPrefix(s, "/"):
+		if !validPath(s) {
+			return "", fmt.Errorf("%q: %w: not a socket path", s, ErrBadAddr)
+		}
 		return "unix://" + s, nil
 	case strings.HasPrefix(s, "unix://"), strings.HasPrefix(s, "unixgram://"):
-		u, err := url.Parse(s)
-		if err != nil || u.Host != "" || u.Path == "" {
-			return "", fmt.Errorf("%q: %w (want %s:///path/to/socket)", s, ErrBadAddr, u.Scheme)
+		scheme, path, _ := strings.Cut(s, "://")
+		if !strings.HasPrefix(path, "/") || !validPath(path) {
+			return "", fmt.Errorf("%q: %w (want %s:///path/to/socket)", s, ErrBadAddr, scheme)
 		}
-		return u.Scheme + "://" + u.Path, nil
+		return scheme + "://" + path, nil
 	case strings.HasPrefix(s, "udp://"):
 		s = strings.TrimPrefix(s, "udp://")
 	case strings.Contains(s, "://"):
@@ -96,8 +100,41 @@ func ParseAddr(s string) (string, error) {
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	if port == "" {
-		return "", fmt.Errorf("%q: %w: no port", s, ErrBadAddr)
+	if !validHost(host) {
+		return "", fmt.Errorf("%q: %w: %q is not a host name or IP address", s, ErrBadAddr, host)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+		return "", fmt.Errorf("%q: %w: port %q", s, ErrBadAddr, port)
 	}
 	return net.JoinHostPort(host, port), nil
+}
+
+// validPath accepts a socket path of printable characters, no more than
+// a sockaddr_un holds.
+func validPath(p string) bool {
+	if len(p) >= 108 || !utf8.ValidString(p) {
+		return false
+	}
+	for _, r := range p {
+		if r < ' ' || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// validHost accepts an IP address or a DNS name.
+func validHost(h string) bool {
+	if net.ParseIP(h) != nil {
+		return true
+	}
+	if len(h) > 253 {
+		return false
+	}
+	for _, r := range h {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_') {
+			return false
+		}
+	}
+	return true
 }

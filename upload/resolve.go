@@ -83,7 +83,7 @@ func ParseURL(s string) (string, error) {
 	}
 	switch u.Scheme {
 	case "unix":
-		if u.Host != "" || u.Path == "" {
+		if u.Host != "" || u.Path == "" || u.RawQuery != "" || u.Fragment != "" || !plainPath(u.Path) {
 			return "", fmt.Errorf("%q: %w (want unix:///path/to/apm.socket)", s, ErrBadURL)
 		}
 		return "unix://" + u.Path, nil
@@ -94,8 +94,22 @@ func ParseURL(s string) (string, error) {
 		if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 			return "", fmt.Errorf("%q: %w: a query, fragment or user is not expected", s, ErrBadURL)
 		}
-		path := strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), Path)
+		path := strings.TrimSuffix(strings.TrimSuffix(u.EscapedPath(), "/"), Path)
 		return u.Scheme + "://" + u.Host + strings.TrimSuffix(path, "/"), nil
 	}
 	return "", fmt.Errorf("%q: %w (want http://host:8126 or unix:///path)", s, ErrBadURL)
+}
+
+// plainPath accepts a socket path that needs no escaping in a URL and
+// fits a sockaddr_un.
+func plainPath(p string) bool {
+	if len(p) >= 108 {
+		return false
+	}
+	for _, r := range p {
+		if r <= ' ' || r == 0x7f || r == '%' || r == '?' || r == '#' || r >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
