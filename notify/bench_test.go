@@ -54,7 +54,7 @@ func triggerToAlert(b *testing.B, stalls int, stallAfter time.Duration) []time.D
 	wd, err := watchdog.New(watchdog.Config{
 		Sources:    []watchdog.Source{&watchdog.File{Path: beat, Poll: watchdog.PollInterval(stallAfter)}},
 		StallAfter: stallAfter, RecaptureAfter: time.Hour, MaxCaptures: 1 << 20,
-		Capturer: &diskCapturer{root: filepath.Join(tmp, "out"), hold: time.Second},
+		Capturer: &diskCapturer{t: b, root: filepath.Join(tmp, "out"), hold: time.Second},
 		Logger:   slog.New(slog.NewTextHandler(&logs, nil)), ReportEvery: time.Hour,
 		Events: func(ev watchdog.Event) {
 			if ev.Kind == watchdog.StallBegan {

@@ -14,9 +14,8 @@ import (
 	"time"
 
 	"github.com/stallwatch/stallwatch/alert"
-	"github.com/stallwatch/stallwatch/capture"
+	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/hook"
-	"github.com/stallwatch/stallwatch/report"
 	"github.com/stallwatch/stallwatch/spool"
 	"github.com/stallwatch/stallwatch/upload"
 	"github.com/stallwatch/stallwatch/watchdog"
@@ -184,9 +183,10 @@ func (n *Notifier) act(t Target, ev watchdog.Event) {
 
 func (n *Notifier) captured(t Target, at alert.Target, ev watchdog.Event) {
 	res := ev.Result
-	cp := alert.Capture{Dir: res.Dir, Trigger: string(res.Trigger.Kind), Findings: findings(res), Samples: res.Samples, Lost: res.Lost}
-	if res.CutShort {
-		cp.CutShort = res.Why
+	cp := alert.Capture{Dir: res.Dir, Trigger: string(res.Trigger.Kind), Findings: findings(res),
+		Samples: res.Info.Counts.Samples, Lost: res.Info.Counts.Lost + res.Info.Counts.LostSamples}
+	if res.Info.CutShort {
+		cp.CutShort = res.Info.CutShortWhy
 	}
 	if !ev.Stall.Start.IsZero() {
 		s := stallOf(ev.Stall)
@@ -219,14 +219,18 @@ func (n *Notifier) runHook(name, cmd string, env hook.Env) {
 	}
 }
 
-// findings are a capture's findings, most severe first.
-func findings(res *capture.Result) []string {
-	return nil
+// findings are a capture's findings in a line each, most severe first.
+func findings(res *capdir.Result) []string {
+	var out []string
+	for _, f := range res.Info.Findings {
+		out = append(out, f.Summary)
+	}
+	return out
 }
 
-func topFinding(res *capture.Result) string {
-	if f := findings(res); len(f) > 0 {
-		return f[0]
+func topFinding(res *capdir.Result) string {
+	if f, ok := res.TopFinding(); ok {
+		return f.Summary
 	}
 	return ""
 }
@@ -245,7 +249,7 @@ func UploadItem(dir string, tags []string) (spool.Item, error) {
 		return spool.Item{}, err
 	}
 	var size int64
-	for _, name := range []string{report.FileProfile, report.FileThreads} {
+	for _, name := range []string{capdir.FileProfile, capdir.FileThreads} {
 		st, err := os.Lstat(filepath.Join(abs, name))
 		switch {
 		case err == nil:

@@ -16,12 +16,12 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/stallwatch/stallwatch/alert"
-	"github.com/stallwatch/stallwatch/capture"
+	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/hook"
 	"github.com/stallwatch/stallwatch/internal/dsdtest"
 	"github.com/stallwatch/stallwatch/internal/intaketest"
 	"github.com/stallwatch/stallwatch/internal/testutil"
-	"github.com/stallwatch/stallwatch/report"
+	"github.com/stallwatch/stallwatch/snapshot"
 	"github.com/stallwatch/stallwatch/spool"
 	"github.com/stallwatch/stallwatch/upload"
 	"github.com/stallwatch/stallwatch/watchdog"
@@ -31,12 +31,13 @@ import (
 // perf_event_open): each capture is a real capture directory, written
 // after hold.
 type diskCapturer struct {
+	t    testing.TB
 	root string
 	hold time.Duration
 	n    atomic.Int32
 }
 
-func (c *diskCapturer) Capture(ctx context.Context, tr capture.Trigger) (*capture.Result, error) {
+func (c *diskCapturer) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.Result, error) {
 	select {
 	case <-time.After(c.hold):
 	case <-ctx.Done():
@@ -44,16 +45,24 @@ func (c *diskCapturer) Capture(ctx context.Context, tr capture.Trigger) (*captur
 	c.n.Add(1)
 	now := time.Now()
 	p := &profile.Profile{SampleType: []*profile.ValueType{{Type: "cpu-samples", Unit: "count"}}, TimeNanos: now.UnixNano()}
-	info := report.Info{Trigger: string(tr.Kind), PID: os.Getpid(), Executable: "/usr/bin/julia",
-		Start: tr.At.Add(-time.Second), TriggerAt: tr.At, End: now, StallFor: tr.StallFor, Hostname: "web-1"}
-	dir, err := report.WriteCapture(c.root, &report.Capture{Info: info, Profile: p})
+	info := capdir.NewInfo(capdir.Target{PID: os.Getpid(), Executable: "/usr/bin/julia"}, tr)
+	info.Start, info.End = tr.At.Add(-time.Second), now
+	info.Counts.Samples = 10
+	snap := &snapshot.Snapshot{PID: os.Getpid(), Time: tr.At}
+	for _, tid := range []int{11, 12} {
+		snap.Threads = append(snap.Threads, snapshot.Thread{TID: tid, Name: "worker", State: 'S'})
+	}
+	snap.Locks.Cycles = [][]int{{11, 12}}
+	dir := intaketest.WriteCapture(c.t, c.root, info, p, snap)
+	d, err := capdir.Open(dir)
 	if err != nil {
 		return nil, err
 	}
-	return &capture.Result{Dir: dir, Trigger: tr, Start: info.Start, End: now, Samples: 10}, nil
+	defer d.Close()
+	return &capdir.Result{Dir: dir, Trigger: tr, Info: d.Info}, nil
 }
 
-func (c *diskCapturer) Recovered(*capture.Result, time.Duration) error { return nil }
+func (c *diskCapturer) Recovered(*capdir.Result, time.Duration) error { return nil }
 
 type logBuf struct {
 	mu sync.Mutex
@@ -130,7 +139,7 @@ func TestStallToAlertsHooksUploads(t *testing.T) {
 		OnCapture: "sleep 1000",
 		OnRecover: "env | grep ^STALLWATCH_ > '" + recovered + "'"})
 	defer n.Close()
-	capt := &diskCapturer{root: filepath.Join(tmp, "out"), hold: 200 * time.Millisecond}
+	capt := &diskCapturer{t: t, root: filepath.Join(tmp, "out"), hold: 200 * time.Millisecond}
 	const stallAfter = 500 * time.Millisecond
 	wd, err := watchdog.New(watchdog.Config{
 		PID: 0, Sources: []watchdog.Source{&watchdog.File{Path: beat, Poll: watchdog.PollInterval(stallAfter)}},
@@ -174,6 +183,9 @@ func TestStallToAlertsHooksUploads(t *testing.T) {
 	if capEv == nil || capEv.AggregationKey != stallEv.AggregationKey || !strings.Contains(capEv.Text, filepath.Join(tmp, "out")) {
 		t.Fatalf("capture event: %+v", capEv)
 	}
+	if !strings.Contains(capEv.Text, "DEADLOCK: tid 11") {
+		t.Errorf("the capture event lacks the top finding: %q", capEv.Text)
+	}
 	got := intake.Wait(t, 1, 10*time.Second)[0]
 	if v, _ := got.Tag("rule"); v != "julia" {
 		t.Errorf("the target's tags are not on its upload: %v", got.Tags)
@@ -196,7 +208,8 @@ func TestStallToAlertsHooksUploads(t *testing.T) {
 	}
 	if err := testutil.Eventually(10*time.Second, func() bool {
 		data, err := os.ReadFile(recovered)
-		return err == nil && strings.Contains(string(data), "STALLWATCH_EVENT=recover") && strings.Contains(string(data), "STALLWATCH_CAPTURE_DIR="+filepath.Join(tmp, "out"))
+		return err == nil && strings.Contains(string(data), "STALLWATCH_EVENT=recover") && strings.Contains(string(data), "STALLWATCH_CAPTURE_DIR="+filepath.Join(tmp, "out")) &&
+			strings.Contains(string(data), "STALLWATCH_TOP_FINDING=DEADLOCK: tid 11")
 	}); err != nil {
 		t.Errorf("--on-recover did not run with the stall's capture in its environment")
 	}

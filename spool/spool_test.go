@@ -15,9 +15,10 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/intaketest"
+	"github.com/stallwatch/stallwatch/internal/safedir"
 	"github.com/stallwatch/stallwatch/internal/testutil"
-	"github.com/stallwatch/stallwatch/report"
 	"github.com/stallwatch/stallwatch/upload"
 )
 
@@ -61,11 +62,7 @@ func capture(t *testing.T, root string) string {
 	t.Helper()
 	now := time.Now()
 	p := &profile.Profile{SampleType: []*profile.ValueType{{Type: "cpu-samples", Unit: "count"}}, TimeNanos: now.UnixNano()}
-	dir, err := report.WriteCapture(root, &report.Capture{Info: report.Info{Trigger: "stall", PID: 4242, Start: now.Add(-time.Second), End: now}, Profile: p})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return intaketest.WriteCapture(t, root, capdir.Info{Trigger: capdir.Stall, PID: 4242, Start: now.Add(-time.Second), End: now}, p, nil)
 }
 
 // deliverer uploads a queued capture directory as stallwatch does.
@@ -401,9 +398,13 @@ func TestUnreadableEntry(t *testing.T) {
 	for name, data := range map[string]string{
 		"0000000000000000001-000001-00000000.json": "{not json",
 		"0000000000000000002-000001-00000000.json": `{"key":"","size":1,"queued":"2026-01-01T00:00:00Z"}`,
-		".tmp-123": "half written",
+		".tmp-123": "half written by a crash",
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		old := time.Now().Add(-time.Hour)
+		if err := os.Chtimes(filepath.Join(dir, name), old, old); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -422,5 +423,21 @@ func TestUnreadableEntry(t *testing.T) {
 	left, _ := os.ReadDir(dir)
 	if len(left) != 1 {
 		t.Errorf("%d files left, want the good entry only", len(left))
+	}
+}
+
+// TestUnsafeDirectory: stallwatch writes the queue as root; a directory
+// another user can write is refused, saying how to fix it.
+func TestUnsafeDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "q")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(Config{Dir: dir, Deliver: func(context.Context, Item) error { return nil }})
+	if !errors.Is(err, safedir.ErrUnsafe) {
+		t.Fatalf("a world-writable queue directory: %v", err)
 	}
 }

@@ -2,44 +2,47 @@ package spool
 
 import (
 	"errors"
-	"fmt"
-	"io"
-	"os"
-	"path/filepath"
+	"io/fs"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stallwatch/stallwatch/internal/safedir"
 )
 
-// store is the spool's directory: every file operation the spool makes.
+// store is the spool's directory: every file operation the spool makes,
+// relative to a directory descriptor (internal/safedir), since stallwatch
+// writes it as root.
 type store struct {
-	dir string
-	f   *os.File // the directory, held open for flock
+	d *safedir.Dir
 }
 
 const (
 	entrySuffix = ".json"
 	tempPrefix  = ".tmp-"
 	maxEntry    = 64 << 10 // an entry is a few hundred bytes
+	// staleTemp is how old a temporary file must be before a scan takes it
+	// for the leftover of a crash: another process may be writing it.
+	staleTemp = time.Minute
 )
 
+// openStore opens the spool directory, creating it (and its parents),
+// and refuses one another user can write.
 func openStore(dir string) (*store, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	d, err := safedir.MkdirAll(dir, 0o700)
 	if err != nil {
 		return nil, err
 	}
-	return &store{dir: dir, f: f}, nil
+	return &store{d: d}, nil
 }
 
-func (s *store) close() error { return s.f.Close() }
+func (s *store) close() error { return s.d.Close() }
 
 // tryLock takes the directory for delivery; false when another process
-// holds it.
+// holds it. The lock goes with the descriptor.
 func (s *store) tryLock() (bool, error) {
-	err := unix.Flock(int(s.f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	err := unix.Flock(s.d.Fd(), unix.LOCK_EX|unix.LOCK_NB)
 	if errors.Is(err, unix.EWOULDBLOCK) {
 		return false, nil
 	}
@@ -49,67 +52,52 @@ func (s *store) tryLock() (bool, error) {
 // list returns the entries' names, and removes temporary files a crash
 // left behind.
 func (s *store) list() ([]string, error) {
-	ents, err := os.ReadDir(s.dir)
+	names, err := s.d.ReadDir()
 	if err != nil {
 		return nil, err
 	}
-	var names []string
-	for _, e := range ents {
-		name := e.Name()
+	var entries []string
+	for _, name := range names {
+		fi, err := s.d.Lstat(name)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
 		switch {
 		case strings.HasPrefix(name, tempPrefix):
-			_ = os.Remove(filepath.Join(s.dir, name))
-		case strings.HasSuffix(name, entrySuffix) && e.Type().IsRegular():
-			names = append(names, name)
+			if time.Since(fi.ModTime()) > staleTemp {
+				_ = s.d.Remove(name)
+			}
+		case strings.HasSuffix(name, entrySuffix):
+			entries = append(entries, name)
 		}
 	}
-	return names, nil
+	return entries, nil
 }
 
 func (s *store) read(name string) ([]byte, error) {
-	f, err := os.OpenFile(filepath.Join(s.dir, name), os.O_RDONLY|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxEntry+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxEntry {
-		return nil, fmt.Errorf("larger than %d bytes", maxEntry)
-	}
-	return data, nil
+	return s.d.ReadFile(name, maxEntry)
 }
 
-// write creates name with data, atomically and durably.
+// write creates name with data: a temporary file, synced and renamed
+// into place, then the directory synced.
 func (s *store) write(name string, data []byte) error {
-	f, err := os.CreateTemp(s.dir, tempPrefix)
+	f, err := s.d.CreateTemp(tempPrefix + "*")
 	if err != nil {
 		return err
 	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(s.dir, name))
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if _, err := f.Write(data); err != nil {
+		f.Abort()
 		return err
 	}
-	return s.f.Sync()
+	if err := f.Commit(name, 0o600); err != nil {
+		return err
+	}
+	return s.d.Sync()
 }
 
 func (s *store) remove(name string) error {
-	err := os.Remove(filepath.Join(s.dir, name))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := s.d.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	return s.f.Sync()
+	return s.d.Sync()
 }

@@ -17,8 +17,9 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/stallwatch/stallwatch/capdir"
+	"github.com/stallwatch/stallwatch/internal/intaketest"
 	"github.com/stallwatch/stallwatch/internal/testutil"
-	"github.com/stallwatch/stallwatch/report"
 )
 
 // bigCapture writes a capture whose profile.pb.gz is about size bytes:
@@ -46,14 +47,7 @@ func bigCapture(b *testing.B, size int) string {
 		p.Sample = append(p.Sample, &profile.Sample{Location: []*profile.Location{loc}, Value: []int64{int64(r.IntN(100) + 1)}})
 	}
 	now := time.Now()
-	dir, err := report.WriteCapture(b.TempDir(), &report.Capture{
-		Info:    report.Info{Trigger: "stall", PID: 1, Start: now.Add(-10 * time.Second), End: now},
-		Profile: p,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return dir
+	return intaketest.WriteCapture(b, b.TempDir(), capdir.Info{Trigger: capdir.Stall, PID: 1, Start: now.Add(-10 * time.Second), End: now}, p, nil)
 }
 
 // drain is an agent that reads every request to the end and answers 200.
@@ -78,7 +72,7 @@ func drain(b *testing.B) string {
 func BenchmarkUpload5MB(b *testing.B) {
 	curl := testutil.RequireTool(b, "curl")
 	dir := bigCapture(b, 5<<20)
-	st, err := os.Stat(filepath.Join(dir, report.FileProfile))
+	st, err := os.Stat(filepath.Join(dir, capdir.FileProfile))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -121,7 +115,7 @@ func BenchmarkUpload5MB(b *testing.B) {
 		cmd := exec.Command(curl, "-sS", "-o", "/dev/null", "--fail",
 			"-H", "DD-EVP-ORIGIN: curl",
 			"-F", "event=@"+evFile+";type=application/json;filename=event.json",
-			"-F", "profile.pprof=@"+filepath.Join(dir, report.FileProfile)+";filename=profile.pprof",
+			"-F", "profile.pprof=@"+filepath.Join(dir, capdir.FileProfile)+";filename=profile.pprof",
 			url+Path)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("curl: %v: %s", err, out)

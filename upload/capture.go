@@ -1,16 +1,17 @@
 package upload
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/ddtags"
 	"github.com/stallwatch/stallwatch/internal/version"
-	"github.com/stallwatch/stallwatch/report"
 )
 
 // maxFile bounds a profile read from a capture directory: far above any
@@ -18,35 +19,30 @@ import (
 const maxFile = 256 << 20
 
 // Load reads the upload of a capture directory: capture.json's facts, and
-// profile.pb.gz and threads.pb.gz (when there is one) as they are.
+// profile.pb.gz and threads.pb.gz (when there is one) as they are. Files
+// are read relative to the directory and never through a link: stallwatch
+// reads as root, and what it reads goes to Datadog.
 func Load(dir string) (*Profile, error) {
-	d, err := openDir(dir)
+	d, err := capdir.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("upload: %w", err)
 	}
 	defer d.Close()
-	raw, err := d.read(report.FileInfo, 16<<20)
-	if err != nil {
-		return nil, fmt.Errorf("upload: %s: %w", dir, err)
-	}
-	var info report.Info
-	if err := json.Unmarshal(raw, &info); err != nil {
-		return nil, fmt.Errorf("upload: %s/%s: %w", dir, report.FileInfo, err)
-	}
+	info := &d.Info
 	p := &Profile{
 		Start: info.Start, End: info.End,
-		Tags:     CaptureTags(&info),
+		Tags:     CaptureTags(info),
 		Hostname: info.Hostname, Kernel: info.Kernel,
 		Runtime: RuntimeOf(info.Executable, info.Command),
 	}
 	if p.Start.IsZero() || p.End.Before(p.Start) {
-		return nil, fmt.Errorf("upload: %s/%s: no sampled window (start %v, end %v)", dir, report.FileInfo, info.Start, info.End)
+		return nil, fmt.Errorf("upload: %s/%s: no sampled window (start %v, end %v)", dir, capdir.FileInfo, info.Start, info.End)
 	}
-	if p.Profile, err = d.read(report.FileProfile, maxFile); err != nil {
+	if p.Profile, err = d.ReadFile(capdir.FileProfile, maxFile); err != nil {
 		return nil, fmt.Errorf("upload: %s: %w", dir, err)
 	}
-	if p.Threads, err = d.read(report.FileThreads, maxFile); err != nil {
-		if !isNotExist(err) {
+	if p.Threads, err = d.ReadFile(capdir.FileThreads, maxFile); err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("upload: %s: %w", dir, err)
 		}
 		p.Threads = nil
@@ -58,7 +54,7 @@ func Load(dir string) (*Profile, error) {
 // profiler_version, process_id and pid, process, runtime when known,
 // trigger, and stall_seconds when the capture belongs to a stall (its
 // whole length once it recovered).
-func CaptureTags(info *report.Info) []string {
+func CaptureTags(info *capdir.Info) []string {
 	tags := []string{
 		"language:native",
 		"profiler_version:" + version.String(),
@@ -72,7 +68,7 @@ func CaptureTags(info *report.Info) []string {
 		tags = append(tags, "runtime:"+r)
 	}
 	if info.Trigger != "" {
-		tags = append(tags, "trigger:"+ddtags.Value(info.Trigger))
+		tags = append(tags, "trigger:"+ddtags.Value(string(info.Trigger)))
 	}
 	stall := info.StallLen
 	if stall == 0 {
@@ -84,7 +80,7 @@ func CaptureTags(info *report.Info) []string {
 	return tags
 }
 
-func processName(info *report.Info) string {
+func processName(info *capdir.Info) string {
 	if info.Executable != "" {
 		return path.Base(info.Executable)
 	}
