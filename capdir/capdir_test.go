@@ -311,10 +311,23 @@ func TestPrune(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	removed, err := r.Prune(2)
+	// The oldest capture's upload is still queued: Prune spares it.
+	spareName := "20260301T120000.000Z-9-stall"
+	removed, spared, err := r.Prune(2, func(name string) bool { return name == spareName })
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !reflect.DeepEqual(spared, []string{spareName}) {
+		t.Errorf("Prune(2) spared %v, want %v", spared, []string{spareName})
+	}
+	if _, err := os.Stat(filepath.Join(root, spareName)); err != nil {
+		t.Errorf("a spared capture was removed: %v", err)
+	}
+	removed2, _, err := r.Prune(2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed = append(removed2, removed...)
 	want := []string{tempPrefix + "writing", "20100101T000000.000Z-1-stall", "20200101T000000.000Z-1-stall.txt", "20260301T120300.000Z-9-stall", "20260301T120400.000Z-9-stall", "keep-me"}
 	if got := names(t, root); !reflect.DeepEqual(got, want) {
 		t.Errorf("after Prune(2): %v, want %v", got, want)
@@ -325,7 +338,7 @@ func TestPrune(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(victim, "precious")); err != nil {
 		t.Errorf("Prune followed a link: %v", err)
 	}
-	if removed, err := r.Prune(0); err != nil || len(removed) != 0 || len(names(t, root)) != len(want) {
+	if removed, _, err := r.Prune(0, nil); err != nil || len(removed) != 0 || len(names(t, root)) != len(want) {
 		t.Errorf("Prune(0) removed %v (%v)", removed, err)
 	}
 }

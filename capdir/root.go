@@ -229,14 +229,16 @@ func (r *Root) Update(name string, f func(*Info), render func(*Dir) ([]File, err
 const staleTemp = time.Hour
 
 // Prune keeps the keep newest capture directories in r and removes the
-// older ones (keep <= 0 keeps all), and returns the names it removed. Only
+// older ones (keep <= 0 keeps all), and returns the names it removed and
+// those it spared: spare, when not nil, names captures to keep whatever
+// their age (those whose upload is still queued). Only
 // directories named like captures are touched, plus half-written ones a
 // crash left behind over an hour ago. Nothing is followed: a link planted
 // in place of a capture is removed, not its target.
-func (r *Root) Prune(keep int) (removed []string, err error) {
+func (r *Root) Prune(keep int, spare func(name string) bool) (removed, spared []string, err error) {
 	names, err := r.d.ReadDir()
 	if err != nil {
-		return nil, fmt.Errorf("prune: %w", err)
+		return nil, nil, fmt.Errorf("prune: %w", err)
 	}
 	var captures []string
 	var errs []error
@@ -257,6 +259,10 @@ func (r *Root) Prune(keep int) (removed []string, err error) {
 	if keep > 0 && len(captures) > keep {
 		slices.Sort(captures) // names begin with the UTC time
 		for _, name := range captures[:len(captures)-keep] {
+			if spare != nil && spare(name) {
+				spared = append(spared, name)
+				continue
+			}
 			if err := r.d.RemoveAll(name); err != nil {
 				errs = append(errs, err)
 				continue
@@ -265,7 +271,7 @@ func (r *Root) Prune(keep int) (removed []string, err error) {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return removed, fmt.Errorf("prune: %w", err)
+		return removed, spared, fmt.Errorf("prune: %w", err)
 	}
-	return removed, nil
+	return removed, spared, nil
 }

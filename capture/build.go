@@ -2,6 +2,8 @@ package capture
 
 import (
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/stallwatch/stallwatch/capdir"
@@ -270,9 +272,29 @@ func (f *facts) write(root *capdir.Root) (*capdir.Result, error) {
 		return nil, err
 	}
 	if f.cfg.Keep > 0 {
-		if _, err := root.Prune(f.cfg.Keep); err != nil {
-			f.cfg.Logger.Warn("pruning old captures", "err", err)
-		}
+		f.prune(root)
 	}
 	return &capdir.Result{Dir: dir, Trigger: f.trigger, Info: c.Info}, nil
+}
+
+// prune keeps cfg.Keep capture directories, and those whose upload is
+// pending (cfg.Uploads) until the upload is done or its queue lets it go.
+func (f *facts) prune(root *capdir.Root) {
+	var spare func(string) bool
+	if f.cfg.Uploads != nil {
+		spare = func(name string) bool {
+			abs, err := filepath.Abs(filepath.Join(root.Path(), name))
+			return err != nil || f.cfg.Uploads.Pending(abs)
+		}
+	}
+	removed, spared, err := root.Prune(f.cfg.Keep, spare)
+	if err != nil {
+		f.cfg.Logger.Warn("pruning old captures", "err", err)
+	}
+	if len(removed) > 0 {
+		f.cfg.Logger.Info("old captures removed (--keep)", "keep", f.cfg.Keep, "removed", strings.Join(removed, ", "))
+	}
+	if len(spared) > 0 {
+		f.cfg.Logger.Info("old captures kept past --keep: their upload is pending", "keep", f.cfg.Keep, "kept", strings.Join(spared, ", "))
+	}
 }

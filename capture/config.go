@@ -40,9 +40,19 @@ type Config struct {
 	Snapshot bool
 	// Keep is how many capture directories to keep under Out (0: all).
 	Keep int
+	// Uploads, when set, is the queue of the captures' uploads: Keep
+	// spares a capture whose upload it still holds, until the upload is
+	// done or the queue drops it for a bound (and says so).
+	Uploads PendingUploads
 	// Heartbeat names what is watched, for the report ("file /run/app.beat").
 	Heartbeat string
 	Logger    *slog.Logger
+}
+
+// PendingUploads says whether a capture directory (its absolute path)
+// has an upload still queued; *spool.Spool is one.
+type PendingUploads interface {
+	Pending(dir string) bool
 }
 
 // Defaults, as the README and every command's --help state them.
