@@ -85,6 +85,7 @@ type Spool struct {
 	locked  bool
 	wake    chan struct{}
 	closing bool
+	changed chan struct{} // closed, and replaced, when an item leaves
 }
 
 // ErrClosed is returned by Add after Close.
@@ -120,7 +121,7 @@ func Open(cfg Config) (*Spool, error) {
 	if cfg.rescan <= 0 {
 		cfg.rescan = rescanEvery
 	}
-	s := &Spool{cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1)}
+	s := &Spool{cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), changed: make(chan struct{})}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -274,11 +275,39 @@ func (s *Spool) applyBoundsLocked() {
 
 // dropLocked removes an item for a bound, and says so.
 func (s *Spool) dropLocked(it *Item, why string) {
+	defer s.notifyLocked()
 	s.bytes -= it.Size
 	s.stats.Dropped++
 	err := s.st.remove(it.name)
 	s.log.Warn("upload dropped from the queue", "key", it.Key, "queued_at", it.Queued.UTC().Format(time.RFC3339), "why", why, "remove_err", err)
 }
+
+// notifyLocked wakes Drain: an item left the queue.
+func (s *Spool) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// Drain waits until Run has delivered (or dropped) every item, or ctx is
+// done, and returns how many items are left.
+func (s *Spool) Drain(ctx context.Context) int {
+	for {
+		s.mu.Lock()
+		n, ch := len(s.items), s.changed
+		s.mu.Unlock()
+		if n == 0 {
+			return 0
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return n
+		}
+	}
+}
+
+// Dir is the spool's directory.
+func (s *Spool) Dir() string { return s.cfg.Dir }
 
 // Pending says whether an item with key waits in the queue.
 func (s *Spool) Pending(key string) bool {
@@ -369,6 +398,7 @@ func (s *Spool) Run(ctx context.Context) error {
 func (s *Spool) finish(it *Item, count func(*Stats)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.notifyLocked()
 	count(&s.stats)
 	for i, q := range s.items {
 		if q == it {

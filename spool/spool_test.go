@@ -441,3 +441,36 @@ func TestUnsafeDirectory(t *testing.T) {
 		t.Fatalf("a world-writable queue directory: %v", err)
 	}
 }
+
+// TestDrain: Drain returns when Run has delivered everything, or at its
+// deadline with what is left.
+func TestDrain(t *testing.T) {
+	release := make(chan struct{})
+	s, err := Open(Config{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler),
+		Deliver: func(ctx context.Context, it Item) error {
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Add(Item{Key: "a", Size: 1})
+	s.Add(Item{Key: "b", Size: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Run(ctx)
+	short, stop := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer stop()
+	if n := s.Drain(short); n != 2 {
+		t.Errorf("Drain at its deadline left %d, want 2", n)
+	}
+	close(release)
+	if n := s.Drain(context.Background()); n != 0 {
+		t.Errorf("Drain left %d", n)
+	}
+}
