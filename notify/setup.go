@@ -1,0 +1,165 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/stallwatch/stallwatch/alert"
+	"github.com/stallwatch/stallwatch/hook"
+	"github.com/stallwatch/stallwatch/internal/ddtags"
+	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/spool"
+	"github.com/stallwatch/stallwatch/upload"
+)
+
+// QueueDirName is the upload queue's directory under --out.
+const QueueDirName = ".upload-queue"
+
+// Options are what the user asked for: flags, with Datadog's environment
+// (DD_DOGSTATSD_URL, DD_AGENT_HOST, DD_DOGSTATSD_PORT, DD_TRACE_AGENT_URL,
+// DD_TRACE_AGENT_PORT, DD_SERVICE, DD_ENV, DD_VERSION, DD_TAGS) filling
+// what they leave empty.
+type Options struct {
+	Statsd  string // --statsd
+	Upload  string // --upload
+	Tags    string // --tags (DD_TAGS when empty)
+	Service string // --service (DD_SERVICE)
+	Env     string // --env (DD_ENV)
+	Version string // DD_VERSION
+
+	OnCapture, OnRecover string
+	HookTimeout          time.Duration
+
+	// QueueDir is where uploads wait (OUT/.upload-queue); bounded by
+	// MaxAge and MaxBytes (spool's defaults when 0).
+	QueueDir string
+	MaxAge   time.Duration
+	MaxBytes int64
+
+	Getenv func(string) string // default os.Getenv
+	Logger *slog.Logger
+}
+
+// Stack is everything a stallwatch process acts with: one of each, for
+// every target it watches.
+type Stack struct {
+	*Notifier
+	Alerts   *alert.Client
+	Hooks    *hook.Runner
+	Uploader *upload.Uploader // nil: uploads are not configured
+	Queue    *spool.Spool     // nil likewise
+	Service  string
+
+	log     *slog.Logger
+	stopRun context.CancelFunc
+	runDone chan struct{}
+}
+
+// Setup resolves o and starts what it asks for: alerts when a DogStatsD
+// address is found, uploads (and their queue, delivering from now on)
+// when an agent URL is, hooks when given. Each is logged once with where
+// its address came from; what is not configured is silent.
+func Setup(o Options) (*Stack, error) {
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	fill := func(v, env string) string {
+		if v != "" {
+			return v
+		}
+		return getenv(env)
+	}
+	service, env, version := fill(o.Service, "DD_SERVICE"), fill(o.Env, "DD_ENV"), fill(o.Version, "DD_VERSION")
+	host, _ := os.Hostname()
+	tags := ddtags.Common(service, env, version, host, ddtags.Parse(fill(o.Tags, "DD_TAGS")))
+
+	addr, addrFrom, err := alert.ResolveAddr(o.Statsd, getenv, nil)
+	if err != nil {
+		return nil, err
+	}
+	url, urlFrom, err := upload.ResolveURL(o.Upload, getenv, nil)
+	if err != nil {
+		return nil, err
+	}
+	s := &Stack{Service: service, log: log}
+	if s.Alerts, err = alert.New(alert.Config{Addr: addr, Tags: tags, Hostname: host, Logger: log}); err != nil {
+		return nil, err
+	}
+	if addr != "" {
+		log.Info("alerts on", "statsd", addr, "from", string(addrFrom), "tags", strings.Join(tags, ","))
+	}
+	if o.OnCapture != "" || o.OnRecover != "" {
+		s.Hooks = hook.New(hook.Config{Timeout: o.HookTimeout, Logger: log})
+	}
+	if url != "" {
+		if s.Uploader, err = upload.New(upload.Config{URL: url, Tags: tags, Logger: log}); err != nil {
+			s.Alerts.Close()
+			return nil, err
+		}
+		if o.QueueDir == "" {
+			s.Alerts.Close()
+			return nil, errors.New("notify: uploads need a queue directory")
+		}
+		s.Queue, err = spool.Open(spool.Config{Dir: o.QueueDir, MaxAge: o.MaxAge, MaxBytes: o.MaxBytes,
+			Deliver: Deliver(s.Uploader), Retryable: Retryable, Logger: log})
+		if err != nil {
+			s.Alerts.Close()
+			return nil, fmt.Errorf("upload queue: %w", err)
+		}
+		log.Info("uploads on", "agent", url, "from", string(urlFrom), "queue", o.QueueDir)
+		ctx, cancel := context.WithCancel(context.Background())
+		s.stopRun, s.runDone = cancel, make(chan struct{})
+		go func() {
+			defer close(s.runDone)
+			s.Queue.Run(ctx)
+		}()
+	}
+	s.Notifier = New(Config{Alerts: s.Alerts, Hooks: s.Hooks, OnCapture: o.OnCapture, OnRecover: o.OnRecover,
+		Uploads: s.Queue, Host: host, Logger: log})
+	return s, nil
+}
+
+// Target describes pid for alerts, hooks and uploads: its command name,
+// and the service the options name.
+func (s *Stack) Target(pid int) Target {
+	comm, _ := procfs.Comm(pid, pid)
+	return Target{PID: pid, Process: comm, Service: s.Service}
+}
+
+// Close acts on the events handed over, gives the uploads queued up to
+// grace to be delivered, runs no new hook and waits for those running up
+// to grace, and releases everything. What is still queued stays on disk
+// for the next stallwatch, and Close says so.
+func (s *Stack) Close(grace time.Duration) {
+	s.Notifier.Close()
+	if s.Queue != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), grace)
+		left := s.Queue.Drain(ctx)
+		cancel()
+		s.stopRun()
+		<-s.runDone
+		if left > 0 {
+			s.log.Warn("uploads still queued; the next stallwatch with uploads on and the same --out sends them, or run stallwatch upload",
+				"queued", left, "queue", s.Queue.Dir())
+		}
+		st := s.Queue.Stats()
+		if st.Dropped+st.Refused+st.Unreadable > 0 {
+			s.log.Warn("uploads not delivered", "dropped_for_bounds", st.Dropped, "refused", st.Refused, "unreadable_entries", st.Unreadable)
+		}
+		s.Queue.Close()
+	}
+	if s.Hooks != nil {
+		s.Hooks.Close(grace)
+	}
+	s.Alerts.Close()
+}
