@@ -48,7 +48,7 @@ func TestEnvironment(t *testing.T) {
 	env := Env{Event: "capture", Dir: "/var/lib/stallwatch/20260105T143012.345Z-4242-stall", PID: 4242,
 		Process: `bank"; touch pwned #`, Trigger: "stall", Stall: 10234 * time.Millisecond,
 		TopFinding: "DEADLOCK: tid 11 waits for tid 12 waits for tid 11.", Service: "bank", Host: "web-1"}
-	r.Start("on-capture", "env | grep ^STALLWATCH_ | sort > '"+out+"'", env)
+	r.Start("on-capture", "env | grep -E '^STALLWATCH_(EVENT|CAPTURE_DIR|PID|PROCESS|TRIGGER|STALL_SECONDS|TOP_FINDING|SERVICE|HOST)=' | sort > '"+out+"'", env)
 	wait(t, r, func(s Stats) bool { return s.Succeeded == 1 })
 	r.Close(time.Second)
 	data, err := os.ReadFile(out)
