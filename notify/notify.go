@@ -298,3 +298,26 @@ func Retryable(err error) bool {
 	}
 	return upload.Retryable(err)
 }
+
+// UploadDir uploads a capture directory at once (stallwatch upload),
+// trying again after 1 s, 2 s, 4 s … up to tries times in all while the
+// failure may pass (upload.Retryable).
+func UploadDir(ctx context.Context, u *upload.Uploader, dir string, tries int) error {
+	p, err := upload.Load(dir)
+	if err != nil {
+		return err
+	}
+	wait := time.Second
+	for try := 1; ; try++ {
+		err = u.Upload(ctx, p)
+		if err == nil || !upload.Retryable(err) || try >= tries {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+}

@@ -31,6 +31,10 @@ type Options struct {
 	Service string // --service (DD_SERVICE)
 	Env     string // --env (DD_ENV)
 	Version string // DD_VERSION
+	// NoAlerts and NoUploads turn alerts or uploads off whatever the
+	// environment says (--statsd off, --upload off; record sends no
+	// alerts).
+	NoAlerts, NoUploads bool
 
 	OnCapture, OnRecover string
 	HookTimeout          time.Duration
@@ -65,44 +69,23 @@ type Stack struct {
 // when an agent URL is, hooks when given. Each is logged once with where
 // its address came from; what is not configured is silent.
 func Setup(o Options) (*Stack, error) {
-	getenv := o.Getenv
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	log := o.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	fill := func(v, env string) string {
-		if v != "" {
-			return v
-		}
-		return getenv(env)
-	}
-	service, env, version := fill(o.Service, "DD_SERVICE"), fill(o.Env, "DD_ENV"), fill(o.Version, "DD_VERSION")
-	host, _ := os.Hostname()
-	tags := ddtags.Common(service, env, version, host, ddtags.Parse(fill(o.Tags, "DD_TAGS")))
-
-	addr, addrFrom, err := alert.ResolveAddr(o.Statsd, getenv, nil)
+	r, err := o.resolve()
 	if err != nil {
 		return nil, err
 	}
-	url, urlFrom, err := upload.ResolveURL(o.Upload, getenv, nil)
-	if err != nil {
+	log := r.log
+	s := &Stack{Service: r.service, log: log}
+	if s.Alerts, err = alert.New(alert.Config{Addr: r.addr, Tags: r.tags, Hostname: r.host, Logger: log}); err != nil {
 		return nil, err
 	}
-	s := &Stack{Service: service, log: log}
-	if s.Alerts, err = alert.New(alert.Config{Addr: addr, Tags: tags, Hostname: host, Logger: log}); err != nil {
-		return nil, err
-	}
-	if addr != "" {
-		log.Info("alerts on", "statsd", addr, "from", string(addrFrom), "tags", strings.Join(tags, ","))
+	if r.addr != "" {
+		log.Info("alerts on", "statsd", r.addr, "from", string(r.addrFrom), "tags", strings.Join(r.tags, ","))
 	}
 	if o.OnCapture != "" || o.OnRecover != "" {
 		s.Hooks = hook.New(hook.Config{Timeout: o.HookTimeout, Logger: log})
 	}
-	if url != "" {
-		if s.Uploader, err = upload.New(upload.Config{URL: url, Tags: tags, Logger: log}); err != nil {
+	if r.url != "" {
+		if s.Uploader, err = upload.New(upload.Config{URL: r.url, Tags: r.tags, Logger: log}); err != nil {
 			s.Alerts.Close()
 			return nil, err
 		}
@@ -116,7 +99,7 @@ func Setup(o Options) (*Stack, error) {
 			s.Alerts.Close()
 			return nil, fmt.Errorf("upload queue: %w", err)
 		}
-		log.Info("uploads on", "agent", url, "from", string(urlFrom), "queue", o.QueueDir)
+		log.Info("uploads on", "agent", r.url, "from", string(r.urlFrom), "queue", o.QueueDir)
 		ctx, cancel := context.WithCancel(context.Background())
 		s.stopRun, s.runDone = cancel, make(chan struct{})
 		go func() {
@@ -125,8 +108,67 @@ func Setup(o Options) (*Stack, error) {
 		}()
 	}
 	s.Notifier = New(Config{Alerts: s.Alerts, Hooks: s.Hooks, OnCapture: o.OnCapture, OnRecover: o.OnRecover,
-		Uploads: s.Queue, Host: host, Logger: log})
+		Uploads: s.Queue, Host: r.host, Logger: log})
 	return s, nil
+}
+
+// resolved is what Options come to once the environment filled them.
+type resolved struct {
+	log           *slog.Logger
+	service, host string
+	tags          []string
+	addr, url     string
+	addrFrom      alert.Source
+	urlFrom       upload.Source
+}
+
+func (o *Options) resolve() (*resolved, error) {
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	r := &resolved{log: o.Logger}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	fill := func(v, env string) string {
+		if v != "" {
+			return v
+		}
+		return getenv(env)
+	}
+	var env, version string
+	r.service, env, version = fill(o.Service, "DD_SERVICE"), fill(o.Env, "DD_ENV"), fill(o.Version, "DD_VERSION")
+	r.host, _ = os.Hostname()
+	r.tags = ddtags.Common(r.service, env, version, r.host, ddtags.Parse(fill(o.Tags, "DD_TAGS")))
+	var err error
+	if !o.NoAlerts {
+		if r.addr, r.addrFrom, err = alert.ResolveAddr(o.Statsd, getenv, nil); err != nil {
+			return nil, err
+		}
+	}
+	if !o.NoUploads {
+		if r.url, r.urlFrom, err = upload.ResolveURL(o.Upload, getenv, nil); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// ErrNoAgent is returned by NewUploader when no agent URL is configured.
+var ErrNoAgent = errors.New("no Datadog agent: give --upload URL, or set DD_TRACE_AGENT_URL or DD_AGENT_HOST")
+
+// NewUploader is the uploader o asks for, for uploads made at once
+// (stallwatch upload), tagged as Setup's are.
+func NewUploader(o Options) (*upload.Uploader, error) {
+	r, err := o.resolve()
+	if err != nil {
+		return nil, err
+	}
+	if r.url == "" {
+		return nil, ErrNoAgent
+	}
+	return upload.New(upload.Config{URL: r.url, Tags: r.tags, Logger: r.log})
 }
 
 // Target describes pid for alerts, hooks and uploads: its command name,

@@ -28,6 +28,7 @@ func newApp(g *globals) *cli.App {
 		recordCommand(g),
 		snapshotCommand(g),
 		reportCommand(g),
+		uploadCommand(g),
 		jitCommand(g),
 		app.CompletionCommand(),
 		app.ManCommand(),
@@ -61,10 +62,18 @@ SIGUSR1 makes watch capture now, whatever the state of the heartbeat.
 SIGINT and SIGTERM end every command cleanly: a recording or a capture in progress is cut short and still written; watch -- CMD passes them on to CMD.`},
 	{"ENVIRONMENT", `
 DD_DOGSTATSD_URL, DD_AGENT_HOST, DD_DOGSTATSD_PORT
-    where watch --heartbeat-statsd forwards the target's metrics when --forward is not given.`},
+    where watch sends alerts when --statsd is not given, and where watch --heartbeat-statsd forwards the target's metrics when --forward is not given.
+DD_TRACE_AGENT_URL, DD_AGENT_HOST, DD_TRACE_AGENT_PORT
+    where watch, record and upload send captures when --upload is not given.
+DD_SERVICE, DD_ENV, DD_VERSION, DD_TAGS
+    the service, env, version and other tags of alerts and uploads when --service, --env and --tags are not given.`},
 	{"FILES", `
 ./stallwatch-captures
     the default --out: one capture directory per capture, named TIME-PID-TRIGGER, holding profile.pb.gz, threads.pb.gz, report.txt, report.html and capture.json.
+./stallwatch-captures/.upload-queue
+    uploads the agent has not taken yet, one file each; they survive restarts, and watch or record with uploads on sends them.
+/var/run/datadog/dsd.socket, /var/run/datadog/apm.socket
+    the Datadog agent's sockets, used for alerts and uploads when they exist and nothing else is configured.
 /tmp/perf-PID.map, jit-PID.dump
     the JIT symbol files runtimes write, read for the names of JIT-compiled code.`},
 	{"SEE ALSO", `

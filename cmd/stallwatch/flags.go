@@ -1,15 +1,24 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
+	"strings"
 	"time"
+	"unicode"
 
+	"github.com/stallwatch/stallwatch/alert"
 	"github.com/stallwatch/stallwatch/capture"
+	"github.com/stallwatch/stallwatch/hook"
 	"github.com/stallwatch/stallwatch/internal/cli"
 	"github.com/stallwatch/stallwatch/internal/logfmt"
 	"github.com/stallwatch/stallwatch/internal/preflight"
+	"github.com/stallwatch/stallwatch/notify"
+	"github.com/stallwatch/stallwatch/spool"
+	"github.com/stallwatch/stallwatch/upload"
 )
 
 // The flag sets several commands share. Each is declared once, here, so
@@ -171,4 +180,122 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// off is the value of --statsd and --upload that turns alerts or uploads
+// off whatever Datadog's environment says.
+const off = "off"
+
+// datadogFlags say where alerts and uploads go and how they are tagged:
+// watch, record and upload.
+type datadogFlags struct {
+	statsd, upload        string
+	tags, service, env    string
+	maxAge                time.Duration
+	maxBytes              byteSize
+	withStatsd, withQueue bool // the command alerts; the command queues uploads
+}
+
+func (d *datadogFlags) declare(fs *cli.FlagSet) {
+	fs.Group("Datadog")
+	if d.withStatsd {
+		fs.String(&d.statsd, "statsd", "", "send alerts (events, service check, metrics) to DogStatsD at `ADDR`: udp://host:port, host:port, unix:///path (default $DD_DOGSTATSD_URL, else $DD_AGENT_HOST:8125, else /var/run/datadog/dsd.socket if it exists; off: none)")
+	}
+	fs.String(&d.upload, "upload", "", "upload captures to the Datadog agent at `URL`: http://host:8126 or unix:///path (default $DD_TRACE_AGENT_URL, else http://$DD_AGENT_HOST:8126, else /var/run/datadog/apm.socket if it exists; off: none)")
+	fs.String(&d.tags, "tags", "", "more tags `K:V,...` on alerts and uploads (default $DD_TAGS)")
+	fs.String(&d.service, "service", "", "the target's service `NAME`, in tags and alert titles (default $DD_SERVICE, else the process name)")
+	fs.String(&d.env, "env", "", "the environment `NAME` of the env tag (default $DD_ENV); $DD_VERSION gives the version tag")
+	if d.withQueue {
+		d.maxBytes = spool.DefaultMaxBytes
+		fs.Duration(&d.maxAge, "upload-max-age", spool.DefaultMaxAge, "an upload the agent has not taken after this long is dropped from the queue, and said")
+		fs.Var(&d.maxBytes, "upload-max-bytes", "the upload queue holds at most `SIZE` of profiles (1GiB, 500MiB …); the oldest are dropped, and said")
+	}
+}
+
+func (d *datadogFlags) check() error {
+	if d.statsd != "" && d.statsd != off {
+		if _, err := alert.ParseAddr(d.statsd); err != nil {
+			return cli.UsageErrorf("--statsd: %v", err)
+		}
+	}
+	if d.upload != "" && d.upload != off {
+		if _, err := upload.ParseURL(d.upload); err != nil {
+			return cli.UsageErrorf("--upload: %v", err)
+		}
+	}
+	if d.withQueue && (d.maxAge <= 0 || d.maxBytes <= 0) {
+		return cli.UsageErrorf("--upload-max-age and --upload-max-bytes must be positive")
+	}
+	return nil
+}
+
+// options are notify.Setup's options; queueDir is where uploads wait.
+func (d *datadogFlags) options(queueDir string, log *slog.Logger) notify.Options {
+	o := notify.Options{
+		Statsd: d.statsd, Upload: d.upload, Tags: d.tags, Service: d.service, Env: d.env,
+		QueueDir: queueDir, MaxAge: d.maxAge, MaxBytes: int64(d.maxBytes), Logger: log,
+	}
+	o.NoAlerts = !d.withStatsd || d.statsd == off
+	o.NoUploads = d.upload == off
+	if o.Statsd == off {
+		o.Statsd = ""
+	}
+	if o.Upload == off {
+		o.Upload = ""
+	}
+	return o
+}
+
+// hookFlags are the commands run on what the watchdog sees.
+type hookFlags struct {
+	onCapture, onRecover string
+	timeout              time.Duration
+}
+
+func (h *hookFlags) declare(fs *cli.FlagSet) {
+	fs.Group("Hooks")
+	fs.String(&h.onCapture, "on-capture", "", "run `CMD` (sh -c) after each capture is written, with STALLWATCH_CAPTURE_DIR, _PID, _PROCESS, _TRIGGER, _STALL_SECONDS, _TOP_FINDING, _SERVICE, _HOST and _EVENT in its environment; its output goes to the log")
+	fs.String(&h.onRecover, "on-recover", "", "run `CMD` when a stall ends (STALLWATCH_EVENT=recover; STALLWATCH_STALL_SECONDS is the whole stall)")
+	fs.Duration(&h.timeout, "hook-timeout", hook.DefaultTimeout, "a hook still running after this long is killed, its whole process group")
+}
+
+func (h *hookFlags) check() error {
+	if h.timeout <= 0 {
+		return cli.UsageErrorf("--hook-timeout %v: must be positive", h.timeout)
+	}
+	return nil
+}
+
+func (h *hookFlags) apply(o *notify.Options) {
+	o.OnCapture, o.OnRecover, o.HookTimeout = h.onCapture, h.onRecover, h.timeout
+}
+
+// byteSize is a flag of bytes: a number with an optional unit (K, KiB,
+// M, MiB, G, GiB; powers of 1024).
+type byteSize int64
+
+func (b *byteSize) String() string {
+	n := int64(*b)
+	for _, u := range []struct {
+		s string
+		n int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.n && n%u.n == 0 {
+			return strconv.FormatInt(n/u.n, 10) + u.s
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func (b *byteSize) Set(s string) error {
+	num := strings.TrimRightFunc(s, unicode.IsLetter)
+	unit := strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(s[len(num):], "B"), "b"))
+	unit = strings.TrimSuffix(unit, "I")
+	mult := map[string]int64{"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[unit]
+	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+	if err != nil || mult == 0 || n < 0 || n > (1<<62)/mult {
+		return fmt.Errorf("%q: want a size such as 512MiB or 2GiB", s)
+	}
+	*b = byteSize(n * mult)
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/stallwatch/stallwatch/capdir"
@@ -12,6 +13,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/cli"
 	"github.com/stallwatch/stallwatch/internal/preflight"
 	"github.com/stallwatch/stallwatch/internal/termsafe"
+	"github.com/stallwatch/stallwatch/notify"
 	"github.com/stallwatch/stallwatch/report"
 )
 
@@ -36,6 +38,9 @@ off-CPU intervals (where each thread waited and for how long), with JIT
 frames named from the target's jitdump or perf map. Writes a capture
 directory (profile.pb.gz, capture.json, report.txt, report.html) and prints a
 summary. Ctrl-C ends the recording early; what was recorded is written.
+With an agent URL (--upload, DD_TRACE_AGENT_URL, DD_AGENT_HOST or the
+agent's APM socket), the capture is uploaded to Datadog's profiler; if the
+agent does not take it within 30 s it waits in OUT/.upload-queue.
 
 Examples:
   stallwatch record -p 4242                     # 10 s, on- and off-CPU
@@ -54,6 +59,7 @@ type recordFlags struct {
 	quiet    bool
 	capture  captureFlags
 	output   outputFlags
+	datadog  datadogFlags
 }
 
 func (f *recordFlags) declare(fs *cli.FlagSet) {
@@ -63,6 +69,8 @@ func (f *recordFlags) declare(fs *cli.FlagSet) {
 	fs.Bool(&f.quiet, "quiet", "print only the capture directory's path: no progress, no summary").Alias("q")
 	f.capture.declare(fs)
 	f.output.declare(fs)
+	f.datadog.withQueue = true
+	f.datadog.declare(fs)
 }
 
 func (f *recordFlags) check(inv *cli.Invocation) error {
@@ -78,6 +86,9 @@ func (f *recordFlags) check(inv *cli.Invocation) error {
 	if err := f.capture.check(); err != nil {
 		return err
 	}
+	if err := f.datadog.check(); err != nil {
+		return err
+	}
 	return f.output.check()
 }
 
@@ -91,6 +102,11 @@ func record(ctx context.Context, inv *cli.Invocation, f *recordFlags, g *globals
 	if err := startChecks(log, needs); err != nil {
 		return err
 	}
+	stack, err := notify.Setup(f.datadog.options(filepath.Join(f.output.out, notify.QueueDirName), log))
+	if err != nil {
+		return err
+	}
+	defer stack.Close(0)
 	cfg := capture.Config{PID: f.pid, Snapshot: f.snapshot, Logger: log}
 	f.capture.apply(&cfg)
 	f.output.apply(&cfg)
@@ -102,6 +118,9 @@ func record(ctx context.Context, inv *cli.Invocation, f *recordFlags, g *globals
 	res, err := capture.Record(ctx, cfg, f.duration, progress)
 	if err != nil {
 		return err
+	}
+	if stack.Queue != nil {
+		uploadNow(ctx, stack, res.Dir, log)
 	}
 	if f.quiet {
 		_, err := fmt.Fprintln(inv.Stdout, res.Dir)
@@ -144,4 +163,29 @@ func printSummary(ctx context.Context, w io.Writer, res *capdir.Result) error {
 	}
 	fmt.Fprintf(w, "\nwritten to %s\n  go tool pprof -http=: %s/%s\n", res.Dir, res.Dir, capdir.FileProfile)
 	return nil
+}
+
+// recordUploadWait is how long record waits for the agent to take its
+// capture before leaving the upload queued.
+const recordUploadWait = 30 * time.Second
+
+// uploadNow queues the upload of dir and waits for it to be sent; one the
+// agent does not take in time stays queued (the stack says so as it
+// closes).
+func uploadNow(ctx context.Context, stack *notify.Stack, dir string, log *slog.Logger) {
+	it, err := notify.UploadItem(dir, nil)
+	if err == nil {
+		err = stack.Queue.Add(it)
+	}
+	if err != nil {
+		log.Error("the capture could not be queued for upload; it stays on disk", "dir", dir, "err", err)
+		return
+	}
+	wait, cancel := context.WithTimeout(ctx, recordUploadWait)
+	defer cancel()
+	if stack.Queue.Drain(wait) == 0 && !stack.Queue.Pending(it.Key) {
+		if st := stack.Queue.Stats(); st.Refused+st.Dropped == 0 {
+			log.Info("uploaded", "dir", dir, "agent", stack.Uploader.URL())
+		}
+	}
 }

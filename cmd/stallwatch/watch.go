@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/child"
 	"github.com/stallwatch/stallwatch/internal/cli"
 	"github.com/stallwatch/stallwatch/internal/preflight"
+	"github.com/stallwatch/stallwatch/notify"
 	"github.com/stallwatch/stallwatch/watchdog"
 )
 
@@ -72,6 +74,28 @@ beat the target gives, --heartbeat-proc from the start of watching):
   looks frozen too:
     stallwatch watch --heartbeat-proc --stall-after 30s --pid 4242
 
+Alerts, uploads and hooks (each is off unless configured):
+
+  With a DogStatsD address (--statsd, else DD_DOGSTATSD_URL, else
+  DD_AGENT_HOST, else the agent's socket when it exists) a stall sends, the
+  moment it is found, an error event, the service check
+  stallwatch.target.responsive (critical) and stallwatch.stall.active; the
+  capture (with its top findings) and the recovery follow in the same event
+  thread; stallwatch.heartbeat.age is sent every 10 s.
+
+  With an agent URL (--upload, else DD_TRACE_AGENT_URL, else
+  DD_AGENT_HOST:8126, else the agent's APM socket when it exists) each
+  capture goes to Datadog's profiler, beside the service's other profiles.
+  An upload the agent cannot take now waits in OUT/.upload-queue, across
+  restarts, and --keep spares its capture until it is sent:
+    stallwatch watch --heartbeat-proc -p 4242 --statsd 127.0.0.1:8125 \
+        --upload http://127.0.0.1:8126 --service bank --env prod
+
+  Hooks run a command of yours after each capture or recovery, with the
+  capture directory and the top finding in its environment:
+    stallwatch watch --heartbeat-file /run/app.beat -p 4242 \
+        --on-capture 'curl -fsS --data "$STALLWATCH_TOP_FINDING" "$WEBHOOK_URL"'
+
 Signals: SIGUSR1 captures now (trigger "signal"), whatever the state;
 requests that arrive during a capture make one more capture after it.
 SIGINT and SIGTERM cut a capture in progress short, write it (within 5 s)
@@ -107,6 +131,8 @@ type watchFlags struct {
 	policy  policyFlags
 	capture captureFlags
 	output  outputFlags
+	datadog datadogFlags
+	hooks   hookFlags
 }
 
 func (f *watchFlags) declare(fs *cli.FlagSet) {
@@ -124,6 +150,9 @@ func (f *watchFlags) declare(fs *cli.FlagSet) {
 	f.policy.declare(fs)
 	f.capture.declare(fs)
 	f.output.declare(fs)
+	f.datadog.withStatsd, f.datadog.withQueue = true, true
+	f.datadog.declare(fs)
+	f.hooks.declare(fs)
 }
 
 func (f *watchFlags) check(inv *cli.Invocation) error {
@@ -151,7 +180,7 @@ func (f *watchFlags) check(inv *cli.Invocation) error {
 			return cli.UsageErrorf("--heartbeat-http: %v", err)
 		}
 	}
-	for _, c := range []interface{ check() error }{&f.policy, &f.capture, &f.output} {
+	for _, c := range []interface{ check() error }{&f.policy, &f.capture, &f.output, &f.datadog, &f.hooks} {
 		if err := c.check(); err != nil {
 			return err
 		}
@@ -190,13 +219,27 @@ func (f *watchFlags) needs() preflight.Needs {
 }
 
 // captureConfig is the capture session's configuration for pid.
-func (f *watchFlags) captureConfig(pid int, heartbeats string, log *slog.Logger) capture.Config {
+func (f *watchFlags) captureConfig(pid int, heartbeats string, stack *notify.Stack, log *slog.Logger) capture.Config {
 	cfg := capture.Config{PID: pid, Snapshot: true, Heartbeat: heartbeats, Logger: log}
 	f.policy.apply(&cfg)
 	f.capture.apply(&cfg)
 	f.output.apply(&cfg)
+	if stack.Queue != nil {
+		cfg.Uploads = stack.Queue
+	}
 	return cfg
 }
+
+// notifyOptions are the alerts, uploads and hooks the flags ask for.
+func (f *watchFlags) notifyOptions(log *slog.Logger) notify.Options {
+	o := f.datadog.options(filepath.Join(f.output.out, notify.QueueDirName), log)
+	f.hooks.apply(&o)
+	return o
+}
+
+// stackGrace is how long stallwatch gives its last uploads and hooks when
+// it ends.
+const stackGrace = 5 * time.Second
 
 // watch runs `stallwatch watch`. In `-- CMD` mode it ends with the child's
 // status (an exitStatus error when it is not 0).
@@ -210,6 +253,11 @@ func watch(ctx context.Context, inv *cli.Invocation, f *watchFlags, g *globals) 
 		return err
 	}
 
+	stack, err := notify.Setup(f.notifyOptions(log))
+	if err != nil {
+		return err
+	}
+	defer stack.Close(stackGrace)
 	sources, proxy, err := f.sources(log)
 	if err != nil {
 		return err
@@ -223,7 +271,7 @@ func watch(ctx context.Context, inv *cli.Invocation, f *watchFlags, g *globals) 
 	defer signal.Stop(sigs)
 
 	if len(inv.Rest) == 0 {
-		return watchTarget(ctx, f, f.pid, sources, nil, sigs, log)
+		return watchTarget(ctx, f, f.pid, sources, stack, nil, sigs, log)
 	}
 	var env []string
 	if proxy != nil {
@@ -233,7 +281,7 @@ func watch(ctx context.Context, inv *cli.Invocation, f *watchFlags, g *globals) 
 	if err != nil {
 		return err
 	}
-	if err := watchTarget(ctx, f, kid.Pid, sources, kid, sigs, log); err != nil {
+	if err := watchTarget(ctx, f, kid.Pid, sources, stack, kid, sigs, log); err != nil {
 		select {
 		case <-kid.Done():
 			// It exited before it could be watched: its status is
@@ -287,7 +335,7 @@ func (f *watchFlags) sources(log *slog.Logger) ([]watchdog.Source, *watchdog.Sta
 
 // watchTarget opens the capture session and runs the watchdog until the
 // target exits or a signal stops it.
-func watchTarget(ctx context.Context, f *watchFlags, pid int, sources []watchdog.Source, kid *child.Process, sigs <-chan os.Signal, log *slog.Logger) error {
+func watchTarget(ctx context.Context, f *watchFlags, pid int, sources []watchdog.Source, stack *notify.Stack, kid *child.Process, sigs <-chan os.Signal, log *slog.Logger) error {
 	if f.proc {
 		sources = append(sources, &watchdog.Progress{PID: pid, Interval: watchdog.PollInterval(f.policy.stallAfter)})
 	}
@@ -296,7 +344,7 @@ func watchTarget(ctx context.Context, f *watchFlags, pid int, sources []watchdog
 		names[i] = s.String()
 	}
 	heartbeats := strings.Join(names, ", ")
-	sess, err := capture.Open(f.captureConfig(pid, heartbeats, log))
+	sess, err := capture.Open(f.captureConfig(pid, heartbeats, stack, log))
 	if err != nil {
 		return err
 	}
@@ -311,6 +359,7 @@ func watchTarget(ctx context.Context, f *watchFlags, pid int, sources []watchdog
 	wd, err := watchdog.New(watchdog.Config{
 		PID: pid, Sources: sources, StallAfter: f.policy.stallAfter, RecaptureAfter: f.policy.recaptureAfter,
 		MaxCaptures: f.policy.maxCaptures, Capturer: sess, Logger: log,
+		Events: stack.For(stack.Target(pid)),
 	})
 	if err != nil {
 		return err
