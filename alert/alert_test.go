@@ -7,11 +7,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stallwatch/stallwatch/internal/dsdtest"
+	"github.com/stallwatch/stallwatch/internal/testutil"
 )
 
 var baseTags = []string{"service:bank", "env:prod", "version:1.2.3", "host:web-1", "team:payments"}
@@ -217,31 +217,13 @@ func TestTargetControlledNames(t *testing.T) {
 	}
 }
 
-// lockedBuffer collects log lines written from datadog-go's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestUnreachable: an agent configured but not there gives one warning,
 // however many alerts fail, and no call waits for it.
 func TestUnreachable(t *testing.T) {
 	t.Run("udp", func(t *testing.T) {
 		srv := dsdtest.ListenUDP(t)
 		srv.Close() // the port answers ICMP "port unreachable" from now on
-		var logs lockedBuffer
+		var logs testutil.Buffer
 		c, err := New(Config{Addr: srv.Addr, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		if err != nil {
 			t.Fatal(err)
@@ -263,7 +245,7 @@ func TestUnreachable(t *testing.T) {
 	})
 	t.Run("unixgram", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "absent.socket")
-		var logs lockedBuffer
+		var logs testutil.Buffer
 		c, err := New(Config{Addr: "unixgram://" + path, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		if err != nil {
 			t.Fatal(err)

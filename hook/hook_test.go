@@ -1,36 +1,17 @@
 package hook
 
 import (
-	"bytes"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stallwatch/stallwatch/internal/testutil"
 )
-
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func wait(t *testing.T, r *Runner, cond func(Stats) bool) Stats {
 	t.Helper()
@@ -77,7 +58,7 @@ func TestEnvironment(t *testing.T) {
 // TestOutputLogged: what a hook prints goes to the log, and a failure
 // says its status.
 func TestOutputLogged(t *testing.T) {
-	var logs logBuf
+	var logs testutil.Buffer
 	r := New(Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	r.Start("on-recover", "echo posted to chat; echo curl: timeout >&2; exit 3", Env{Event: "recover", PID: 7})
 	wait(t, r, func(s Stats) bool { return s.Failed == 1 })
@@ -95,7 +76,7 @@ func TestOutputLogged(t *testing.T) {
 // for it.
 func TestHangingHookKilled(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pids")
-	var logs logBuf
+	var logs testutil.Buffer
 	r := New(Config{Timeout: 300 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	start := time.Now()
 	r.Start("on-capture", "trap '' TERM; sleep 1000 & echo $$ $! > '"+pidFile+"'; wait", Env{Event: "capture", PID: 1})
@@ -141,7 +122,7 @@ func TestBoundedConcurrency(t *testing.T) {
 // TestClose: stopping stallwatch kills a hook still running after the
 // grace, and runs no new one.
 func TestClose(t *testing.T) {
-	var logs logBuf
+	var logs testutil.Buffer
 	r := New(Config{Timeout: time.Hour, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	r.Start("on-capture", "sleep 1000", Env{})
 	wait(t, r, func(s Stats) bool { return s.Started == 1 })

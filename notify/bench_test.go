@@ -50,7 +50,7 @@ func triggerToAlert(b *testing.B, stalls int, stallAfter time.Duration) []time.D
 	var mu sync.Mutex
 	var triggers []time.Time
 	h := n.For(Target{PID: 1, Process: "bench"})
-	var logs logBuf
+	var logs testutil.Buffer
 	wd, err := watchdog.New(watchdog.Config{
 		Sources:    []watchdog.Source{&watchdog.File{Path: beat, Poll: watchdog.PollInterval(stallAfter)}},
 		StallAfter: stallAfter, RecaptureAfter: time.Hour, MaxCaptures: 1 << 20,

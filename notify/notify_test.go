@@ -1,7 +1,6 @@
 package notify
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -64,23 +63,6 @@ func (c *diskCapturer) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.
 
 func (c *diskCapturer) Recovered(*capdir.Result, time.Duration) error { return nil }
 
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // beater replaces a heartbeat file every 20 ms until stopped.
 func beater(t testing.TB, path string) (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
@@ -112,7 +94,7 @@ func TestStallToAlertsHooksUploads(t *testing.T) {
 	beat := filepath.Join(tmp, "beat")
 	dsd := dsdtest.ListenUDP(t)
 	intake := intaketest.Start(t)
-	var logs logBuf
+	var logs testutil.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 
 	ac, err := alert.New(alert.Config{Addr: dsd.Addr, Tags: []string{"service:bank", "env:test"}, Hostname: "web-1", Logger: log})

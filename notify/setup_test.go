@@ -15,6 +15,7 @@ import (
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/dsdtest"
 	"github.com/stallwatch/stallwatch/internal/intaketest"
+	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/watchdog"
 )
 
@@ -130,7 +131,7 @@ func TestSetupURLVariables(t *testing.T) {
 // TestSetupNothing: with no flag and no variable, nothing is sent and
 // nothing is said.
 func TestSetupNothing(t *testing.T) {
-	var logs logBuf
+	var logs testutil.Buffer
 	s, err := Setup(Options{Getenv: func(string) string { return "" }, QueueDir: filepath.Join(t.TempDir(), QueueDirName), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package spool
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -22,25 +21,7 @@ import (
 	"github.com/stallwatch/stallwatch/upload"
 )
 
-// logBuf collects log lines from the spool's goroutines.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *logBuf) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+func logger(b *testutil.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
 
 func entries(t *testing.T, dir string) []string {
 	t.Helper()
@@ -99,9 +80,9 @@ func TestDeliveredOnceAfterRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs logBuf
+	var logs testutil.Buffer
 	cfg := Config{Dir: spoolDir, Deliver: deliverer(u), Retryable: upload.Retryable,
-		MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Logger: logs.logger()}
+		MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Logger: logger(&logs)}
 
 	first, err := Open(cfg)
 	if err != nil {
@@ -170,8 +151,8 @@ func TestDeliveredOnceAfterRestart(t *testing.T) {
 // counts it; the capture directory itself stays.
 func TestByteBound(t *testing.T) {
 	root := t.TempDir()
-	var logs logBuf
-	s, err := Open(Config{Dir: filepath.Join(root, "q"), MaxBytes: 250, Deliver: func(context.Context, Item) error { return nil }, Logger: logs.logger()})
+	var logs testutil.Buffer
+	s, err := Open(Config{Dir: filepath.Join(root, "q"), MaxBytes: 250, Deliver: func(context.Context, Item) error { return nil }, Logger: logger(&logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,8 +202,8 @@ func TestAgeBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	var logs logBuf
-	s, err = Open(Config{Dir: dir, MaxAge: time.Hour, Deliver: nop, Logger: logs.logger()})
+	var logs testutil.Buffer
+	s, err = Open(Config{Dir: dir, MaxAge: time.Hour, Deliver: nop, Logger: logger(&logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,10 +279,10 @@ func TestBackoff(t *testing.T) {
 func TestRefused(t *testing.T) {
 	errRefused := errors.New("400 bad request")
 	var delivered []string
-	var logs logBuf
+	var logs testutil.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cfg := Config{Dir: t.TempDir(), Logger: logs.logger(),
+	cfg := Config{Dir: t.TempDir(), Logger: logger(&logs),
 		Deliver: func(_ context.Context, it Item) error {
 			if it.Key == "bad" {
 				return errRefused
@@ -350,8 +331,8 @@ func TestOneDeliverer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	var logs logBuf
-	b, err := Open(Config{Dir: dir, Deliver: deliver, rescan: 20 * time.Millisecond, Logger: logs.logger()})
+	var logs testutil.Buffer
+	b, err := Open(Config{Dir: dir, Deliver: deliver, rescan: 20 * time.Millisecond, Logger: logger(&logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,8 +389,8 @@ func TestUnreadableEntry(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var logs logBuf
-	s, err = Open(Config{Dir: dir, Deliver: nop, Logger: logs.logger()})
+	var logs testutil.Buffer
+	s, err = Open(Config{Dir: dir, Deliver: nop, Logger: logger(&logs)})
 	if err != nil {
 		t.Fatal(err)
 	}

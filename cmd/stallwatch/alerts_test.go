@@ -30,13 +30,7 @@ func TestWatchAlertsUploadsHooks(t *testing.T) {
 	testutil.RequirePtrace(t)
 	dir := t.TempDir()
 	beat := filepath.Join(dir, "beat")
-	bc := exec.Command(beaterPath(t), "-file", beat, "-interval", "50ms")
-	ctl, err := bc.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := testutil.StartCmd(t, bc)
-	target.WaitLine(t, "ready", 10*time.Second)
+	target, ctl := controlledBeater(t, beat, "50ms")
 	dsd := dsdtest.ListenUDP(t)
 	intake := intaketest.Start(t)
 	out := filepath.Join(dir, "out")

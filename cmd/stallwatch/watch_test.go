@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"fmt"
 	"os"
 	"os/exec"
@@ -52,6 +53,21 @@ func (b *builtOnce) build(t testing.TB, name, dir string) string {
 func stallwatchBin(t *testing.T) string { return watchBin.build(t, "stallwatch", ".") }
 func beaterPath(t *testing.T) string {
 	return beaterBin.build(t, "beater", testutil.Testdata(t, "beater"))
+}
+
+// controlledBeater starts a beater that beats file every interval and
+// stops and resumes on the commands written to control ("stop\n",
+// "resume\n"); it returns once the beater is ready.
+func controlledBeater(t *testing.T, file, interval string) (target *testutil.Target, control io.Writer) {
+	t.Helper()
+	cmd := exec.Command(beaterPath(t), "-file", file, "-interval", interval)
+	control, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	target = testutil.StartCmd(t, cmd)
+	target.WaitLine(t, "ready", 10*time.Second)
+	return target, control
 }
 
 func TestWatchUsageErrors(t *testing.T) {
@@ -314,13 +330,7 @@ func TestWatchJSONLogStates(t *testing.T) {
 	// state, with how long the stall lasted. --max-captures 0 only logs.
 	dir := t.TempDir()
 	beat := filepath.Join(dir, "beat")
-	cmd := exec.Command(beaterPath(t), "-file", beat, "-interval", "20ms")
-	control, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := testutil.StartCmd(t, cmd)
-	target.WaitLine(t, "ready", 10*time.Second)
+	target, control := controlledBeater(t, beat, "20ms")
 	sw := startWatch(t, append(quiet(beat), "--pid", strconv.Itoa(target.Pid), "--stall-after", "500ms", "--max-captures", "0", "--log-format", "json")...)
 	waitLog(t, sw, `"msg":"heartbeat healthy"`, 20*time.Second)
 	fmt.Fprintln(control, "stop")
@@ -344,6 +354,7 @@ func TestWatchJSONLogStates(t *testing.T) {
 		if rec["msg"] == "heartbeat recovered" {
 			// Durations are strings, as people write them.
 			s, _ := rec["stall"].(string)
+			var err error
 			if stall, err = time.ParseDuration(s); err != nil {
 				t.Errorf("stall %v: %v", rec["stall"], err)
 			}

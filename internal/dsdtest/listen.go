@@ -65,26 +65,6 @@ func serve(t testing.TB, c net.PacketConn, addr string) *Server {
 // Close stops listening: a client's next datagrams are refused.
 func (s *Server) Close() { s.conn.Close() }
 
-// Next returns the messages of the next datagram, failing the test if
-// none comes within timeout or it is not DogStatsD.
-func (s *Server) Next(t testing.TB, timeout time.Duration) []Message {
-	t.Helper()
-	select {
-	case d, ok := <-s.C:
-		if !ok {
-			t.Fatal("dogstatsd server closed")
-		}
-		msgs, err := Parse(d.Data)
-		if err != nil {
-			t.Fatalf("not DogStatsD: %v", err)
-		}
-		return msgs
-	case <-time.After(timeout):
-		t.Fatalf("no datagram within %v", timeout)
-	}
-	return nil
-}
-
 // Collect returns the messages of every datagram that arrives until
 // done(messages so far) is true, failing the test at timeout.
 func (s *Server) Collect(t testing.TB, timeout time.Duration, done func([]Message) bool) []Message {

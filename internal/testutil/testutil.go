@@ -165,7 +165,7 @@ type Target struct {
 	Cmd    *exec.Cmd
 	Pid    int
 	Stdout *bufio.Reader
-	stderr lockedBuffer
+	stderr Buffer
 	done   chan struct{}
 	err    error
 }
@@ -272,18 +272,20 @@ func (tg *Target) WaitLine(t testing.TB, prefix string, timeout time.Duration) s
 	return ""
 }
 
-type lockedBuffer struct {
+// Buffer is a bytes.Buffer safe for concurrent use: what a target, a
+// logger or a server's goroutines write while the test reads.
+type Buffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+func (l *Buffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+func (l *Buffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
