@@ -69,8 +69,9 @@ func triggerToAlert(b *testing.B, stalls int, stallAfter time.Duration) []time.D
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go wd.Run(ctx)
+	runDone := make(chan struct{})
+	go func() { wd.Run(ctx); close(runDone) }()
+	defer func() { cancel(); <-runDone }() // a capture in flight writes into tmp
 	var lat []time.Duration
 	for i := 0; i < stalls; i++ {
 		healthy := strings.Count(logs.String(), "heartbeat healthy")
