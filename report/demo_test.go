@@ -50,6 +50,10 @@ func TestDemoFindings(t *testing.T) {
 	if len(c.Info.Findings) == 0 || c.Info.Findings[0].Kind != capdir.FindingDeadlock {
 		t.Fatalf("the first finding is not the deadlock:\n%s", findingsText(c))
 	}
+	for _, k := range []capdir.FindingKind{capdir.FindingStopped, capdir.FindingRuntimePause, capdir.FindingEventLoopBlocked,
+		capdir.FindingGIL, capdir.FindingLockConvoy, capdir.FindingUninterruptible, capdir.FindingMissingJITSymbols} {
+		mustNotFinding(t, c, k)
+	}
 	dl := c.Info.Findings[0]
 	if !hasTID(dl, tids["transfer-c2s"]) || !hasTID(dl, tids["transfer-s2c"]) {
 		t.Errorf("the deadlock names %v, want the transfer threads %d and %d", dl.TIDs, tids["transfer-c2s"], tids["transfer-s2c"])

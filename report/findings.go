@@ -233,18 +233,21 @@ func (e *evidence) runtimePause() []finding {
 }
 
 func (e *evidence) pause(spec pauseSpec) (finding, bool) {
+	// The collector: the thread with the most time stopping the world
+	// (collector frames) or working while it is stopped (operation
+	// frames without collector frames).
 	var collector *threadTime
-	var collTime, opTime int64
+	var collTime, stopTime, opTime int64
 	var waiters []*threadTime
 	var waitTime int64
 	waited := map[int]int64{}
 	for _, t := range e.byCPU() {
-		cc, co := e.timeIn(t, spec.collector)
+		sc, so := e.timeIn(t, spec.collector)
 		oc, oo := e.timeIn(t, spec.operation)
-		inColl := max(cc+co, oc+oo)
-		if inColl > collTime {
-			collector, collTime = t, inColl
-			opTime = oc + oo
+		both := e.timeInBoth(t, spec.collector, spec.operation)
+		stop, op := sc+so, oc+oo-both
+		if stop+op > collTime {
+			collector, collTime, stopTime, opTime = t, stop+op, stop, op
 		}
 		wc, wo := e.timeIn(t, spec.waiter)
 		if w := wc + wo; w > 0 && e.share(w) >= pauseShare/2 {
@@ -273,19 +276,22 @@ func (e *evidence) pause(spec pauseSpec) (finding, bool) {
 	if collTime == 0 && len(waiters) == 0 && parked < 2 {
 		return finding{}, false
 	}
-	// The thread that holds the pause up: the busiest thread on a CPU in
-	// none of the runtime's pause functions.
+	// The thread that holds the pause up: one that wanted the CPU (ran,
+	// or was runnable) most of the window in none of the runtime's
+	// pause functions — on a busy host it may have run little of it.
 	var culprit *threadTime
 	all := slices.Concat(spec.collector, spec.operation, spec.waiter)
+	var best int64
 	for _, t := range e.byCPU() {
 		if t == collector || t.cpu == 0 {
 			continue
 		}
-		c, _ := e.timeIn(t, all)
-		if e.share(t.cpu-c) >= spinShare/2 {
-			culprit = t
+		c, o := e.timeIn(t, all)
+		outside := t.cpu - c
+		wanted := outside + max(t.preempted-o, 0)
+		if outside > 0 && e.share(wanted) >= spinShare/2 && wanted > best {
+			culprit, best = t, wanted
 		}
-		break
 	}
 	sev := capdir.SeverityWarning
 	if share >= pauseCritical || parked >= 2 && share >= pauseShare {
@@ -297,10 +303,10 @@ func (e *evidence) pause(spec pauseSpec) (finding, bool) {
 	name := e.rt.String() + " " + spec.what
 	summary := ""
 	switch {
-	case culprit != nil && collector != nil && collTime > opTime:
+	case culprit != nil && collector != nil && stopTime >= opTime:
 		fn := e.appFrame(topStackOf(culprit.cpuStacks))
 		summary = fmt.Sprintf("%s: %s waited %s (%s of the window) for the other threads to stop; %s ran %s without stopping.",
-			strings.ToUpper(name[:1])+name[1:], collector.label(), fmtDur(time.Duration(collTime)), e.pctOf(collTime), culprit.label(), fn)
+			strings.ToUpper(name[:1])+name[1:], collector.label(), fmtDur(time.Duration(stopTime)), e.pctOf(stopTime), culprit.label(), fn)
 		tids = []int{culprit.tid, collector.tid}
 		funcs = append(funcs, fn)
 		fmt.Fprintf(&sb, "%s %s.", culprit.label(), spec.notReached)
@@ -349,8 +355,23 @@ func topStackOf(m map[int]int64) int {
 	return id
 }
 
+// timeInBoth sums a thread's time in stacks with frames matching both
+// pattern lists.
+func (e *evidence) timeInBoth(t *threadTime, a, b []string) int64 {
+	var sum int64
+	for _, m := range []map[int]int64{t.cpuStacks, t.offStacks} {
+		for id, v := range m {
+			if e.stackHas(id, a) && e.stackHas(id, b) {
+				sum += v
+			}
+		}
+	}
+	return sum
+}
+
 // operationName is the function the collector ran under the operation
-// frame (HotSpot's VM_G1CollectFull::doit), or the operation frame.
+// frame (HotSpot's VM_G1CollectFull::doit), or the operation frame when
+// that callee is the runtime's plumbing (Go's systemstack).
 func (e *evidence) operationName(t *threadTime, spec pauseSpec) string {
 	by := map[string]int64{}
 	for id, v := range mergeStacks(t.cpuStacks, t.offStacks) {
@@ -363,7 +384,7 @@ func (e *evidence) operationName(t *threadTime, spec pauseSpec) string {
 					j--
 				}
 				name := fr[i].name
-				if j >= 0 {
+				if j >= 0 && !systemCode(fr[j].module, fr[j].name) && fr[j].kind != kindKernel {
 					name = fr[j].name
 				}
 				by[name] += v
@@ -404,30 +425,49 @@ func (e *evidence) eventLoop() []finding {
 	if main == nil && e.snap != nil {
 		main = e.threads[e.snap.PID]
 	}
-	if main == nil || e.share(main.cpu) < spinShare {
+	// On a busy host the loop may have waited for a CPU much of the
+	// time: what counts is that it wanted to run (on a CPU or runnable)
+	// far more than it slept, not that it ran.
+	if main == nil {
 		return nil
 	}
-	pollC, pollO := e.timeIn(main, []string{"uv__io_poll", "epoll_wait", "epoll_pwait"})
-	if e.share(pollC+pollO) > 1-spinShare {
+	wanted := main.cpu + main.preempted
+	if main.cpu == 0 || e.share(wanted) < 0.5 || wanted < 3*main.blocked {
+		return nil
+	}
+	// Waiting in epoll is the loop at rest. (JavaScript runs called
+	// from uv__io_poll, so only the time blocked in epoll counts.)
+	if _, pollO := e.timeIn(main, []string{"epoll_wait", "epoll_pwait"}); e.share(pollO) > 0.2 {
 		return nil
 	}
 	fn := e.heldUnder(main, spinShare, func(f frame) bool { return f.kind == kindJIT && jsFunction(f.name) })
 	unnamed := ""
 	if fn == "" {
-		if e.heldUnder(main, spinShare, func(f frame) bool { return f.kind == kindUnknown }) != "" {
-			unnamed = " in JIT code without names (no perf map: " + rtNode.jitSwitch() + ")"
+		var anon int64
+		for id, v := range main.cpuStacks {
+			for _, f := range e.a.stacks[id] {
+				if f.kind == kindUnknown {
+					anon += v
+					break
+				}
+			}
 		}
-		fn = e.appFrame(topStackOf(main.cpuStacks))
+		if float64(anon) >= spinShare*float64(main.cpu) {
+			fn = "JavaScript"
+			unnamed = " (its JIT code has no names: start node with --perf-basic-prof)"
+		} else {
+			fn = e.appFrame(topStackOf(main.cpuStacks))
+		}
 	}
 	sev := capdir.SeverityCritical
-	summary := fmt.Sprintf("Node.js event loop blocked: the main thread ran %s for %s (%s of the window %s) without returning to poll for events%s.",
-		fn, fmtDur(time.Duration(main.cpu)), e.pctOf(main.cpu), e.when, unnamed)
+	summary := fmt.Sprintf("Node.js event loop blocked: the main thread ran %s (on a CPU %s of the window %s, runnable the rest of it %s) without returning to poll for events%s.",
+		fn, e.pctOf(main.cpu), e.when, e.pctOf(main.preempted), unnamed)
 	detail := fmt.Sprintf("%s stayed on a CPU in synchronous JavaScript: timers, I/O callbacks and incoming requests waited. "+
 		"Break the work into chunks (setImmediate), move it to a worker thread (worker_threads), or make it asynchronous; "+
 		"--cpu-prof or this report's flame graph shows what inside it costs most.", main.label())
-	f := e.newFinding(capdir.FindingEventLoopBlocked, sev, e.share(main.cpu), []int{main.tid}, summary, detail)
+	f := e.newFinding(capdir.FindingEventLoopBlocked, sev, e.share(main.cpu+main.preempted), []int{main.tid}, summary, detail)
 	f.Runtime = string(rtNode)
-	if fn != "" {
+	if fn != "" && unnamed == "" {
 		f.Functions = []string{fn}
 	}
 	return []finding{f}
@@ -472,15 +512,23 @@ func (e *evidence) gil() []finding {
 	if len(waiters) == 0 {
 		return nil
 	}
+	// The holder: the busiest thread that waited little for the GIL;
+	// with threads taking turns, the one the snapshot found running
+	// Python rather than in take_gil.
 	var holder *threadTime
 	for _, t := range e.byCPU() {
-		if _, ok := waited[t.tid]; ok {
-			continue
-		}
-		if t.cpu > 0 {
+		if _, ok := waited[t.tid]; !ok && t.cpu > 0 {
 			holder = t
+			break
 		}
-		break
+	}
+	if holder == nil && e.snap != nil {
+		for _, t := range waiters {
+			if st := e.ix[t.tid]; st != nil && !e.snapHas(t.tid, pats) && pythonFunction(st) != "" {
+				holder = t
+				break
+			}
+		}
 	}
 	sort.Slice(waiters, func(i, j int) bool { return waited[waiters[i].tid] > waited[waiters[j].tid] })
 	var tids []int
@@ -498,6 +546,9 @@ func (e *evidence) gil() []finding {
 	var funcs []string
 	if holder != nil {
 		fn := e.heldUnder(holder, 0.5, func(f frame) bool { return strings.HasPrefix(f.name, "py::") })
+		if fn == "" {
+			fn = pythonFunction(e.ix[holder.tid])
+		}
 		if fn == "" {
 			fn = e.appFrame(topStackOf(holder.cpuStacks))
 		}
@@ -519,6 +570,26 @@ func (e *evidence) gil() []finding {
 	f.Runtime = string(rtPython)
 	f.Functions = append(funcs, "take_gil")
 	return []finding{f}
+}
+
+// pythonFunction is the innermost Python function of a thread's snapshot
+// stack: CPython's perf trampolines name them "py::function:file" (-X
+// perf).
+func pythonFunction(t *snapshot.Thread) string {
+	if t == nil {
+		return ""
+	}
+	for _, l := range t.User {
+		if l == nil {
+			continue
+		}
+		for _, ln := range l.Lines {
+			if strings.HasPrefix(ln.Function, "py::") {
+				return clean(ln.Function)
+			}
+		}
+	}
+	return ""
 }
 
 // convoys: many threads waiting for a lock one thread holds.
@@ -630,6 +701,9 @@ func (e *evidence) uninterruptible() []finding {
 			continue
 		}
 		fn := kernelWaitFunc(t)
+		if sys := kernelSyscall(t); sys != "" {
+			fn += " (" + sys + ")"
+		}
 		if _, ok := byFn[fn]; !ok {
 			order = append(order, fn)
 		}
@@ -691,6 +765,23 @@ func kernelWaitFunc(t *snapshot.Thread) string {
 		return clean(fn)
 	}
 	return clean(t.Wchan)
+}
+
+// kernelSyscall names the system call a kernel stack is in, from its
+// entry frame (__x64_sys_vfork, __do_sys_vfork): "vfork()".
+func kernelSyscall(t *snapshot.Thread) string {
+	for _, l := range t.Kernel {
+		if l == nil || len(l.Lines) == 0 {
+			continue
+		}
+		fn := l.Lines[0].Function
+		for _, p := range []string{"__x64_sys_", "__do_sys_", "__se_sys_", "__ia32_sys_"} {
+			if name, ok := strings.CutPrefix(fn, p); ok && name != "" {
+				return clean(name) + "()"
+			}
+		}
+	}
+	return ""
 }
 
 // syscallEntry says whether a kernel function is the way into every
@@ -831,7 +922,9 @@ func (e *evidence) waitsInOwnCode(t *threadTime) bool {
 
 // missingJIT: a runtime with a JIT whose compiled code ran without names.
 func (e *evidence) missingJIT() []finding {
-	if e.a == nil || !e.hasCPU || e.rt.jitSwitch() == "" {
+	// With a JIT symbol file read, the switch was given: code it does not
+	// name is something else (a stub, a trampoline, a truncated stack).
+	if e.a == nil || !e.hasCPU || e.rt.jitSwitch() == "" || e.c.Info.Counts.JITSources > 0 {
 		return nil
 	}
 	cpuI, _ := valueIndex(e.p, TypeCPUTime)
@@ -853,9 +946,6 @@ func (e *evidence) missingJIT() []finding {
 		return nil
 	}
 	srcs := "no JIT symbol file was found"
-	if n := e.c.Info.Counts.JITSources; n > 0 {
-		srcs = fmt.Sprintf("%s read, but they did not name it", plural(n, "JIT symbol file was", "JIT symbol files were"))
-	}
 	f := e.newFinding(capdir.FindingMissingJITSymbols, capdir.SeverityInfo, float64(unnamed)/float64(total), nil,
 		fmt.Sprintf("%s JIT code without names: %s of the on-CPU time is in compiled code no symbol names (%s).",
 			e.rt, strings.TrimSpace(pct(unnamed, total)), srcs),
