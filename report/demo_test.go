@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/capture"
 	"github.com/stallwatch/stallwatch/internal/testutil"
@@ -42,11 +44,17 @@ func demoCapture(t *testing.T) (*report.Capture, string, map[string]int) {
 	return c, dir, tids
 }
 
-// TestDemoFindings: the demo's deadlock comes first, the reconciler that
+// TestDemo captures the demo once and checks its findings and its page.
+func TestDemo(t *testing.T) {
+	c, dir, tids := demoCapture(t)
+	t.Run("findings", func(t *testing.T) { testDemoFindings(t, c, tids) })
+	t.Run("page", func(t *testing.T) { testDemoPage(t, dir, tids) })
+}
+
+// testDemoFindings: the demo's deadlock comes first, the reconciler that
 // spins while the others wait is named for it, and it is not "starved"
 // although it waited now and then for a CPU.
-func TestDemoFindings(t *testing.T) {
-	c, _, tids := demoCapture(t)
+func testDemoFindings(t *testing.T, c *report.Capture, tids map[string]int) {
 	if len(c.Info.Findings) == 0 || c.Info.Findings[0].Kind != capdir.FindingDeadlock {
 		t.Fatalf("the first finding is not the deadlock:\n%s", findingsText(c))
 	}
@@ -87,16 +95,17 @@ func TestDemoFindings(t *testing.T) {
 	t.Logf("findings:\n%s", findingsText(c))
 }
 
-// TestDemoReportInChromium: the demo's report in a real browser shows the
-// deadlocked threads blocked from before the trigger in the timeline, a
-// time range selected there narrows the flame graph, and the page works at
-// a laptop's half-width window too. Screenshots are kept as artifacts.
-func TestDemoReportInChromium(t *testing.T) {
-	_, dir, tids := demoCapture(t)
+// testDemoPage: the demo's report in a real browser shows the deadlocked
+// threads blocked from before the trigger in the timeline, a time range
+// selected there narrows the flame graph, and the page works at a laptop's
+// half-width window too. Screenshots are kept as artifacts.
+func testDemoPage(t *testing.T, dir string, tids map[string]int) {
 	page := filepath.Join(dir, capdir.FileHTML)
+	b := newBrowser(t, 1400, 1000)
 	for _, width := range []int{1400, 700} {
 		t.Run(strconv.Itoa(width), func(t *testing.T) {
-			b := newBrowser(t, width, 1000)
+			b.t = t
+			b.do("resizing", chromedp.EmulateViewport(int64(width), 1000))
 			b.open(page)
 			if errs := b.pageErrors(); len(errs) > 0 {
 				t.Fatalf("the page logged errors: %v", errs)

@@ -308,23 +308,28 @@ func TestPageData(t *testing.T) {
 	if len(sm.Node) != n || len(sm.End) != n || len(sm.Weight) != n || len(sm.Class) != n {
 		t.Fatalf("sample columns differ in length: %d %d %d %d %d", n, len(sm.Node), len(sm.End), len(sm.Weight), len(sm.Class))
 	}
-	sums := map[[2]int]int64{} // kind, phase → µs
+	sums := map[[2]int64]int64{} // kind, phase → µs
 	for i := 0; i < n; i++ {
-		sums[[2]int{sm.Class[i] / 3, sm.Class[i] % 3}] += sm.Weight[i]
+		w := sm.Weight[i]
+		if w == 0 && sm.Class[i]/3 == 0 {
+			w = d.Period
+		}
+		sums[[2]int64{sm.Class[i] / 3, sm.Class[i] % 3}] += w
 	}
-	if got := sums[[2]int{0, 0}]; got != 91000 {
+	if got := sums[[2]int64{0, 0}]; got != 91000 {
 		t.Errorf("on-CPU during: %dµs, want 91000", got)
 	}
-	if got := sums[[2]int{1, 0}] + sums[[2]int{2, 0}]; got != 18000000 {
+	if got := sums[[2]int64{1, 0}] + sums[[2]int64{2, 0}]; got != 18000000 {
 		t.Errorf("off-CPU during: %dµs, want 18s", got)
 	}
-	if got := sums[[2]int{2, 0}]; got != 2000000 {
+	if got := sums[[2]int64{2, 0}]; got != 2000000 {
 		t.Errorf("runnable-waiting during: %dµs, want 2s", got)
 	}
 	// The call tree: every node's parent comes first, and a leaf's path
 	// names a real stack.
-	for i := 1; i < len(d.Nodes)/2; i++ {
-		if p := d.Nodes[2*i]; p < 0 || p >= i {
+	parent := func(nd int64) int64 { return nd - d.Nodes[2*nd] }
+	for i := int64(1); i < int64(len(d.Nodes)/2); i++ {
+		if p := parent(i); p < 0 || p >= i {
 			t.Fatalf("node %d has parent %d", i, p)
 		}
 	}
@@ -333,7 +338,7 @@ func TestPageData(t *testing.T) {
 		if d.Threads[sm.Thread[i]].TID != 12 || sm.Class[i] != 3 {
 			continue
 		}
-		for nd := sm.Node[i]; nd != 0; nd = d.Nodes[2*nd] {
+		for nd := sm.Node[i]; nd != 0; nd = parent(nd) {
 			path = append(path, d.Strings[d.Frames[3*d.Nodes[2*nd+1]]])
 		}
 		break

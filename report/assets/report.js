@@ -13,21 +13,34 @@
   var D = JSON.parse(dataEl.textContent);
   lap('parse');
   var S = D.strings;
+  // a column: zigzag varints in base64 (page.go's column)
+  function col(b64) {
+    var bin = atob(b64), out = [], v = 0, mul = 1;
+    for (var j = 0; j < bin.length; j++) {
+      var c = bin.charCodeAt(j);
+      v += (c & 127) * mul;
+      if (c < 128) { out.push(v % 2 ? -(v + 1) / 2 : v / 2); v = 0; mul = 1; } else mul *= 128;
+    }
+    return out;
+  }
+  var FR = col(D.frames);
 
   // ---- frames and the call tree
-  var NF = D.frames.length / 3;
-  var NN = D.nodes.length / 2;
+  var NF = FR.length / 3;
+  var ND = col(D.nodes);
+  var NN = ND.length / 2;
   var parent = new Int32Array(NN), nframe = new Int32Array(NN), depth = new Int32Array(NN);
   for (var i = 0; i < NN; i++) {
-    parent[i] = D.nodes[2 * i];
-    nframe[i] = D.nodes[2 * i + 1];
+    parent[i] = i === 0 ? -1 : i - ND[2 * i];
+    nframe[i] = ND[2 * i + 1];
     depth[i] = i === 0 ? 0 : depth[parent[i]] + 1;
   }
-  function fname(f) { return S[D.frames[3 * f]]; }
-  function fkind(f) { return D.frames[3 * f + 1]; }
-  function fmod(f) { return S[D.frames[3 * f + 2]]; }
+  function fname(f) { return S[FR[3 * f]]; }
+  function fkind(f) { return FR[3 * f + 1]; }
+  function fmod(f) { return S[FR[3 * f + 2]]; }
   function nodeName(n) { return n === 0 ? 'all' : fname(nframe[n]); }
-  // children, in alphabetical order, as flame graphs lay them out
+  // children: the nodes come depth first, callees in alphabetical order,
+  // as flame graphs lay them out
   var kids = [];
   for (i = 0; i < NN; i++) kids.push(null);
   for (i = 1; i < NN; i++) {
@@ -35,18 +48,18 @@
     if (!kids[p]) kids[p] = [];
     kids[p].push(i);
   }
-  for (i = 0; i < NN; i++) {
-    if (kids[i]) kids[i].sort(function (a, b) { var x = nodeName(a), y = nodeName(b); return x < y ? -1 : x > y ? 1 : a - b; });
-  }
 
   // ---- samples
-  var sm = D.samples;
-  var N = sm.t ? sm.t.length : 0;
+  var sm = {
+    t: col(D.samples.t), n: col(D.samples.n), e: col(D.samples.e), w: col(D.samples.w), c: col(D.samples.c)
+  };
+  var N = sm.t.length;
   var sT = new Int32Array(N), sN = new Int32Array(N), sE = new Float64Array(N), sW = new Float64Array(N), sK = new Uint8Array(N), sP = new Uint8Array(N);
   var acc = 0;
   for (i = 0; i < N; i++) {
-    sT[i] = sm.t[i]; sN[i] = sm.n[i]; acc += sm.e[i]; sE[i] = acc; sW[i] = sm.w[i];
+    sT[i] = sm.t[i]; sN[i] = sm.n[i]; acc += sm.e[i]; sE[i] = acc;
     sK[i] = (sm.c[i] / 3) | 0; sP[i] = sm.c[i] % 3;
+    sW[i] = sm.w[i] === 0 && sK[i] === 0 ? D.period : sm.w[i];
   }
   lap('tree');
   var threads = D.threads;
@@ -184,7 +197,7 @@
         var c = ks[k], t = total[c];
         if (!t) continue;
         var cw = w * t / total[n];
-        if (cw >= 0.5) {
+        if (cw >= 1.5) {
           boxes.push([c, cx, cw, d + 1]);
           lay(c, cx, cw, d + 1);
         }
@@ -245,7 +258,13 @@
     if (st.phase === 'before') return 'before the trigger';
     return D.phases.length > 1 ? 'before and during' : 'whole capture';
   }
+  var warmCache = {};
   function warm(name) {
+    var c = warmCache[name];
+    if (c) return c;
+    return (warmCache[name] = warmColor(name));
+  }
+  function warmColor(name) {
     var h = 0;
     for (var j = 0; j < name.length; j++) h = (h * 31 + name.charCodeAt(j)) | 0;
     h = Math.abs(h);
@@ -362,18 +381,8 @@
   function xOf(g, us) { return (us - g.t0) / (g.t1 - g.t0) * g.w; }
   function usOf(g, x) { return g.t0 + x / g.w * (g.t1 - g.t0); }
   var COLORS = ['#2f9e44', '#74a9cf', '#f08c00']; // on-CPU, blocked, runnable-waiting
-  var hatchPat = null;
-  function hatch(cx) {
-    if (hatchPat) return hatchPat;
-    var c = document.createElement('canvas');
-    c.width = c.height = 6;
-    var h = c.getContext('2d');
-    h.fillStyle = '#b7d3e9'; h.fillRect(0, 0, 6, 6);
-    h.strokeStyle = '#74a9cf'; h.lineWidth = 1.5;
-    h.beginPath(); h.moveTo(0, 6); h.lineTo(6, 0); h.stroke();
-    hatchPat = cx.createPattern(c, 'repeat');
-    return hatchPat;
-  }
+  // a pixel's RGBA as a little-endian Uint32
+  function rgba(r, g, b) { return (255 << 24 | b << 16 | g << 8 | r) >>> 0; }
   function drawTimeline() {
     if (!tl || !D.timed) return;
     var g = tlGeom();
@@ -386,47 +395,49 @@
     var cx = tl.getContext('2d');
     cx.setTransform(dpr, 0, 0, dpr, 0, 0);
     cx.clearRect(0, 0, g.w, H);
-    var cov = new Float32Array(Math.ceil(g.w) * 3 + 3);
-    var scale = g.w / (g.t1 - g.t0);
+    // Rows are drawn into one image, pixel by pixel: each pixel column
+    // of a row in the state its thread spent most of that time in (on a
+    // CPU winning ties), hatched where only the snapshot knows it was off
+    // the CPU. One putImageData instead of a fillRect per sample.
+    var PW = tl.width, PH = tl.height;
+    var img = cx.createImageData(PW, PH);
+    var px32 = new Uint32Array(img.data.buffer);
+    var RGBA = [rgba(0x2f, 0x9e, 0x44), rgba(0x74, 0xa9, 0xcf), rgba(0xf0, 0x8c, 0x00)];
+    var HATCH = [rgba(0xb7, 0xd3, 0xe9), rgba(0x74, 0xa9, 0xcf)];
+    var BAND = [rgba(0xf6, 0xf6, 0xf9), rgba(0xff, 0xf3, 0xbf)];
+    var cov = new Float32Array(PW * 3);
+    var scale = PW / (g.t1 - g.t0);
     rows.forEach(function (ix, r) {
-      var y = r * TROW;
-      if (ix === st.thread) { cx.fillStyle = '#fff3bf'; cx.fillRect(0, y, g.w, TROW); }
-      else if (r % 2) { cx.fillStyle = '#f6f6f9'; cx.fillRect(0, y, g.w, TROW); }
+      var y0 = Math.round(r * TROW * dpr), y1 = Math.round((r + 1) * TROW * dpr);
+      var b0 = y0 + Math.round(2 * dpr), b1 = y1 - Math.round(2 * dpr);
+      if (ix === st.thread || r % 2) {
+        var band = BAND[ix === st.thread ? 1 : 0];
+        for (var yy = y0; yy < y1; yy++) px32.fill(band, yy * PW, yy * PW + PW);
+      }
       var sp = offSpan(ix);
       if (sp) {
-        // what the snapshot knows: off the CPU from then to the snapshot
-        var sx0 = xOf(g, sp[0]), sx1 = xOf(g, sp[1]);
-        cx.fillStyle = hatch(cx);
-        cx.fillRect(sx0, y + 2, Math.max(sx1 - sx0, 1), TROW - 4);
+        var h0 = Math.max(0, Math.floor((sp[0] - g.t0) * scale)), h1 = Math.min(PW, Math.ceil((sp[1] - g.t0) * scale));
+        for (yy = b0; yy < b1; yy++) for (var xx = h0; xx < h1; xx++) px32[yy * PW + xx] = HATCH[(xx + yy) % 4 === 0 ? 1 : 0];
       }
-      // how much of each pixel the thread spent in each state; a pixel
-      // shows the state it spent most in, on a CPU winning ties
       cov.fill(0);
-      var list = perThread[ix], W = Math.ceil(g.w);
+      var list = perThread[ix];
       for (var j = 0; j < list.length; j++) {
         var s = list[j], k = sK[s];
         var a = (sE[s] - sW[s] - g.t0) * scale, b = (sE[s] - g.t0) * scale;
-        if (b < 0 || a > W) continue;
-        if (b - a < 1) { b = a + 1; } // a sample is at least a pixel
-        var p0 = Math.max(0, Math.floor(a)), p1 = Math.min(W - 1, Math.floor(b - 1e-9));
-        for (var px = p0; px <= p1; px++) {
-          cov[px * 3 + k] += Math.min(b, px + 1) - Math.max(a, px);
-        }
+        if (b < 0 || a > PW) continue;
+        if (b - a < 1) b = a + 1; // a sample is at least a pixel
+        var p0 = Math.max(0, Math.floor(a)), p1 = Math.min(PW - 1, Math.floor(b - 1e-9));
+        for (var x = p0; x <= p1; x++) cov[x * 3 + k] += Math.min(b, x + 1) - Math.max(a, x);
       }
-      var runK = -1, runX = 0;
-      for (px = 0; px <= W; px++) {
-        var kk = -1;
-        if (px < W) {
-          var c0 = cov[px * 3], c1 = cov[px * 3 + 1], c2 = cov[px * 3 + 2];
-          var m = Math.max(c0, c1, c2);
-          if (m > 0.05) kk = c0 === m ? 0 : c2 === m ? 2 : 1;
-        }
-        if (kk !== runK) {
-          if (runK >= 0) { cx.fillStyle = COLORS[runK]; cx.fillRect(runX, y + 2, px - runX, TROW - 4); }
-          runK = kk; runX = px;
-        }
+      for (x = 0; x < PW; x++) {
+        var c0 = cov[x * 3], c1 = cov[x * 3 + 1], c2 = cov[x * 3 + 2];
+        var m = Math.max(c0, c1, c2);
+        if (m <= 0.05) continue;
+        var color = RGBA[c0 === m ? 0 : c2 === m ? 2 : 1];
+        for (yy = b0; yy < b1; yy++) px32[yy * PW + x] = color;
       }
     });
+    cx.putImageData(img, 0, 0);
     // markers
     var yb = rows.length * TROW;
     function mark(us, color, text) {
