@@ -2,8 +2,11 @@ package report
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
+	"os/exec"
+	"path/filepath"
 	"math/rand/v2"
 	"syscall"
 	"testing"
@@ -207,4 +210,53 @@ func benchSnapshot(samples []Sample) *snapshot.Snapshot {
 		snap.Threads = append(snap.Threads, t)
 	}
 	return snap
+}
+
+// BenchmarkReportBesidePprof is `stallwatch report` on a 100,000-sample
+// capture directory (read it, render report.txt), beside `go tool pprof
+// -top` on the same profile.pb.gz, the reference a user would otherwise
+// run: the ratio is how many times faster (or, below 1, slower) the whole
+// report is than pprof's top table alone.
+func BenchmarkReportBesidePprof(b *testing.B) {
+	c := benchCapture(b)
+	root, err := capdir.OpenRoot(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer root.Close()
+	files, err := CaptureFiles(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir, err := root.Write(&c.Info, files)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pprofTop := func() time.Duration {
+		start := time.Now()
+		cmd := exec.Command("go", "tool", "pprof", "-top", "-sample_index=wall-time", filepath.Join(dir, capdir.FileProfile))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("go tool pprof: %v\n%s", err, out)
+		}
+		return time.Since(start)
+	}
+	var ours, theirs time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		rc, err := ReadCapture(context.Background(), dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := WriteText(io.Discard, rc); err != nil {
+			b.Fatal(err)
+		}
+		ours += time.Since(start)
+		b.StopTimer()
+		theirs += pprofTop()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(ours.Milliseconds())/float64(b.N), "report-ms")
+	b.ReportMetric(float64(theirs.Milliseconds())/float64(b.N), "pprof-top-ms")
+	b.ReportMetric(theirs.Seconds()/ours.Seconds(), "x-faster-than-pprof-top")
 }
