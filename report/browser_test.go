@@ -181,3 +181,25 @@ func (b *browser) box(js string) box {
 	b.t.Helper()
 	return eval[box](b, `(function(){var e=`+js+`; if(!e) return {X:-1,Y:-1,W:0,H:0}; e.scrollIntoView({block:'center'}); var r=e.getBoundingClientRect(); return {X:r.left,Y:r.top,W:r.width,H:r.height};})()`)
 }
+
+// waitAttr waits until the element's attribute passes ok (events such as
+// mouse moves reach the page with its next frame).
+func (b *browser) waitAttr(sel, attr string, ok func(string) bool) {
+	b.t.Helper()
+	var v string
+	js := `(function(){var e=document.querySelector(` + jsString(sel) + `); return (e&&e.getAttribute(` + jsString(attr) + `))||"";})()`
+	err := testutil.Eventually(20*time.Second, func() bool {
+		v = eval[string](b, js)
+		return ok(v)
+	})
+	if err != nil {
+		b.t.Fatalf("%s's %s is %q", sel, attr, v)
+	}
+}
+
+// rect is an element's rectangle in viewport coordinates, without
+// scrolling.
+func (b *browser) rect(js string) box {
+	b.t.Helper()
+	return eval[box](b, `(function(){var e=`+js+`; if(!e) return {X:-1,Y:-1,W:0,H:0}; var r=e.getBoundingClientRect(); return {X:r.left,Y:r.top,W:r.width,H:r.height};})()`)
+}

@@ -2,6 +2,7 @@ package report_test
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -127,13 +128,37 @@ func testDemoPage(t *testing.T, dir string, tids map[string]int) {
 				}
 				canvas := b.box(`document.getElementById('sw-timeline')`)
 				row = b.box(fmt.Sprintf(`document.querySelector('#sw-tl-labels [data-tid="%d"]')`, tid))
-				// half a second before the trigger
-				x := canvas.X + (trig-500000)/end*canvas.W
-				b.hover(x, row.Y+row.H/2)
-				tip := b.text("#sw-tip")
+				// The snapshot says since when it had been off the CPU: from
+				// before the trigger. Point halfway from then (or the
+				// window's start) to the trigger, or just after the
+				// trigger when the window begins with it.
+				since := eval[float64](b, fmt.Sprintf(`JSON.parse(document.getElementById('sw-data').textContent).threads.find(t => t.tid === %d).offSinceUs`, tid))
+				if since >= trig {
+					t.Fatalf("%s: off the CPU since %vµs, the trigger at %vµs: not blocked from before the trigger", name, since, trig)
+				}
+				at := (max(since, 0) + trig) / 2
+				if trig-max(since, 0) < end/100 {
+					at = trig + end/200
+				}
+				x := canvas.X + at/end*canvas.W
+				hit := eval[string](b, fmt.Sprintf(`(function(){var e=document.elementFromPoint(%f,%f); return e?(e.id||e.className||e.tagName):"none"})()`, x, row.Y+row.H/2))
+				if hit != "sw-timeline" {
+					t.Fatalf("the point %.0f,%.0f (row %+v, canvas %+v) is on %q, not the timeline", x, row.Y+row.H/2, row, canvas, hit)
+				}
+				y := row.Y + row.H/2
+				b.hover(x, y)
+				// Chromium delivers mouse moves with the next frame: wait
+				// for the tooltip to describe this point.
+				canvas = b.rect(`document.getElementById('sw-timeline')`)
+				b.waitAttr("#sw-tip", "data-at", func(v string) bool {
+					var ax, ay float64
+					fmt.Sscanf(v, "%f,%f", &ax, &ay)
+					return math.Abs(ax-(x-canvas.X)) <= 2 && math.Abs(ay-(y-canvas.Y)) <= 2
+				})
 				state := eval[string](b, `document.getElementById('sw-tip').getAttribute('data-state')`)
-				if state != "blocked" || !strings.Contains(tip, "before the trigger") || !strings.Contains(tip, "main.(*mutex).Lock") {
-					t.Errorf("%s half a second before the trigger: state %q, tooltip:\n%s", name, state, tip)
+				tip := b.text("#sw-tip")
+				if state != "blocked" || !strings.Contains(tip, "off the CPU since -") || !strings.Contains(tip, "main.(*mutex).Lock") {
+					t.Errorf("%s before the trigger: state %q, tooltip:\n%s", name, state, tip)
 				}
 			}
 			// A range selected in the timeline filters the flame graph.

@@ -73,7 +73,8 @@ type pageThread struct {
 	// whatever the samples say (the flight recorder does not record
 	// off-CPU intervals). Stack is its snapshot stack, innermost first,
 	// as string indexes.
-	OffSinceUS int64 `json:"offSinceUs"`
+	OffSinceUS int64 `json:"offSinceUs"` // may be before the window (< 0)
+	OffKnown   bool  `json:"offKnown"`
 	SnapUS     int64 `json:"snapUs"`
 	Stack      []int `json:"stack,omitempty"`
 }
@@ -319,7 +320,7 @@ func (d *pageData) snapshotSpans(v *view, baseUS int64, st *stringTable) {
 		}
 		pt.SnapUS = at
 		if t.OffCPUKnown && t.State != 'R' && t.OffCPUFor > 0 {
-			pt.OffSinceUS = max(at-t.OffCPUFor.Microseconds(), 0) // 0: since before the window
+			pt.OffSinceUS, pt.OffKnown = at-t.OffCPUFor.Microseconds(), true
 		}
 		for _, part := range [][]*symbolize.Location{t.Kernel, t.User} {
 			for _, l := range part {

@@ -217,7 +217,7 @@ func TestFindingNodeWithoutPerfMap(t *testing.T) {
 		t.Errorf("the missing JIT names finding should tell to start node with --perf-basic-prof: %+v", f)
 	}
 	ev := mustFinding(t, c, capdir.FindingEventLoopBlocked)
-	if !strings.Contains(ev.Summary, "without names") {
+	if !strings.Contains(ev.Summary, "has no names") {
 		t.Errorf("the event loop finding should say the JIT code has no names: %s", ev.Summary)
 	}
 }

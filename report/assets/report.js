@@ -371,7 +371,7 @@
   // a thread the snapshot found off the CPU since before the samples
   function offSpan(ix) {
     var t = threads[ix];
-    return t.offSinceUs >= 0 && t.snapUs >= 0 ? [t.offSinceUs, t.snapUs] : null;
+    return t.offKnown && t.snapUs >= 0 ? [Math.max(t.offSinceUs, 0), t.snapUs, t.offSinceUs] : null;
   }
   function relTrig() { return D.triggerUs >= 0 ? D.triggerUs : 0; }
   function tlGeom() {
@@ -507,6 +507,8 @@
     tl.addEventListener('mousemove', function (ev) {
       var r = tl.getBoundingClientRect(), g = tlGeom();
       var x = ev.clientX - r.left, y = ev.clientY - r.top;
+      tip.setAttribute('data-at', Math.round(x) + ',' + Math.round(y));
+      tip.setAttribute('data-state', '');
       if (drag) { drag.x1 = x; drawDrag(g); return; }
       var row = Math.floor(y / TROW);
       if (row < 0 || row >= rows.length) { hideTip(); return; }
@@ -517,7 +519,7 @@
       var sp = offSpan(ix);
       if (s < 0 && sp && us >= sp[0] - 1 && us <= sp[1]) {
         state = 'blocked';
-        lines.push('blocked (off the CPU since ' + fmtUs(sp[0] - relTrig()) + ', as the thread snapshot found it at ' + fmtUs(sp[1] - relTrig()) + ')');
+        lines.push('blocked (off the CPU since ' + fmtUs(sp[2] - relTrig()) + ', as the thread snapshot found it at ' + fmtUs(sp[1] - relTrig()) + ')');
         var stk = threads[ix].stack || [];
         for (var j = 0; j < stk.length && j < 24; j++) lines.push(S[stk[j]]);
       } else if (s < 0) lines.push('no sample here');
