@@ -393,6 +393,11 @@ func (d *pageData) fillTimes(c *Capture, minStart, maxEnd int64) int64 {
 	if !in.Start.IsZero() && (startUS == 0 || in.Start.UnixMicro() < startUS) {
 		startUS = in.Start.UnixMicro()
 	}
+	// A capture without a flight recorder starts sampling just after its
+	// trigger: the window shown begins at the trigger then.
+	if !in.TriggerAt.IsZero() && startUS != 0 && in.TriggerAt.UnixMicro() < startUS {
+		startUS = in.TriggerAt.UnixMicro()
+	}
 	endUS := maxEnd
 	if !in.End.IsZero() && in.End.UnixMicro() > endUS {
 		endUS = in.End.UnixMicro()

@@ -526,6 +526,10 @@
       else {
         state = ['oncpu', 'blocked', 'runnable'][sK[s]];
         lines.push(STATE[sK[s]] + (sK[s] ? ' for ' + fmtUs(sW[s]) : ''));
+        if (sK[s] === 1 && sp && sE[s] - sW[s] <= sp[1]) {
+          // the sampled wait began before the snapshot, which knows more
+          lines.push('off the CPU since ' + fmtUs(sp[2] - relTrig()) + ', as the thread snapshot found it');
+        }
         lines = lines.concat(stackLines(s, 24));
       }
       showTip(ev, lines);
