@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"syscall"
@@ -374,4 +375,19 @@ func WaitCPU(t testing.TB, pid int, cpu, max time.Duration) time.Duration {
 		return used >= cpu
 	})
 	return used
+}
+
+// HeapBytes returns how many bytes the heap allocated while f ran. A fuzz target bounds it
+// by the input's size: a parser that believes a length read from its
+// input allocates far more than the input holds. Other goroutines'
+// allocations count too, so a bound leaves room for them.
+func HeapBytes(f func()) uint64 {
+	// runtime/metrics rather than ReadMemStats: no stop of the world,
+	// which made a fuzzing worker a thousand times slower.
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	before := s[0].Value.Uint64()
+	f()
+	metrics.Read(s)
+	return s[0].Value.Uint64() - before
 }
