@@ -4,12 +4,24 @@ import (
 	"bytes"
 	"slices"
 	"testing"
+
+	"github.com/stallwatch/stallwatch/internal/testutil"
 )
+
+// heapBound fails t if f allocated more than perByte bytes per input byte
+// plus fixed: a reader that believes a size read from its input would.
+func heapBound(t *testing.T, what string, input int, perByte, fixed uint64, f func()) {
+	t.Helper()
+	if n := testutil.HeapBytes(f); n > perByte*uint64(input)+fixed {
+		t.Fatalf("%s of %d bytes allocated %d (bound %d per byte + %d)", what, input, n, perByte, fixed)
+	}
+}
 
 // fuzzDump reads data as a jitdump that arrives in two pieces, cut at cut,
 // and checks what must hold for any input.
 func fuzzDump(t *testing.T, data []byte, cut int) {
-	whole := readDumpBytes(data, len(data))
+	var whole readResult
+	heapBound(t, "jitdump", len(data), 64, 1<<20, func() { whole = readDumpBytes(data, len(data)) })
 	if cut >= 0 && cut <= len(data) {
 		split := readDumpBytes(data, cut, len(data))
 		if !slices.Equal(names(whole.ix), names(split.ix)) || whole.d.bad != split.d.bad {
@@ -104,7 +116,9 @@ func FuzzPerfMap(f *testing.F) {
 			}
 			return b.index(), m
 		}
-		ix, m := read(len(data))
+		var ix *Index
+		var m *mapReader
+		heapBound(t, "perf map", len(data), 64, 1<<20, func() { ix, m = read(len(data)) })
 		if cut >= 0 && cut <= len(data) {
 			ix2, m2 := read(cut, len(data))
 			if !slices.Equal(names(ix), names(ix2)) || m.bad != m2.bad || m.line != m2.line {
@@ -123,7 +137,8 @@ func FuzzDisplayName(f *testing.F) {
 		f.Add(uint8(0), s)
 	}
 	f.Fuzz(func(t *testing.T, rt uint8, raw string) {
-		n := DisplayName(Runtime(rt%7), raw)
+		var n Name
+		heapBound(t, "name", len(raw), 16, 64<<10, func() { n = DisplayName(Runtime(rt%7), raw) })
 		if raw != "" && n.Name == "" {
 			t.Fatalf("DisplayName(%d, %q) has no name", rt%7, raw)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/snapshot"
 	"github.com/stallwatch/stallwatch/symbolize"
 )
@@ -231,9 +232,28 @@ func FuzzReadThreadDumpJSON(f *testing.F) {
 	f.Add(buf.Bytes())
 	f.Add([]byte(`{"schema":1,"threads":[{"tid":1,"user":[{"addr":"0x1","mapping":0}]}],"mappings":[{"start":"0x0","limit":"0x10","offset":"0x0"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		snap, err := ReadThreadDumpJSON(bytes.NewReader(data), "fuzz.json")
+		var snap *snapshot.Snapshot
+		var err error
+		if n := testutil.HeapBytes(func() { snap, err = ReadThreadDumpJSON(bytes.NewReader(data), "fuzz.json") }); n > 64*uint64(len(data))+1<<20 {
+			t.Fatalf("reading %d bytes allocated %d", len(data), n)
+		}
 		if err != nil {
 			return
+		}
+		// What reads writes back as what reads the same.
+		var once, twice bytes.Buffer
+		if err := WriteThreadDumpJSON(&once, snap); err != nil {
+			t.Fatal(err)
+		}
+		again, err := ReadThreadDumpJSON(bytes.NewReader(once.Bytes()), "again.json")
+		if err != nil {
+			t.Fatalf("a dump written from what was read does not read: %v\n%s", err, once.Bytes())
+		}
+		if err := WriteThreadDumpJSON(&twice, again); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(once.Bytes(), twice.Bytes()) {
+			t.Fatalf("written, read and written again differs:\n%s\n%s", once.Bytes(), twice.Bytes())
 		}
 		// Whatever reads must render and build.
 		var out bytes.Buffer

@@ -1,6 +1,7 @@
 package kallsyms
 
 import (
+	"bytes"
 	"os"
 	"strings"
 	"testing"
@@ -143,7 +144,13 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("0 T x\n"), []byte("m 1 0 - Live 0x0\n"))
 	f.Add([]byte("ffffffffffffffff t a [m]\n"), []byte("m 18446744073709551615 0 - Live 0xffffffffffffffff\n"))
 	f.Fuzz(func(t *testing.T, ks, mods []byte) {
-		tab, err := ParseWithModules(strings.NewReader(string(ks)), strings.NewReader(string(mods)))
+		var tab *Table
+		var err error
+		if n := testutil.HeapBytes(func() {
+			tab, err = ParseWithModules(bytes.NewReader(ks), bytes.NewReader(mods))
+		}); n > 64*uint64(len(ks)+len(mods))+1<<20 {
+			t.Fatalf("parsing %d bytes allocated %d", len(ks)+len(mods), n)
+		}
 		if err != nil {
 			return
 		}

@@ -45,7 +45,12 @@ func FuzzParseExecStart(f *testing.F) {
 	f.Add([]byte("se.exec_start                                :       1903909.702892\n"))
 	f.Add([]byte("se.exec_start : 1.2345678901\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ns, ok := ParseExecStart(b)
+		var ns uint64
+		var ok bool
+		// A line is at most bufio.Scanner's 64 KiB token.
+		if n := testutil.HeapBytes(func() { ns, ok = ParseExecStart(b) }); n > 2*uint64(len(b))+128<<10 {
+			t.Fatalf("parsing %d bytes allocated %d", len(b), n)
+		}
 		if !ok {
 			return
 		}
