@@ -18,6 +18,8 @@ build:
 test: lint
 	$(GO) test -race -timeout 20m ./...
 
+# Unit tests only: every test that runs a target process (testutil.EndToEnd)
+# skips with -short.
 test-short:
 	$(GO) test -short ./...
 

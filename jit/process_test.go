@@ -33,6 +33,7 @@ func TestMain(m *testing.M) {
 // a target that maps no jitdump and runs in an empty chroot.
 func sleeperPath(t *testing.T) string {
 	t.Helper()
+	testutil.EndToEnd(t)
 	sleeper.Do(func() {
 		if sleeper.dir, sleeper.err = os.MkdirTemp("", "stallwatch-jit-sleeper-"); sleeper.err != nil {
 			return

@@ -285,6 +285,7 @@ func TestBuildProfileEmpty(t *testing.T) {
 // would: both profiles open unchanged, -top ranks by wall time, -traces
 // shows the labels.
 func TestGoToolPprof(t *testing.T) {
+	testutil.EndToEnd(t) // go tool pprof reads what we wrote
 	goBin := testutil.RequireTool(t, "go")
 	dir := writeCapture(t, t.TempDir(), fixtureCapture(t))
 	pprof := func(args ...string) string {

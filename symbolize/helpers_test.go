@@ -75,6 +75,7 @@ func run(dir, name string, args ...string) error {
 // (the foundation's BuildC flags plus extra).
 func cProg(t testing.TB, compiler, src string, extra ...string) string {
 	t.Helper()
+	testutil.EndToEnd(t)
 	cc := testutil.RequireTool(t, compiler)
 	key := strings.NewReplacer("/", "_", " ", "_", "=", "_").Replace(compiler + "-" + src + "-" + strings.Join(extra, "-"))
 	return built(t, key, func(dir string) (string, error) {
@@ -87,6 +88,7 @@ func cProg(t testing.TB, compiler, src string, extra ...string) string {
 // goProg builds testdata/symbols/goprog with extra go build flags.
 func goProg(t testing.TB, flags ...string) string {
 	t.Helper()
+	testutil.EndToEnd(t)
 	key := "goprog" + strings.ReplaceAll(strings.Join(flags, ""), " ", "_")
 	key = strings.NewReplacer("=", "_", "-", "_").Replace(key)
 	return built(t, key, func(dir string) (string, error) {

@@ -30,6 +30,7 @@ var snapshotBin struct {
 // target's main thread too (see snapshot.Options).
 func stallwatchForSnapshot(t *testing.T) string {
 	t.Helper()
+	testutil.EndToEnd(t)
 	snapshotBin.Do(func() {
 		dir, err := os.MkdirTemp("", "stallwatch-snapshot-test-")
 		if err != nil {

@@ -33,6 +33,7 @@ var watchBin, beaterBin builtOnce
 
 func (b *builtOnce) build(t testing.TB, name, dir string) string {
 	t.Helper()
+	testutil.EndToEnd(t)
 	b.Do(func() {
 		tmp, err := os.MkdirTemp("", "stallwatch-watch-test-")
 		if err != nil {

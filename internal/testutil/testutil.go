@@ -41,6 +41,16 @@ func Skip(t testing.TB, format string, args ...any) {
 	t.Skip(msg)
 }
 
+// EndToEnd skips t under -short (make test-short): it runs real target
+// processes. Every builder and starter of targets calls it, so a test
+// that runs one is end-to-end by definition.
+func EndToEnd(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end (runs a target process): skipped with -short")
+	}
+}
+
 // RequirePerf skips unless perf_event_open works for a software event with
 // kernel callchains on this machine.
 func RequirePerf(t testing.TB) {
@@ -138,6 +148,7 @@ func Testdata(t testing.TB, elem ...string) string {
 // path (in a per-test temporary directory).
 func BuildGo(t testing.TB, dir string) string {
 	t.Helper()
+	EndToEnd(t)
 	out := filepath.Join(t.TempDir(), filepath.Base(dir))
 	cmd := exec.Command("go", "build", "-o", out, ".")
 	cmd.Dir = Testdata(t, dir)
@@ -152,6 +163,7 @@ func BuildGo(t testing.TB, dir string) string {
 // -fno-omit-frame-pointer plus extra) and returns the binary's path.
 func BuildC(t testing.TB, src string, extra ...string) string {
 	t.Helper()
+	EndToEnd(t)
 	gcc := RequireTool(t, "gcc")
 	out := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(src), ".c"))
 	args := append([]string{"-O1", "-g", "-pthread", "-fno-omit-frame-pointer", "-o", out, Testdata(t, src)}, extra...)
@@ -182,6 +194,7 @@ func Start(t testing.TB, path string, args ...string) *Target {
 // StartCmd is Start for a prepared command (environment, directory).
 func StartCmd(t testing.TB, cmd *exec.Cmd) *Target {
 	t.Helper()
+	EndToEnd(t)
 	tg := &Target{Cmd: cmd, done: make(chan struct{})}
 	cmd.Stderr = &tg.stderr
 	stdout, err := cmd.StdoutPipe()
