@@ -423,6 +423,11 @@ func TestWatchSIGTERMDuringCapture(t *testing.T) {
 	if d := time.Since(start); d > 6*time.Second {
 		t.Errorf("SIGTERM to exit took %v, want at most the 5s grace", d)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("log:\n%s", sw.Stderr())
+		}
+	})
 	info := captureJSON(t, out, "stall")
 	if info["cut_short"] != true {
 		t.Errorf("capture.json cut_short = %v, want true", info["cut_short"])
