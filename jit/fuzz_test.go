@@ -21,7 +21,7 @@ func heapBound(t *testing.T, what string, input int, perByte, fixed uint64, f fu
 // and checks what must hold for any input.
 func fuzzDump(t *testing.T, data []byte, cut int) {
 	var whole readResult
-	heapBound(t, "jitdump", len(data), 64, 1<<20, func() { whole = readDumpBytes(data, len(data)) })
+	heapBound(t, "jitdump", len(data), 64, 4<<20, func() { whole = readDumpBytes(data, len(data)) })
 	if cut >= 0 && cut <= len(data) {
 		split := readDumpBytes(data, cut, len(data))
 		if !slices.Equal(names(whole.ix), names(split.ix)) || whole.d.bad != split.d.bad {
@@ -118,7 +118,7 @@ func FuzzPerfMap(f *testing.F) {
 		}
 		var ix *Index
 		var m *mapReader
-		heapBound(t, "perf map", len(data), 64, 1<<20, func() { ix, m = read(len(data)) })
+		heapBound(t, "perf map", len(data), 64, 4<<20, func() { ix, m = read(len(data)) })
 		if cut >= 0 && cut <= len(data) {
 			ix2, m2 := read(cut, len(data))
 			if !slices.Equal(names(ix), names(ix2)) || m.bad != m2.bad || m.line != m2.line {
@@ -138,7 +138,7 @@ func FuzzDisplayName(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, rt uint8, raw string) {
 		var n Name
-		heapBound(t, "name", len(raw), 16, 64<<10, func() { n = DisplayName(Runtime(rt%7), raw) })
+		heapBound(t, "name", len(raw), 16, 4<<20, func() { n = DisplayName(Runtime(rt%7), raw) })
 		if raw != "" && n.Name == "" {
 			t.Fatalf("DisplayName(%d, %q) has no name", rt%7, raw)
 		}

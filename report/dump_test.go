@@ -234,7 +234,7 @@ func FuzzReadThreadDumpJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var snap *snapshot.Snapshot
 		var err error
-		if n := testutil.HeapBytes(func() { snap, err = ReadThreadDumpJSON(bytes.NewReader(data), "fuzz.json") }); n > 64*uint64(len(data))+1<<20 {
+		if n := testutil.HeapBytes(func() { snap, err = ReadThreadDumpJSON(bytes.NewReader(data), "fuzz.json") }); n > 64*uint64(len(data))+4<<20 {
 			t.Fatalf("reading %d bytes allocated %d", len(data), n)
 		}
 		if err != nil {

@@ -148,7 +148,7 @@ func FuzzParse(f *testing.F) {
 		var err error
 		if n := testutil.HeapBytes(func() {
 			tab, err = ParseWithModules(bytes.NewReader(ks), bytes.NewReader(mods))
-		}); n > 64*uint64(len(ks)+len(mods))+1<<20 {
+		}); n > 64*uint64(len(ks)+len(mods))+4<<20 {
 			t.Fatalf("parsing %d bytes allocated %d", len(ks)+len(mods), n)
 		}
 		if err != nil {

@@ -49,6 +49,9 @@ const (
 	maxExprStack = 64
 )
 
+// errExprTooLong is a hostile (or looping) expression, stopped.
+var errExprTooLong = fmt.Errorf("expression runs longer than %d steps", maxExprSteps)
+
 // EvalExpr evaluates a DWARF expression from call frame information, with
 // initial pushed first (the CFA, for register rules). Only what CFI may
 // use is supported: no register locations, no calls, no TLS.
@@ -66,7 +69,7 @@ func EvalExpr(expr []byte, regs *RegState, mem Memory, initial ...uint64) (uint6
 	}
 	for steps := 0; r.off < len(expr); steps++ {
 		if steps >= maxExprSteps {
-			return 0, fmt.Errorf("expression runs longer than %d steps", maxExprSteps)
+			return 0, errExprTooLong
 		}
 		if len(stack) > maxExprStack {
 			return 0, fmt.Errorf("expression stack deeper than %d", maxExprStack)

@@ -53,15 +53,20 @@ type File struct {
 
 // safely runs f, turning a panic inside a parser (the standard library's
 // ELF and DWARF readers see untrusted bytes) into an error that names the
-// file.
+// file. It is a last net: the fuzz targets fail when it catches anything
+// (recoveredPanics), and the input is then checked before.
 func safely(name string, f func() error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
+			recoveredPanics.Add(1)
 			err = fmt.Errorf("%s: malformed file (parser panicked: %v)", name, v)
 		}
 	}()
 	return f()
 }
+
+// recoveredPanics counts the panics safely caught.
+var recoveredPanics atomic.Int64
 
 // ErrNotELF is wrapped by the error of a file that is not an ELF file: a
 // jitdump a JIT maps executable so that perf records it, for one.
@@ -84,6 +89,9 @@ func newFile(path, name string, r io.ReaderAt, size int64, c io.Closer) (*File, 
 // attach gives the file a reader to parse from (again, after the last
 // user closed the one it had).
 func (f *File) attach(r io.ReaderAt, size int64, c io.Closer) error {
+	if err := checkHeaderTables(r, size); err != nil {
+		return fmt.Errorf("%s: %w", f.Name, err)
+	}
 	var ef *elf.File
 	err := safely(f.Name, func() error {
 		var err error

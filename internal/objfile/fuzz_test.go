@@ -5,12 +5,14 @@ import (
 	"debug/dwarf"
 	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/stallwatch/stallwatch/internal/testutil"
 )
 
 // The parsers below read files the target controls. Each fuzz target
@@ -18,13 +20,15 @@ import (
 // no hang, and no allocation beyond a bound proportional to the input
 // (measured, not assumed).
 
-// allocated runs f and returns the bytes it allocated.
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
+// noPanics fails t if safely caught a panic while f ran: the net must
+// never be what holds.
+func noPanics(t *testing.T, what string, f func()) {
+	t.Helper()
+	before := recoveredPanics.Load()
 	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
+	if n := recoveredPanics.Load() - before; n != 0 {
+		t.Fatalf("%s: %d panics caught by safely", what, n)
+	}
 }
 
 // checkAlloc fails t when f allocates more than perByte bytes per input
@@ -32,7 +36,7 @@ func allocated(f func()) uint64 {
 func checkAlloc(t *testing.T, what string, input int, perByte uint64, f func()) {
 	t.Helper()
 	const slack = 4 << 20
-	if n := allocated(f); n > uint64(input)*perByte+slack {
+	if n := testutil.HeapBytes(f); n > uint64(input)*perByte+slack {
 		t.Fatalf("%s of %d bytes allocated %d bytes (bound %d)", what, input, n, uint64(input)*perByte+slack)
 	}
 }
@@ -84,7 +88,9 @@ func FuzzELF(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Sections may inflate (compressed DWARF, MiniDebugInfo): the
 		// bound is the inflation limits', per byte of input.
-		checkAlloc(t, "ELF image", len(data), maxInflateRatio*4, func() { exerciseELF(t, data) })
+		noPanics(t, "ELF image", func() {
+			checkAlloc(t, "ELF image", len(data), maxInflateRatio*4, func() { exerciseELF(t, data) })
+		})
 	})
 }
 
@@ -152,33 +158,35 @@ func FuzzDWARF(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, info, abbrev, line, str, lineStr []byte) {
 		size := len(info) + len(abbrev) + len(line) + len(str) + len(lineStr)
-		checkAlloc(t, "DWARF", size, 256, func() {
-			dl := &dwarfLines{name: "fuzz", names: map[dwarf.Offset]string{}, line: line, bo: binary.LittleEndian}
-			err := safely("fuzz", func() error {
-				d, err := dwarf.New(abbrev, nil, nil, info, line, nil, nil, str)
-				if err != nil {
-					return err
-				}
-				if err := d.AddSection(".debug_line_str", lineStr); err != nil {
-					return err
-				}
-				dl.d = d
-				return dl.index()
-			})
+		noPanics(t, "DWARF", func() { exerciseDWARF(t, size, info, abbrev, line, str, lineStr) })
+	})
+}
+
+func exerciseDWARF(t *testing.T, size int, info, abbrev, line, str, lineStr []byte) {
+	checkAlloc(t, "DWARF", size, 256, func() {
+		dl := &dwarfLines{name: "fuzz", names: map[dwarf.Offset]string{}, line: line, bo: binary.LittleEndian}
+		err := safely("fuzz", func() error {
+			d, err := dwarf.New(abbrev, nil, nil, info, line, nil, nil, str)
 			if err != nil {
-				return
+				return err
 			}
-			for i, r := range dl.ranges {
-				if i > 16 {
-					break
-				}
-				for _, a := range []uint64{r.lo, r.lo + (r.hi-r.lo)/2, r.hi - 1} {
-					if _, err := dl.frames(a); err != nil && strings.Contains(err.Error(), "panicked") {
-						t.Fatal(err)
-					}
-				}
+			if err := d.AddSection(".debug_line_str", lineStr); err != nil {
+				return err
 			}
+			dl.d = d
+			return dl.index()
 		})
+		if err != nil {
+			return
+		}
+		for i, r := range dl.ranges {
+			if i > 16 {
+				break
+			}
+			for _, a := range []uint64{r.lo, r.lo + (r.hi-r.lo)/2, r.hi - 1} {
+				dl.frames(a)
+			}
+		}
 	})
 }
 
@@ -198,7 +206,7 @@ func FuzzXZ(f *testing.F) {
 		var err error
 		// The decoder's dictionary is capped at 64 KiB; the output at
 		// maxMiniDebugInfo.
-		n := allocated(func() { out, err = inflateXZ(data) })
+		n := testutil.HeapBytes(func() { out, err = inflateXZ(data) })
 		if err == nil && len(out) > maxMiniDebugInfo {
 			t.Fatalf("inflated %d bytes, limit %d", len(out), maxMiniDebugInfo)
 		}
@@ -227,34 +235,53 @@ func FuzzGoTable(f *testing.F) {
 	f.Add(goTableFixture())
 	f.Add([]byte{0xf1, 0xff, 0xff, 0xff, 0, 0, 1, 8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		checkAlloc(t, "pclntab", len(data), 8, func() {
-			g, err := ParseGoTable(data, 0x1000, "fuzz")
-			if err != nil || g == nil {
-				return
-			}
-			for _, pc := range []uint64{0, 0x1000, 0x1001, 0x1010, 0x1020, 0x1fff, 0x401000} {
-				fn, file, line, ok := g.Line(pc)
-				if ok && (fn == "" || len(fn) > len(data) || len(file) > len(data) || line < 0) {
-					t.Fatalf("Line(%#x) = %q %q %d", pc, fn, file, line)
-				}
-				if d, ok := g.SPDelta(pc); ok && d > 1<<30 {
-					t.Fatalf("SPDelta(%#x) = %d", pc, d)
-				}
-				g.FrameKind(pc)
-			}
-			g.addTo(&symtab{})
-		})
+		noPanics(t, "pclntab", func() { exerciseGoTable(t, data) })
 	})
 }
 
+func exerciseGoTable(t *testing.T, data []byte) {
+	checkAlloc(t, "pclntab", len(data), 8, func() {
+		g, err := ParseGoTable(data, 0x1000, "fuzz")
+		if err != nil || g == nil {
+			return
+		}
+		for _, pc := range []uint64{0, 0x1000, 0x1001, 0x1010, 0x1020, 0x1fff, 0x401000} {
+			fn, file, line, ok := g.Line(pc)
+			if ok && (fn == "" || len(fn) > len(data) || len(file) > len(data) || line < 0) {
+				t.Fatalf("Line(%#x) = %q %q %d", pc, fn, file, line)
+			}
+			if d, ok := g.SPDelta(pc); ok && d > 1<<30 {
+				t.Fatalf("SPDelta(%#x) = %d", pc, d)
+			}
+			g.FrameKind(pc)
+		}
+		g.addTo(&symtab{})
+	})
+}
+
+// FuzzDebugLink: a name that is accepted is a plain file name, and a
+// section written from a plain name and a CRC reads back as both.
 func FuzzDebugLink(f *testing.F) {
-	f.Add([]byte("prog.debug\x00\x00\x12\x34\x56\x78"))
-	f.Add([]byte("../../etc/shadow\x00\x00\x00\x00\x00\x00\x00\x00"))
-	f.Add([]byte("\x00"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		name, _, err := parseDebugLink(data, "fuzz", binary.LittleEndian)
-		if err == nil && (name == "" || bytes.ContainsAny([]byte(name), "/\x00")) {
-			t.Fatalf("accepted debuglink name %q", name)
+	f.Add([]byte("prog.debug\x00\x00\x12\x34\x56\x78"), "prog.debug", uint32(0x12345678))
+	f.Add([]byte("../../etc/shadow\x00\x00\x00\x00\x00\x00\x00\x00"), "a", uint32(0))
+	f.Add([]byte("\x00"), "", uint32(1))
+	plain := func(name string) bool {
+		return name != "" && !strings.ContainsAny(name, "/\x00") && name != "." && name != ".."
+	}
+	f.Fuzz(func(t *testing.T, data []byte, name string, crc uint32) {
+		if got, _, err := parseDebugLink(data, "fuzz", binary.LittleEndian); err == nil && !plain(got) {
+			t.Fatalf("accepted debuglink name %q", got)
+		}
+		if !plain(name) {
+			return
+		}
+		sec := append([]byte(name), 0)
+		for len(sec)%4 != 0 {
+			sec = append(sec, 0)
+		}
+		sec = binary.LittleEndian.AppendUint32(sec, crc)
+		if n, c, err := parseDebugLink(sec, "fuzz", binary.LittleEndian); err != nil || n != name || c != crc {
+			t.Fatalf("debuglink of %q, %#x reads back as %q, %#x, %v", name, crc, n, c, err)
 		}
 	})
 }
@@ -300,22 +327,51 @@ func FuzzEhFrame(f *testing.F) {
 	})
 }
 
-// FuzzExpr: DWARF expressions evaluate or fail, never panic or run away,
-// and a trailing DW_OP_nop changes nothing.
+// FuzzExpr: DWARF expressions evaluate or fail within a fixed heap bound,
+// never panic or run away, and leave the registers alone. One that
+// evaluates gives the same value with a DW_OP_nop after it, or moved behind
+// a DW_OP_skip over junk (branches are relative), and its value plus k with
+// DW_OP_plus_uconst k after it (but where the extra step is one too many).
 func FuzzExpr(f *testing.F) {
-	f.Add([]byte{0x77, 8, 0x80, 0, 0x3f, 0x1a, 0x3b, 0x2a, 0x33, 0x24, 0x22})
-	f.Add([]byte{0x77, 0x10, 0x06, 0x23, 0x08})
-	f.Add([]byte{0x30, 0x28, 0x02, 0x00, 0x31, 0x2f, 0x01, 0x00, 0x32})
-	f.Fuzz(func(t *testing.T, expr []byte) {
+	f.Add([]byte{0x77, 8, 0x80, 0, 0x3f, 0x1a, 0x3b, 0x2a, 0x33, 0x24, 0x22}, uint8(3))
+	f.Add([]byte{0x77, 0x10, 0x06, 0x23, 0x08}, uint8(0))
+	f.Add([]byte{0x30, 0x28, 0x02, 0x00, 0x31, 0x2f, 0x01, 0x00, 0x32}, uint8(7))
+	f.Fuzz(func(t *testing.T, expr []byte, k uint8) {
 		var rs RegState
 		rs.Set(RegRSP, 0x7000)
 		rs.Set(RegRA, 0x1234)
 		mem := dump{base: 0x7000, b: make([]byte, 64)}
-		v1, err1 := EvalExpr(expr, &rs, mem, 0x7008)
-		v2, err2 := EvalExpr(append(append([]byte(nil), expr...), 0x96), &rs, mem, 0x7008)
-		if err1 == nil && (err2 != nil || v1 != v2) {
-			t.Fatalf("%x: %#x, %v; with a nop after it %#x, %v", expr, v1, err1, v2, err2)
+		for i := range mem.b {
+			mem.b[i] = byte(i)
 		}
+		eval := func(e []byte) (uint64, error) {
+			before := rs
+			v, err := EvalExpr(e, &rs, mem, 0x7008)
+			if rs != before {
+				t.Fatalf("evaluating %x changed the registers", e)
+			}
+			return v, err
+		}
+		var v uint64
+		var err error
+		if n := testutil.HeapBytes(func() { v, err = eval(expr) }); n > 4<<20 {
+			t.Fatalf("evaluating %d bytes allocated %d", len(expr), n)
+		}
+		if err != nil {
+			return
+		}
+		same := func(what string, e []byte, want uint64) {
+			if got, err := eval(e); err != nil && !errors.Is(err, errExprTooLong) || err == nil && got != want {
+				t.Fatalf("%x gives %#x; %s: %#x, %v", expr, v, what, got, err)
+			}
+		}
+		same("with a nop after it", append(append([]byte(nil), expr...), 0x96), v)
+		junk := []byte{0x2f, k, 0} // DW_OP_skip k
+		for i := range int(k) {
+			junk = append(junk, byte(i*37))
+		}
+		same(fmt.Sprintf("behind a skip over %d bytes", k), append(junk, expr...), v)
+		same(fmt.Sprintf("plus_uconst %d after it", k&0x7f), append(append([]byte(nil), expr...), 0x23, k&0x7f), v+uint64(k&0x7f))
 	})
 }
 

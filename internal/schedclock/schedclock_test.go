@@ -48,7 +48,7 @@ func FuzzParseExecStart(f *testing.F) {
 		var ns uint64
 		var ok bool
 		// A line is at most bufio.Scanner's 64 KiB token.
-		if n := testutil.HeapBytes(func() { ns, ok = ParseExecStart(b) }); n > 2*uint64(len(b))+128<<10 {
+		if n := testutil.HeapBytes(func() { ns, ok = ParseExecStart(b) }); n > 2*uint64(len(b))+4<<20 {
 			t.Fatalf("parsing %d bytes allocated %d", len(b), n)
 		}
 		if !ok {

@@ -390,13 +390,12 @@ func WaitCPU(t testing.TB, pid int, cpu, max time.Duration) time.Duration {
 	return used
 }
 
-// HeapBytes returns how many bytes the heap allocated while f ran. A fuzz target bounds it
-// by the input's size: a parser that believes a length read from its
-// input allocates far more than the input holds. Other goroutines'
-// allocations count too, so a bound leaves room for them.
+// HeapBytes returns how many bytes the heap allocated while f ran. A fuzz
+// target bounds it by its input's size: a parser that believes a length
+// read from its input allocates far more than the input holds. Other
+// goroutines' allocations count too (a fuzzing worker's own: hundreds of
+// KiB seen), so a bound leaves a few MiB for them.
 func HeapBytes(f func()) uint64 {
-	// runtime/metrics rather than ReadMemStats: no stop of the world,
-	// which made a fuzzing worker a thousand times slower.
 	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
 	metrics.Read(s)
 	before := s[0].Value.Uint64()
