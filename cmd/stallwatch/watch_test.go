@@ -342,6 +342,12 @@ func TestWatchJSONLogStates(t *testing.T) {
 	fmt.Fprintln(control, "resume")
 	least := 500*time.Millisecond + time.Since(stalledSeen)
 	waitLog(t, sw, `"msg":"heartbeat recovered"`, 10*time.Second)
+	// Recovered, then healthy again: the second healthy line.
+	if err := testutil.Eventually(10*time.Second, func() bool {
+		return strings.Count(sw.Stderr(), `"msg":"heartbeat healthy"`) >= 2
+	}); err != nil {
+		t.Fatalf("not healthy again after the recovery; log:\n%s", sw.Stderr())
+	}
 	var states []string
 	var stall time.Duration
 	for _, line := range strings.Split(strings.TrimSpace(sw.Stderr()), "\n") {
