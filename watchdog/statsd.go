@@ -33,6 +33,10 @@ type StatsdConfig struct {
 	// Logger receives the first malformed datagram's reason, forwarding
 	// trouble and the counts when the proxy stops; nil: slog.Default().
 	Logger *slog.Logger
+	// LogEvery is how often drops are logged while running, each time as
+	// the counts since the last line (default 10s); nothing dropped,
+	// nothing logged.
+	LogEvery time.Duration
 }
 
 // StatsdStats counts what a proxy saw.
@@ -41,7 +45,14 @@ type StatsdStats struct {
 	Beats     uint64 // datagrams holding a heartbeat metric
 	Malformed uint64 // datagrams with a line that is not DogStatsD (still forwarded)
 	Forwarded uint64 // sent on to Forward
-	Dropped   uint64 // not forwarded: queue full or the agent refused them
+	// Dropped were received but not forwarded: the agent was slow (the
+	// forwarder's batches were all in use), refused them or could not be
+	// reached, or the datagram was longer than 64 KiB.
+	Dropped uint64
+	// KernelDropped never reached the proxy: the kernel dropped them at
+	// its socket, whose receive buffer was full (UDP only; a unixgram
+	// sender waits instead).
+	KernelDropped uint64
 }
 
 // StatsdProxy is a DogStatsD heartbeat: it receives the target's metrics
@@ -56,13 +67,16 @@ type StatsdProxy struct {
 	unix      string // socket path to remove on Close
 	match     matcher
 	fwd       *forwarder
+	rc        syscall.RawConn
+	rcvbuf    rcvbuf
 	stats     statsdCounters
 	tap       func(dg []byte) // tests see each datagram as received
 	closeOnce sync.Once
 }
 
 type statsdCounters struct {
-	datagrams, beats, malformed atomic.Uint64
+	datagrams, beats, malformed, kernelDropped atomic.Uint64
+	dropped                                    atomic.Uint64 // by the receiver: no batch free, or truncated
 }
 
 // maxDatagram is the largest datagram UDP carries; unixgram ones the
@@ -103,9 +117,22 @@ func ListenStatsd(cfg StatsdConfig) (*StatsdProxy, error) {
 	} else {
 		p.addr = "udp://" + p.conn.LocalAddr().String()
 	}
-	if uc, ok := p.conn.(interface{ SetReadBuffer(int) error }); ok {
-		_ = uc.SetReadBuffer(4 << 20) // absorb bursts; the kernel caps it at rmem_max
+	if p.rc, err = p.conn.(syscall.Conn).SyscallConn(); err != nil {
+		p.conn.Close()
+		return nil, err
 	}
+	buf, err := sizeRcvbuf(p.rc)
+	switch {
+	case err != nil:
+		p.log.Warn("dogstatsd proxy: sizing the receive buffer failed", "source", p.String(), "err", err)
+	case lnet == "udp" && buf.short():
+		p.log.Warn("dogstatsd proxy: the receive buffer is smaller than asked; bursts may be dropped by the kernel (counted)",
+			"source", p.String(), "rcvbuf", buf.String(),
+			"fix", fmt.Sprintf("run as root (SO_RCVBUFFORCE), or sysctl net.core.rmem_max=%d", buf.wanted))
+	default:
+		p.log.Debug("dogstatsd proxy: receive buffer", "source", p.String(), "rcvbuf", buf.String(), "forced", buf.forced)
+	}
+	p.rcvbuf = buf
 	return p, nil
 }
 
@@ -226,15 +253,41 @@ func (p *StatsdProxy) Addr() string { return p.addr }
 
 // Stats returns the counts so far.
 func (p *StatsdProxy) Stats() StatsdStats {
+	p.readKernelDrops()
 	st := StatsdStats{
-		Datagrams: p.stats.datagrams.Load(),
-		Beats:     p.stats.beats.Load(),
-		Malformed: p.stats.malformed.Load(),
+		Datagrams:     p.stats.datagrams.Load(),
+		Beats:         p.stats.beats.Load(),
+		Malformed:     p.stats.malformed.Load(),
+		Dropped:       p.stats.dropped.Load(),
+		KernelDropped: p.stats.kernelDropped.Load(),
 	}
 	if p.fwd != nil {
-		st.Forwarded, st.Dropped = p.fwd.sent.Load(), p.fwd.dropped.Load()
+		st.Forwarded = p.fwd.sent.Load()
+		st.Dropped += p.fwd.dropped.Load()
 	}
 	return st
+}
+
+// RcvBuf is the receive buffer the kernel granted the proxy's socket, in
+// bytes as it counts them (twice what was set: its bookkeeping included).
+func (p *StatsdProxy) RcvBuf() int { return p.rcvbuf.got }
+
+// noteKernelDrops raises the kernel's drop count to d (counts only grow).
+func (p *StatsdProxy) noteKernelDrops(d uint64) {
+	for {
+		old := p.stats.kernelDropped.Load()
+		if d <= old || p.stats.kernelDropped.CompareAndSwap(old, d) {
+			return
+		}
+	}
+}
+
+// readKernelDrops asks the socket for its drop count: SO_RXQ_OVFL comes
+// only with a datagram, and says nothing of drops after the last one.
+func (p *StatsdProxy) readKernelDrops() {
+	if d, ok := socketDrops(p.rc); ok {
+		p.noteKernelDrops(uint64(d))
+	}
 }
 
 // Close releases the socket (and removes a unix socket's file). Run
@@ -251,21 +304,33 @@ func (p *StatsdProxy) Close() error {
 }
 
 // Run implements Source: it receives until ctx is done (then closes the
-// proxy) or the socket fails.
+// proxy) or the socket fails. Drops are logged every LogEvery while they
+// happen, and the counts once more when it stops.
 func (p *StatsdProxy) Run(ctx context.Context, beat func()) error {
 	stop := context.AfterFunc(ctx, func() { p.Close() })
 	defer stop()
+	free := make(chan *batch, batches)
 	if p.fwd != nil {
+		for range batches {
+			free <- newBatch()
+		}
 		fctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		go func() { p.fwd.run(fctx); close(done) }()
+		go func() { p.fwd.run(fctx, free); close(done) }()
 		defer func() { cancel(); <-done }()
 	}
 	defer p.logStats()
-	buf := make([]byte, maxDatagram)
+	logDone := make(chan struct{})
+	go p.logDrops(logDone)
+	defer close(logDone)
+	spare := newBatch() // read into when every batch is with the forwarder, or without one
 	for {
-		n, _, err := p.conn.ReadFrom(buf)
-		if err != nil {
+		b := spare
+		select {
+		case b = <-free:
+		default:
+		}
+		if err := recvBatch(p.rc, b); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -274,7 +339,15 @@ func (p *StatsdProxy) Run(ctx context.Context, beat func()) error {
 			}
 			return fmt.Errorf("dogstatsd heartbeat %s: %w", p.addr, err)
 		}
-		p.handle(buf[:n], beat)
+		if p.handle(b) {
+			beat()
+		}
+		switch {
+		case b == spare && p.fwd != nil:
+			p.stats.dropped.Add(uint64(b.n)) // the agent is behind
+		case b != spare:
+			p.fwd.queue <- b // never blocks: it holds every batch there is
+		}
 	}
 }
 
@@ -282,24 +355,43 @@ func isTemporary(err error) bool {
 	return errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
-func (p *StatsdProxy) handle(dg []byte, beat func()) {
-	p.stats.datagrams.Add(1)
-	if p.tap != nil {
-		p.tap(dg)
+// handle counts and scans a batch in place, and reports whether any of
+// its datagrams was a beat. Truncated datagrams are scanned but not
+// forwarded: the agent must not get a part for the whole.
+func (p *StatsdProxy) handle(b *batch) (isBeat bool) {
+	if d, ok := b.kernelDrops(); ok {
+		p.noteKernelDrops(uint64(d))
 	}
-	if p.fwd != nil {
-		p.fwd.send(dg)
-	}
-	isBeat, malformed := p.match.scan(dg)
-	if malformed != "" {
-		if p.stats.malformed.Add(1) == 1 {
-			p.log.Warn("malformed DogStatsD datagram (forwarded anyway; further ones are only counted)",
-				"source", p.String(), "why", malformed, "datagram", quoteBounded(dg, 120))
+	p.stats.datagrams.Add(uint64(b.n))
+	var beats, malformed uint64
+	for i := 0; i < b.n; i++ {
+		dg := b.datagram(i)
+		if p.tap != nil {
+			p.tap(dg)
+		}
+		if b.truncated(i) {
+			p.dropTruncated(b, i)
+		}
+		hit, why := p.match.scan(dg)
+		if why != "" {
+			if p.stats.malformed.Add(1) == 1 {
+				p.log.Warn("malformed DogStatsD datagram (forwarded anyway; further ones are only counted)",
+					"source", p.String(), "why", why, "datagram", quoteBounded(dg, 120))
+			}
+			malformed++
+		}
+		if hit {
+			beats++
 		}
 	}
-	if isBeat {
-		p.stats.beats.Add(1)
-		beat()
+	p.stats.beats.Add(beats)
+	return beats > 0
+}
+
+// dropTruncated counts datagram i, which the forwarder skips.
+func (p *StatsdProxy) dropTruncated(b *batch, i int) {
+	if p.stats.dropped.Add(1) == 1 {
+		p.log.Warn("DogStatsD datagram longer than 64 KiB: not forwarded (further ones are only counted)", "source", p.String())
 	}
 }
 
@@ -313,54 +405,62 @@ func quoteBounded(b []byte, n int) string {
 func (p *StatsdProxy) logStats() {
 	st := p.Stats()
 	p.log.Info("dogstatsd proxy stopped", "source", p.String(), "datagrams", st.Datagrams, "beats", st.Beats,
-		"malformed", st.Malformed, "forwarded", st.Forwarded, "dropped", st.Dropped)
+		"malformed", st.Malformed, "forwarded", st.Forwarded, "dropped", st.Dropped, "kernel_dropped", st.KernelDropped)
 }
 
-// forwarder sends datagrams to the agent from a goroutine of its own, so
-// that a slow or absent agent never delays reading the target's metrics:
-// when its queue is full, datagrams are dropped and counted.
+// logDrops logs, every LogEvery until done is closed, what was dropped
+// since its last line, with the totals.
+func (p *StatsdProxy) logDrops(done <-chan struct{}) {
+	t := time.NewTicker(orDefault(p.cfg.LogEvery, 10*time.Second))
+	defer t.Stop()
+	var last StatsdStats // drops before Run count too
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		now := p.Stats()
+		dk, dp := now.KernelDropped-last.KernelDropped, now.Dropped-last.Dropped
+		if dk > 0 || dp > 0 {
+			p.log.Warn("dogstatsd datagrams dropped", "source", p.String(),
+				"kernel_dropped", dk, "proxy_dropped", dp, "received", now.Datagrams-last.Datagrams,
+				"forwarded", now.Forwarded-last.Forwarded, "kernel_dropped_total", now.KernelDropped,
+				"proxy_dropped_total", now.Dropped, "rcvbuf", p.rcvbuf.String())
+		}
+		last = now
+	}
+}
+
+// forwarder sends the received batches to the agent from a goroutine of
+// its own, so that a slow or absent agent never delays reading the
+// target's metrics: while it holds every batch, the receiver drops (and
+// counts) what it reads.
 type forwarder struct {
 	network, addr string
 	log           *slog.Logger
-	queue         chan []byte
-	queued        atomic.Int64 // bytes waiting in queue
+	queue         chan *batch
 	sent, dropped atomic.Uint64
 	warned        bool
 }
 
 const (
-	forwardQueue   = 4096
-	forwardBytes   = 8 << 20 // what a flood of big datagrams may hold
 	forwardTimeout = 100 * time.Millisecond
 	redialEvery    = time.Second
 )
 
 func newForwarder(network, addr string, log *slog.Logger) *forwarder {
-	return &forwarder{network: network, addr: addr, log: log, queue: make(chan []byte, forwardQueue)}
+	return &forwarder{network: network, addr: addr, log: log, queue: make(chan *batch, batches)}
 }
 
-func (f *forwarder) send(dg []byte) {
-	if f.queued.Add(int64(len(dg))) > forwardBytes {
-		f.queued.Add(-int64(len(dg)))
-		f.dropped.Add(1)
-		return
-	}
-	select {
-	case f.queue <- append([]byte(nil), dg...):
-	default:
-		f.queued.Add(-int64(len(dg)))
-		f.dropped.Add(1)
-	}
+// fconn is the connected socket to the agent.
+type fconn struct {
+	net.Conn
+	rc syscall.RawConn
 }
 
-// next takes a datagram off the queue.
-func (f *forwarder) next(dg []byte) []byte {
-	f.queued.Add(-int64(len(dg)))
-	return dg
-}
-
-func (f *forwarder) run(ctx context.Context) {
-	var conn net.Conn
+func (f *forwarder) run(ctx context.Context, free chan<- *batch) {
+	var conn *fconn
 	var lastDial time.Time
 	defer func() {
 		if conn != nil {
@@ -368,60 +468,95 @@ func (f *forwarder) run(ctx context.Context) {
 		}
 	}()
 	for {
-		var dg []byte
+		var b *batch
 		select {
 		case <-ctx.Done():
-			f.flush(conn)
+			f.flush(conn, free)
 			return
-		case dg = <-f.queue:
-			dg = f.next(dg)
+		case b = <-f.queue:
 		}
 		if conn == nil && time.Since(lastDial) >= redialEvery {
 			lastDial = time.Now()
 			conn = f.dial()
 		}
-		if conn == nil || !f.write(conn, dg) {
-			f.dropped.Add(1)
-			if conn != nil && f.network == "unixgram" {
-				conn.Close() // the agent may have restarted: dial again
-				conn = nil
-			}
+		if !f.forward(conn, b) && conn != nil && f.network == "unixgram" {
+			conn.Close() // the agent may have restarted: dial again
+			conn = nil
 		}
+		free <- b
 	}
 }
 
 // flush sends what is queued when the proxy stops, without waiting on the
 // agent.
-func (f *forwarder) flush(conn net.Conn) {
+func (f *forwarder) flush(conn *fconn, free chan<- *batch) {
 	for {
 		select {
-		case dg := <-f.queue:
-			if conn == nil || !f.write(conn, f.next(dg)) {
-				f.dropped.Add(1)
-			}
+		case b := <-f.queue:
+			f.forward(conn, b)
+			free <- b
 		default:
 			return
 		}
 	}
 }
 
-func (f *forwarder) dial() net.Conn {
-	conn, err := net.DialTimeout(f.network, f.addr, forwardTimeout)
+func (f *forwarder) dial() *fconn {
+	c, err := net.DialTimeout(f.network, f.addr, forwardTimeout)
 	if err != nil {
 		f.warnOnce("cannot reach the agent to forward to", err)
 		return nil
 	}
-	return conn
+	rc, err := c.(syscall.Conn).SyscallConn()
+	if err != nil {
+		c.Close()
+		f.warnOnce("cannot reach the agent to forward to", err)
+		return nil
+	}
+	return &fconn{Conn: c, rc: rc}
 }
 
-func (f *forwarder) write(conn net.Conn, dg []byte) bool {
-	_ = conn.SetWriteDeadline(time.Now().Add(forwardTimeout))
-	if _, err := conn.Write(dg); err != nil {
-		f.warnOnce("forwarding a datagram failed", err)
+// forward sends a batch, each datagram byte for byte, and reports whether
+// the agent took them all. A datagram the agent refuses is skipped and
+// counted; waiting for room ends forwardTimeout after it began, and what
+// is left is counted.
+func (f *forwarder) forward(conn *fconn, b *batch) bool {
+	if conn == nil {
+		f.dropped.Add(uint64(b.n))
 		return false
 	}
-	f.sent.Add(1)
-	return true
+	b.armForSend()
+	_ = conn.SetWriteDeadline(time.Now().Add(forwardTimeout))
+	all := true
+	for i := 0; i < b.n; {
+		if b.truncated(i) {
+			i++ // counted by the receiver
+			continue
+		}
+		end := i + 1
+		for end < b.n && !b.truncated(end) {
+			end++
+		}
+		n, err := sendBatch(conn.rc, b, i, end)
+		i += n
+		f.sent.Add(uint64(n))
+		if err == nil {
+			continue
+		}
+		all = false
+		f.warnOnce("forwarding a datagram failed", err)
+		if errors.Is(err, os.ErrDeadlineExceeded) || !isTemporary(err) && f.network == "unixgram" {
+			for ; i < b.n; i++ {
+				if !b.truncated(i) {
+					f.dropped.Add(1)
+				}
+			}
+			return false
+		}
+		f.dropped.Add(1) // refused (ECONNREFUSED of an earlier one, ENOBUFS): skip it
+		i++
+	}
+	return all
 }
 
 func (f *forwarder) warnOnce(msg string, err error) {
