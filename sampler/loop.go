@@ -106,6 +106,15 @@ func (s *Sampler) scan() bool {
 	if err != nil {
 		return errors.Is(err, procfs.ErrGone)
 	}
+	// Threads new to us: their FORK records, written since the last drain
+	// (which a loaded machine may have left long ago), say when they
+	// started; read them before the scan takes its own time for theirs.
+	for _, tid := range tids {
+		if _, ok := s.live[tid]; !ok {
+			s.drainAll()
+			break
+		}
+	}
 	now := monotime.Now()
 	present := make(map[int]bool, len(tids))
 	for _, tid := range tids {
