@@ -29,10 +29,21 @@ type Progress struct {
 	// the target's threads one by one, which moves their counters even
 	// when the target itself is frozen. What moved then is not a beat.
 	quiet atomic.Bool
+	// captures counts the starts and ends of captures: a comparison
+	// across one (its last moves may come after the last read while it
+	// ran, when this goroutine was not scheduled) is a new baseline, not
+	// a beat.
+	captures atomic.Uint64
+
+	// polled, when set (by tests), is called after each tick's reading.
+	polled func()
 }
 
 // captureRunning implements captureAware.
-func (p *Progress) captureRunning(on bool) { p.quiet.Store(on) }
+func (p *Progress) captureRunning(on bool) {
+	p.quiet.Store(on)
+	p.captures.Add(1)
+}
 
 func (p *Progress) String() string { return "proc " + strconv.Itoa(p.PID) }
 
@@ -40,10 +51,8 @@ func (p *Progress) String() string { return "proc " + strconv.Itoa(p.PID) }
 func (p *Progress) Run(ctx context.Context, beat func()) error {
 	ticker := time.NewTicker(orDefault(p.Interval, time.Second))
 	defer ticker.Stop()
-	ticks, _ := processTicks(p.PID)
-	last, err := readProgress(p.PID)
-	fresh := err == nil
-	if fresh {
+	var st progressState
+	if p.baseline(&st) {
 		beat() // watching begins: see the type's doc
 	}
 	for {
@@ -52,34 +61,59 @@ func (p *Progress) Run(ctx context.Context, beat func()) error {
 			return ctx.Err()
 		case <-ticker.C:
 		}
-		if p.quiet.Load() {
-			// Keep the counters current without beating, so that
-			// the first read after the capture compares with what
-			// the capture left.
-			ticks, _ = processTicks(p.PID)
-			last, err = readProgress(p.PID)
-			fresh = err == nil
-			continue
-		}
-		// One read answers for a process that uses CPU; the threads
-		// are read only when it did not (their context switches tell
-		// a process that sleeps and wakes).
-		if t, err := processTicks(p.PID); err == nil && t != ticks {
-			ticks, fresh = t, false
-			beat()
-			continue
-		}
-		// A vanished target reads as no progress; the watchdog learns
-		// of the exit from the process itself.
-		cur, err := readProgress(p.PID)
-		if err != nil {
-			continue
-		}
-		if fresh && cur != last {
+		if p.tick(&st) {
 			beat()
 		}
-		last, fresh = cur, true
+		if p.polled != nil {
+			p.polled()
+		}
 	}
+}
+
+// progressState is what the last reading saw.
+type progressState struct {
+	captures uint64 // Progress.captures then
+	ticks    uint64
+	last     progress
+	fresh    bool // last holds a reading to compare with
+}
+
+// baseline reads the counters without judging them, and reports whether
+// the target could be read.
+func (p *Progress) baseline(st *progressState) bool {
+	st.captures = p.captures.Load()
+	st.ticks, _ = processTicks(p.PID)
+	var err error
+	st.last, err = readProgress(p.PID)
+	st.fresh = err == nil
+	return st.fresh
+}
+
+// tick reads the target's progress once and reports whether it moved.
+func (p *Progress) tick(st *progressState) bool {
+	if p.quiet.Load() || p.captures.Load() != st.captures {
+		// Keep the counters current without beating, so that the
+		// first read after the capture compares with what the
+		// capture left.
+		p.baseline(st)
+		return false
+	}
+	// One read answers for a process that uses CPU; the threads are read
+	// only when it did not (their context switches tell a process that
+	// sleeps and wakes).
+	if t, err := processTicks(p.PID); err == nil && t != st.ticks {
+		st.ticks, st.fresh = t, false
+		return true
+	}
+	// A vanished target reads as no progress; the watchdog learns of the
+	// exit from the process itself.
+	cur, err := readProgress(p.PID)
+	if err != nil {
+		return false
+	}
+	moved := st.fresh && cur != st.last
+	st.last, st.fresh = cur, true
+	return moved
 }
 
 // processTicks is the CPU time of the whole process (every thread, live

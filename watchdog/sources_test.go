@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 )
 
@@ -304,17 +307,63 @@ func TestHTTPSourceBadURL(t *testing.T) {
 	}
 }
 
+// polls counts a Progress source's readings, so that a test can wait for
+// the source to have looked rather than for time to pass.
+type polls chan struct{}
+
+func pollsOf(p *Progress) polls {
+	ch := make(polls, 1000)
+	p.polled = func() {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	return ch
+}
+
+// wait waits for n more readings.
+func (ps polls) wait(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-ps:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the source did not read the target for 10s")
+		}
+	}
+}
+
+// quietFor asserts that n readings of the source bring no beat, once the
+// readings that straddle what came before are done.
+func (bc *beatCounter) quietFor(t *testing.T, ps polls, what string, n int) {
+	t.Helper()
+	ps.wait(t, 2) // what moved before is seen by these
+	bc.drain()
+	for range len(ps) {
+		<-ps
+	}
+	ps.wait(t, n)
+	select {
+	case <-bc.ch:
+		t.Fatalf("beat after %s", what)
+	default:
+	}
+}
+
 func TestProgressSource(t *testing.T) {
 	busy := testutil.Start(t, "/bin/sh", "-c", "while :; do :; done")
-	bc := runSource(t, &Progress{PID: busy.Pid, Interval: 30 * time.Millisecond})
+	src := &Progress{PID: busy.Pid, Interval: 30 * time.Millisecond}
+	ps := pollsOf(src)
+	bc := runSource(t, src)
 	bc.expectBeat(t, "a busy process runs", 2*time.Second)
 
-	// A stopped process makes no progress at all.
-	if err := syscall.Kill(busy.Pid, syscall.SIGSTOP); err != nil {
+	// A stopped process makes no progress at all; the stop itself is a
+	// last context switch.
+	if err := stopCont(busy.Pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	bc.settle(t, 100*time.Millisecond) // the stop itself is a last context switch
-	bc.expectQuiet(t, "SIGSTOP", 300*time.Millisecond)
+	bc.quietFor(t, ps, "SIGSTOP", 10)
 	if err := syscall.Kill(busy.Pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -334,12 +383,18 @@ func TestProgressSourceSeesWakeups(t *testing.T) {
 func TestProgressSourceIdleAndGone(t *testing.T) {
 	cmd := exec.Command("/bin/sleep", "30")
 	idle := testutil.StartCmd(t, cmd)
-	bc := runSource(t, &Progress{PID: idle.Pid, Interval: 30 * time.Millisecond})
-	// Starting up is progress; once asleep, nothing moves.
-	bc.settle(t, 150*time.Millisecond)
-	bc.expectQuiet(t, "a process asleep", 300*time.Millisecond)
+	src := &Progress{PID: idle.Pid, Interval: 30 * time.Millisecond}
+	ps := pollsOf(src)
+	bc := runSource(t, src)
+	// Starting up is progress; once asleep in its nanosleep, nothing moves.
+	if err := testutil.Eventually(10*time.Second, func() bool {
+		sc, err := procfs.ReadSyscall(idle.Pid, idle.Pid)
+		return err == nil && !sc.Running && sc.Nr == unix.SYS_CLOCK_NANOSLEEP
+	}); err != nil {
+		t.Fatal("sleep(1) never went to sleep")
+	}
+	bc.quietFor(t, ps, "a process asleep", 10)
 	cmd.Process.Kill()
 	<-idle.Done()
-	bc.settle(t, 100*time.Millisecond) // dying is progress too
-	bc.expectQuiet(t, "the process is gone", 200*time.Millisecond)
+	bc.quietFor(t, ps, "the process is gone", 5) // dying is progress too, before
 }
