@@ -29,41 +29,43 @@ func record(t *testing.T, pid int, d time.Duration, mod func(*Config)) (*capdir.
 	return recordCtx(t, context.Background(), pid, d, mod)
 }
 
-// recordCPU records pid until its threads have used cpu of CPU time (for
-// at most a minute) and returns the CPU time they used as well. A test
-// that needs a number of samples waits for the CPU time they stand for:
-// on a loaded machine a target gets less of it in the same wall time.
+// recordCPU records pid until its threads have used cpu of CPU time since
+// sampling began (for at most a minute) and returns the CPU time they
+// used meanwhile as well. A test that needs a number of samples waits for
+// the CPU time they stand for: on a loaded machine a target gets less of
+// it in the same wall time, and attaching to it takes longer.
 func recordCPU(t *testing.T, pid int, cpu time.Duration, mod func(*Config)) (*capdir.Result, *profile.Profile, *capdir.Info, time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var used time.Duration
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer cancel()
-		c0, err := testutil.CPUTime(pid)
-		if err != nil {
-			return
-		}
-		testutil.Eventually(time.Minute, func() bool {
-			c, err := testutil.CPUTime(pid)
+	var c0, used time.Duration
+	progress := func(Progress) { // about once a second, sampling under way
+		c, err := testutil.CPUTime(pid)
+		switch {
+		case err != nil:
+			cancel()
+		case c0 == 0:
+			c0 = c
+		case c-c0 >= cpu:
 			used = c - c0
-			return err != nil || used >= cpu
-		})
-	}()
-	res, p, info := recordCtx(t, ctx, pid, time.Minute, mod)
+			cancel()
+		}
+	}
+	res, p, info := recordCtx(t, ctx, pid, time.Minute, mod, progress)
 	cancel()
-	<-done
 	return res, p, info, used
 }
 
-func recordCtx(t *testing.T, ctx context.Context, pid int, d time.Duration, mod func(*Config)) (*capdir.Result, *profile.Profile, *capdir.Info) {
+func recordCtx(t *testing.T, ctx context.Context, pid int, d time.Duration, mod func(*Config), progress ...func(Progress)) (*capdir.Result, *profile.Profile, *capdir.Info) {
 	t.Helper()
 	cfg := Config{PID: pid, Out: t.TempDir()}
 	if mod != nil {
 		mod(&cfg)
 	}
-	res, err := Record(ctx, cfg, d, nil)
+	var pf func(Progress)
+	if len(progress) > 0 {
+		pf = progress[0]
+	}
+	res, err := Record(ctx, cfg, d, pf)
 	if err != nil {
 		t.Fatalf("Record: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stallwatch/stallwatch/internal/kallsyms"
+	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 )
@@ -265,4 +267,44 @@ func init() {
 	// perf record writes its data under the benchmark's temp dir; make
 	// sure it can find its own helpers without a terminal.
 	os.Setenv("PERF_PAGER", "cat")
+}
+
+// BenchmarkAttachLatency: a target that starts 25 threads a second; the
+// figure is how long from a thread's creation (its creator's clock just
+// before pthread_create) to the sampler attaching it, median and p90 in
+// milliseconds over the threads of 3 s. The FORK record wakes the sampler
+// at once: what remains is how soon this process gets a CPU.
+func BenchmarkAttachLatency(b *testing.B) {
+	testutil.RequirePerf(b)
+	tg := testutil.Start(b, testutil.BuildC(b, "churn/churn.c"), "-r", "25", "-s", "1", "-p", "50")
+	tg.WaitLine(b, "ready", 30*time.Second)
+	cl := readChurn(b, tg)
+	var lat []time.Duration
+	for b.Loop() {
+		s, err := Start(Config{PID: tg.Pid, Freq: 997, Kernel: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		from := monotime.Now()
+		time.Sleep(3 * time.Second) // the stretch measured
+		infos := map[int]ThreadInfo{}
+		for _, ti := range s.Threads() {
+			infos[ti.TID] = ti
+		}
+		s.Close()
+		cl.mu.Lock()
+		for tid, sp := range cl.spawn {
+			if a := infos[tid].Attached; sp > from && a != 0 {
+				lat = append(lat, time.Duration(int64(a)-int64(sp)))
+			}
+		}
+		cl.mu.Unlock()
+	}
+	if len(lat) == 0 {
+		b.Fatal("no thread attached")
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2])/1e6, "median-ms")
+	b.ReportMetric(float64(lat[len(lat)*9/10])/1e6, "p90-ms")
+	b.ReportMetric(0, "ns/op")
 }

