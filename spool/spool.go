@@ -331,11 +331,15 @@ func (s *Spool) Stats() Stats {
 }
 
 // Run delivers until ctx is done, the oldest item first. It returns
-// ctx's error.
+// ctx's error, or ErrClosed once Close was called.
 func (s *Spool) Run(ctx context.Context) error {
 	failures := 0
 	for {
 		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			return ErrClosed
+		}
 		if !s.locked {
 			var err error
 			if s.locked, err = s.st.tryLock(); err != nil {
@@ -423,8 +427,9 @@ func (s *Spool) backoff(n int) time.Duration {
 	return half + rand.N(half+1)
 }
 
-// Close releases the directory; call it after Run returned. Items stay on
-// disk for the next Open.
+// Close releases the directory. Items stay on disk for the next Open. A
+// Run still going stops at its next step; an Add after Close returns
+// ErrClosed.
 func (s *Spool) Close() error {
 	s.mu.Lock()
 	s.closing = true

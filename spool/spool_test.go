@@ -3,6 +3,7 @@ package spool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -453,5 +454,50 @@ func TestDrain(t *testing.T) {
 	close(release)
 	if n := s.Drain(context.Background()); n != 0 {
 		t.Errorf("Drain left %d", n)
+	}
+}
+
+// TestCloseWhileRunning: Close while Run scans and Add writes (a watch that
+// exits mid-delivery). The descriptor is never used after it was closed —
+// the kernel would have given its number to the next open — Run stops with
+// ErrClosed, and an Add after Close says so.
+func TestCloseWhileRunning(t *testing.T) {
+	dir := t.TempDir()
+	nop := func(context.Context, Item) error { return nil }
+	s, err := Open(Config{Dir: dir, Deliver: nop, rescan: time.Microsecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(context.Background()) }()
+	added := make(chan struct{})
+	go func() {
+		defer close(added)
+		for i := 0; ; i++ {
+			if err := s.Add(Item{Key: fmt.Sprint(i), Size: 1}); err != nil {
+				if !errors.Is(err, ErrClosed) {
+					t.Errorf("Add during Close: %v", err)
+				}
+				return
+			}
+		}
+	}()
+	if err := testutil.Eventually(10*time.Second, func() bool { return s.Stats().Delivered >= 10 }); err != nil {
+		t.Fatalf("nothing delivered: %+v", s.Stats())
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ran:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("Run after Close returned %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run goes on after Close")
+	}
+	<-added
+	if err := s.Add(Item{Key: "late", Size: 1}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Add after Close: %v, want ErrClosed", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -14,8 +15,14 @@ import (
 // store is the spool's directory: every file operation the spool makes,
 // relative to a directory descriptor (internal/safedir), since stallwatch
 // writes it as root.
+//
+// Operations share the descriptor and close takes it alone: a Close that
+// ran while Run scanned, or an Add wrote, would otherwise let a number the
+// kernel has already handed to another open be used as this directory.
 type store struct {
-	d *safedir.Dir
+	mu     sync.RWMutex
+	d      *safedir.Dir
+	closed bool
 }
 
 const (
@@ -37,12 +44,35 @@ func openStore(dir string) (*store, error) {
 	return &store{d: d}, nil
 }
 
-func (s *store) close() error { return s.d.Close() }
+func (s *store) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.d.Close()
+}
+
+// use holds the descriptor open for one operation; release with done.
+func (s *store) use() (done func(), err error) {
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return nil, ErrClosed
+	}
+	return s.mu.RUnlock, nil
+}
 
 // tryLock takes the directory for delivery; false when another process
 // holds it. The lock goes with the descriptor.
 func (s *store) tryLock() (bool, error) {
-	err := unix.Flock(s.d.Fd(), unix.LOCK_EX|unix.LOCK_NB)
+	done, err := s.use()
+	if err != nil {
+		return false, err
+	}
+	defer done()
+	err = unix.Flock(s.d.Fd(), unix.LOCK_EX|unix.LOCK_NB)
 	if errors.Is(err, unix.EWOULDBLOCK) {
 		return false, nil
 	}
@@ -52,6 +82,11 @@ func (s *store) tryLock() (bool, error) {
 // list returns the entries' names, and removes temporary files a crash
 // left behind.
 func (s *store) list() ([]string, error) {
+	done, err := s.use()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	names, err := s.d.ReadDir()
 	if err != nil {
 		return nil, err
@@ -75,12 +110,22 @@ func (s *store) list() ([]string, error) {
 }
 
 func (s *store) read(name string) ([]byte, error) {
+	done, err := s.use()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	return s.d.ReadFile(name, maxEntry)
 }
 
 // write creates name with data: a temporary file, synced and renamed
 // into place, then the directory synced.
 func (s *store) write(name string, data []byte) error {
+	done, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer done()
 	f, err := s.d.CreateTemp(tempPrefix + "*")
 	if err != nil {
 		return err
@@ -96,6 +141,11 @@ func (s *store) write(name string, data []byte) error {
 }
 
 func (s *store) remove(name string) error {
+	done, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer done()
 	if err := s.d.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
