@@ -249,8 +249,17 @@ func decodeDebug(e endian, b []byte, full bool, r *record) error {
 			break
 		}
 		// "\xff" repeats the file of the entry before.
-		if !(n == 1 && p[16] == 0xff) {
+		if n == 1 && p[16] == 0xff {
+			if file == nil {
+				return fmt.Errorf("CODE_DEBUG_INFO for %#x: entry %d repeats the file name of an entry before it, and there is none", r.addr, i)
+			}
+		} else {
 			file = p[16 : 16+n]
+			if n == 0 {
+				// V8's stale bytes again, beginning with a NUL: a line
+				// without a file is no location.
+				return fmt.Errorf("CODE_DEBUG_INFO for %#x: entry %d's file name is empty", r.addr, i)
+			}
 			if !isText(file) {
 				// V8 in Node.js 20 writes the right length but stale
 				// bytes for user scripts' names: nothing after this

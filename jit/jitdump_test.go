@@ -136,6 +136,14 @@ func TestJitdumpDefects(t *testing.T) {
 			offs["lie"] = w.debug(1, 0x2000, dbgEntry{0x2040, 1, 19, "\x93\x1d\x04"})
 			w.load(2, 0x2000, 0x10, 2, "JS:*after /a.js:1:1")
 		}, expectBad("lie", "file name is not text")},
+		{"empty file name", func(w *dumpWriter, offs map[string]int64) {
+			offs["lie"] = w.debug(1, 0x2000, dbgEntry{0x2040, 14, 0, "/a.js"}, dbgEntry{0x2040, 15, 0, ""})
+			w.load(2, 0x2000, 0x10, 2, "JS:*after /a.js:14:1")
+		}, expectBad("lie", "entry 1's file name is empty")},
+		{"first entry repeats a file name", func(w *dumpWriter, offs map[string]int64) {
+			offs["lie"] = w.debug(1, 0x2000, dbgEntry{0x2040, 14, 0, "\xff"})
+			w.load(2, 0x2000, 0x10, 2, "JS:*after /a.js:14:1")
+		}, expectBad("lie", "entry 0 repeats the file name of an entry before it, and there is none")},
 		{"unwinding_size beyond the record", func(w *dumpWriter, offs map[string]int64) {
 			offs["lie"] = w.record(uint32(CodeUnwindingInfo), 1, w.body(uint64(1<<50), uint64(0), uint64(0)))
 			w.load(2, 0x2000, 0x10, 2, "JS:*after /a.js:1:1")
