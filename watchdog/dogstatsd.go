@@ -159,3 +159,36 @@ func checkTag(t string) error {
 	}
 	return nil
 }
+
+// MetricMatcher says which DogStatsD metric lines are heartbeats: a name
+// glob and tags, the rule the proxy uses and the passive tap (package
+// tap) shares.
+type MetricMatcher struct{ m matcher }
+
+// NewMetricMatcher returns a matcher of metric names against glob ("" any
+// name) carrying every tag in tags ("k:v").
+func NewMetricMatcher(glob string, tags []string) (*MetricMatcher, error) {
+	for _, t := range tags {
+		if err := checkTag(t); err != nil {
+			return nil, err
+		}
+	}
+	return &MetricMatcher{m: matcher{glob: glob, tags: tags}}, nil
+}
+
+// Scan reads one datagram: beat is set when a metric line matches,
+// malformed (with the first reason) when any line is not DogStatsD. It
+// allocates nothing.
+func (m *MetricMatcher) Scan(dg []byte) (beat bool, malformed string) { return m.m.scan(dg) }
+
+// String describes the matcher for logs: "metric app.* #env:prod".
+func (m *MetricMatcher) String() string {
+	s := "any metric"
+	if m.m.glob != "" {
+		s = "metric " + m.m.glob
+	}
+	for _, t := range m.m.tags {
+		s += " #" + t
+	}
+	return s
+}

@@ -76,6 +76,7 @@ type Watchdog struct {
 
 	abandon     chan struct{} // closed by Abandon
 	abandonOnce sync.Once
+	pub         published // for Status
 }
 
 // Abandon makes a stopping watchdog leave the capture in progress
@@ -173,12 +174,14 @@ func (w *Watchdog) Run(ctx context.Context) error {
 	}
 	for {
 		l.arm()
+		l.publish()
 		select {
 		case <-ctx.Done():
 			l.shutdown("stallwatch is stopping")
 			return nil
 		case <-exited:
 			l.targetExited()
+			l.publish()
 			return ErrTargetExited
 		case err := <-srcErr:
 			l.shutdown("a heartbeat source failed")
@@ -333,6 +336,9 @@ func (l *loop) apply(act action) bool {
 		l.w.captureRunning(true)
 		res, err := l.w.cfg.Capturer.Capture(ctx, tr)
 		l.w.captureRunning(false)
+		if res != nil {
+			l.w.captured(res.Dir)
+		}
 		l.capDone <- captureDone{tr, res, err}
 	}()
 	return true

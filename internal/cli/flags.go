@@ -99,6 +99,25 @@ func (s *FlagSet) Lookup(name string) *Flag { return s.byName[name] }
 // Changed reports whether the flag named name was given on the command line.
 func (s *FlagSet) Changed(name string) bool { return s.changed[name] }
 
+// Set sets the flag named name (its long name) as if it were given on the
+// command line with value: a configuration file's setting of the same
+// name. A repeatable flag collects every call's value.
+func (s *FlagSet) Set(name, value string) error {
+	f := s.byName[name]
+	if f == nil || f.Name != name {
+		msg := fmt.Sprintf("unknown setting %q", name)
+		if near := s.nearest(name); near != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", near)
+		}
+		return UsageError{Msg: msg}
+	}
+	if err := f.value.Set(value); err != nil {
+		return UsageErrorf("%q: %v", value, err)
+	}
+	s.changed[f.Name] = true
+	return nil
+}
+
 // Var declares a flag of any flag.Value. usage may name the value in
 // backquotes, as package flag's usage strings do: "write under `DIR`".
 func (s *FlagSet) Var(v flag.Value, name, usage string) *Flag {
@@ -276,10 +295,18 @@ func (s *FlagSet) parse(args []string) (parsed, error) {
 	return p, nil
 }
 
-// unknown says a flag is not known, suggesting the nearest one: the only
-// flag the name begins, else one at most two edits away.
+// unknown says a flag is not known, suggesting the nearest one.
 func (s *FlagSet) unknown(shown, name string) string {
 	msg := "unknown flag " + shown
+	if best := s.nearest(name); best != "" {
+		msg += " (did you mean --" + best + "?)"
+	}
+	return msg
+}
+
+// nearest is the flag name meant by a mistyped name: the only flag the
+// name begins, else one at most two edits away, else "".
+func (s *FlagSet) nearest(name string) string {
 	var prefixed []string
 	best, bestD := "", 3
 	for _, f := range s.flags {
@@ -293,10 +320,7 @@ func (s *FlagSet) unknown(shown, name string) string {
 	if len(prefixed) == 1 && len(name) >= 2 {
 		best = prefixed[0]
 	}
-	if best != "" {
-		msg += " (did you mean --" + best + "?)"
-	}
-	return msg
+	return best
 }
 
 // editDistance is the Levenshtein distance of a and b.

@@ -1,0 +1,580 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stallwatch/stallwatch/capture"
+	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/internal/procwatch"
+	"github.com/stallwatch/stallwatch/internal/sdnotify"
+	"github.com/stallwatch/stallwatch/watchdog"
+)
+
+// Config is a configuration in force: the host-wide settings and the
+// rules, resolved (see File for the configuration as written).
+type Config struct {
+	// File is where it was read from, for messages.
+	File string
+	// Out is the directory captures go under; Keep how many to keep
+	// there (0: all).
+	Out  string
+	Keep int
+	// DiskQuota bounds the bytes of the captures under Out (0: no
+	// bound): the oldest are removed to make room.
+	DiskQuota int64
+	// MaxConcurrent captures run at once across every target; a capture
+	// waits for a slot.
+	MaxConcurrent int
+	// MaxPerHour stall captures across every target in any hour (0:
+	// no host-wide bound). Captures asked for (SIGUSR1, ctl capture) are
+	// not counted against it.
+	MaxPerHour int
+	// ScanInterval is how often /proc is scanned for new processes when
+	// the process connector cannot be used (and, ten times slower, as a
+	// backstop when it can).
+	ScanInterval time.Duration
+	// Rules, in order: a process is watched by the first rule that
+	// selects it.
+	Rules []Rule
+}
+
+// Rule selects processes and says how to watch them.
+type Rule struct {
+	Name   string
+	Line   int
+	Select Selector
+	Watch  Watch
+}
+
+// Watch is what a rule does to each process it selects: the same settings
+// as `stallwatch watch`.
+type Watch struct {
+	Heartbeat      Heartbeat
+	StallAfter     time.Duration
+	RecaptureAfter time.Duration
+	MaxCaptures    int
+	// Capture is the capture settings; PID, Out, Keep, Snapshot,
+	// Heartbeat and Logger are the daemon's to fill.
+	Capture capture.Config
+}
+
+// Heartbeat is a rule's heartbeats. In paths and URLs, {pid} is the
+// process's pid and {root} its root directory as the host sees it
+// (/proc/PID/root: a container's files).
+type Heartbeat struct {
+	Files        []string
+	HTTP         string
+	HTTPTimeout  time.Duration
+	HTTPInterval time.Duration
+	Proc         bool
+	// Tap is the DogStatsD address whose datagrams are read from a packet
+	// socket ("udp://:8125"); Metric and MetricTags select the heartbeat
+	// among them.
+	Tap        string
+	Metric     string
+	MetricTags []string
+}
+
+func (h *Heartbeat) empty() bool {
+	return len(h.Files) == 0 && h.HTTP == "" && !h.Proc && h.Tap == ""
+}
+
+// Check says what is wrong with a configuration as a whole.
+func (c *Config) Check() error {
+	switch {
+	case c.Out == "":
+		return errors.New("out: an empty directory name")
+	case c.MaxConcurrent < 1:
+		return fmt.Errorf("max-concurrent-captures %d: at least 1", c.MaxConcurrent)
+	case c.MaxPerHour < 0 || c.DiskQuota < 0 || c.Keep < 0:
+		return errors.New("max-captures-per-hour, disk-quota and keep cannot be negative")
+	case c.ScanInterval < 100*time.Millisecond:
+		return fmt.Errorf("scan-interval %v: at least 100ms", c.ScanInterval)
+	case len(c.Rules) == 0:
+		return errors.New("no rules")
+	}
+	for i := range c.Rules {
+		if c.Rules[i].Watch.Heartbeat.empty() {
+			return fmt.Errorf("rule %q (line %d): no heartbeat: give heartbeat-file, heartbeat-http, heartbeat-proc or heartbeat-tap", c.Rules[i].Name, c.Rules[i].Line)
+		}
+	}
+	return nil
+}
+
+// Options are the daemon's settings that a reload does not change.
+type Options struct {
+	Logger *slog.Logger
+	// Notifier tells systemd the daemon's state (nil: not under
+	// systemd); WatchdogEvery is how often to ping its watchdog (0:
+	// never).
+	Notifier      *sdnotify.Notifier
+	WatchdogEvery time.Duration
+	// StateDir holds what survives a restart (the host-wide capture
+	// history, so that a restart loop does not reset the hourly bound);
+	// "" keeps nothing.
+	StateDir string
+	// ControlSocket is the path of the control socket ("": none).
+	ControlSocket string
+	// NoConnector scans /proc only, even where the process connector
+	// could be used.
+	NoConnector bool
+	// SessionIdle is how long a capture session without a flight
+	// recorder stays open after its last use (default 5m).
+	SessionIdle time.Duration
+}
+
+// Daemon watches every process its rules select.
+type Daemon struct {
+	opts  Options
+	log   *slog.Logger
+	self  int
+	cfg   *Config
+	out   string       // cfg.Out at New: it changes on a restart only
+	keep  atomic.Int64 // cfg.Keep in force
+	lim   *limits
+	quota *quota
+	state *stateFile
+	taps  *taps
+	ctl   *controlServer
+
+	// Owned by Run's goroutine.
+	targets map[int]*target // by pid
+	seen    map[int]seen
+	gen     int // configuration generation
+
+	reload   chan *Config
+	do       chan func()
+	exits    chan *target
+	execs    chan int
+	overrun  chan struct{}
+	stopped  chan struct{}
+	discover string // how processes are found, for status
+	started  time.Time
+}
+
+// seen is what a scan remembers of a process no rule selected.
+type seen struct {
+	start     uint64
+	first     time.Time
+	evaluated time.Time
+	gen       int
+}
+
+// New prepares a daemon: the capture directory (refused now if unsafe),
+// the quota's count, the saved capture history and the control socket.
+func New(cfg *Config, opts Options) (*Daemon, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, &ConfigError{File: cfg.File, Msg: err.Error()}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.SessionIdle <= 0 {
+		opts.SessionIdle = 5 * time.Minute
+	}
+	d := &Daemon{
+		opts: opts, log: opts.Logger, self: os.Getpid(), cfg: cfg,
+		targets: map[int]*target{}, seen: map[int]seen{},
+		reload: make(chan *Config, 1), do: make(chan func()), exits: make(chan *target, 16),
+		execs: make(chan int, 4096), overrun: make(chan struct{}, 1), stopped: make(chan struct{}),
+		started: time.Now(), out: cfg.Out,
+	}
+	d.keep.Store(int64(cfg.Keep))
+	var err error
+	if d.quota, err = openQuota(cfg.Out, cfg.DiskQuota, d.log); err != nil {
+		return nil, err
+	}
+	if d.state, err = openState(opts.StateDir); err != nil {
+		d.quota.close()
+		return nil, err
+	}
+	d.lim = newLimits(cfg.MaxConcurrent, cfg.MaxPerHour, d.state, d.quota)
+	d.taps = newTaps(d.log)
+	if opts.ControlSocket != "" {
+		if d.ctl, err = listenControl(opts.ControlSocket, d); err != nil {
+			d.quota.close()
+			d.state.close()
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// Reload replaces the configuration; Run applies it between two events.
+// The caller has read and checked it: a configuration that cannot be used
+// never reaches here.
+func (d *Daemon) Reload(cfg *Config) error {
+	if err := cfg.Check(); err != nil {
+		return &ConfigError{File: cfg.File, Msg: err.Error()}
+	}
+	select {
+	case <-d.reload: // an older one not applied yet
+	default:
+	}
+	d.reload <- cfg
+	return nil
+}
+
+// CaptureAll asks every watched process for a capture now (SIGUSR1).
+// Captures wait for a slot of max-concurrent-captures.
+func (d *Daemon) CaptureAll() int {
+	n := 0
+	d.call(func() {
+		for _, t := range d.targets {
+			t.wd.CaptureNow()
+			n++
+		}
+	})
+	return n
+}
+
+// call runs f on Run's goroutine and waits for it; after Run returned it
+// does nothing.
+func (d *Daemon) call(f func()) bool {
+	done := make(chan struct{})
+	select {
+	case d.do <- func() { f(); close(done) }:
+		<-done
+		return true
+	case <-d.stopped:
+		return false
+	}
+}
+
+// Run watches until ctx is done. It returns nil then, or the error that
+// stopped it.
+func (d *Daemon) Run(ctx context.Context) error {
+	defer close(d.stopped)
+	defer d.closeAll()
+	if d.ctl != nil {
+		go d.ctl.serve()
+	}
+	scanEvery := d.startDiscovery(ctx)
+	scan := time.NewTicker(scanEvery)
+	defer scan.Stop()
+	d.scan()
+	var ping <-chan time.Time
+	if d.opts.WatchdogEvery > 0 {
+		t := time.NewTicker(d.opts.WatchdogEvery)
+		defer t.Stop()
+		ping = t.C
+	}
+	d.notifyReady()
+	statusTick := time.NewTicker(30 * time.Second)
+	defer statusTick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			_ = d.opts.Notifier.Stopping()
+			d.log.Info("stopping", "targets", len(d.targets))
+			return nil
+		case <-scan.C:
+			d.scan()
+		case <-d.overrun:
+			d.log.Warn("process events were lost; scanning /proc")
+			d.scan()
+		case pid := <-d.execs:
+			d.consider(pid, time.Now(), true)
+		case t := <-d.exits:
+			d.targetEnded(t)
+		case cfg := <-d.reload:
+			d.apply(cfg)
+		case f := <-d.do:
+			f()
+		case <-ping:
+			_ = d.opts.Notifier.Ping()
+		case <-statusTick.C:
+			_ = d.opts.Notifier.Status(d.statusLine())
+		}
+	}
+}
+
+// startDiscovery subscribes to the process connector if it can and
+// returns how often to scan /proc.
+func (d *Daemon) startDiscovery(ctx context.Context) time.Duration {
+	every := d.cfg.ScanInterval
+	if d.opts.NoConnector {
+		d.discover = "scan of /proc every " + every.String()
+		d.log.Info("finding processes by a scan of /proc", "every", every)
+		return every
+	}
+	c, err := procwatch.Listen()
+	if err != nil {
+		d.discover = "scan of /proc every " + every.String()
+		d.log.Info("finding processes by a scan of /proc (the process connector needs root in the host's namespaces)", "every", every, "connector", err)
+		return every
+	}
+	go func() {
+		err := c.Run(ctx, func(ev procwatch.Event) {
+			if ev.Exit {
+				return // the watchdog's pidfd says so
+			}
+			select {
+			case d.execs <- ev.PID:
+			default:
+				d.lostEvents()
+			}
+		}, d.lostEvents)
+		if err != nil && ctx.Err() == nil {
+			d.log.Warn("the process connector failed; scanning /proc only", "err", err)
+		}
+	}()
+	every = max(every*10, 20*time.Second)
+	d.discover = "process connector (exec events), and a scan of /proc every " + every.String()
+	d.log.Info("finding processes by the kernel's exec events", "backstop_scan_every", every)
+	return every
+}
+
+func (d *Daemon) lostEvents() {
+	select {
+	case d.overrun <- struct{}{}:
+	default:
+	}
+}
+
+func (d *Daemon) notifyReady() {
+	line := d.statusLine()
+	d.log.Info("ready", "config", d.cfg.File, "rules", len(d.cfg.Rules), "watching", len(d.targets), "out", d.cfg.Out)
+	if err := d.opts.Notifier.Ready(line); err != nil {
+		d.log.Warn("telling systemd we are ready", "err", err)
+	}
+}
+
+// statusLine is the one-line status systemctl shows.
+func (d *Daemon) statusLine() string {
+	stalled := 0
+	for _, t := range d.targets {
+		switch t.wd.Status().State {
+		case "stalled", "capturing", "cooldown":
+			stalled++
+		}
+	}
+	return fmt.Sprintf("watching %d processes (%d stalled) with %d rules", len(d.targets), stalled, len(d.cfg.Rules))
+}
+
+// scan looks at every process in /proc.
+func (d *Daemon) scan() {
+	now := time.Now()
+	pids, err := procwatch.List()
+	if err != nil {
+		d.log.Error("scanning processes", "err", err)
+		return
+	}
+	pidfiles := d.pidfiles()
+	alive := make(map[int]struct{}, len(pids))
+	for _, pid := range pids {
+		alive[pid] = struct{}{}
+		_, named := pidfiles[pid]
+		d.consider(pid, now, named)
+	}
+	for pid := range d.seen {
+		if _, ok := alive[pid]; !ok {
+			delete(d.seen, pid)
+		}
+	}
+}
+
+// pidfiles reads every rule's pid file: the pids they name.
+func (d *Daemon) pidfiles() map[int]struct{} {
+	m := map[int]struct{}{}
+	for i := range d.cfg.Rules {
+		if pid := readPIDFile(d.cfg.Rules[i].Select.PIDFile); pid > 0 {
+			m[pid] = struct{}{}
+		}
+	}
+	return m
+}
+
+// readPIDFile reads a pid file: a decimal pid, maybe followed by a
+// newline. 0 when there is none.
+func readPIDFile(path string) int {
+	if path == "" {
+		return 0
+	}
+	b, err := procfs.ReadLimited(path, 64)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
+}
+
+// Revisit times: a process no rule selected is looked at again, in case
+// it executed another program, at every scan while it is young and every
+// revisitOld after (the process connector reports an exec at once).
+const (
+	youngFor   = time.Minute
+	revisitOld = 30 * time.Second
+)
+
+// consider starts watching pid if a rule selects it. force looks at it
+// even if it was looked at recently (an exec, a pid file naming it).
+func (d *Daemon) consider(pid int, now time.Time, force bool) {
+	if pid == d.self {
+		return
+	}
+	if _, ok := d.targets[pid]; ok {
+		// Watched already; a pid reused before the old process's exit
+		// reached us is looked at again when its target ends.
+		return
+	}
+	s, ok := d.seen[pid]
+	if ok && !force && s.gen == d.gen {
+		young := now.Sub(s.first) < youngFor
+		if !young && now.Sub(s.evaluated) < revisitOld {
+			return
+		}
+	}
+	f, err := procwatch.Read(pid)
+	if err != nil {
+		return
+	}
+	if !ok || s.start != f.Start {
+		s = seen{start: f.Start, first: now}
+	}
+	s.evaluated, s.gen = now, d.gen
+	d.seen[pid] = s
+	if len(f.Cmdline) == 0 {
+		return // a kernel thread
+	}
+	if r := d.match(&f); r != nil {
+		d.startTarget(f, r)
+	}
+}
+
+// match is the first rule that selects f.
+func (d *Daemon) match(f *procwatch.Facts) *Rule {
+	for i := range d.cfg.Rules {
+		r := &d.cfg.Rules[i]
+		if r.Select.Match(f, readPIDFile(r.Select.PIDFile)) {
+			return r
+		}
+	}
+	return nil
+}
+
+// apply puts a new configuration in force: targets whose rule is gone,
+// no longer selects them or watches them differently are stopped (and
+// watched again under the new rule at once); host-wide limits change in
+// place.
+func (d *Daemon) apply(cfg *Config) {
+	old := d.cfg
+	if cfg.Out != old.Out {
+		d.log.Warn("out changes when stallwatch restarts; captures still go to the old directory", "out", old.Out, "configured", cfg.Out)
+		cfg.Out = old.Out
+	}
+	if cfg.ScanInterval != old.ScanInterval {
+		d.log.Warn("scan-interval changes when stallwatch restarts", "scan_interval", old.ScanInterval)
+	}
+	d.cfg = cfg
+	d.gen++
+	d.lim.set(cfg.MaxConcurrent, cfg.MaxPerHour)
+	d.keep.Store(int64(cfg.Keep))
+	d.quota.setLimit(cfg.DiskQuota)
+	kept, restarted, stopped := 0, 0, 0
+	for pid, t := range d.targets {
+		r := d.match(&t.facts)
+		switch {
+		case r != nil && r.Name == t.rule.Name && reflect.DeepEqual(r.Watch, t.rule.Watch):
+			kept++ // t.rule stays: its watch is the same, and its goroutines read it
+		case r != nil:
+			d.stopTarget(t, "its rule changed")
+			delete(d.targets, pid)
+			d.startTarget(t.facts, r)
+			restarted++
+		default:
+			d.stopTarget(t, "no rule selects it now")
+			delete(d.targets, pid)
+			stopped++
+		}
+	}
+	d.log.Info("configuration reloaded", "config", cfg.File, "rules", len(cfg.Rules), "kept", kept, "restarted", restarted, "stopped", stopped)
+	d.scan()
+	d.notifyReady()
+}
+
+// targetEnded forgets a target whose watchdog returned.
+func (d *Daemon) targetEnded(t *target) {
+	if d.targets[t.facts.PID] != t {
+		return // stopped by a reload, and already replaced
+	}
+	delete(d.targets, t.facts.PID)
+	t.release()
+	d.consider(t.facts.PID, time.Now(), true) // a new process may have its pid
+}
+
+// closeAll stops every target and waits for them, then closes what the
+// daemon holds.
+func (d *Daemon) closeAll() {
+	var wg sync.WaitGroup
+	for _, t := range d.targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.stopTarget(t, "stallwatch is stopping")
+		}()
+	}
+	wg.Wait()
+	d.targets = nil
+	if d.ctl != nil {
+		d.ctl.close()
+	}
+	d.taps.close()
+	d.state.close()
+	d.quota.close()
+}
+
+// stopTarget stops a target's watchdog and waits for it (a capture in
+// progress is cut short and written).
+func (d *Daemon) stopTarget(t *target, why string) {
+	t.log.Info("no longer watching", "why", why)
+	t.cancel()
+	<-t.done
+	t.release()
+}
+
+// errNotWatched is a control request for a pid no rule watches.
+var errNotWatched = errors.New("no rule watches it")
+
+// sources builds a target's heartbeats.
+func (d *Daemon) sources(pid int, w *Watch) ([]watchdog.Source, error) {
+	hb := &w.Heartbeat
+	poll := watchdog.PollInterval(w.StallAfter)
+	var srcs []watchdog.Source
+	for _, p := range hb.Files {
+		srcs = append(srcs, &watchdog.File{Path: expand(p, pid), Poll: poll})
+	}
+	if hb.HTTP != "" {
+		srcs = append(srcs, &watchdog.HTTP{URL: expand(hb.HTTP, pid), Interval: hb.HTTPInterval, Timeout: hb.HTTPTimeout})
+	}
+	if hb.Proc {
+		srcs = append(srcs, &watchdog.Progress{PID: pid, Interval: poll})
+	}
+	if hb.Tap != "" {
+		src, err := d.taps.source(hb.Tap, pid, hb.Metric, hb.MetricTags)
+		if err != nil {
+			return nil, err
+		}
+		srcs = append(srcs, src)
+	}
+	return srcs, nil
+}
+
+// expand replaces {pid} and {root} in a heartbeat's path or URL.
+func expand(s string, pid int) string {
+	p := strconv.Itoa(pid)
+	return strings.NewReplacer("{pid}", p, "{root}", procfs.PidPath(pid, "root")).Replace(s)
+}

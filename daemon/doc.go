@@ -1,0 +1,69 @@
+// Package daemon is `stallwatch daemon`: one process per host that
+// watches every process its rules select, each with its own watchdog, as
+// `stallwatch watch` watches one.
+//
+// # Configuration
+//
+// A YAML file (ReadFile, Parse): host-wide settings at the top, rule
+// settings every rule starts from under "defaults:", and the rules. A rule
+// has a name, a "match:" that selects processes, and settings with the
+// names of `stallwatch watch`'s flags:
+//
+//	out: /var/lib/stallwatch/captures
+//	disk-quota: 2GiB
+//	max-concurrent-captures: 2
+//	max-captures-per-hour: 20
+//	defaults:
+//	  stall-after: 30s
+//	rules:
+//	  - name: julia
+//	    match:
+//	      cmdline: 'julia .*server\.jl'
+//	      user: app
+//	    heartbeat-tap: udp://:8125
+//	    metric: myapp.exporter.*
+//
+// This package reads the file's structure and the selectors, and keeps
+// every setting's name and line (File, Setting); what a setting means is
+// the command's, which declares the flags (Config and Rule are the
+// settings resolved). Errors name the file and the line (ConfigError).
+//
+// Selectors (match:, every one given must match): cmdline and exe
+// (regular expressions, unanchored), pidfile (read at every scan), cgroup
+// (a regular expression on the cgroup path), container (a container id or
+// its beginning) and pod (a Kubernetes pod UID), both found in the cgroup
+// path (package procwatch), and user (name or number, the effective uid).
+//
+// # Finding processes
+//
+// The kernel's process connector announces each exec at once where
+// stallwatch may listen (root in the host's namespaces); a scan of /proc
+// every scan-interval finds processes otherwise, and backs the connector
+// up every ten scan intervals. A process is watched by the first rule
+// that selects it; one no rule selects is looked at again at every scan
+// for its first minute (it may execute another program) and every 30 s
+// after. A process that exits is dropped when its watchdog sees it go
+// (its pidfd), and everything held on it is closed.
+//
+// # Captures
+//
+// Each target has the per-process policy of `watch` (stall-after,
+// recapture-after, max-captures an hour) and the host has its own bounds:
+// max-concurrent-captures at once (a capture waits for a slot),
+// max-captures-per-hour stall captures across every target (kept across
+// restarts in the state directory), and a disk quota: after each capture
+// the oldest captures are removed until the rest fit, and while they do
+// not, captures are refused. A target's capture session (symbol tables,
+// the flight recorder) opens when first needed and, without a flight
+// recorder, closes after SessionIdle, so that an idle daemon watching
+// hundreds of processes holds little.
+//
+// # Control
+//
+// Reload puts a new configuration in force (SIGHUP: the command reads and
+// checks it first, and a bad one never gets here); targets whose rule is
+// unchanged keep their state. CaptureAll captures every target (SIGUSR1).
+// The control socket (a unix socket in a directory only the daemon's user
+// may enter; connections from root and that user only) answers "status"
+// and "capture" requests, one JSON line each way (Dial).
+package daemon

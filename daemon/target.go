@@ -1,0 +1,269 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stallwatch/stallwatch/capdir"
+	"github.com/stallwatch/stallwatch/capture"
+	"github.com/stallwatch/stallwatch/internal/procwatch"
+	"github.com/stallwatch/stallwatch/watchdog"
+)
+
+// target is one watched process: its watchdog and its capturer.
+type target struct {
+	facts      procwatch.Facts
+	rule       *Rule
+	log        *slog.Logger
+	wd         *watchdog.Watchdog
+	cap        *capturer
+	heartbeats string
+	since      time.Time
+	cancel     context.CancelFunc
+	done       chan struct{} // closed when the watchdog returned
+	once       sync.Once
+}
+
+// startTarget starts watching process f under rule r. It runs on Run's
+// goroutine and does not wait for anything slow: the session of a flight
+// recorder opens on the target's own goroutine.
+func (d *Daemon) startTarget(f procwatch.Facts, r *Rule) {
+	log := d.log.With("pid", f.PID, "rule", r.Name)
+	srcs, err := d.sources(f.PID, &r.Watch)
+	if err != nil {
+		log.Error("cannot watch the process", "err", err)
+		return
+	}
+	names := make([]string, len(srcs))
+	for i, s := range srcs {
+		names[i] = s.String()
+	}
+	t := &target{facts: f, rule: r, log: log, heartbeats: strings.Join(names, ", "), since: time.Now(), done: make(chan struct{})}
+	t.cap = &capturer{d: d, t: t, idle: d.opts.SessionIdle}
+	t.wd, err = watchdog.New(watchdog.Config{
+		PID: f.PID, Sources: srcs, StallAfter: r.Watch.StallAfter, RecaptureAfter: r.Watch.RecaptureAfter,
+		MaxCaptures: r.Watch.MaxCaptures, Capturer: t.cap, Logger: log,
+	})
+	if err != nil {
+		log.Error("cannot watch the process", "err", err)
+		d.taps.release(f.PID)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.cancel = cancel
+	d.targets[f.PID] = t
+	log.Info("watching", "command", commandLine(f.Cmdline, 120), "heartbeats", t.heartbeats)
+	go func() {
+		defer close(t.done)
+		if t.cap.flightRecorder() {
+			if _, err := t.cap.session(); err != nil {
+				log.Warn("no flight recorder; captures will have no history", "err", err)
+			}
+		}
+		err := t.wd.Run(ctx)
+		if err != nil && !errors.Is(err, watchdog.ErrTargetExited) {
+			log.Error("watchdog stopped", "err", err)
+		}
+		if ctx.Err() == nil {
+			select {
+			case d.exits <- t:
+			case <-d.stopped:
+			}
+		}
+	}()
+}
+
+// release closes what the target holds, once its watchdog returned.
+func (t *target) release() {
+	t.once.Do(func() {
+		t.cap.close()
+		t.cap.d.taps.release(t.facts.PID)
+	})
+}
+
+// commandLine is a command line for logs and status, at most n bytes.
+func commandLine(args []string, n int) string {
+	s := strings.Join(args, " ")
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return s
+}
+
+// capturer takes a target's captures within the host-wide limits. Its
+// capture session opens when first needed; without a flight recorder it
+// closes again after idle, so that an idle daemon holds no symbol tables.
+type capturer struct {
+	d    *Daemon
+	t    *target
+	idle time.Duration
+
+	mu      sync.Mutex
+	sess    *capture.Session
+	timer   *time.Timer
+	closed  bool
+	waiters []*waiter
+}
+
+// waiter is a control request waiting for a capture asked for at asked.
+type waiter struct {
+	asked time.Time
+	done  chan captureOutcome
+}
+
+type captureOutcome struct {
+	res *capdir.Result
+	err error
+}
+
+func (c *capturer) flightRecorder() bool {
+	cfg := &c.t.rule.Watch.Capture
+	return !cfg.NoFlightRecorder && cfg.BaselineFreq != 0
+}
+
+// session returns the open capture session, opening it if need be.
+func (c *capturer) session() (*capture.Session, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errors.New("the target is no longer watched")
+	}
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	if c.sess != nil {
+		return c.sess, nil
+	}
+	cfg := c.t.rule.Watch.Capture
+	cfg.PID, cfg.Out, cfg.Keep, cfg.Snapshot = c.t.facts.PID, c.d.out, int(c.d.keep.Load()), true
+	cfg.Heartbeat, cfg.Logger = c.t.heartbeats, c.t.log
+	s, err := capture.Open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.sess = s
+	return s, nil
+}
+
+// done ends a use of the session: without a flight recorder it closes
+// after idle.
+func (c *capturer) done() {
+	if c.flightRecorder() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sess == nil || c.closed {
+		return
+	}
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.timer = time.AfterFunc(c.idle, c.closeIdle)
+}
+
+func (c *capturer) closeIdle() {
+	c.mu.Lock()
+	s := c.sess
+	c.sess, c.timer = nil, nil
+	c.mu.Unlock()
+	if s != nil {
+		if err := s.Close(); err != nil {
+			c.t.log.Warn("closing the capture session", "err", err)
+		}
+	}
+}
+
+func (c *capturer) close() {
+	c.mu.Lock()
+	c.closed = true
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	s := c.sess
+	c.sess = nil
+	ws := c.waiters
+	c.waiters = nil
+	c.mu.Unlock()
+	for _, w := range ws {
+		w.done <- captureOutcome{err: errors.New("the process is no longer watched")}
+	}
+	if s != nil {
+		if err := s.Close(); err != nil {
+			c.t.log.Warn("closing the capture session", "err", err)
+		}
+	}
+}
+
+// Capture implements watchdog.Capturer: it waits for a host-wide slot,
+// then captures through the session.
+func (c *capturer) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.Result, error) {
+	started := time.Now()
+	res, err := c.capture(ctx, tr)
+	if tr.Kind == capdir.Signal {
+		c.answer(started, res, err)
+	}
+	return res, err
+}
+
+func (c *capturer) capture(ctx context.Context, tr capdir.Trigger) (*capdir.Result, error) {
+	release, err := c.d.lim.acquire(ctx, tr.Kind, c.t.log)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	s, err := c.session()
+	if err != nil {
+		return nil, err
+	}
+	defer c.done()
+	res, err := s.Capture(ctx, tr)
+	if res != nil {
+		c.d.quota.written(res.Dir)
+	}
+	return res, err
+}
+
+// Recovered implements watchdog.Capturer.
+func (c *capturer) Recovered(res *capdir.Result, stall time.Duration) error {
+	s, err := c.session()
+	if err != nil {
+		return err
+	}
+	defer c.done()
+	return s.Recovered(res, stall)
+}
+
+// wait registers a control request for the next capture asked for from
+// now on.
+func (c *capturer) wait() *waiter {
+	w := &waiter{asked: time.Now(), done: make(chan captureOutcome, 1)}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		w.done <- captureOutcome{err: errors.New("the process is no longer watched")}
+		return w
+	}
+	c.waiters = append(c.waiters, w)
+	return w
+}
+
+// answer hands a capture asked for to the requests made before it began.
+func (c *capturer) answer(started time.Time, res *capdir.Result, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keep := c.waiters[:0]
+	for _, w := range c.waiters {
+		if w.asked.After(started) {
+			keep = append(keep, w)
+			continue
+		}
+		w.done <- captureOutcome{res, err}
+	}
+	c.waiters = keep
+}

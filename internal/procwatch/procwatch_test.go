@@ -1,0 +1,136 @@
+package procwatch
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/testutil"
+)
+
+func TestContainerOf(t *testing.T) {
+	const id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	for _, c := range []struct {
+		cgroup, container, pod string
+	}{
+		{"/user.slice/user-0.slice/session-1.scope", "", ""},
+		{"/docker/" + id, id, ""},
+		{"/system.slice/docker-" + id + ".scope", id, ""},
+		{"/kubepods/burstable/pod1b2c3d4e-0000-4111-8222-333344445555/" + id, id, "1b2c3d4e-0000-4111-8222-333344445555"},
+		{"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1b2c3d4e_0000_4111_8222_333344445555.slice/cri-containerd-" + id + ".scope",
+			id, "1b2c3d4e-0000-4111-8222-333344445555"},
+		{"/kubepods.slice/kubepods-pod1b2c3d4e_0000_4111_8222_333344445555.slice/crio-" + id + ".scope", id, "1b2c3d4e-0000-4111-8222-333344445555"},
+		{"/machine.slice/libpod-" + id + ".scope/container", id, ""},
+		{"/docker/" + id[:63], "", ""}, // one digit short
+	} {
+		c2, p := ContainerOf(c.cgroup)
+		if c2 != c.container || p != c.pod {
+			t.Errorf("ContainerOf(%q) = %q, %q; want %q, %q", c.cgroup, c2, p, c.container, c.pod)
+		}
+	}
+}
+
+func TestParseCgroup(t *testing.T) {
+	for _, c := range []struct{ file, want string }{
+		{"0::/system.slice/cron.service\n", "/system.slice/cron.service"},
+		{"12:memory:/docker/abc\n1:name=systemd:/docker/abc\n0::/\n", "/"},
+		{"12:memory:/docker/abc\n1:name=systemd:/docker/abc\n", "/docker/abc"},
+		{"garbage\n3:cpu\n", ""},
+	} {
+		if got := ParseCgroup([]byte(c.file)); got != c.want {
+			t.Errorf("ParseCgroup(%q) = %q, want %q", c.file, got, c.want)
+		}
+	}
+}
+
+func TestRead(t *testing.T) {
+	tg := testutil.Start(t, "/bin/sleep", "1000", "procwatch-read-test")
+	f, err := Read(tg.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.PID != tg.Pid || f.Start == 0 || f.Comm != "sleep" || f.UID != os.Geteuid() {
+		t.Errorf("facts %+v", f)
+	}
+	if got := f.CommandLine(); got != "/bin/sleep 1000 procwatch-read-test" {
+		t.Errorf("command line %q", got)
+	}
+	if exe, _ := os.Readlink("/proc/self/exe"); f.Exe == "" || f.Exe == exe {
+		t.Errorf("exe %q", f.Exe)
+	}
+	self, err := Read(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Cgroup != self.Cgroup {
+		t.Errorf("cgroup %q, ours %q: a child shares its parent's", f.Cgroup, self.Cgroup)
+	}
+	pids, err := List()
+	if err != nil || !slices.Contains(pids, tg.Pid) || !slices.Contains(pids, os.Getpid()) {
+		t.Errorf("List: %v, missing %d or ourselves", err, tg.Pid)
+	}
+	_ = tg.Cmd.Process.Kill()
+	<-tg.Done()
+	if _, err := Read(tg.Pid); err == nil {
+		t.Errorf("Read of a reaped process succeeded")
+	}
+}
+
+// TestConnector runs a program and waits for the kernel to announce its
+// exec and its exit.
+func TestConnector(t *testing.T) {
+	testutil.RequireRoot(t)
+	c, err := Listen()
+	if err != nil {
+		testutil.Skip(t, "the process connector needs CAP_NET_ADMIN in the host's namespaces: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	events := make(chan Event, 1024)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Run(ctx, func(ev Event) {
+			select {
+			case events <- ev:
+			default:
+			}
+		}, func() {})
+	}()
+	cmd := exec.Command("/bin/true")
+	if err := testutil.StartProcess(cmd); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	_ = cmd.Wait()
+	var sawExec, sawExit bool
+	for !sawExec || !sawExit {
+		select {
+		case ev := <-events:
+			if ev.PID == pid {
+				sawExec = sawExec || !ev.Exit
+				sawExit = sawExit || ev.Exit
+			}
+		case <-ctx.Done():
+			t.Fatalf("pid %d: exec seen %v, exit seen %v", pid, sawExec, sawExit)
+		}
+	}
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Errorf("Run after cancel: %v", err)
+	}
+}
+
+func FuzzParseEvents(f *testing.F) {
+	f.Add([]byte{})
+	f.Add(make([]byte, 16+20+24))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, ev := range ParseEvents(b) {
+			if ev.PID <= 0 {
+				t.Fatalf("event with pid %d", ev.PID)
+			}
+		}
+	})
+}

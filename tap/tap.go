@@ -1,0 +1,352 @@
+package tap
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stallwatch/stallwatch/internal/procwatch"
+	"github.com/stallwatch/stallwatch/watchdog"
+)
+
+// Tap reads the DogStatsD datagrams sent to one UDP port on this host.
+type Tap struct {
+	port uint16
+	addr string
+	log  *slog.Logger
+	f    *os.File
+	own  *owners
+
+	mu   sync.RWMutex
+	subs map[int]*sub // by pid
+
+	packets, attributed, malformed, truncated atomic.Uint64
+	drops                                     atomic.Uint64 // PACKET_STATISTICS, summed
+	kernelSeen                                atomic.Uint64
+
+	statsMu    sync.Mutex
+	dropsShown uint64
+
+	closeOnce sync.Once
+}
+
+// sub is one watched process.
+type sub struct {
+	pid       int
+	match     *watchdog.MetricMatcher
+	container string // its container id, for |c:ID
+	cgroupIno string // "in-INODE" of its cgroup, for |c:in-INODE
+	beat      func()
+}
+
+// Stats are a tap's counts since it opened.
+type Stats struct {
+	Packets    uint64 // datagrams to the port the filter passed
+	Attributed uint64 // of them, sent by a watched process
+	Malformed  uint64 // packets that were not a well-formed UDP datagram
+	Truncated  uint64 // datagrams cut (fragmented, or larger than the capture)
+	// KernelDrops are datagrams the kernel could not queue to the tap
+	// (its buffer was full): heartbeats may have been missed.
+	KernelDrops uint64
+}
+
+// ParseAddr reads a tap address: "udp://:8125", "udp://127.0.0.1:8125",
+// ":8125" or "8125". Only the port matters: the tap sees datagrams to it
+// on every address of the host.
+func ParseAddr(s string) (port uint16, err error) {
+	rest := strings.TrimPrefix(s, "udp://")
+	if strings.Contains(rest, "://") {
+		return 0, fmt.Errorf("tap address %q: UDP only (udp://:8125); a unix socket needs the proxy, --heartbeat-statsd", s)
+	}
+	if i := strings.LastIndexByte(rest, ':'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	n, err := strconv.ParseUint(rest, 10, 16)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("tap address %q: want a UDP port (udp://:8125, :8125 or 8125)", s)
+	}
+	return uint16(n), nil
+}
+
+// Open opens a packet socket for datagrams to the port addr names. It
+// needs CAP_NET_RAW.
+func Open(addr string, log *slog.Logger) (*Tap, error) {
+	port, err := ParseAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	// Protocol 0 receives nothing until bind: the filter is in place
+	// before the first packet is queued.
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, &SocketError{Addr: addr, Err: err}
+	}
+	prog := filter(port)
+	if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("tap %s: attaching the packet filter: %w", addr, err)
+	}
+	// Room for a burst; CAP_NET_ADMIN may pass net.core.rmem_max.
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 4<<20) != nil {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL)}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("tap %s: bind: %w", addr, err)
+	}
+	return &Tap{port: port, addr: addr, log: log, f: os.NewFile(uintptr(fd), "packet-tap"), own: newOwners(), subs: map[int]*sub{}}, nil
+}
+
+// SocketError is a packet socket the kernel refused: CAP_NET_RAW is
+// missing.
+type SocketError struct {
+	Addr string
+	Err  error
+}
+
+func (e *SocketError) Error() string {
+	return fmt.Sprintf("tap %s: a packet socket: %v (needs CAP_NET_RAW: run as root, or grant it: setcap cap_net_raw+ep, AmbientCapabilities=CAP_NET_RAW)", e.Addr, e.Err)
+}
+func (e *SocketError) Unwrap() error { return e.Err }
+
+// htons turns a port or protocol number into network order, as struct
+// sockaddr_ll holds it; ntohs back.
+func htons(v uint16) uint16 {
+	var b [2]byte
+	binary.BigEndian.PutUint16(b[:], v)
+	return binary.NativeEndian.Uint16(b[:])
+}
+
+func ntohs(v uint16) uint16 {
+	var b [2]byte
+	binary.NativeEndian.PutUint16(b[:], v)
+	return binary.BigEndian.Uint16(b[:])
+}
+
+// Port is the UDP port the tap reads.
+func (t *Tap) Port() uint16 { return t.port }
+
+// Close closes the socket; Run returns.
+func (t *Tap) Close() error {
+	var err error
+	t.closeOnce.Do(func() { err = t.f.Close() })
+	return err
+}
+
+// Stats returns the counts so far.
+func (t *Tap) Stats() Stats {
+	t.readKernelStats()
+	return Stats{
+		Packets: t.packets.Load(), Attributed: t.attributed.Load(), Malformed: t.malformed.Load(),
+		Truncated: t.truncated.Load(), KernelDrops: t.drops.Load(),
+	}
+}
+
+// readKernelStats adds the kernel's counts (which reset on each read) and
+// logs new drops.
+func (t *Tap) readKernelStats() {
+	t.statsMu.Lock()
+	defer t.statsMu.Unlock()
+	rc, err := t.f.SyscallConn()
+	if err != nil {
+		return
+	}
+	var st *unix.TpacketStats
+	_ = rc.Control(func(fd uintptr) {
+		st, err = unix.GetsockoptTpacketStats(int(fd), unix.SOL_PACKET, unix.PACKET_STATISTICS)
+	})
+	if err != nil || st == nil {
+		return
+	}
+	t.kernelSeen.Add(uint64(st.Packets))
+	drops := t.drops.Add(uint64(st.Drops))
+	if drops > t.dropsShown {
+		t.log.Warn("the kernel dropped DogStatsD datagrams the tap had no room for: heartbeats may have been missed",
+			"tap", t.addr, "dropped", drops-t.dropsShown, "dropped_total", drops)
+		t.dropsShown = drops
+	}
+}
+
+// Run reads datagrams until ctx is done or the tap is closed.
+func (t *Tap) Run(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() { t.Close() })
+	defer stop()
+	rc, err := t.f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	go t.watchStats(ctx)
+	buf := make([]byte, snapLen)
+	for {
+		var n int
+		var from unix.Sockaddr
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			n, from, rerr = unix.Recvfrom(int(fd), buf, unix.MSG_TRUNC)
+			return rerr != unix.EAGAIN
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errors.Is(err, os.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		if rerr != nil {
+			if rerr == unix.EINTR || rerr == unix.ENETDOWN {
+				continue
+			}
+			return fmt.Errorf("tap %s: %w", t.addr, rerr)
+		}
+		ll, ok := from.(*unix.SockaddrLinklayer)
+		if !ok || ll.Pkttype == unix.PACKET_OUTGOING {
+			continue
+		}
+		t.handle(buf[:min(n, len(buf))], ntohs(ll.Protocol))
+	}
+}
+
+// watchStats reads the kernel's drop count every 10 s.
+func (t *Tap) watchStats(ctx context.Context) {
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			t.readKernelStats()
+		}
+	}
+}
+
+// handle attributes one packet and beats its sender's heartbeat.
+func (t *Tap) handle(pkt []byte, proto uint16) {
+	dg, ok := ParsePacket(pkt, proto)
+	if !ok || dg.DstPort != t.port {
+		t.malformed.Add(1)
+		return
+	}
+	t.packets.Add(1)
+	if dg.Truncated {
+		t.truncated.Add(1)
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if len(t.subs) == 0 {
+		return
+	}
+	s := t.subs[t.own.lookup(dg.Src, t.pidsLocked)]
+	if s == nil {
+		s = t.byContainer(ContainerField(dg.Payload))
+	}
+	if s == nil {
+		return
+	}
+	t.attributed.Add(1)
+	if beat, _ := s.match.Scan(dg.Payload); beat {
+		s.beat()
+	}
+}
+
+// pidsLocked lists the watched pids; t.mu is held.
+func (t *Tap) pidsLocked() []int {
+	pids := make([]int, 0, len(t.subs))
+	for pid := range t.subs {
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// byContainer finds the one watched process of the container a
+// datagram's |c: field names; nil when none, or several, are.
+func (t *Tap) byContainer(c []byte) *sub {
+	if len(c) == 0 {
+		return nil
+	}
+	var found *sub
+	for _, s := range t.subs {
+		if (s.container != "" && string(c) == s.container) || (s.cgroupIno != "" && string(c) == s.cgroupIno) {
+			if found != nil {
+				return nil
+			}
+			found = s
+		}
+	}
+	return found
+}
+
+// Source returns the heartbeat of process pid: a datagram it sends to
+// the tap's port with a metric that matches. It beats while its Run runs.
+func (t *Tap) Source(pid int, match *watchdog.MetricMatcher) *Source {
+	return &Source{t: t, pid: pid, match: match}
+}
+
+// Source is one process's heartbeat on a tap; it implements
+// watchdog.Source.
+type Source struct {
+	t     *Tap
+	pid   int
+	match *watchdog.MetricMatcher
+}
+
+func (s *Source) String() string {
+	return fmt.Sprintf("dogstatsd tap :%d (%s)", s.t.port, s.match)
+}
+
+// Run implements watchdog.Source.
+func (s *Source) Run(ctx context.Context, beat func()) error {
+	sb := &sub{pid: s.pid, match: s.match, beat: beat}
+	if f, err := procwatch.Read(s.pid); err == nil {
+		sb.container = f.ContainerID
+		sb.cgroupIno = cgroupInode(f.Cgroup)
+	}
+	s.t.mu.Lock()
+	if _, dup := s.t.subs[s.pid]; dup {
+		s.t.mu.Unlock()
+		return fmt.Errorf("pid %d has a tap heartbeat on :%d already", s.pid, s.t.port)
+	}
+	s.t.subs[s.pid] = sb
+	s.t.mu.Unlock()
+	s.t.own.invalidate()
+	<-ctx.Done()
+	s.t.mu.Lock()
+	delete(s.t.subs, s.pid)
+	s.t.mu.Unlock()
+	return ctx.Err()
+}
+
+// cgroupInode is "in-INODE" for a cgroup v2 path: what DogStatsD clients
+// in a private cgroup namespace send as their container field.
+func cgroupInode(cgroup string) string {
+	if cgroup == "" {
+		return ""
+	}
+	var st unix.Stat_t
+	if unix.Stat("/sys/fs/cgroup"+cgroup, &st) != nil {
+		return ""
+	}
+	return "in-" + strconv.FormatUint(st.Ino, 10)
+}
+
+// Watching reports how many processes have a heartbeat on the tap.
+func (t *Tap) Watching() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.subs)
+}
