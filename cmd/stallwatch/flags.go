@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +19,9 @@ import (
 	"github.com/stallwatch/stallwatch/internal/preflight"
 	"github.com/stallwatch/stallwatch/notify"
 	"github.com/stallwatch/stallwatch/spool"
+	"github.com/stallwatch/stallwatch/tap"
 	"github.com/stallwatch/stallwatch/upload"
+	"github.com/stallwatch/stallwatch/watchdog"
 )
 
 // The flag sets several commands share. Each is declared once, here, so
@@ -90,15 +93,108 @@ func startChecks(log *slog.Logger, n preflight.Needs) error {
 	return nil
 }
 
+// heartbeatFlags say what a target's heartbeats are: watch and the
+// daemon's rules.
+type heartbeatFlags struct {
+	files        []string
+	statsdAddr   string
+	metric       string
+	metricTags   []string
+	forward      string
+	httpURL      string
+	httpTimeout  time.Duration
+	httpInterval time.Duration
+	proc         bool
+	tap          string
+}
+
+func (h *heartbeatFlags) declare(fs *cli.FlagSet) {
+	fs.Group("Heartbeat")
+	fs.Strings(&h.files, "heartbeat-file", "a file at `PATH` whose mtime, size or content changes at each beat").Completes(cli.File)
+	fs.String(&h.tap, "heartbeat-tap", "", "read the DogStatsD datagrams the target sends to the agent at `ADDR` (udp://:8125) from a packet socket, standing in nobody's path (CAP_NET_RAW)")
+	fs.String(&h.statsdAddr, "heartbeat-statsd", "", "receive DogStatsD on `ADDR` in the agent's place and forward it (udp://127.0.0.1:8125 or unix:///path; a UDP address without host is loopback)")
+	fs.String(&h.metric, "metric", "", "with --heartbeat-tap or --heartbeat-statsd: metric name `GLOB` that is a beat ('*' any run, '?' one char; default any metric)")
+	fs.Strings(&h.metricTags, "metric-tag", "with --heartbeat-tap or --heartbeat-statsd: the metric must also carry tag `K:V`")
+	fs.String(&h.forward, "forward", "", "with --heartbeat-statsd: forward every datagram to `ADDR` (default $DD_DOGSTATSD_URL, else $DD_AGENT_HOST:8125, else none)")
+	fs.String(&h.httpURL, "heartbeat-http", "", "a 2xx answer from GET `URL`")
+	fs.Duration(&h.httpTimeout, "http-timeout", 2*time.Second, "with --heartbeat-http: the answer must come within this long")
+	fs.Duration(&h.httpInterval, "http-interval", time.Second, "with --heartbeat-http: time between probes")
+	fs.Bool(&h.proc, "heartbeat-proc", "any CPU time or context switch of the target's threads")
+}
+
+// check says what is wrong with the heartbeats; changed tells the flags
+// given.
+func (h *heartbeatFlags) check(changed func(string) bool) error {
+	switch {
+	case len(h.files) == 0 && h.statsdAddr == "" && h.httpURL == "" && !h.proc && h.tap == "":
+		return cli.UsageErrorf("no heartbeat: give --heartbeat-file, --heartbeat-tap, --heartbeat-statsd, --heartbeat-http or --heartbeat-proc")
+	case h.statsdAddr != "" && h.tap != "":
+		return cli.UsageErrorf("--heartbeat-tap and --heartbeat-statsd exclude each other: the tap reads what the proxy would receive")
+	case h.statsdAddr == "" && h.tap == "" && (h.metric != "" || len(h.metricTags) > 0):
+		return cli.UsageErrorf("--metric and --metric-tag go with --heartbeat-tap or --heartbeat-statsd")
+	case h.statsdAddr == "" && h.forward != "":
+		return cli.UsageErrorf("--forward goes with --heartbeat-statsd")
+	case h.httpURL == "" && (changed("http-timeout") || changed("http-interval")):
+		return cli.UsageErrorf("--http-timeout and --http-interval go with --heartbeat-http")
+	case h.httpURL != "" && (h.httpTimeout <= 0 || h.httpInterval <= 0):
+		return cli.UsageErrorf("--http-timeout and --http-interval must be positive")
+	}
+	if h.tap != "" {
+		if _, err := tap.ParseAddr(h.tap); err != nil {
+			return cli.UsageErrorf("--heartbeat-tap: %v", err)
+		}
+	}
+	if h.httpURL != "" {
+		if err := watchdog.CheckURL(h.httpURL); err != nil {
+			return cli.UsageErrorf("--heartbeat-http: %v", err)
+		}
+	}
+	return nil
+}
+
+// ruleFlags are how one target is watched: its heartbeats, the stall
+// policy and the capture settings. They are watch's flags and, by the
+// same names, the settings of the daemon's rules.
+type ruleFlags struct {
+	heartbeat heartbeatFlags
+	policy    policyFlags
+	capture   captureFlags
+}
+
+func (r *ruleFlags) declare(fs *cli.FlagSet) {
+	r.heartbeat.declare(fs)
+	r.policy.declare(fs)
+	r.capture.declare(fs)
+}
+
+// needs is what watching a target this way asks of the machine.
+func (r *ruleFlags) needs(n *preflight.Needs) {
+	r.capture.needs(n)
+	if r.policy.baselineFreq > 0 {
+		n.Rates = append(n.Rates, preflight.Rate{Flag: "--baseline-freq", Hz: r.policy.baselineFreq})
+	}
+}
+
+func (r *ruleFlags) check(changed func(string) bool) error {
+	if err := r.heartbeat.check(changed); err != nil {
+		return err
+	}
+	if err := r.policy.check(); err != nil {
+		return err
+	}
+	return r.capture.check()
+}
+
 // outputFlags say where capture directories go.
 type outputFlags struct {
 	out  string
 	keep int
 }
 
-func (o *outputFlags) declare(fs *cli.FlagSet) {
+// declare declares --out with its default, def.
+func (o *outputFlags) declare(fs *cli.FlagSet, def string) {
 	fs.Group("Output")
-	fs.String(&o.out, "out", capture.DefaultOut, "write capture directories under `DIR`").Completes(cli.Dir)
+	fs.String(&o.out, "out", def, "write capture directories under `DIR` (under systemd, $STATE_DIRECTORY/captures)").Completes(cli.Dir)
 	fs.Int(&o.keep, "keep", 0, "keep only the `N` newest capture directories under --out (0: all)")
 }
 
@@ -110,6 +206,29 @@ func (o *outputFlags) check() error {
 		return cli.UsageErrorf("--keep %d: cannot be negative", o.keep)
 	}
 	return nil
+}
+
+// stateDir is where a service keeps its state: systemd's
+// StateDirectory= ($STATE_DIRECTORY, the first of several), else
+// /var/lib/stallwatch.
+func stateDir(getenv func(string) string) string {
+	if d, _, _ := strings.Cut(getenv("STATE_DIRECTORY"), ":"); filepath.IsAbs(d) {
+		return d
+	}
+	return "/var/lib/stallwatch"
+}
+
+// settle moves a default --out that would land where no capture belongs:
+// under systemd (StateDirectory= set) or from / (a unit's working
+// directory), captures go to the state directory's captures/.
+func (o *outputFlags) settle(changed func(string) bool, getenv func(string) string) {
+	if changed("out") {
+		return
+	}
+	cwd, _ := os.Getwd()
+	if getenv("STATE_DIRECTORY") != "" || cwd == "/" {
+		o.out = filepath.Join(stateDir(getenv), "captures")
+	}
 }
 
 func (o *outputFlags) apply(cfg *capture.Config) {

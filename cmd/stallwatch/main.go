@@ -10,12 +10,14 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"strconv"
 	"syscall"
 
+	"github.com/stallwatch/stallwatch/daemon"
 	"github.com/stallwatch/stallwatch/internal/cli"
 	"github.com/stallwatch/stallwatch/internal/logfmt"
 	"github.com/stallwatch/stallwatch/internal/perms"
@@ -29,6 +31,11 @@ const (
 	exitFailure      = 1
 	exitUsage        = 2
 	exitNotPermitted = 3
+	// exitTargetExited: the process `watch --pid` watched exited. Not 0,
+	// so that a unit with Restart=on-failure starts stallwatch again
+	// (to watch the service's next process); not 1, so that a unit may
+	// tell it from a failure (RestartPreventExitStatus=, SuccessExitStatus=).
+	exitTargetExited = 4
 )
 
 func main() {
@@ -58,6 +65,8 @@ func exitCode(err error) int {
 	var ue cli.UsageError
 	var pe *perms.Error
 	var pfe *preflight.Error
+	var te *targetExitedError
+	var ce *daemon.ConfigError
 	switch {
 	case err == nil:
 		return exitOK
@@ -74,6 +83,10 @@ func exitCode(err error) int {
 		}
 	case errors.As(err, &pe):
 		return exitNotPermitted
+	case errors.As(err, &te):
+		return exitTargetExited
+	case errors.As(err, &ce):
+		return exitUsage
 	}
 	return exitFailure
 }
@@ -83,6 +96,13 @@ func exitCode(err error) int {
 type exitStatus int
 
 func (s exitStatus) Error() string { return "exit status " + strconv.Itoa(int(s)) }
+
+// targetExitedError ends `watch --pid` when its target exits.
+type targetExitedError struct{ pid int }
+
+func (e *targetExitedError) Error() string {
+	return fmt.Sprintf("the watched process %d exited (exit status %d)", e.pid, exitTargetExited)
+}
 
 // globals are the flags every command takes.
 type globals struct {

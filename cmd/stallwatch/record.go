@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -68,7 +69,7 @@ func (f *recordFlags) declare(fs *cli.FlagSet) {
 	fs.Bool(&f.snapshot, "snapshot", "also take a thread snapshot (threads.pb.gz) at the start")
 	fs.Bool(&f.quiet, "quiet", "print only the capture directory's path: no progress, no summary").Alias("q")
 	f.capture.declare(fs)
-	f.output.declare(fs)
+	f.output.declare(fs, capture.DefaultOut)
 	f.datadog.withQueue = true
 	f.datadog.declare(fs)
 }
@@ -96,6 +97,7 @@ func record(ctx context.Context, inv *cli.Invocation, f *recordFlags, g *globals
 	if err := f.check(inv); err != nil {
 		return err
 	}
+	f.output.settle(inv.Flags.Changed, os.Getenv)
 	log := g.logger(inv.Stderr, "stallwatch record", f.quiet)
 	needs := preflight.Needs{Verb: "record", PID: f.pid, Snapshot: f.snapshot, Out: f.output.out, OutFlag: "--out"}
 	f.capture.needs(&needs)

@@ -18,6 +18,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/cli"
 	"github.com/stallwatch/stallwatch/internal/preflight"
 	"github.com/stallwatch/stallwatch/notify"
+	"github.com/stallwatch/stallwatch/tap"
 	"github.com/stallwatch/stallwatch/watchdog"
 )
 
@@ -116,20 +117,8 @@ or --no-ptrace).`
 
 // watchFlags are the flags of `watch`.
 type watchFlags struct {
-	pid int
-
-	files        []string
-	statsdAddr   string
-	metric       string
-	metricTags   []string
-	forward      string
-	httpURL      string
-	httpTimeout  time.Duration
-	httpInterval time.Duration
-	proc         bool
-
-	policy  policyFlags
-	capture captureFlags
+	pid     int
+	rule    ruleFlags
 	output  outputFlags
 	datadog datadogFlags
 	hooks   hookFlags
@@ -137,19 +126,8 @@ type watchFlags struct {
 
 func (f *watchFlags) declare(fs *cli.FlagSet) {
 	declarePID(fs, &f.pid, "watch the running process; exit when it exits")
-	fs.Group("Heartbeat")
-	fs.Strings(&f.files, "heartbeat-file", "a file at `PATH` whose mtime, size or content changes at each beat").Completes(cli.File)
-	fs.String(&f.statsdAddr, "heartbeat-statsd", "", "receive DogStatsD on `ADDR` (udp://127.0.0.1:8125 or unix:///path; a UDP address without host is loopback)")
-	fs.String(&f.metric, "metric", "", "with --heartbeat-statsd: metric name `GLOB` that is a beat ('*' any run, '?' one char; default any metric)")
-	fs.Strings(&f.metricTags, "metric-tag", "with --heartbeat-statsd: the metric must also carry tag `K:V`")
-	fs.String(&f.forward, "forward", "", "with --heartbeat-statsd: forward every datagram to `ADDR` (default $DD_DOGSTATSD_URL, else $DD_AGENT_HOST:8125, else none)")
-	fs.String(&f.httpURL, "heartbeat-http", "", "a 2xx answer from GET `URL`")
-	fs.Duration(&f.httpTimeout, "http-timeout", 2*time.Second, "with --heartbeat-http: the answer must come within this long")
-	fs.Duration(&f.httpInterval, "http-interval", time.Second, "with --heartbeat-http: time between probes")
-	fs.Bool(&f.proc, "heartbeat-proc", "any CPU time or context switch of the target's threads")
-	f.policy.declare(fs)
-	f.capture.declare(fs)
-	f.output.declare(fs)
+	f.rule.declare(fs)
+	f.output.declare(fs, capture.DefaultOut)
 	f.datadog.withStatsd, f.datadog.withQueue = true, true
 	f.datadog.declare(fs)
 	f.hooks.declare(fs)
@@ -166,21 +144,11 @@ func (f *watchFlags) check(inv *cli.Invocation) error {
 		return cli.UsageErrorf("--pid and a command (%q) exclude each other", cmd[0])
 	case f.pid < 0:
 		return cli.UsageErrorf("--pid %d: not a process id", f.pid)
-	case len(f.files) == 0 && f.statsdAddr == "" && f.httpURL == "" && !f.proc:
-		return cli.UsageErrorf("no heartbeat: give --heartbeat-file, --heartbeat-statsd, --heartbeat-http or --heartbeat-proc")
-	case f.statsdAddr == "" && (f.metric != "" || len(f.metricTags) > 0 || f.forward != ""):
-		return cli.UsageErrorf("--metric, --metric-tag and --forward go with --heartbeat-statsd")
-	case f.httpURL == "" && (inv.Flags.Changed("http-timeout") || inv.Flags.Changed("http-interval")):
-		return cli.UsageErrorf("--http-timeout and --http-interval go with --heartbeat-http")
-	case f.httpURL != "" && (f.httpTimeout <= 0 || f.httpInterval <= 0):
-		return cli.UsageErrorf("--http-timeout and --http-interval must be positive")
 	}
-	if f.httpURL != "" {
-		if err := watchdog.CheckURL(f.httpURL); err != nil {
-			return cli.UsageErrorf("--heartbeat-http: %v", err)
-		}
+	if err := f.rule.check(inv.Flags.Changed); err != nil {
+		return err
 	}
-	for _, c := range []interface{ check() error }{&f.policy, &f.capture, &f.output, &f.datadog, &f.hooks} {
+	for _, c := range []interface{ check() error }{&f.output, &f.datadog, &f.hooks} {
 		if err := c.check(); err != nil {
 			return err
 		}
@@ -191,11 +159,12 @@ func (f *watchFlags) check(inv *cli.Invocation) error {
 // ddEnv fills from Datadog's environment the forward address the flags
 // leave empty: where the Datadog client would have sent the metrics.
 func (f *watchFlags) ddEnv(getenv func(string) string) {
-	if f.statsdAddr == "" || f.forward != "" {
+	h := &f.rule.heartbeat
+	if h.statsdAddr == "" || h.forward != "" {
 		return
 	}
-	f.forward = getenv("DD_DOGSTATSD_URL")
-	if f.forward != "" {
+	h.forward = getenv("DD_DOGSTATSD_URL")
+	if h.forward != "" {
 		return
 	}
 	if host := getenv("DD_AGENT_HOST"); host != "" {
@@ -203,7 +172,7 @@ func (f *watchFlags) ddEnv(getenv func(string) string) {
 		if port == "" {
 			port = "8125"
 		}
-		f.forward = net.JoinHostPort(host, port)
+		h.forward = net.JoinHostPort(host, port)
 	}
 }
 
@@ -211,18 +180,15 @@ func (f *watchFlags) ddEnv(getenv func(string) string) {
 // permissions are checked on stallwatch, whose user it will have.
 func (f *watchFlags) needs() preflight.Needs {
 	n := preflight.Needs{Verb: "watch", PID: f.pid, Snapshot: true, Out: f.output.out, OutFlag: "--out"}
-	f.capture.needs(&n)
-	if f.policy.baselineFreq > 0 {
-		n.Rates = append(n.Rates, preflight.Rate{Flag: "--baseline-freq", Hz: f.policy.baselineFreq})
-	}
+	f.rule.needs(&n)
 	return n
 }
 
 // captureConfig is the capture session's configuration for pid.
 func (f *watchFlags) captureConfig(pid int, heartbeats string, stack *notify.Stack, log *slog.Logger) capture.Config {
 	cfg := capture.Config{PID: pid, Snapshot: true, Heartbeat: heartbeats, Logger: log}
-	f.policy.apply(&cfg)
-	f.capture.apply(&cfg)
+	f.rule.policy.apply(&cfg)
+	f.rule.capture.apply(&cfg)
 	f.output.apply(&cfg)
 	if stack.Queue != nil {
 		cfg.Uploads = stack.Queue
@@ -248,6 +214,7 @@ func watch(ctx context.Context, inv *cli.Invocation, f *watchFlags, g *globals) 
 		return err
 	}
 	f.ddEnv(os.Getenv)
+	f.output.settle(inv.Flags.Changed, os.Getenv)
 	log := g.logger(inv.Stderr, "", false)
 	if err := startChecks(log, f.needs()); err != nil {
 		return err
@@ -267,11 +234,15 @@ func watch(ctx context.Context, inv *cli.Invocation, f *watchFlags, g *globals) 
 	}
 	// SIGUSR1 and, for a child, SIGINT/SIGTERM are ours from here on.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
 	if len(inv.Rest) == 0 {
-		return watchTarget(ctx, f, f.pid, sources, stack, nil, sigs, log)
+		err := watchTarget(ctx, f, f.pid, sources, stack, nil, sigs, log)
+		if errors.Is(err, watchdog.ErrTargetExited) {
+			return &targetExitedError{pid: f.pid}
+		}
+		return err
 	}
 	var env []string
 	if proxy != nil {
@@ -311,19 +282,20 @@ func statusOf(st child.Status) error {
 // sources builds the heartbeats that do not need the target's pid. The
 // DogStatsD proxy binds its socket here, before a child starts.
 func (f *watchFlags) sources(log *slog.Logger) ([]watchdog.Source, *watchdog.StatsdProxy, error) {
+	h := &f.rule.heartbeat
 	var srcs []watchdog.Source
-	poll := watchdog.PollInterval(f.policy.stallAfter)
-	for _, p := range f.files {
+	poll := watchdog.PollInterval(f.rule.policy.stallAfter)
+	for _, p := range h.files {
 		srcs = append(srcs, &watchdog.File{Path: p, Poll: poll})
 	}
-	if f.httpURL != "" {
-		srcs = append(srcs, &watchdog.HTTP{URL: f.httpURL, Interval: f.httpInterval, Timeout: f.httpTimeout, Logger: log})
+	if h.httpURL != "" {
+		srcs = append(srcs, &watchdog.HTTP{URL: h.httpURL, Interval: h.httpInterval, Timeout: h.httpTimeout, Logger: log})
 	}
 	var proxy *watchdog.StatsdProxy
-	if f.statsdAddr != "" {
+	if h.statsdAddr != "" {
 		var err error
 		proxy, err = watchdog.ListenStatsd(watchdog.StatsdConfig{
-			Listen: f.statsdAddr, Forward: f.forward, Metric: f.metric, Tags: f.metricTags, Logger: log,
+			Listen: h.statsdAddr, Forward: h.forward, Metric: h.metric, Tags: h.metricTags, Logger: log,
 		})
 		if err != nil {
 			return nil, nil, err
@@ -336,8 +308,17 @@ func (f *watchFlags) sources(log *slog.Logger) ([]watchdog.Source, *watchdog.Sta
 // watchTarget opens the capture session and runs the watchdog until the
 // target exits or a signal stops it.
 func watchTarget(ctx context.Context, f *watchFlags, pid int, sources []watchdog.Source, stack *notify.Stack, kid *child.Process, sigs <-chan os.Signal, log *slog.Logger) error {
-	if f.proc {
-		sources = append(sources, &watchdog.Progress{PID: pid, Interval: watchdog.PollInterval(f.policy.stallAfter)})
+	pol, h := &f.rule.policy, &f.rule.heartbeat
+	if h.proc {
+		sources = append(sources, &watchdog.Progress{PID: pid, Interval: watchdog.PollInterval(pol.stallAfter)})
+	}
+	if h.tap != "" {
+		src, closeTap, err := openTap(ctx, h, pid, log)
+		if err != nil {
+			return err
+		}
+		defer closeTap()
+		sources = append(sources, src)
 	}
 	names := make([]string, len(sources))
 	for i, s := range sources {
@@ -357,8 +338,8 @@ func watchTarget(ctx context.Context, f *watchFlags, pid int, sources []watchdog
 	// may idle for days should not keep its pages.
 	debug.FreeOSMemory()
 	wd, err := watchdog.New(watchdog.Config{
-		PID: pid, Sources: sources, StallAfter: f.policy.stallAfter, RecaptureAfter: f.policy.recaptureAfter,
-		MaxCaptures: f.policy.maxCaptures, Capturer: sess, Logger: log,
+		PID: pid, Sources: sources, StallAfter: pol.stallAfter, RecaptureAfter: pol.recaptureAfter,
+		MaxCaptures: pol.maxCaptures, Capturer: sess, Logger: log,
 		Events: stack.For(stack.Target(pid)),
 	})
 	if err != nil {
@@ -373,19 +354,21 @@ func watchTarget(ctx context.Context, f *watchFlags, pid int, sources []watchdog
 	relayCtx, stopRelay := context.WithCancel(context.Background())
 	defer stopRelay()
 	go relaySignals(relayCtx, sigs, wd, kid, stop, log)
-	if err := wd.Run(runCtx); err != nil && !errors.Is(err, watchdog.ErrTargetExited) {
-		return err
-	}
+	err = wd.Run(runCtx)
 	if kid != nil {
 		kid.Wait() // relaying goes on meanwhile
+		if errors.Is(err, watchdog.ErrTargetExited) {
+			err = nil // the child's status says how it ended
+		}
 	}
-	return nil
+	return err
 }
 
 // relaySignals turns SIGUSR1 into a capture and, for a child, passes
-// SIGINT and SIGTERM on to it; those two also stop the watchdog (without a
-// child, main's context does that too), which finishes a capture in
-// progress first; a second one leaves it unfinished.
+// SIGHUP, SIGINT and SIGTERM on to it (without a child, SIGHUP is logged
+// and ignored: it must not end watch unseen). SIGINT and SIGTERM also stop
+// the watchdog (without a child, main's context does that too), which
+// finishes a capture in progress first; a second one leaves it unfinished.
 func relaySignals(ctx context.Context, sigs <-chan os.Signal, wd *watchdog.Watchdog, kid *child.Process, stop func(), log *slog.Logger) {
 	stopping := false
 	for {
@@ -393,8 +376,17 @@ func relaySignals(ctx context.Context, sigs <-chan os.Signal, wd *watchdog.Watch
 		case <-ctx.Done():
 			return
 		case s := <-sigs:
-			if s == syscall.SIGUSR1 {
+			switch s {
+			case syscall.SIGUSR1:
 				wd.CaptureNow() // the watchdog logs what it does with it
+				continue
+			case syscall.SIGHUP:
+				if kid != nil {
+					log.Info("SIGHUP: passed on to the command")
+					kid.Signal(s)
+				} else {
+					log.Info("SIGHUP: watch has no configuration to read again; going on (stallwatch daemon reloads its rules on SIGHUP)")
+				}
 				continue
 			}
 			if kid != nil {
@@ -409,4 +401,33 @@ func relaySignals(ctx context.Context, sigs <-chan os.Signal, wd *watchdog.Watch
 			stop()
 		}
 	}
+}
+
+// openTap opens a DogStatsD tap for the target's heartbeat and returns
+// its source and how to close it.
+func openTap(ctx context.Context, h *heartbeatFlags, pid int, log *slog.Logger) (watchdog.Source, func(), error) {
+	m, err := watchdog.NewMetricMatcher(h.metric, h.metricTags)
+	if err != nil {
+		return nil, nil, err
+	}
+	tp, err := tap.Open(h.tap, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := tp.Run(ctx); err != nil && ctx.Err() == nil {
+			log.Error("the DogStatsD tap stopped", "err", err)
+		}
+	}()
+	return tp.Source(pid, m), func() {
+		cancel()
+		<-done
+		tp.Close()
+		if st := tp.Stats(); st.KernelDrops > 0 {
+			log.Warn("the kernel dropped DogStatsD datagrams the tap had no room for", "dropped", st.KernelDrops, "read", st.Packets)
+		}
+	}, nil
 }

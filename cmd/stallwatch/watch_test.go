@@ -137,6 +137,8 @@ func TestWatchHelpTeaches(t *testing.T) {
 	}
 }
 
+func hb(h heartbeatFlags) watchFlags { return watchFlags{rule: ruleFlags{heartbeat: h}} }
+
 func TestWatchDatadogEnvironment(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -144,20 +146,20 @@ func TestWatchDatadogEnvironment(t *testing.T) {
 		flags   watchFlags
 		forward string
 	}{
-		{"nothing", nil, watchFlags{statsdAddr: "udp://:18125"}, ""},
+		{"nothing", nil, hb(heartbeatFlags{statsdAddr: "udp://:18125"}), ""},
 		{"dogstatsd url", map[string]string{"DD_DOGSTATSD_URL": "unix:///var/run/datadog/dsd.socket", "DD_AGENT_HOST": "agent"},
-			watchFlags{statsdAddr: "udp://:18125"}, "unix:///var/run/datadog/dsd.socket"},
-		{"agent host", map[string]string{"DD_AGENT_HOST": "10.0.0.7"}, watchFlags{statsdAddr: "udp://:18125"}, "10.0.0.7:8125"},
-		{"agent port", map[string]string{"DD_AGENT_HOST": "agent", "DD_DOGSTATSD_PORT": "9125"}, watchFlags{statsdAddr: "udp://:18125"}, "agent:9125"},
-		{"flags win", map[string]string{"DD_AGENT_HOST": "agent"}, watchFlags{statsdAddr: "udp://:18125", forward: "udp://127.0.0.1:8125"}, "udp://127.0.0.1:8125"},
+			hb(heartbeatFlags{statsdAddr: "udp://:18125"}), "unix:///var/run/datadog/dsd.socket"},
+		{"agent host", map[string]string{"DD_AGENT_HOST": "10.0.0.7"}, hb(heartbeatFlags{statsdAddr: "udp://:18125"}), "10.0.0.7:8125"},
+		{"agent port", map[string]string{"DD_AGENT_HOST": "agent", "DD_DOGSTATSD_PORT": "9125"}, hb(heartbeatFlags{statsdAddr: "udp://:18125"}), "agent:9125"},
+		{"flags win", map[string]string{"DD_AGENT_HOST": "agent"}, hb(heartbeatFlags{statsdAddr: "udp://:18125", forward: "udp://127.0.0.1:8125"}), "udp://127.0.0.1:8125"},
 		{"no proxy, no forward", map[string]string{"DD_AGENT_HOST": "agent"}, watchFlags{}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := tc.flags
 			f.ddEnv(func(k string) string { return tc.env[k] })
-			if f.forward != tc.forward {
-				t.Errorf("forward %q, want %q", f.forward, tc.forward)
+			if f.rule.heartbeat.forward != tc.forward {
+				t.Errorf("forward %q, want %q", f.rule.heartbeat.forward, tc.forward)
 			}
 		})
 	}
@@ -317,8 +319,9 @@ func TestWatchPidExitsWithTarget(t *testing.T) {
 	sw := startWatch(t, append(quiet(beat), "--pid", strconv.Itoa(target.Pid), "--stall-after", "2s")...)
 	waitLog(t, sw, "heartbeat healthy", 30*time.Second)
 	fmt.Fprintln(control, "exit 0")
-	if got := exitStatusOf(t, sw, 20*time.Second); got != 0 {
-		t.Errorf("exit %d after the target exited, want 0; log:\n%s", got, sw.Stderr())
+	// 4, not 0: a unit with Restart=on-failure starts watch again.
+	if got := exitStatusOf(t, sw, 20*time.Second); got != exitTargetExited {
+		t.Errorf("exit %d after the target exited, want %d; log:\n%s", got, exitTargetExited, sw.Stderr())
 	}
 	log := sw.Stderr()
 	if !strings.Contains(log, "target exited") || strings.Contains(log, "capture started") {

@@ -38,6 +38,18 @@ func (f *Flag) Completes(c Completion) *Flag {
 	return f
 }
 
+// Value is the flag's value as a string that Set takes back (the last
+// value of a repeatable flag).
+func (f *Flag) Value() string {
+	if sv, ok := f.value.(*stringsValue); ok {
+		if len(*sv) == 0 {
+			return ""
+		}
+		return (*sv)[len(*sv)-1]
+	}
+	return f.value.String()
+}
+
 // IsBool reports whether the flag takes no value.
 func (f *Flag) IsBool() bool {
 	b, ok := f.value.(interface{ IsBoolFlag() bool })

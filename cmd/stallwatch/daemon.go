@@ -1,0 +1,372 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/stallwatch/stallwatch/daemon"
+	"github.com/stallwatch/stallwatch/internal/cli"
+	"github.com/stallwatch/stallwatch/internal/sdnotify"
+)
+
+func daemonCommand(g *globals) *cli.Command {
+	f := &daemonFlags{}
+	return &cli.Command{
+		Name:    "daemon",
+		Summary: "watch every process the rules of a configuration file select",
+		Usage:   "[--config FILE] [flags]",
+		Help:    daemonHelp,
+		Flags:   f.declare,
+		Run: func(ctx context.Context, inv *cli.Invocation) error {
+			return runDaemon(ctx, inv, f, g)
+		},
+	}
+}
+
+const daemonHelp = `
+Runs on a host as a service and watches every process that a rule of its
+configuration selects, each as 'stallwatch watch' watches one: its own
+heartbeats, stall detection and captures. A process that starts is watched
+within seconds; one that exits is dropped.
+
+The configuration is YAML. Host-wide settings (the flags below under Output
+and Host, which the command line overrides) go at the top; rules go under
+"rules:", each with a name, a "match:" that selects processes, and
+settings named as watch's flags (heartbeat-tap, metric, stall-after,
+max-captures, freq, no-ptrace ...); "defaults:" holds settings every rule
+starts from:
+
+  out: /var/lib/stallwatch/captures
+  disk-quota: 2GiB
+  max-concurrent-captures: 2
+  defaults:
+    stall-after: 30s
+  rules:
+    - name: julia
+      match:
+        cmdline: 'julia .*server\.jl'
+      heartbeat-tap: udp://:8125
+      metric: 'myapp.exporter.*'
+    - name: api
+      match:
+        pidfile: /run/api.pid
+      heartbeat-http: http://127.0.0.1:8080/health
+    - name: frozen-anything
+      match:
+        pod: 6f1c0a6e-2d3b-4a57-9b1e-0c8f2d7a9e11
+      heartbeat-proc: true
+      stall-after: 2m
+
+Selectors (every one given must match): cmdline, exe and cgroup (regular
+expressions), pidfile, container (an id or its beginning), pod (a
+Kubernetes pod UID) and user. In heartbeat-file and heartbeat-http, {pid}
+is the process's pid and {root} its root directory (/proc/PID/root: a
+container's files). The daemon's rules have no flight recorder unless they
+set baseline-freq: with hundreds of processes, sampling each one between
+stalls costs more than it tells. heartbeat-statsd (a proxy for one process)
+is watch's; the daemon reads DogStatsD passively with heartbeat-tap.
+
+Signals: SIGHUP reads the configuration again (one that cannot be used is
+refused with its file, line and reason, and the rules in force go on);
+SIGUSR1 captures every watched process; SIGTERM stops, finishing captures
+in progress. 'stallwatch ctl' talks to the control socket: status, and a
+capture of one process.
+
+Under systemd (deploy/systemd/stallwatch.service): Type=notify readiness,
+STATUS= lines and WatchdogSec= pings; captures and state go to
+$STATE_DIRECTORY, the control socket to $RUNTIME_DIRECTORY. Exit codes: 0
+stopped, 1 failure (Restart=on-failure restarts), 2 a configuration that
+cannot be used, 3 a missing permission (neither helps to restart).`
+
+// hostFlags are the daemon's host-wide settings: flags of `stallwatch
+// daemon` and, by the same names, the top of its configuration file (the
+// command line wins).
+type hostFlags struct {
+	output        outputFlags
+	diskQuota     byteSize
+	maxConcurrent int
+	maxPerHour    int
+	scanInterval  time.Duration
+}
+
+// defaultDaemonOut is the daemon's --out outside systemd.
+const defaultDaemonOut = "/var/lib/stallwatch/captures"
+
+func (h *hostFlags) declare(fs *cli.FlagSet) {
+	h.output.declare(fs, defaultDaemonOut)
+	fs.Group("Host")
+	h.diskQuota = 1 << 30
+	fs.Var(&h.diskQuota, "disk-quota", "keep the captures under --out within `SIZE` (1GiB, 500MiB; 0: no bound): the oldest go first").Default = "1GiB"
+	fs.Int(&h.maxConcurrent, "max-concurrent-captures", 2, "at most `N` captures at once on the host; more wait for a slot")
+	fs.Int(&h.maxPerHour, "max-captures-per-hour", 30, "at most `N` stall captures an hour on the host, all targets together (0: no bound)")
+	fs.Duration(&h.scanInterval, "scan-interval", 2*time.Second, "look for new processes in /proc this often (the kernel's exec events, where stallwatch may read them, come at once)")
+}
+
+func (h *hostFlags) check() error {
+	switch {
+	case h.maxConcurrent < 1:
+		return cli.UsageErrorf("--max-concurrent-captures %d: at least 1", h.maxConcurrent)
+	case h.maxPerHour < 0:
+		return cli.UsageErrorf("--max-captures-per-hour %d: cannot be negative", h.maxPerHour)
+	case h.scanInterval < 100*time.Millisecond:
+		return cli.UsageErrorf("--scan-interval %v: at least 100ms", h.scanInterval)
+	}
+	return h.output.check()
+}
+
+// daemonFlags are the flags of `stallwatch daemon`.
+type daemonFlags struct {
+	config        string
+	checkOnly     bool
+	controlSocket string
+	stateDir      string
+	scanOnly      bool
+	host          hostFlags
+}
+
+func (f *daemonFlags) declare(fs *cli.FlagSet) {
+	fs.String(&f.config, "config", "/etc/stallwatch/stallwatch.yaml", "read the rules from `FILE`").Alias("c").Completes(cli.File)
+	fs.Bool(&f.checkOnly, "check", "read and check the configuration, say what it selects, and exit (0 when it can be used)")
+	fs.String(&f.controlSocket, "control-socket", "/run/stallwatch/control.sock", "serve stallwatch ctl on the unix socket at `PATH` (under systemd, $RUNTIME_DIRECTORY/control.sock; \"\": none)").Completes(cli.File)
+	fs.String(&f.stateDir, "state-dir", "/var/lib/stallwatch", "keep state across restarts in `DIR` (under systemd, $STATE_DIRECTORY)").Completes(cli.Dir)
+	fs.Bool(&f.scanOnly, "scan-only", "find processes by scanning /proc only, never by the kernel's exec events")
+	f.host.declare(fs)
+}
+
+// settle applies systemd's directories to the defaults not given.
+func (f *daemonFlags) settle(changed func(string) bool, getenv func(string) string) {
+	if !changed("state-dir") && getenv("STATE_DIRECTORY") != "" {
+		f.stateDir = stateDir(getenv)
+	}
+	if !changed("control-socket") {
+		if d, _, _ := strings.Cut(getenv("RUNTIME_DIRECTORY"), ":"); filepath.IsAbs(d) {
+			f.controlSocket = filepath.Join(d, "control.sock")
+		}
+	}
+	if !changed("out") && getenv("STATE_DIRECTORY") != "" {
+		f.host.output.out = filepath.Join(stateDir(getenv), "captures")
+	}
+}
+
+func runDaemon(ctx context.Context, inv *cli.Invocation, f *daemonFlags, g *globals) error {
+	if len(inv.Positional()) > 0 {
+		return cli.UsageErrorf("daemon takes no arguments; the rules come from --config")
+	}
+	if err := f.host.check(); err != nil {
+		return err
+	}
+	f.settle(inv.Flags.Changed, os.Getenv)
+	log := g.logger(inv.Stderr, "", false)
+	load := func() (*daemon.Config, error) { return loadDaemonConfig(f.config, inv.Flags, f) }
+	cfg, err := load()
+	if err != nil {
+		return err
+	}
+	if f.checkOnly {
+		return describeConfig(inv, cfg)
+	}
+	watchdogEvery, _ := sdnotify.Watchdog()
+	notifier, err := sdnotify.FromEnv()
+	if err != nil {
+		log.Warn("not telling systemd our state", "err", err)
+	}
+	defer notifier.Close()
+	d, err := daemon.New(cfg, daemon.Options{
+		Logger: log, Notifier: notifier, WatchdogEvery: watchdogEvery / 2,
+		StateDir: f.stateDir, ControlSocket: f.controlSocket, NoConnector: f.scanOnly,
+	})
+	if err != nil {
+		return err
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGUSR1)
+	defer signal.Stop(sigs)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case s := <-sigs:
+			if s == syscall.SIGUSR1 {
+				log.Info("SIGUSR1: capturing every watched process", "processes", d.CaptureAll())
+				continue
+			}
+			reload(d, load, notifier, log)
+		}
+	}
+}
+
+// reload reads the configuration again and puts it in force, or refuses
+// it and keeps the one in force.
+func reload(d *daemon.Daemon, load func() (*daemon.Config, error), n *sdnotify.Notifier, log *slog.Logger) {
+	_ = n.Reloading()
+	cfg, err := load()
+	if err == nil {
+		err = d.Reload(cfg)
+	}
+	if err != nil {
+		log.Error("SIGHUP: configuration refused; the rules in force go on", "err", err)
+		_ = n.Ready("configuration refused (see the log); the rules in force go on")
+		return
+	}
+	log.Info("SIGHUP: configuration read", "config", cfg.File, "rules", len(cfg.Rules))
+}
+
+// describeConfig is --check: what the configuration says.
+func describeConfig(inv *cli.Invocation, cfg *daemon.Config) error {
+	fmt.Fprintf(inv.Stdout, "%s: %d rules; captures under %s (keep %d, disk quota %s), at most %d at once and %d stall captures an hour on the host\n",
+		cfg.File, len(cfg.Rules), cfg.Out, cfg.Keep, quotaString(cfg.DiskQuota), cfg.MaxConcurrent, cfg.MaxPerHour)
+	for _, r := range cfg.Rules {
+		fmt.Fprintf(inv.Stdout, "  %s (line %d): %s; stall after %v\n", r.Name, r.Line, r.Select.String(), r.Watch.StallAfter)
+	}
+	return nil
+}
+
+func quotaString(n int64) string {
+	if n == 0 {
+		return "none"
+	}
+	return humanBytes(n)
+}
+
+// loadDaemonConfig reads the configuration file and resolves its
+// settings with the flags' definitions: the host-wide ones (the command
+// line wins) and each rule's.
+func loadDaemonConfig(path string, cmdline *cli.FlagSet, f *daemonFlags) (*daemon.Config, error) {
+	file, err := daemon.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var host hostFlags
+	hfs := cli.NewFlagSet()
+	host.declare(hfs)
+	ruleNames := ruleFlagNames()
+	for _, s := range file.Globals {
+		if slices.Contains(ruleNames, s.Name) {
+			return nil, settingError(file, s, fmt.Errorf("a rule setting: put it under defaults: or in a rule"))
+		}
+		if err := setAll(hfs, s); err != nil {
+			return nil, settingError(file, s, err)
+		}
+	}
+	for _, fl := range hfs.Flags() {
+		if cmdline.Changed(fl.Name) {
+			if err := hfs.Set(fl.Name, cmdline.Lookup(fl.Name).Value()); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if !hfs.Changed("out") {
+		host.output.out = f.host.output.out // the default, as settled for systemd
+	}
+	if err := host.check(); err != nil {
+		return nil, &daemon.ConfigError{File: file.Path, Msg: configMsg(err)}
+	}
+	cfg := &daemon.Config{
+		File: file.Path, Out: host.output.out, Keep: host.output.keep, DiskQuota: int64(host.diskQuota),
+		MaxConcurrent: host.maxConcurrent, MaxPerHour: host.maxPerHour, ScanInterval: host.scanInterval,
+	}
+	for _, spec := range file.Rules {
+		w, err := resolveRule(file, spec, hfs)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Rules = append(cfg.Rules, daemon.Rule{Name: spec.Name, Line: spec.Line, Select: spec.Select, Watch: w})
+	}
+	if err := cfg.Check(); err != nil {
+		return nil, &daemon.ConfigError{File: file.Path, Msg: err.Error()}
+	}
+	return cfg, nil
+}
+
+// daemonRuleDefaults are where a daemon's rule differs from watch: no
+// flight recorder unless a rule asks (hundreds of processes sampled
+// between stalls would cost more than they tell).
+var daemonRuleDefaults = []daemon.Setting{{Name: "baseline-freq", Values: []string{"0"}}}
+
+// resolveRule turns a rule's settings (after the defaults) into a watch.
+func resolveRule(file *daemon.File, spec daemon.RuleSpec, host *cli.FlagSet) (daemon.Watch, error) {
+	var r ruleFlags
+	fs := cli.NewFlagSet()
+	r.declare(fs)
+	own := map[string]bool{}
+	for _, s := range spec.Settings {
+		own[s.Name] = true
+	}
+	settings := slices.Clone(daemonRuleDefaults)
+	for _, s := range file.Defaults {
+		if !own[s.Name] {
+			settings = append(settings, s)
+		}
+	}
+	settings = append(settings, spec.Settings...)
+	for _, s := range settings {
+		switch {
+		case s.Name == "heartbeat-statsd" || s.Name == "forward":
+			return daemon.Watch{}, settingError(file, s, errors.New("the DogStatsD proxy serves one process (stallwatch watch); the daemon reads DogStatsD from the wire: heartbeat-tap: udp://:8125"))
+		case host.Lookup(s.Name) != nil:
+			return daemon.Watch{}, settingError(file, s, errors.New("a host-wide setting: put it at the top of the file"))
+		}
+		if err := setAll(fs, s); err != nil {
+			return daemon.Watch{}, settingError(file, s, err)
+		}
+	}
+	if err := r.check(fs.Changed); err != nil {
+		return daemon.Watch{}, &daemon.ConfigError{File: file.Path, Line: spec.Line, Msg: fmt.Sprintf("rule %q: %s", spec.Name, configMsg(err))}
+	}
+	h := &r.heartbeat
+	w := daemon.Watch{
+		Heartbeat: daemon.Heartbeat{
+			Files: h.files, HTTP: h.httpURL, HTTPTimeout: h.httpTimeout, HTTPInterval: h.httpInterval,
+			Proc: h.proc, Tap: h.tap, Metric: h.metric, MetricTags: h.metricTags,
+		},
+		StallAfter: r.policy.stallAfter, RecaptureAfter: r.policy.recaptureAfter, MaxCaptures: r.policy.maxCaptures,
+	}
+	r.policy.apply(&w.Capture)
+	r.capture.apply(&w.Capture)
+	return w, nil
+}
+
+// ruleFlagNames are the names of the settings a rule takes.
+func ruleFlagNames() []string {
+	var r ruleFlags
+	fs := cli.NewFlagSet()
+	r.declare(fs)
+	var names []string
+	for _, f := range fs.Flags() {
+		names = append(names, f.Name)
+	}
+	return names
+}
+
+// setAll sets a setting's every value.
+func setAll(fs *cli.FlagSet, s daemon.Setting) error {
+	if fl := fs.Lookup(s.Name); fl != nil && !fl.Repeatable && len(s.Values) > 1 {
+		return errors.New("one value, not a list")
+	}
+	for _, v := range s.Values {
+		if err := fs.Set(s.Name, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func settingError(file *daemon.File, s daemon.Setting, err error) error {
+	return &daemon.ConfigError{File: file.Path, Line: s.Line, Msg: s.Name + ": " + configMsg(err)}
+}
+
+// configMsg is a flag's message said of a setting: names without dashes.
+func configMsg(err error) string {
+	return strings.ReplaceAll(err.Error(), "--", "")
+}

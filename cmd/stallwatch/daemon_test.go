@@ -1,0 +1,370 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stallwatch/stallwatch/daemon"
+	"github.com/stallwatch/stallwatch/internal/testutil"
+)
+
+// daemonEnv is one daemon under test: its directory, configuration file
+// and control socket.
+type daemonEnv struct {
+	dir, config, socket, out string
+	sw                       *testutil.Target
+}
+
+func newDaemonEnv(t *testing.T, config string) *daemonEnv {
+	t.Helper()
+	dir := t.TempDir()
+	e := &daemonEnv{dir: dir, config: filepath.Join(dir, "stallwatch.yaml"), socket: filepath.Join(dir, "run", "control.sock"), out: filepath.Join(dir, "out")}
+	e.write(t, config)
+	return e
+}
+
+func (e *daemonEnv) write(t *testing.T, config string) {
+	t.Helper()
+	config = strings.ReplaceAll(config, "OUT", e.out)
+	if err := os.WriteFile(e.config, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *daemonEnv) start(t *testing.T, extra ...string) {
+	t.Helper()
+	args := append([]string{"daemon", "--config", e.config, "--control-socket", e.socket, "--state-dir", filepath.Join(e.dir, "state")}, extra...)
+	e.sw = testutil.Start(t, stallwatchBin(t), args...)
+	waitLog(t, e.sw, "msg=ready", 30*time.Second)
+}
+
+func (e *daemonEnv) status(t *testing.T) *daemon.Status {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := daemon.Dial(ctx, e.socket, daemon.Request{Op: "status"})
+	if err != nil {
+		t.Fatalf("status: %v; log:\n%s", err, e.sw.Stderr())
+	}
+	return resp.Status
+}
+
+// target is the status of pid, or nil when it is not watched.
+func (e *daemonEnv) target(t *testing.T, pid int) *daemon.TargetStatus {
+	for _, ts := range e.status(t).Targets {
+		if ts.PID == pid {
+			return &ts
+		}
+	}
+	return nil
+}
+
+// waitTarget waits until cond holds for pid's status (nil: not watched).
+func (e *daemonEnv) waitTarget(t *testing.T, pid int, what string, within time.Duration, cond func(*daemon.TargetStatus) bool) {
+	t.Helper()
+	if err := testutil.Eventually(within, func() bool { return cond(e.target(t, pid)) }); err != nil {
+		t.Fatalf("pid %d: not %s within %v: %+v; log:\n%s", pid, what, within, e.target(t, pid), e.sw.Stderr())
+	}
+}
+
+func watched(ts *daemon.TargetStatus) bool   { return ts != nil }
+func unwatched(ts *daemon.TargetStatus) bool { return ts == nil }
+func healthy(ts *daemon.TargetStatus) bool   { return ts != nil && ts.State == "healthy" }
+
+// marker makes the command lines of one test's targets its own.
+func marker() string { return fmt.Sprintf("swd%08x", rand.Uint32()) }
+
+// startBeater starts a beater whose command line carries tag: it beats
+// every 50 ms, which its threads' progress shows.
+func startBeater(t *testing.T, tag string) *testutil.Target {
+	t.Helper()
+	tg := testutil.StartCmd(t, exec.Command(beaterPath(t), "-interval", "50ms", "-metric", tag))
+	tg.WaitLine(t, "ready", 20*time.Second)
+	return tg
+}
+
+// captureDirs lists the capture directories of pid with trigger.
+func captureDirs(t *testing.T, out string, pid int, trigger string) []string {
+	ents, _ := os.ReadDir(out)
+	var dirs []string
+	suffix := fmt.Sprintf("-%d-%s", pid, trigger)
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), suffix) || strings.Contains(e.Name(), suffix+"-") {
+			dirs = append(dirs, e.Name())
+		}
+	}
+	return dirs
+}
+
+func openFDs(pid int) int {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return -1
+	}
+	return len(ents)
+}
+
+// TestDaemonManyTargets: several real processes matched by one rule's
+// regular expression; two freeze and each is captured once, with its own
+// pid; one that starts later is picked up; one that exits is dropped, and
+// the daemon holds no descriptor of it after.
+func TestDaemonManyTargets(t *testing.T) {
+	testutil.RequirePerf(t)
+	testutil.RequirePtrace(t)
+	tag := marker()
+	e := newDaemonEnv(t, `
+out: OUT
+max-concurrent-captures: 2
+defaults:
+  stall-after: 1s
+rules:
+  - name: beaters
+    match:
+      cmdline: 'beater .*-metric `+tag+`'
+    heartbeat-proc: true
+    capture-for: 300ms
+    max-captures: 1
+    recapture-after: 1h
+`)
+	var tgs []*testutil.Target
+	for range 4 {
+		tgs = append(tgs, startBeater(t, tag))
+	}
+	e.start(t)
+	for _, tg := range tgs {
+		e.waitTarget(t, tg.Pid, "healthy", 30*time.Second, healthy)
+	}
+	if n := len(e.status(t).Targets); n != 4 {
+		t.Fatalf("%d targets, want the 4 beaters", n)
+	}
+
+	// A process that starts is watched; one that exits is dropped, and
+	// what the daemon held on it is closed.
+	daemonPid := e.sw.Pid
+	before := openFDs(daemonPid)
+	late := startBeater(t, tag)
+	e.waitTarget(t, late.Pid, "watched", 30*time.Second, watched)
+	if err := late.Cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	e.waitTarget(t, late.Pid, "dropped", 30*time.Second, unwatched)
+	if err := testutil.Eventually(10*time.Second, func() bool { return openFDs(daemonPid) == before }); err != nil {
+		t.Errorf("the daemon holds %d descriptors after the process it watched exited, %d before it started", openFDs(daemonPid), before)
+	}
+
+	// Two freeze; each is captured once, as itself.
+	frozen := tgs[:2]
+	for _, tg := range frozen {
+		if err := syscall.Kill(tg.Pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Kill(tg.Pid, syscall.SIGCONT)
+	}
+	for _, tg := range frozen {
+		// cooldown: its capture is written, the stall goes on.
+		e.waitTarget(t, tg.Pid, "captured", 60*time.Second, func(ts *daemon.TargetStatus) bool {
+			return ts != nil && ts.State == "cooldown" && ts.Captures == 1
+		})
+	}
+	for _, tg := range frozen {
+		dirs := captureDirs(t, e.out, tg.Pid, "stall")
+		if len(dirs) != 1 {
+			t.Errorf("pid %d: captures %v, want one", tg.Pid, dirs)
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(e.out, dirs[0], "capture.json"))
+		if err != nil || !strings.Contains(string(b), fmt.Sprintf(`"pid": %d`, tg.Pid)) {
+			t.Errorf("pid %d: capture.json does not name it: %v\n%s", tg.Pid, err, b)
+		}
+	}
+	for _, tg := range tgs[2:] {
+		if dirs := captureDirs(t, e.out, tg.Pid, "stall"); len(dirs) > 0 {
+			t.Errorf("pid %d never stalled, yet captured: %v", tg.Pid, dirs)
+		}
+		if ts := e.target(t, tg.Pid); ts == nil || ts.State != "healthy" {
+			t.Errorf("pid %d: %+v, want healthy", tg.Pid, ts)
+		}
+	}
+
+	// ctl capture: one on demand, its directory printed.
+	out, err := exec.Command(stallwatchBin(t), "ctl", "capture", "-p", strconv.Itoa(tgs[2].Pid), "--control-socket", e.socket).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ctl capture: %v\n%s", err, out)
+	}
+	dir := strings.TrimSpace(string(out))
+	if !strings.HasSuffix(dir, fmt.Sprintf("-%d-signal", tgs[2].Pid)) {
+		t.Errorf("ctl capture printed %q", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "capture.json")); err != nil {
+		t.Errorf("ctl capture's directory: %v", err)
+	}
+	out, err = exec.Command(stallwatchBin(t), "ctl", "capture", "-p", "1", "--control-socket", e.socket).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "not watched") {
+		t.Errorf("ctl capture of a process nobody watches: %v: %s", err, out)
+	}
+	// ctl status, as a person reads it.
+	out, err = exec.Command(stallwatchBin(t), "ctl", "status", "--control-socket", e.socket).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "cooldown") || !strings.Contains(string(out), strconv.Itoa(tgs[3].Pid)) {
+		t.Errorf("ctl status: %v\n%s", err, out)
+	}
+
+	// SIGTERM: a clean stop, exit 0.
+	_ = e.sw.Cmd.Process.Signal(syscall.SIGTERM)
+	if code := exitStatusOf(t, e.sw, 20*time.Second); code != 0 {
+		t.Errorf("exit %d after SIGTERM; log:\n%s", code, e.sw.Stderr())
+	}
+}
+
+// TestDaemonReload: SIGHUP puts a good configuration in force (a rule's
+// processes change); a broken one is refused with its line, and the rules
+// in force go on watching, new processes included.
+func TestDaemonReload(t *testing.T) {
+	tagA, tagB := marker(), marker()
+	rule := func(tag string) string {
+		return `
+out: OUT
+rules:
+  - name: beaters
+    match:
+      cmdline: 'beater .*-metric ` + tag + `'
+    heartbeat-proc: true
+    max-captures: 0
+`
+	}
+	e := newDaemonEnv(t, rule(tagA))
+	a := startBeater(t, tagA)
+	b := startBeater(t, tagB)
+	e.start(t, "--scan-only", "--scan-interval", "200ms")
+	e.waitTarget(t, a.Pid, "watched", 30*time.Second, watched)
+	if e.target(t, b.Pid) != nil {
+		t.Fatalf("pid %d watched, though no rule selects it", b.Pid)
+	}
+
+	e.write(t, rule(tagB))
+	_ = e.sw.Cmd.Process.Signal(syscall.SIGHUP)
+	e.waitTarget(t, b.Pid, "watched after the reload", 30*time.Second, watched)
+	e.waitTarget(t, a.Pid, "dropped after the reload", 30*time.Second, unwatched)
+
+	// Broken: an unclosed group in the regular expression on line 6.
+	e.write(t, strings.Replace(rule(tagA), "cmdline: 'beater", "cmdline: '(beater", 1))
+	_ = e.sw.Cmd.Process.Signal(syscall.SIGHUP)
+	waitLog(t, e.sw, "configuration refused", 30*time.Second)
+	if want := e.config + ":6:"; !strings.Contains(e.sw.Stderr(), want) {
+		t.Errorf("the refusal does not say %q; log:\n%s", want, e.sw.Stderr())
+	}
+	// The rules in force go on: b stays, a new process of b's is
+	// picked up, a's is not.
+	b2 := startBeater(t, tagB)
+	e.waitTarget(t, b2.Pid, "watched under the rules in force", 30*time.Second, watched)
+	if e.target(t, b.Pid) == nil || e.target(t, a.Pid) != nil {
+		t.Errorf("after a refused reload: %+v", e.status(t).Targets)
+	}
+	if e.sw.ExitErr() != nil || func() bool {
+		select {
+		case <-e.sw.Done():
+			return true
+		default:
+			return false
+		}
+	}() {
+		t.Fatalf("the daemon exited on a broken configuration")
+	}
+}
+
+// TestDaemonConfigErrors: a configuration that cannot be used is refused
+// at start with its file, line and reason, and exit status 2.
+func TestDaemonConfigErrors(t *testing.T) {
+	for _, c := range []struct{ name, config, want string }{
+		{"yaml", "rules:\n  - name: a\n    match: x: y\n", ":3: mapping values are not allowed in this context"},
+		{"unknown setting", "rules:\n  - name: a\n    match: {cmdline: x}\n    heartbeat-proc: true\n    stal-after: 3s\n", `:5: stal-after: unknown setting "stal-after" (did you mean "stall-after"?)`},
+		{"bad value", "rules:\n  - name: a\n    match: {cmdline: x}\n    heartbeat-proc: true\n    stall-after: soon\n", `:5: stall-after: "soon": not a duration`},
+		{"no heartbeat", "rules:\n  - name: a\n    match: {cmdline: x}\n", `:2: rule "a": no heartbeat`},
+		{"proxy", "rules:\n  - name: a\n    match: {cmdline: x}\n    heartbeat-statsd: udp://:8125\n", ":4: heartbeat-statsd: the DogStatsD proxy serves one process"},
+		{"rule setting at the top", "stall-after: 3s\nrules:\n  - name: a\n    match: {cmdline: x}\n    heartbeat-proc: true\n", ":1: stall-after: a rule setting"},
+		{"host setting in a rule", "rules:\n  - name: a\n    match: {cmdline: x}\n    heartbeat-proc: true\n    out: /tmp\n", ":5: out: a host-wide setting"},
+		{"selector", "rules:\n  - name: a\n    match: {command: x}\n    heartbeat-proc: true\n", `:3: rule "a": match: unknown selector "command"`},
+		{"regexp", "rules:\n  - name: a\n    match:\n      exe: '[x'\n    heartbeat-proc: true\n", `:4: rule "a": match: exe "[x": missing closing ]`},
+		{"no rules", "out: /tmp/x\n", "no rules"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "c.yaml")
+			if err := os.WriteFile(path, []byte(c.config), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr strings.Builder
+			code := run([]string{"daemon", "--config", path, "--check"}, &stdout, &stderr)
+			if code != exitUsage || !strings.Contains(stderr.String(), path+c.want) && !strings.Contains(stderr.String(), c.want) {
+				t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr.String(), path+c.want)
+			}
+		})
+	}
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	_ = os.WriteFile(path, []byte("defaults: {stall-after: 5s}\nrules:\n  - name: a\n    match: {cmdline: x, user: root}\n    heartbeat-tap: udp://:8125\n    metric: app.*\n"), 0o644)
+	var stdout, stderr strings.Builder
+	if code := run([]string{"daemon", "--config", path, "--check"}, &stdout, &stderr); code != 0 || !slices.ContainsFunc(strings.Split(stdout.String(), "\n"), func(l string) bool {
+		return strings.Contains(l, "a (line 3): cmdline=x user=root; stall after 5s")
+	}) {
+		t.Errorf("--check of a good configuration: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+}
+
+// TestDaemonTap: two processes send their metrics with the Datadog client
+// to a UDP port nobody listens on; the daemon reads them off the wire,
+// each as its own heartbeat, and when one stops sending only it stalls.
+func TestDaemonTap(t *testing.T) {
+	testutil.RequireRoot(t)
+	tag := marker()
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := c.LocalAddr().(*net.UDPAddr).Port
+	c.Close() // nobody listens on it from here on
+	e := newDaemonEnv(t, `
+out: OUT
+rules:
+  - name: senders
+    match:
+      cmdline: 'beater .*-metric `+tag+`'
+    heartbeat-tap: udp://:`+strconv.Itoa(port)+`
+    metric: '`+tag+`'
+    stall-after: 1s
+    max-captures: 0
+`)
+	start := func() (*testutil.Target, io.Writer) {
+		cmd := exec.Command(beaterPath(t), "-interval", "50ms", "-metric", tag, "-statsd", "127.0.0.1:"+strconv.Itoa(port))
+		control, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg := testutil.StartCmd(t, cmd)
+		tg.WaitLine(t, "ready", 20*time.Second)
+		return tg, control
+	}
+	a, stopA := start()
+	b, _ := start()
+	e.start(t)
+	e.waitTarget(t, a.Pid, "healthy", 30*time.Second, healthy)
+	e.waitTarget(t, b.Pid, "healthy", 30*time.Second, healthy)
+	fmt.Fprintln(stopA, "stop")
+	e.waitTarget(t, a.Pid, "stalled", 30*time.Second, func(ts *daemon.TargetStatus) bool { return ts != nil && ts.State == "stalled" })
+	if ts := e.target(t, b.Pid); ts == nil || ts.State != "healthy" || ts.HeartbeatAge == nil || time.Duration(*ts.HeartbeatAge) > time.Second {
+		t.Errorf("the sender that goes on: %+v", ts)
+	}
+	st := e.status(t)
+	if len(st.Taps) != 1 || st.Taps[0].Attributed == 0 {
+		t.Errorf("taps: %+v", st.Taps)
+	}
+}
