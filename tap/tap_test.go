@@ -76,7 +76,10 @@ func openTap(t *testing.T, port int) *Tap {
 
 // TestTwoSenders: two processes send the same metric to a port nobody
 // listens on; each beat is given to the process that sent it, and when
-// one goes silent only its heartbeat stops.
+// one goes silent only its heartbeat stops. (With nobody listening, the
+// kernel answers some datagrams with ICMP port unreachable, and the
+// client's next send on its connected socket fails with ECONNREFUSED:
+// the client itself loses some heartbeats. What it sends, the tap sees.)
 func TestTwoSenders(t *testing.T) {
 	beater := testutil.BuildGo(t, "beater")
 	port := freeUDPPort(t)
@@ -98,7 +101,7 @@ func TestTwoSenders(t *testing.T) {
 	if err := testutil.Eventually(20*time.Second, func() bool { return beatsA.n.Load() >= 5 && beatsB.n.Load() >= 5 }); err != nil {
 		t.Fatalf("beats: a %d, b %d; tap %+v", beatsA.n.Load(), beatsB.n.Load(), tp.Stats())
 	}
-	t.Logf("both beat: %+v", tp.Stats())
+	t.Logf("both beat (a %d, b %d): %+v", beatsA.n.Load(), beatsB.n.Load(), tp.Stats())
 	fmt.Fprintln(a.control, "stop")
 	a.WaitLine(t, "stopped", 10*time.Second)
 	// The datagram of a's last beat may still be on its way; what comes
@@ -108,8 +111,8 @@ func TestTwoSenders(t *testing.T) {
 		t.Fatal("b stopped beating too")
 	}
 	silentA := beatsA.n.Load()
-	more := beatsB.n.Load() + 10
-	if err := testutil.Eventually(20*time.Second, func() bool { return beatsB.n.Load() >= more }); err != nil {
+	more := beatsB.n.Load() + 5
+	if err := testutil.Eventually(30*time.Second, func() bool { return beatsB.n.Load() >= more }); err != nil {
 		t.Fatalf("b's beats stopped after a was silenced: %d", beatsB.n.Load())
 	}
 	if got := beatsA.n.Load(); got != silentA {

@@ -82,7 +82,7 @@ func TestWatchUsageErrors(t *testing.T) {
 		{[]string{"--pid", "-3", "--heartbeat-proc"}, "not a process id"},
 		{[]string{"--pid", "1", "--heartbeat-proc", "--stall-after", "0s"}, "--stall-after"},
 		{[]string{"--pid", "1", "--heartbeat-proc", "--log-format", "xml"}, "--log-format"},
-		{[]string{"--pid", "1", "--heartbeat-proc", "--metric", "a.*"}, "go with --heartbeat-statsd"},
+		{[]string{"--pid", "1", "--heartbeat-proc", "--metric", "a.*"}, "go with --heartbeat-tap or --heartbeat-statsd"},
 		{[]string{"--pid", "1", "--heartbeat-proc", "--http-timeout", "1s"}, "go with --heartbeat-http"},
 		{[]string{"--pid", "1", "--heartbeat-proc", "--max-captures", "-1"}, "cannot be negative"},
 		{[]string{"--pid", "1", "--heartbeat-proc", "--freq", "0"}, "--freq"},
