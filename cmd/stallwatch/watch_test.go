@@ -43,6 +43,9 @@ func (b *builtOnce) build(t testing.TB, name, dir string) string {
 		b.path = filepath.Join(tmp, name)
 		cmd := exec.Command("go", "build", "-o", b.path, ".")
 		cmd.Dir = dir
+		// Static, as the container recipe builds stallwatch
+		// (deploy/kubernetes/Dockerfile).
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		b.out, b.err = cmd.CombinedOutput()
 	})
 	if b.err != nil {
