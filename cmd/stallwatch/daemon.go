@@ -15,6 +15,7 @@ import (
 
 	"github.com/stallwatch/stallwatch/daemon"
 	"github.com/stallwatch/stallwatch/internal/cli"
+	"github.com/stallwatch/stallwatch/internal/preflight"
 	"github.com/stallwatch/stallwatch/internal/sdnotify"
 )
 
@@ -174,6 +175,9 @@ func runDaemon(ctx context.Context, inv *cli.Invocation, f *daemonFlags, g *glob
 	if f.checkOnly {
 		return describeConfig(inv, cfg)
 	}
+	if err := startChecks(log, daemonNeeds(cfg)); err != nil {
+		return err
+	}
 	watchdogEvery, _ := sdnotify.Watchdog()
 	notifier, err := sdnotify.FromEnv()
 	if err != nil {
@@ -220,6 +224,32 @@ func reload(d *daemon.Daemon, load func() (*daemon.Config, error), n *sdnotify.N
 		return
 	}
 	log.Info("SIGHUP: configuration read", "config", cfg.File, "rules", len(cfg.Rules))
+}
+
+// daemonNeeds is what the rules ask of the machine, checked on pid 1 (a
+// process of another user, as the targets will be). The daemon runs
+// unattended: what watch would only warn about (no ptrace stops, no
+// kernel function names) stops it, with exit status 3.
+func daemonNeeds(cfg *daemon.Config) preflight.Needs {
+	n := preflight.Needs{Verb: "run the daemon", ProbePID: 1, Sample: true, Snapshot: true, Out: cfg.Out, OutFlag: "out"}
+	for _, r := range cfg.Rules {
+		c := &r.Watch.Capture
+		n.Kernel = n.Kernel || !c.NoKernel
+		n.OffCPU = n.OffCPU || !c.NoOffCPU
+		n.Ptrace = n.Ptrace || !c.NoPtrace
+		n.PacketSocket = n.PacketSocket || r.Watch.Heartbeat.Tap != ""
+		n.Rates = append(n.Rates, preflight.Rate{Flag: "rule " + r.Name + ": freq", Hz: c.Freq})
+		if c.BaselineFreq > 0 && !c.NoFlightRecorder {
+			n.Rates = append(n.Rates, preflight.Rate{Flag: "rule " + r.Name + ": baseline-freq", Hz: c.BaselineFreq})
+		}
+	}
+	if n.Ptrace {
+		n.Require = append(n.Require, "cap_sys_ptrace")
+	}
+	if n.Kernel {
+		n.Require = append(n.Require, "cap_syslog")
+	}
+	return n
 }
 
 // describeConfig is --check: what the configuration says.

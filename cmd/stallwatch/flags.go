@@ -170,6 +170,7 @@ func (r *ruleFlags) declare(fs *cli.FlagSet) {
 // needs is what watching a target this way asks of the machine.
 func (r *ruleFlags) needs(n *preflight.Needs) {
 	r.capture.needs(n)
+	n.PacketSocket = r.heartbeat.tap != ""
 	if r.policy.baselineFreq > 0 {
 		n.Rates = append(n.Rates, preflight.Rate{Flag: "--baseline-freq", Hz: r.policy.baselineFreq})
 	}

@@ -52,6 +52,24 @@ type Needs struct {
 	// Out is the directory captures go under ("" when nothing is
 	// written), named by OutFlag in messages.
 	Out, OutFlag string
+	// ProbePID, with PID 0, is a process to check permissions on in the
+	// targets' place: the daemon's targets are not known yet and belong
+	// to other users, as pid 1 does.
+	ProbePID int
+	// PacketSocket: a packet socket will be opened (the DogStatsD tap).
+	PacketSocket bool
+	// Require lists capabilities (as setcap names them: "cap_syslog")
+	// whose absence fails the check instead of degrading the work: the
+	// daemon runs unattended, and nobody would read the warning.
+	Require []string
+}
+
+// target is the process the process probes look at: PID, else ProbePID.
+func (n *Needs) target() int {
+	if n.PID != 0 {
+		return n.PID
+	}
+	return n.ProbePID
 }
 
 // Rate is a sampling rate and the flag that set it.
@@ -145,6 +163,8 @@ type Error struct {
 	// Less is the flags that ask for less, when they avoid every refused
 	// permission, with what they cost.
 	Less string
+	// anyTarget: the work is on processes not known yet (Needs.ProbePID).
+	anyTarget bool
 }
 
 // NotPermitted reports whether a permission is missing.
@@ -162,11 +182,14 @@ func (e *Error) has(k Kind) bool {
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	target := fmt.Sprintf("pid %d", e.PID)
-	if e.PID == 0 {
-		target = "the command"
+	target := fmt.Sprintf(" pid %d", e.PID)
+	switch {
+	case e.PID == 0 && e.anyTarget:
+		target = ""
+	case e.PID == 0:
+		target = " the command"
 	}
-	fmt.Fprintf(&b, "cannot %s %s as %s:", e.Verb, target, whoAmI())
+	fmt.Fprintf(&b, "cannot %s%s as %s:", e.Verb, target, whoAmI())
 	for _, p := range e.Problems {
 		prefix := ""
 		if p.Kind == Permission {
@@ -213,7 +236,7 @@ func Check(n Needs) (warnings []Problem, err error) {
 	if len(problems) == 0 {
 		return warnings, nil
 	}
-	e := &Error{Verb: n.Verb, PID: n.PID, Problems: problems, Warnings: warnings}
+	e := &Error{Verb: n.Verb, PID: n.PID, Problems: problems, Warnings: warnings, anyTarget: n.ProbePID != 0}
 	e.Grant, e.Less = fixes(n, f, problems, warnings)
 	return nil, e
 }
@@ -247,15 +270,16 @@ type facts struct {
 	rateSysctl  bool
 	perf        sampler.ProbeResult
 	procErr     error // reading /proc/<pid>/maps
-	memErr      error // opening /proc/<pid>/mem (ptrace access)
+	memErr      error // reading the target's memory as a tracer (ptrace access)
 	kallsymsHid bool
 	kptr        int
 	stackErr    error // reading /proc/<pid>/task/<pid>/stack
+	packetErr   error // opening a packet socket
 	outErr      error
 }
 
 func probe(n Needs) facts {
-	f := facts{probePID: n.PID}
+	f := facts{probePID: n.target()}
 	if f.probePID == 0 {
 		f.probePID = os.Getpid()
 	}
@@ -264,8 +288,9 @@ func probe(n Needs) facts {
 	f.yama, f.yamaOK = perms.PtraceScope()
 	f.hasPerfmon = perms.HasCap(perms.CapPerfmon) || perms.HasCap(perms.CapSysAdmin)
 	f.rateLimit, f.rateSysctl = sampler.FreqLimit()
-	if n.PID != 0 {
-		f.procErr = readSome(procfs.PidPath(n.PID, "maps"))
+	pid := n.target()
+	if pid != 0 {
+		f.procErr = readSome(procfs.PidPath(pid, "maps"))
 	}
 	if n.Sample {
 		freq := 0
@@ -274,14 +299,17 @@ func probe(n Needs) facts {
 		}
 		f.perf = sampler.Probe(sampler.Config{PID: f.probePID, Freq: min(freq, f.rateLimit), Kernel: n.Kernel, OffCPU: n.OffCPU})
 	}
-	if n.Snapshot && n.Ptrace && n.PID != 0 && f.procErr == nil {
-		f.memErr = openClose(procfs.PidPath(n.PID, "mem"))
+	if n.Snapshot && n.Ptrace && pid != 0 && f.procErr == nil {
+		f.memErr = ptraceAccess(pid)
 	}
 	if n.Kernel || n.Snapshot {
 		f.kallsymsHid, f.kptr = kallsymsHidden()
 	}
-	if n.Snapshot && n.PID != 0 && f.procErr == nil {
-		f.stackErr = readSome(procfs.TaskPath(n.PID, n.PID, "stack"))
+	if n.Snapshot && pid != 0 && f.procErr == nil {
+		f.stackErr = readSome(procfs.TaskPath(pid, pid, "stack"))
+	}
+	if n.PacketSocket {
+		f.packetErr = packetSocket()
 	}
 	if n.Out != "" {
 		f.outErr = checkOut(n.Out)
@@ -300,8 +328,9 @@ func diagnose(n Needs, f facts) (problems, warnings []Problem) {
 		problems = append(problems, Problem{Kind: Setting, What: n.OutFlag + " " + n.Out, Why: f.outErr.Error(), Fix: outFix(f.outErr, n.OutFlag)})
 	}
 	if perms.IsPermission(f.procErr) {
+		pid := n.target()
 		p := Problem{
-			Kind: Permission, What: fmt.Sprintf("reading pid %d's memory map (/proc/%d/maps)", n.PID, n.PID),
+			Kind: Permission, What: fmt.Sprintf("reading pid %d's memory map (/proc/%d/maps)", pid, pid),
 			Why: "permission denied", Needs: procNeeds(f), Cap: "cap_sys_ptrace",
 		}
 		if !n.Sample {
@@ -332,7 +361,40 @@ func diagnose(n Needs, f facts) (problems, warnings []Problem) {
 			Effect: "the snapshot shows user stacks only",
 		})
 	}
-	return problems, warnings
+	if f.packetErr != nil {
+		p := Problem{Kind: Unavailable, What: "reading DogStatsD datagrams off the wire (a packet socket, for --heartbeat-tap)", Why: errnoText(f.packetErr)}
+		if perms.IsPermission(f.packetErr) {
+			p.Kind, p.Needs, p.Cap = Permission, "CAP_NET_RAW", "cap_net_raw"
+		}
+		problems = append(problems, p)
+	}
+	return require(n, problems, warnings)
+}
+
+// require makes the warnings of the capabilities n.Require problems.
+func require(n Needs, problems, warnings []Problem) ([]Problem, []Problem) {
+	if len(n.Require) == 0 {
+		return problems, warnings
+	}
+	var kept []Problem
+	for _, w := range warnings {
+		if w.Cap != "" && slices.Contains(n.Require, w.Cap) {
+			w.Kind, w.Without, w.Effect = Permission, "", ""
+			problems = append(problems, w)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	return problems, kept
+}
+
+// packetSocket opens and closes a packet socket.
+func packetSocket() error {
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	return unix.Close(fd)
 }
 
 func rateProblem(r Rate, f facts) Problem {
@@ -521,12 +583,29 @@ func readSome(path string) error {
 	return nil
 }
 
-func openClose(path string) error {
-	f, err := os.Open(path)
+// ptraceAccess asks the kernel whether stallwatch may read pid's memory
+// as its tracer may: process_vm_readv takes the access that attaching
+// takes (PTRACE_MODE_ATTACH). Opening /proc/PID/mem would ask more: a file
+// owned by the target's user, which CAP_SYS_PTRACE alone may not open.
+// Only a refusal is an error; a byte that cannot be read is not.
+func ptraceAccess(pid int) error {
+	maps, err := procfs.ReadMaps(pid)
 	if err != nil {
 		return err
 	}
-	return f.Close()
+	for _, m := range maps {
+		if len(m.Perms) == 0 || m.Perms[0] != 'r' {
+			continue
+		}
+		var b [1]byte
+		local := []unix.Iovec{{Base: &b[0], Len: 1}}
+		remote := []unix.RemoteIovec{{Base: uintptr(m.Start), Len: 1}}
+		if _, err := unix.ProcessVMReadv(pid, local, remote, 0); errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+			return err
+		}
+		return nil
+	}
+	return nil
 }
 
 // kallsymsHidden reports whether /proc/kallsyms shows its addresses as
