@@ -546,9 +546,6 @@ func (d *Daemon) stopTarget(t *target, why string) {
 	t.release()
 }
 
-// errNotWatched is a control request for a pid no rule watches.
-var errNotWatched = errors.New("no rule watches it")
-
 // sources builds a target's heartbeats.
 func (d *Daemon) sources(pid int, w *Watch) ([]watchdog.Source, error) {
 	hb := &w.Heartbeat

@@ -88,11 +88,14 @@ func parseProcAddr(addr, port []byte, v6 bool) (netip.AddrPort, bool) {
 }
 
 // socketInodes returns the inodes of the sockets process pid has open.
+// /proc/PID/fd is its owner's alone (mode 0500: CAP_SYS_PTRACE does not
+// open it to another user); /proc/PID/fdinfo is open to a tracer, and
+// names each file's inode.
 func socketInodes(pid int) map[uint64]struct{} {
 	dir := procfs.PidPath(pid, "fd")
 	d, err := os.Open(dir)
 	if err != nil {
-		return nil
+		return socketInodesFromFdinfo(pid)
 	}
 	defer d.Close()
 	names, _ := d.Readdirnames(-1)
@@ -107,6 +110,44 @@ func socketInodes(pid int) map[uint64]struct{} {
 		}
 	}
 	return inodes
+}
+
+// socketInodesFromFdinfo finds the inodes of pid's sockets in
+// /proc/PID/fdinfo ("ino:" lines, Linux 5.14 and later). It cannot tell a
+// socket from another file: an inode that is not a UDP socket's matches
+// nothing in the UDP tables.
+func socketInodesFromFdinfo(pid int) map[uint64]struct{} {
+	dir := procfs.PidPath(pid, "fdinfo")
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	inodes := map[uint64]struct{}{}
+	for _, n := range names {
+		b, err := procfs.ReadLimited(dir+"/"+n, 64<<10)
+		if err != nil {
+			continue
+		}
+		if ino, ok := fdinfoInode(b); ok {
+			inodes[ino] = struct{}{}
+		}
+	}
+	return inodes
+}
+
+// fdinfoInode reads the "ino:" line of an fdinfo file.
+func fdinfoInode(b []byte) (uint64, bool) {
+	for len(b) > 0 {
+		var line []byte
+		line, b, _ = bytes.Cut(b, []byte{'\n'})
+		if v, ok := bytes.CutPrefix(line, []byte("ino:")); ok {
+			n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
+			return n, err == nil && n != 0
+		}
+	}
+	return 0, false
 }
 
 // udpTables reads the UDP sockets of pid's network namespace.

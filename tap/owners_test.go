@@ -56,3 +56,26 @@ func TestOwnersOwnSocket(t *testing.T) {
 		}
 	}
 }
+
+// TestFdinfoInodes: the way in when /proc/PID/fd is closed to us (another
+// user's process, with CAP_SYS_PTRACE only) finds the same sockets.
+func TestFdinfoInodes(t *testing.T) {
+	c, err := net.Dial("udp4", "127.0.0.1:9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	viaFd := socketInodes(os.Getpid())
+	viaInfo := socketInodesFromFdinfo(os.Getpid())
+	if len(viaFd) == 0 {
+		t.Fatal("no socket found through /proc/self/fd")
+	}
+	for ino := range viaFd {
+		if _, ok := viaInfo[ino]; !ok {
+			t.Errorf("socket inode %d not found through fdinfo", ino)
+		}
+	}
+	if n, ok := fdinfoInode([]byte("pos:\t0\nflags:\t02\nmnt_id:\t9\nino:\t4242\n")); !ok || n != 4242 {
+		t.Errorf("fdinfoInode = %d, %v", n, ok)
+	}
+}

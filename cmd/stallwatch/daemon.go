@@ -226,12 +226,14 @@ func reload(d *daemon.Daemon, load func() (*daemon.Config, error), n *sdnotify.N
 	log.Info("SIGHUP: configuration read", "config", cfg.File, "rules", len(cfg.Rules))
 }
 
-// daemonNeeds is what the rules ask of the machine, checked on pid 1 (a
-// process of another user, as the targets will be). The daemon runs
-// unattended: what watch would only warn about (no ptrace stops, no
-// kernel function names) stops it, with exit status 3.
+// daemonNeeds is what the rules ask of the machine. The targets are not
+// known at start and belong to other users: the capabilities that
+// profiling them takes are required outright, and what watch would only
+// warn about (no ptrace stops, no kernel function names) stops the daemon
+// with exit status 3, since it runs unattended.
 func daemonNeeds(cfg *daemon.Config) preflight.Needs {
-	n := preflight.Needs{Verb: "run the daemon", ProbePID: 1, Sample: true, Snapshot: true, Out: cfg.Out, OutFlag: "out"}
+	n := preflight.Needs{Verb: "run the daemon", Sample: true, Snapshot: true, Out: cfg.Out, OutFlag: "out",
+		Caps: []string{"cap_perfmon", "cap_sys_ptrace"}}
 	for _, r := range cfg.Rules {
 		c := &r.Watch.Capture
 		n.Kernel = n.Kernel || !c.NoKernel
@@ -243,11 +245,11 @@ func daemonNeeds(cfg *daemon.Config) preflight.Needs {
 			n.Rates = append(n.Rates, preflight.Rate{Flag: "rule " + r.Name + ": baseline-freq", Hz: c.BaselineFreq})
 		}
 	}
-	if n.Ptrace {
-		n.Require = append(n.Require, "cap_sys_ptrace")
-	}
 	if n.Kernel {
-		n.Require = append(n.Require, "cap_syslog")
+		n.Caps = append(n.Caps, "cap_syslog")
+	}
+	if n.PacketSocket {
+		n.Caps = append(n.Caps, "cap_net_raw")
 	}
 	return n
 }

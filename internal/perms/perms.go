@@ -62,6 +62,7 @@ func readSysctlInt(path string) (int, bool) {
 
 // Capability numbers from linux/capability.h.
 const (
+	CapNetRaw    = 13
 	CapSysPtrace = 19
 	CapSysAdmin  = 21
 	CapSyslog    = 34

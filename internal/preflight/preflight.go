@@ -52,24 +52,28 @@ type Needs struct {
 	// Out is the directory captures go under ("" when nothing is
 	// written), named by OutFlag in messages.
 	Out, OutFlag string
-	// ProbePID, with PID 0, is a process to check permissions on in the
-	// targets' place: the daemon's targets are not known yet and belong
-	// to other users, as pid 1 does.
-	ProbePID int
 	// PacketSocket: a packet socket will be opened (the DogStatsD tap).
 	PacketSocket bool
-	// Require lists capabilities (as setcap names them: "cap_syslog")
-	// whose absence fails the check instead of degrading the work: the
-	// daemon runs unattended, and nobody would read the warning.
-	Require []string
+	// Caps are capabilities the work needs whatever the probes on
+	// stallwatch's own process say (as setcap names them:
+	// "cap_perfmon"): the daemon's targets are not known when it starts,
+	// and belong to other users. Their absence fails the check: the
+	// daemon runs unattended, and nobody would read a warning.
+	Caps []string
 }
 
-// target is the process the process probes look at: PID, else ProbePID.
-func (n *Needs) target() int {
-	if n.PID != 0 {
-		return n.PID
-	}
-	return n.ProbePID
+// target is the process the process probes look at.
+func (n *Needs) target() int { return n.PID }
+
+// capNeeds says what each capability of Needs.Caps is for.
+var capNeeds = map[string]struct {
+	num  int
+	what string
+}{
+	"cap_perfmon":    {perms.CapPerfmon, "sampling other users' processes (perf_event_open)"},
+	"cap_sys_ptrace": {perms.CapSysPtrace, "reading other users' processes' memory and stopping their threads (ptrace)"},
+	"cap_syslog":     {perms.CapSyslog, "kernel function names (/proc/kallsyms hides its addresses)"},
+	"cap_net_raw":    {perms.CapNetRaw, "reading DogStatsD datagrams off the wire (a packet socket, for heartbeat-tap)"},
 }
 
 // Rate is a sampling rate and the flag that set it.
@@ -163,7 +167,7 @@ type Error struct {
 	// Less is the flags that ask for less, when they avoid every refused
 	// permission, with what they cost.
 	Less string
-	// anyTarget: the work is on processes not known yet (Needs.ProbePID).
+	// anyTarget: the work is on processes not known yet (Needs.Caps).
 	anyTarget bool
 }
 
@@ -236,7 +240,7 @@ func Check(n Needs) (warnings []Problem, err error) {
 	if len(problems) == 0 {
 		return warnings, nil
 	}
-	e := &Error{Verb: n.Verb, PID: n.PID, Problems: problems, Warnings: warnings, anyTarget: n.ProbePID != 0}
+	e := &Error{Verb: n.Verb, PID: n.PID, Problems: problems, Warnings: warnings, anyTarget: len(n.Caps) > 0}
 	e.Grant, e.Less = fixes(n, f, problems, warnings)
 	return nil, e
 }
@@ -273,8 +277,9 @@ type facts struct {
 	memErr      error // reading the target's memory as a tracer (ptrace access)
 	kallsymsHid bool
 	kptr        int
-	stackErr    error // reading /proc/<pid>/task/<pid>/stack
-	packetErr   error // opening a packet socket
+	stackErr    error        // reading /proc/<pid>/task/<pid>/stack
+	packetErr   error        // opening a packet socket
+	caps        map[int]bool // capabilities in the effective set, for Needs.Caps
 	outErr      error
 }
 
@@ -310,6 +315,14 @@ func probe(n Needs) facts {
 	}
 	if n.PacketSocket {
 		f.packetErr = packetSocket()
+	}
+	if len(n.Caps) > 0 {
+		f.caps = map[int]bool{}
+		for _, c := range n.Caps {
+			if cn, ok := capNeeds[c]; ok {
+				f.caps[cn.num] = perms.HasCap(cn.num)
+			}
+		}
 	}
 	if n.Out != "" {
 		f.outErr = checkOut(n.Out)
@@ -361,32 +374,31 @@ func diagnose(n Needs, f facts) (problems, warnings []Problem) {
 			Effect: "the snapshot shows user stacks only",
 		})
 	}
-	if f.packetErr != nil {
+	for _, c := range n.Caps {
+		cn, known := capNeeds[c]
+		if !known || f.hasCap(cn.num) || slices.ContainsFunc(problems, func(p Problem) bool { return p.Cap == c }) {
+			continue
+		}
+		problems = append(problems, Problem{Kind: Permission, What: cn.what, Needs: strings.ToUpper(c), Cap: c})
+	}
+	if f.packetErr != nil && !slices.ContainsFunc(problems, func(p Problem) bool { return p.Cap == "cap_net_raw" }) {
 		p := Problem{Kind: Unavailable, What: "reading DogStatsD datagrams off the wire (a packet socket, for --heartbeat-tap)", Why: errnoText(f.packetErr)}
 		if perms.IsPermission(f.packetErr) {
 			p.Kind, p.Needs, p.Cap = Permission, "CAP_NET_RAW", "cap_net_raw"
 		}
 		problems = append(problems, p)
 	}
-	return require(n, problems, warnings)
-}
-
-// require makes the warnings of the capabilities n.Require problems.
-func require(n Needs, problems, warnings []Problem) ([]Problem, []Problem) {
-	if len(n.Require) == 0 {
-		return problems, warnings
-	}
+	// What the daemon may not do without is a problem, not a warning.
 	var kept []Problem
 	for _, w := range warnings {
-		if w.Cap != "" && slices.Contains(n.Require, w.Cap) {
-			w.Kind, w.Without, w.Effect = Permission, "", ""
-			problems = append(problems, w)
-			continue
+		if !slices.ContainsFunc(problems, func(p Problem) bool { return p.Cap == w.Cap }) {
+			kept = append(kept, w)
 		}
-		kept = append(kept, w)
 	}
 	return problems, kept
 }
+
+func (f *facts) hasCap(c int) bool { return f.caps[c] }
 
 // packetSocket opens and closes a packet socket.
 func packetSocket() error {

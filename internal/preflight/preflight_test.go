@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stallwatch/stallwatch/internal/perms"
 	"github.com/stallwatch/stallwatch/internal/safedir"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/sampler"
@@ -73,19 +74,18 @@ func TestDiagnose(t *testing.T) {
 			"--baseline-freq 200000: above kernel.perf_event_max_sample_rate (50000)", "--out /ro: on a read-only file system", "not permitted: off-CPU samples",
 		}, nil},
 		{"the daemon: every process, a packet socket, capabilities it may not do without", Needs{
-			Verb: "run the daemon", ProbePID: 1, Sample: true, Kernel: true, Snapshot: true, Ptrace: true, PacketSocket: true,
-			Require: []string{"cap_sys_ptrace", "cap_syslog"},
+			Verb: "run the daemon", Sample: true, Kernel: true, Snapshot: true, Ptrace: true, PacketSocket: true,
+			Caps: []string{"cap_perfmon", "cap_sys_ptrace", "cap_syslog", "cap_net_raw"},
 		}, func(f *facts) {
-			f.ours = false
 			f.kallsymsHid, f.kptr = true, 1
 			f.packetErr = unix.EPERM
-			f.stackErr = unix.EACCES
+			f.caps = map[int]bool{perms.CapPerfmon: true}
 		}, true, []string{
-			"not permitted: kernel function names: /proc/kallsyms hides its addresses; needs CAP_SYSLOG",
-			"not permitted: reading DogStatsD datagrams off the wire (a packet socket, for --heartbeat-tap): operation not permitted; needs CAP_NET_RAW",
-			"also missing, stallwatch would go on without it: kernel stacks of blocked threads",
-			"setcap cap_net_raw,cap_sys_admin,cap_syslog+ep",
-		}, []string{"Or ask for less"}},
+			"not permitted: kernel function names (/proc/kallsyms hides its addresses); needs CAP_SYSLOG",
+			"not permitted: reading DogStatsD datagrams off the wire (a packet socket, for heartbeat-tap); needs CAP_NET_RAW",
+			"not permitted: reading other users' processes' memory and stopping their threads (ptrace); needs CAP_SYS_PTRACE",
+			"setcap cap_net_raw,cap_sys_ptrace,cap_syslog+ep",
+		}, []string{"Or ask for less", "CAP_PERFMON", "would go on without it: kernel function names"}},
 		{"a rate the sysctl can allow", Needs{Verb: "watch", PID: 7, Rates: []Rate{{"--freq", 20000}}}, func(f *facts) {
 			f.rateLimit, f.rateSysctl = 10000, true
 		}, false, []string{"`sudo sysctl kernel.perf_event_max_sample_rate=20000`"}, nil},
