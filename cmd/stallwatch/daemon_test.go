@@ -27,7 +27,7 @@ type daemonEnv struct {
 	sw                       *testutil.Target
 }
 
-func newDaemonEnv(t *testing.T, config string) *daemonEnv {
+func newDaemonEnv(t testing.TB, config string) *daemonEnv {
 	t.Helper()
 	dir := t.TempDir()
 	e := &daemonEnv{dir: dir, config: filepath.Join(dir, "stallwatch.yaml"), socket: filepath.Join(dir, "run", "control.sock"), out: filepath.Join(dir, "out")}
@@ -35,7 +35,7 @@ func newDaemonEnv(t *testing.T, config string) *daemonEnv {
 	return e
 }
 
-func (e *daemonEnv) write(t *testing.T, config string) {
+func (e *daemonEnv) write(t testing.TB, config string) {
 	t.Helper()
 	config = strings.ReplaceAll(config, "OUT", e.out)
 	if err := os.WriteFile(e.config, []byte(config), 0o644); err != nil {
@@ -43,14 +43,16 @@ func (e *daemonEnv) write(t *testing.T, config string) {
 	}
 }
 
-func (e *daemonEnv) start(t *testing.T, extra ...string) {
+func (e *daemonEnv) start(t testing.TB, extra ...string) {
 	t.Helper()
 	args := append([]string{"daemon", "--config", e.config, "--control-socket", e.socket, "--state-dir", filepath.Join(e.dir, "state")}, extra...)
 	e.sw = testutil.Start(t, stallwatchBin(t), args...)
-	waitLog(t, e.sw, "msg=ready", 30*time.Second)
+	if err := testutil.Eventually(60*time.Second, func() bool { return strings.Contains(e.sw.Stderr(), "msg=ready") }); err != nil {
+		t.Fatalf("the daemon is not ready; log:\n%s", e.sw.Stderr())
+	}
 }
 
-func (e *daemonEnv) status(t *testing.T) *daemon.Status {
+func (e *daemonEnv) status(t testing.TB) *daemon.Status {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -62,7 +64,7 @@ func (e *daemonEnv) status(t *testing.T) *daemon.Status {
 }
 
 // target is the status of pid, or nil when it is not watched.
-func (e *daemonEnv) target(t *testing.T, pid int) *daemon.TargetStatus {
+func (e *daemonEnv) target(t testing.TB, pid int) *daemon.TargetStatus {
 	for _, ts := range e.status(t).Targets {
 		if ts.PID == pid {
 			return &ts
@@ -366,5 +368,75 @@ rules:
 	st := e.status(t)
 	if len(st.Taps) != 1 || st.Taps[0].Attributed == 0 {
 		t.Errorf("taps: %+v", st.Taps)
+	}
+}
+
+// TestDaemonContainerTarget: a process in its own pid and mount namespace,
+// as a container's is (unshare), with a private /tmp where its JIT writes
+// its perf map and jitdump. The daemon finds it by its command line,
+// watches it by its host pid, names it, and its capture names the JIT's
+// functions from files only its namespace can see.
+func TestDaemonContainerTarget(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequirePerf(t)
+	node := testutil.RequireTool(t, "node")
+	unshare := testutil.RequireTool(t, "unshare")
+	tag := marker()
+	dir := t.TempDir()
+	script := filepath.Join(dir, "fib-"+tag+".js")
+	b, err := os.ReadFile(testutil.Testdata(t, "node", "fib.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(script, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(unshare, "--pid", "--fork", "--mount", "--propagation", "private", "--mount-proc",
+		"/bin/sh", "-c", `mount -t tmpfs tmpfs /tmp && cd /tmp && exec "$0" --perf-basic-prof --perf-prof "$1"`, node, script)
+	ns := testutil.StartCmd(t, cmd)
+	ns.WaitLine(t, "ready", 60*time.Second)
+
+	e := newDaemonEnv(t, `
+out: OUT
+rules:
+  - name: contained
+    match:
+      cmdline: 'fib-`+tag+`\.js'
+    heartbeat-proc: true
+    max-captures: 0
+    capture-for: 1s
+`)
+	e.start(t)
+	var pid int
+	if err := testutil.Eventually(30*time.Second, func() bool {
+		for _, ts := range e.status(t).Targets {
+			if ts.Rule == "contained" {
+				pid = ts.PID
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("the namespaced process is not watched; log:\n%s", e.sw.Stderr())
+	}
+	ts := e.target(t, pid)
+	if !strings.Contains(ts.Command, "fib-"+tag+".js") || pid == 1 || pid == ns.Pid {
+		t.Errorf("watched as %+v; want the host pid of node", ts)
+	}
+	out, err := exec.Command(stallwatchBin(t), "ctl", "capture", "-p", strconv.Itoa(pid), "--control-socket", e.socket).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ctl capture: %v\n%s", err, out)
+	}
+	capDir := strings.TrimSpace(string(out))
+	info := readInfo(t, capDir)
+	if info.PID != pid || info.Counts.JITSources == 0 {
+		t.Errorf("capture.json: pid %d (want %d), %d JIT sources", info.PID, pid, info.Counts.JITSources)
+	}
+	report, err := os.ReadFile(filepath.Join(capDir, "report.txt"))
+	if err != nil || !strings.Contains(string(report), "fibonacci") {
+		t.Errorf("the report does not name the JIT's fibonacci: %v\n%s", err, report)
+	}
+	if _, err := os.Stat("/tmp/perf-1.map"); err == nil {
+		t.Logf("note: a /tmp/perf-1.map exists on the host too (not this test's)")
 	}
 }

@@ -54,7 +54,7 @@ func (b *builtOnce) build(t testing.TB, name, dir string) string {
 	return b.path
 }
 
-func stallwatchBin(t *testing.T) string { return watchBin.build(t, "stallwatch", ".") }
+func stallwatchBin(t testing.TB) string { return watchBin.build(t, "stallwatch", ".") }
 func beaterPath(t *testing.T) string {
 	return beaterBin.build(t, "beater", testutil.Testdata(t, "beater"))
 }

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/internal/testutil"
+)
+
+// BenchmarkDaemon: an idle daemon watching 200 processes by their
+// progress and 50 by the DogStatsD tap (the tickers wake every 100 ms;
+// the 50 send a datagram each time). It reports the daemon's CPU over 20 s
+// as a share of one core and its RSS (goals: < 0.5% and < 60 MB), the time
+// from a process starting to its being watched (exec events, and a /proc
+// scan), and from a stall's deadline to its capture being written with
+// 250 processes watched.
+func BenchmarkDaemon(b *testing.B) {
+	testutil.RequireRoot(b)
+	testutil.RequirePerf(b)
+	ticker := testutil.BuildC(b, "ticker/ticker.c")
+	tag := marker()
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	port := strconv.Itoa(c.LocalAddr().(*net.UDPAddr).Port)
+	c.Close()
+	var procs []*testutil.Target
+	for i := range 250 {
+		args := []string{"p-" + tag}
+		if i >= 200 {
+			args = []string{"t-" + tag, port}
+		}
+		tg := testutil.Start(b, ticker, args...)
+		tg.WaitLine(b, "ready", 30*time.Second)
+		procs = append(procs, tg)
+	}
+	const stallAfter = 2 * time.Second
+	config := `
+out: OUT
+rules:
+  - name: progress
+    match: {cmdline: 'ticker p-` + tag + `'}
+    heartbeat-proc: true
+    stall-after: ` + stallAfter.String() + `
+    capture-for: 1s
+    max-captures: 1
+  - name: tap
+    match: {cmdline: 'ticker t-` + tag + `'}
+    heartbeat-tap: udp://:` + port + `
+    metric: bench.heartbeat
+    stall-after: 10s
+`
+	for i := 0; i < b.N; i++ {
+		for _, scanOnly := range []bool{false, true} {
+			e := newDaemonEnv(b, config)
+			var extra []string
+			mode := "exec-events"
+			if scanOnly {
+				extra, mode = []string{"--scan-only"}, "scan-2s"
+			}
+			e.start(b, extra...)
+			healthyAll := func() bool {
+				n := 0
+				for _, ts := range e.status(b).Targets {
+					if ts.State == "healthy" {
+						n++
+					}
+				}
+				return n == len(procs)
+			}
+			if err := testutil.Eventually(2*time.Minute, healthyAll); err != nil {
+				b.Fatalf("not all %d healthy", len(procs))
+			}
+			// A new process: from its start to its being watched.
+			start := time.Now()
+			late := testutil.Start(b, ticker, "p-"+tag)
+			for e.target(b, late.Pid) == nil {
+				time.Sleep(5 * time.Millisecond)
+			}
+			b.ReportMetric(float64(time.Since(start).Milliseconds()), "ms-to-watched-"+mode)
+			_ = late.Cmd.Process.Kill()
+			if scanOnly {
+				stopDaemon(b, e)
+				continue
+			}
+			// Idle cost.
+			cpu0, _ := testutil.CPUTime(e.sw.Pid)
+			t0 := time.Now()
+			time.Sleep(20 * time.Second) // the measurement window, not synchronization
+			cpu1, _ := testutil.CPUTime(e.sw.Pid)
+			share := float64(cpu1-cpu0) / float64(time.Since(t0)) * 100
+			b.ReportMetric(share, "%core-idle")
+			b.ReportMetric(float64(rssKiB(e.sw.Pid))/1024, "MB-rss")
+			// A stall: from its deadline (SIGSTOP + stall-after) to its
+			// capture written.
+			victim := procs[0]
+			stopped := time.Now()
+			_ = syscall.Kill(victim.Pid, syscall.SIGSTOP)
+			for {
+				ts := e.target(b, victim.Pid)
+				if ts != nil && ts.Captures == 1 {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			b.ReportMetric(float64((time.Since(stopped)-stallAfter).Milliseconds()), "ms-stall-to-captured")
+			_ = syscall.Kill(victim.Pid, syscall.SIGCONT)
+			st := e.status(b)
+			for _, tp := range st.Taps {
+				b.ReportMetric(float64(tp.KernelDrops), "tap-drops")
+			}
+			stopDaemon(b, e)
+		}
+	}
+}
+
+func stopDaemon(b *testing.B, e *daemonEnv) {
+	_ = e.sw.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-e.sw.Done():
+	case <-time.After(30 * time.Second):
+		b.Fatalf("the daemon did not stop")
+	}
+}
+
+// rssKiB is a process's resident set (VmRSS).
+func rssKiB(pid int) int {
+	b, err := os.ReadFile(procfs.PidPath(pid, "status"))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			return n
+		}
+	}
+	return -1
+}
+
