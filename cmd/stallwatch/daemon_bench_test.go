@@ -110,7 +110,7 @@ rules:
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
-			b.ReportMetric(float64((time.Since(stopped)-stallAfter).Milliseconds()), "ms-stall-to-captured")
+			b.ReportMetric(float64((time.Since(stopped) - stallAfter).Milliseconds()), "ms-stall-to-captured")
 			_ = syscall.Kill(victim.Pid, syscall.SIGCONT)
 			st := e.status(b)
 			for _, tp := range st.Taps {
@@ -144,4 +144,3 @@ func rssKiB(pid int) int {
 	}
 	return -1
 }
-
