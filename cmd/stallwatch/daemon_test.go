@@ -346,7 +346,7 @@ rules:
     max-captures: 0
 `)
 	start := func() (*testutil.Target, io.Writer) {
-		cmd := exec.Command(beaterPath(t), "-interval", "50ms", "-metric", tag, "-statsd", "127.0.0.1:"+strconv.Itoa(port))
+		cmd := exec.Command(beaterPath(t), "-interval", "50ms", "-metric", tag, "-statsd", "127.0.0.1:"+strconv.Itoa(port), "-requests=false")
 		control, err := cmd.StdinPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -382,7 +382,12 @@ func TestDaemonContainerTarget(t *testing.T) {
 	node := testutil.RequireTool(t, "node")
 	unshare := testutil.RequireTool(t, "unshare")
 	tag := marker()
-	dir := t.TempDir()
+	// Not under /tmp: the target's /tmp is its own.
+	dir, err := os.MkdirTemp("/var/tmp", "stallwatch-ns-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	script := filepath.Join(dir, "fib-"+tag+".js")
 	b, err := os.ReadFile(testutil.Testdata(t, "node", "fib.js"))
 	if err != nil {
@@ -391,7 +396,7 @@ func TestDaemonContainerTarget(t *testing.T) {
 	if err := os.WriteFile(script, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(unshare, "--pid", "--fork", "--mount", "--propagation", "private", "--mount-proc",
+	cmd := exec.Command(unshare, "--pid", "--fork", "--kill-child", "--mount", "--propagation", "private", "--mount-proc",
 		"/bin/sh", "-c", `mount -t tmpfs tmpfs /tmp && cd /tmp && exec "$0" --perf-basic-prof --perf-prof "$1"`, node, script)
 	ns := testutil.StartCmd(t, cmd)
 	ns.WaitLine(t, "ready", 60*time.Second)
@@ -402,6 +407,7 @@ rules:
   - name: contained
     match:
       cmdline: 'fib-`+tag+`\.js'
+      exe: '/node$'
     heartbeat-proc: true
     max-captures: 0
     capture-for: 1s

@@ -106,7 +106,7 @@ func TestLeastPrivilege(t *testing.T) {
 	// executable readable by all, as a service's is.
 	beater := filepath.Join(filepath.Dir(nb.bin), "beater")
 	copyExecutable(t, beaterPath(t), beater)
-	target := testutil.StartCmd(t, exec.Command(beater, "-interval", "50ms", "-metric", "priv.beat", "-statsd", "127.0.0.1:"+port, "-threads", "2"))
+	target := testutil.StartCmd(t, exec.Command(beater, "-interval", "50ms", "-metric", "priv.beat", "-statsd", "127.0.0.1:"+port, "-threads", "2", "-requests=false"))
 	target.WaitLine(t, "ready", 20*time.Second)
 	pid := strconv.Itoa(target.Pid)
 

@@ -52,8 +52,14 @@ func TestWatchTargetExitedSame(t *testing.T) {
 			fmt.Fprintln(control, "stop")
 			waitLog(t, sw, "capture started", 10*time.Second)
 			fmt.Fprintln(control, "exit 0")
-			if got := exitStatusOf(t, sw, 20*time.Second); got != 0 {
-				t.Errorf("exit %d; log:\n%s", got, sw.Stderr())
+			// -- CMD: the child's status; --pid: 4, the watched
+			// process exited.
+			want := 0
+			if mode == "pid" {
+				want = exitTargetExited
+			}
+			if got := exitStatusOf(t, sw, 20*time.Second); got != want {
+				t.Errorf("exit %d, want %d; log:\n%s", got, want, sw.Stderr())
 			}
 			info := captureJSON(t, out, "stall")
 			if info["target_exited"] != true || info["cut_short"] != true || info["cut_short_why"] != "the target exited" {

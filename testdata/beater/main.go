@@ -34,6 +34,7 @@ import (
 type beater struct {
 	file     string
 	metric   string
+	requests bool
 	client   *statsd.Client
 	mu       sync.Mutex
 	stopped  bool
@@ -55,10 +56,11 @@ func main() {
 	termCode := flag.Int("term-code", -1, "on SIGINT/SIGTERM print the signal and exit with this status (-1: die by the signal)")
 	termIgnore := flag.Int("term-ignore", 0, "with -term-code: ignore the first `N` SIGINT/SIGTERM (printing \"ignored SIGNAL\")")
 	spin := flag.Bool("spin", false, "burn CPU in a goroutine while beating")
+	requests := flag.Bool("requests", true, "with -statsd: also count app.requests at each beat (a service's other metrics)")
 	threads := flag.Int("threads", 0, "run `N` more OS threads, each busy half the time (a service's workers)")
 	flag.Parse()
 
-	b := &beater{file: *file, metric: *metric, resumed: make(chan struct{})}
+	b := &beater{file: *file, metric: *metric, requests: *requests, resumed: make(chan struct{})}
 	if *statsdAddr != "" {
 		addr := *statsdAddr
 		if addr == "env" {
@@ -145,7 +147,9 @@ func (b *beater) beat() {
 	}
 	if b.client != nil {
 		b.client.Gauge(b.metric, float64(b.count), []string{"beater:yes"}, 1)
-		b.client.Incr("app.requests", nil, 1)
+		if b.requests {
+			b.client.Incr("app.requests", nil, 1)
+		}
 	}
 }
 
