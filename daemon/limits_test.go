@@ -1,0 +1,132 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stallwatch/stallwatch/capdir"
+)
+
+var discard = slog.New(slog.DiscardHandler)
+
+// writeCapture makes a capture directory of n bytes under out.
+func writeCapture(t *testing.T, out, name string, n int) {
+	t.Helper()
+	d := filepath.Join(out, name)
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d, "profile.pb.gz"), make([]byte, n), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestQuota(t *testing.T) {
+	out := t.TempDir()
+	names := []string{"20260101T000000.000Z-1-stall", "20260101T000001.000Z-2-stall", "20260101T000002.000Z-3-stall"}
+	for _, n := range names[:2] {
+		writeCapture(t, out, n, 400)
+	}
+	writeCapture(t, out, "not-a-capture", 10_000) // never counted, never removed
+	q, err := openQuota(out, 1000, discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.close()
+	if used, _, n := q.usage(); used != 800 || n != 2 {
+		t.Fatalf("usage %d in %d captures, want 800 in 2", used, n)
+	}
+	writeCapture(t, out, names[2], 400)
+	q.written(filepath.Join(out, names[2]))
+	if used, _, n := q.usage(); used != 800 || n != 2 {
+		t.Errorf("after a capture over the quota: %d in %d, want the oldest removed", used, n)
+	}
+	if _, err := os.Stat(filepath.Join(out, names[0])); !os.IsNotExist(err) {
+		t.Errorf("the oldest capture is still there")
+	}
+	if _, err := os.Stat(filepath.Join(out, "not-a-capture")); err != nil {
+		t.Errorf("a directory that is not a capture was removed")
+	}
+	// One capture larger than the quota: kept, and further captures refused.
+	writeCapture(t, out, "20260101T000003.000Z-4-stall", 5000)
+	q.written(filepath.Join(out, "20260101T000003.000Z-4-stall"))
+	var le *LimitError
+	if err := q.check(); !errors.As(err, &le) || le.What != "disk-quota" {
+		t.Errorf("check over the quota: %v", err)
+	}
+	q.setLimit(0)
+	if err := q.check(); err != nil {
+		t.Errorf("no quota: %v", err)
+	}
+}
+
+func TestLimits(t *testing.T) {
+	q, err := openQuota(t.TempDir(), 0, discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.close()
+	st, err := openState(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLimits(1, 2, st, q)
+	ctx := context.Background()
+	rel, err := l.acquire(ctx, capdir.Stall, discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The one slot is taken: a second capture waits for it.
+	got := make(chan error, 1)
+	go func() {
+		r, err := l.acquire(ctx, capdir.Signal, discard)
+		if err == nil {
+			r()
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("a second capture did not wait for the slot: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	rel()
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	// Two stall captures an hour: the third is refused; signals are not counted.
+	r, err := l.acquire(ctx, capdir.Stall, discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r()
+	_, err = l.acquire(ctx, capdir.Stall, discard)
+	var le *LimitError
+	if !errors.As(err, &le) || le.What != "max-captures-per-hour" || !strings.Contains(err.Error(), "2 stall captures") {
+		t.Errorf("third stall capture: %v", err)
+	}
+	if r, err := l.acquire(ctx, capdir.Signal, discard); err != nil {
+		t.Errorf("a capture asked for is not bounded by the hour: %v", err)
+	} else {
+		r()
+	}
+	// The history survives a restart.
+	l2 := newLimits(1, 2, st, q)
+	if _, n := l2.counts(); n != 2 {
+		t.Errorf("after a restart, %d stall captures in the last hour, want 2", n)
+	}
+	// Waiting is cut short by the context.
+	hold, _ := l2.acquire(ctx, capdir.Signal, discard)
+	defer hold()
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if _, err := l2.acquire(cctx, capdir.Signal, discard); err == nil {
+		t.Errorf("waiting for a slot outlived its context")
+	}
+}
