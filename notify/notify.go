@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,6 +44,9 @@ type Target struct {
 	// Tags are the target's own, beyond the process-wide ones the alert
 	// client and the uploader carry.
 	Tags []string
+	// OnCapture and OnRecover are the target's own hook commands (a
+	// daemon rule's), run in place of Config's when not empty.
+	OnCapture, OnRecover string
 }
 
 // queueLen bounds the events waiting: far more than stalls and reports
@@ -166,7 +170,7 @@ func (n *Notifier) act(t Target, ev watchdog.Event) {
 			env.TopFinding = topFinding(ev.Captures[len(ev.Captures)-1])
 			env.Trigger = string(ev.Captures[len(ev.Captures)-1].Trigger.Kind)
 		}
-		n.runHook("on-recover", n.cfg.OnRecover, env)
+		n.runHook("on-recover", cmp.Or(t.OnRecover, n.cfg.OnRecover), env)
 	case watchdog.Exited:
 		var s *alert.Stall
 		if !ev.Stall.Start.IsZero() {
@@ -198,7 +202,7 @@ func (n *Notifier) captured(t Target, at alert.Target, ev watchdog.Event) {
 	if len(cp.Findings) > 0 {
 		env.TopFinding = cp.Findings[0]
 	}
-	n.runHook("on-capture", n.cfg.OnCapture, env)
+	n.runHook("on-capture", cmp.Or(t.OnCapture, n.cfg.OnCapture), env)
 	if n.cfg.Uploads != nil {
 		it, err := UploadItem(res.Dir, t.Tags)
 		if err != nil {

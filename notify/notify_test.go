@@ -213,3 +213,70 @@ func TestStallToAlertsHooksUploads(t *testing.T) {
 		t.Errorf("%d events dropped", n.Dropped())
 	}
 }
+
+// TestTargetHooks: a target's own hook commands (a daemon rule's) run in
+// place of the process-wide ones; a target without them runs those.
+func TestTargetHooks(t *testing.T) {
+	tmp := t.TempDir()
+	var logs testutil.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	hooks := hook.New(hook.Config{Timeout: 10 * time.Second, Logger: log})
+	defer hooks.Close(time.Second)
+	written := func(name string) string { return "env | grep ^STALLWATCH_ > '" + filepath.Join(tmp, name) + "'" }
+	// The process-wide hooks name their file by the event's pid.
+	byPID := func(name string) string {
+		return "env | grep ^STALLWATCH_ > '" + filepath.Join(tmp, name) + "-'\"$STALLWATCH_PID\""
+	}
+	n := New(Config{Hooks: hooks, Logger: log, Host: "web-1", OnCapture: byPID("host-capture"), OnRecover: byPID("host-recover")})
+	defer n.Close()
+
+	capt := &diskCapturer{t: t, root: filepath.Join(tmp, "out")}
+	own := n.For(Target{PID: 101, Process: "julia", Service: "jobs",
+		OnCapture: written("own-capture"), OnRecover: written("own-recover")})
+	plain := n.For(Target{PID: 102, Process: "node", Service: "api"})
+	for _, send := range []func(watchdog.Event){own, plain} {
+		res, err := capt.Capture(context.Background(), capdir.Trigger{Kind: capdir.Stall, At: time.Now(), StallFor: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		send(watchdog.Event{Kind: watchdog.CaptureDone, Result: res})
+		send(watchdog.Event{Kind: watchdog.Recovered, Stall: watchdog.StallInfo{Start: time.Now().Add(-3 * time.Second), For: 3 * time.Second},
+			Captures: []*capdir.Result{res}})
+	}
+	want := map[string][]string{
+		"own-capture":      {"STALLWATCH_EVENT=capture", "STALLWATCH_PID=101", "STALLWATCH_SERVICE=jobs"},
+		"own-recover":      {"STALLWATCH_EVENT=recover", "STALLWATCH_PID=101", "STALLWATCH_STALL_SECONDS=3"},
+		"host-capture-102": {"STALLWATCH_EVENT=capture", "STALLWATCH_PID=102", "STALLWATCH_SERVICE=api"},
+		"host-recover-102": {"STALLWATCH_EVENT=recover", "STALLWATCH_PID=102"},
+	}
+	for name, lines := range want {
+		path := filepath.Join(tmp, name)
+		if err := testutil.Eventually(10*time.Second, func() bool {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return false
+			}
+			for _, l := range lines {
+				if !strings.Contains(string(data), l+"\n") {
+					return false
+				}
+			}
+			return true
+		}); err != nil {
+			data, _ := os.ReadFile(path)
+			t.Errorf("%s: want %q in\n%s\nlog:\n%s", name, lines, data, logs.String())
+		}
+	}
+	// Every hook started has been waited for above (its file is
+	// complete only once it ran); none ran for the other target.
+	n.Close()
+	hooks.Close(10 * time.Second)
+	for _, name := range []string{"host-capture-101", "host-recover-101"} {
+		if _, err := os.Stat(filepath.Join(tmp, name)); err == nil {
+			t.Errorf("the process-wide hook ran for the target with its own: %s", name)
+		}
+	}
+	if st := hooks.Stats(); st.Started != 4 {
+		t.Errorf("hooks started %+v, want 4", st)
+	}
+}

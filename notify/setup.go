@@ -38,6 +38,10 @@ type Options struct {
 
 	OnCapture, OnRecover string
 	HookTimeout          time.Duration
+	// TargetHooks starts the hook runner even without OnCapture and
+	// OnRecover: targets carry their own commands (Target.OnCapture, a
+	// daemon rule's).
+	TargetHooks bool
 
 	// QueueDir is where uploads wait (OUT/.upload-queue); bounded by
 	// MaxAge and MaxBytes (spool's defaults when 0).
@@ -81,7 +85,7 @@ func Setup(o Options) (*Stack, error) {
 	if r.addr != "" {
 		log.Info("alerts on", "statsd", r.addr, "from", string(r.addrFrom), "tags", strings.Join(r.tags, ","))
 	}
-	if o.OnCapture != "" || o.OnRecover != "" {
+	if o.OnCapture != "" || o.OnRecover != "" || o.TargetHooks {
 		s.Hooks = hook.New(hook.Config{Timeout: o.HookTimeout, Logger: log})
 	}
 	if r.url != "" {
