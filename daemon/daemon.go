@@ -17,6 +17,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/procwatch"
 	"github.com/stallwatch/stallwatch/internal/sdnotify"
+	"github.com/stallwatch/stallwatch/notify"
 	"github.com/stallwatch/stallwatch/watchdog"
 )
 
@@ -64,8 +65,20 @@ type Watch struct {
 	RecaptureAfter time.Duration
 	MaxCaptures    int
 	// Capture is the capture settings; PID, Out, Keep, Snapshot,
-	// Heartbeat and Logger are the daemon's to fill.
+	// Heartbeat, Uploads and Logger are the daemon's to fill.
 	Capture capture.Config
+	// Notify is what alerts, uploads and hooks say of and do for the
+	// rule's processes (Options.Events acts on it).
+	Notify Notify
+}
+
+// Notify is a rule's part in alerts, uploads and hooks: the service its
+// processes are named by ("": each by its process name), their own tags,
+// and the rule's hook commands (in place of the host's when given).
+type Notify struct {
+	Service              string
+	Tags                 []string
+	OnCapture, OnRecover string
 }
 
 // Heartbeat is a rule's heartbeats. In paths and URLs, {pid} is the
@@ -131,6 +144,13 @@ type Options struct {
 	// SessionIdle is how long a capture session without a flight
 	// recorder stays open after its last use (default 5m).
 	SessionIdle time.Duration
+	// Events, when set, gives each target's watchdog the handler of what
+	// it sees (package notify: alerts, hooks and uploads, one Notifier
+	// for every target); nil: nothing is told.
+	Events func(notify.Target) func(watchdog.Event)
+	// Uploads is the queue of the captures' uploads, when uploads are
+	// on: keep spares a capture whose upload is pending.
+	Uploads capture.PendingUploads
 }
 
 // Daemon watches every process its rules select.
@@ -191,7 +211,11 @@ func New(cfg *Config, opts Options) (*Daemon, error) {
 	}
 	d.keep.Store(int64(cfg.Keep))
 	var err error
-	if d.quota, err = openQuota(cfg.Out, cfg.DiskQuota, d.log); err != nil {
+	var pending func(string) bool
+	if opts.Uploads != nil {
+		pending = opts.Uploads.Pending
+	}
+	if d.quota, err = openQuota(cfg.Out, cfg.DiskQuota, pending, d.log); err != nil {
 		return nil, err
 	}
 	if d.state, err = openState(opts.StateDir); err != nil {

@@ -58,6 +58,14 @@
 // recorder, closes after SessionIdle, so that an idle daemon watching
 // hundreds of processes holds little.
 //
+// # Alerts, uploads and hooks
+//
+// What each target's watchdog sees goes to Options.Events (package
+// notify: one DogStatsD client, one upload queue and one hook runner for
+// every target), told the rule's service, tags and hook commands
+// (Notify); Options.Uploads spares a capture whose upload is pending from
+// keep, as in `watch`.
+//
 // # Control
 //
 // Reload puts a new configuration in force (SIGHUP: the command reads and

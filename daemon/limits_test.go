@@ -34,7 +34,7 @@ func TestQuota(t *testing.T) {
 		writeCapture(t, out, n, 400)
 	}
 	writeCapture(t, out, "not-a-capture", 10_000) // never counted, never removed
-	q, err := openQuota(out, 1000, discard)
+	q, err := openQuota(out, 1000, nil, discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestQuota(t *testing.T) {
 }
 
 func TestLimits(t *testing.T) {
-	q, err := openQuota(t.TempDir(), 0, discard)
+	q, err := openQuota(t.TempDir(), 0, nil, discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,5 +128,40 @@ func TestLimits(t *testing.T) {
 	defer cancel()
 	if _, err := l2.acquire(cctx, capdir.Signal, discard); err == nil {
 		t.Errorf("waiting for a slot outlived its context")
+	}
+}
+
+// TestQuotaSparesPendingUploads: over the quota, captures whose upload is
+// still queued are removed only after every other one, oldest first.
+func TestQuotaSparesPendingUploads(t *testing.T) {
+	out := t.TempDir()
+	names := []string{"20260101T000000.000Z-1-stall", "20260101T000001.000Z-2-stall", "20260101T000002.000Z-3-stall", "20260101T000003.000Z-4-stall"}
+	for _, n := range names[:3] {
+		writeCapture(t, out, n, 400)
+	}
+	pending := map[string]bool{filepath.Join(out, names[0]): true, filepath.Join(out, names[1]): true}
+	q, err := openQuota(out, 1300, func(abs string) bool { return pending[abs] }, discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.close()
+	exists := func(name string) bool {
+		_, err := os.Stat(filepath.Join(out, name))
+		return err == nil
+	}
+	// 1,600 bytes: one must go. Not the two oldest, whose uploads wait.
+	writeCapture(t, out, names[3], 400)
+	q.written(filepath.Join(out, names[3]))
+	if !exists(names[0]) || !exists(names[1]) || exists(names[2]) || !exists(names[3]) {
+		t.Errorf("after the fourth capture: %v %v %v %v, want the third removed (its upload done)", exists(names[0]), exists(names[1]), exists(names[2]), exists(names[3]))
+	}
+	// A tighter quota: the pending ones go too, oldest first, never the
+	// newest.
+	q.setLimit(500)
+	if exists(names[0]) || exists(names[1]) || !exists(names[3]) {
+		t.Errorf("quota 500: %v %v %v, want only the newest left", exists(names[0]), exists(names[1]), exists(names[3]))
+	}
+	if used, _, n := q.usage(); used != 400 || n != 1 {
+		t.Errorf("usage %d in %d, want 400 in 1", used, n)
 	}
 }

@@ -13,10 +13,13 @@ import (
 
 // quota keeps the captures under out within a number of bytes: after each
 // capture the oldest are removed until the rest fit, and while even the
-// newest alone does not fit, captures are refused.
+// newest alone does not fit, captures are refused. Captures whose upload
+// is pending go last: the quota is a bound, but a capture not yet
+// delivered is worth more than one that was.
 type quota struct {
-	log *slog.Logger
-	dir *safedir.Dir
+	log     *slog.Logger
+	dir     *safedir.Dir
+	pending func(abs string) bool // nil: no uploads
 
 	mu    sync.Mutex
 	limit int64
@@ -24,12 +27,12 @@ type quota struct {
 	count int
 }
 
-func openQuota(out string, limit int64, log *slog.Logger) (*quota, error) {
+func openQuota(out string, limit int64, pending func(abs string) bool, log *slog.Logger) (*quota, error) {
 	d, err := safedir.MkdirAll(out, 0o755)
 	if err != nil {
 		return nil, fmt.Errorf("out %s: %w", out, err)
 	}
-	q := &quota{log: log, dir: d, limit: limit}
+	q := &quota{log: log, dir: d, limit: limit, pending: pending}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.enforce("")
@@ -77,17 +80,34 @@ type captureDir struct {
 }
 
 // enforce counts the captures and removes the oldest while they exceed
-// the quota, never newest (the one just written, whose path is newest).
+// the quota: first those with no upload pending, then the others; never
+// the newest (the one just written, or the newest name).
 func (q *quota) enforce(newest string) {
 	dirs := q.list()
 	q.used, q.count = 0, len(dirs)
 	for _, c := range dirs {
 		q.used += c.bytes
 	}
-	for q.limit > 0 && q.used > q.limit && len(dirs) > 1 {
-		c := dirs[0]
-		if newest != "" && filepath.Base(newest) == c.name {
-			break
+	if q.limit <= 0 || q.used <= q.limit || len(dirs) < 2 {
+		return
+	}
+	keep := dirs[len(dirs)-1].name
+	if newest != "" {
+		keep = filepath.Base(newest)
+	}
+	var delivered, undelivered []captureDir
+	for _, c := range dirs {
+		switch {
+		case c.name == keep:
+		case q.pending != nil && q.isPending(c.name):
+			undelivered = append(undelivered, c)
+		default:
+			delivered = append(delivered, c)
+		}
+	}
+	for _, c := range append(delivered, undelivered...) {
+		if q.used <= q.limit {
+			return
 		}
 		if err := q.dir.RemoveAll(c.name); err != nil {
 			q.log.Error("removing a capture for the disk quota", "dir", c.name, "err", err)
@@ -95,9 +115,19 @@ func (q *quota) enforce(newest string) {
 		}
 		q.used -= c.bytes
 		q.count--
-		dirs = dirs[1:]
+		if slices.Contains(undelivered, c) {
+			q.log.Warn("removed a capture for the disk quota before its upload; the upload is dropped", "dir", q.dir.Name()+"/"+c.name, "bytes", c.bytes, "disk_quota", q.limit)
+			continue
+		}
 		q.log.Info("removed the oldest capture for the disk quota", "dir", q.dir.Name()+"/"+c.name, "bytes", c.bytes, "disk_quota", q.limit)
 	}
+}
+
+// isPending says whether the capture's upload is queued (the queue knows
+// it by its absolute path).
+func (q *quota) isPending(name string) bool {
+	abs, err := filepath.Abs(filepath.Join(q.dir.Name(), name))
+	return err != nil || q.pending(abs)
 }
 
 // list returns the capture directories, oldest first (their names begin

@@ -11,6 +11,7 @@ import (
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/capture"
 	"github.com/stallwatch/stallwatch/internal/procwatch"
+	"github.com/stallwatch/stallwatch/notify"
 	"github.com/stallwatch/stallwatch/watchdog"
 )
 
@@ -46,7 +47,7 @@ func (d *Daemon) startTarget(f procwatch.Facts, r *Rule) {
 	t.cap = &capturer{d: d, t: t, idle: d.opts.SessionIdle}
 	t.wd, err = watchdog.New(watchdog.Config{
 		PID: f.PID, Sources: srcs, StallAfter: r.Watch.StallAfter, RecaptureAfter: r.Watch.RecaptureAfter,
-		MaxCaptures: r.Watch.MaxCaptures, Capturer: t.cap, Logger: log,
+		MaxCaptures: r.Watch.MaxCaptures, Capturer: t.cap, Logger: log, Events: d.events(f, r),
 	})
 	if err != nil {
 		log.Error("cannot watch the process", "err", err)
@@ -75,6 +76,17 @@ func (d *Daemon) startTarget(f procwatch.Facts, r *Rule) {
 			}
 		}
 	}()
+}
+
+// events is the handler of what f's watchdog sees, as rule r names and
+// tags it (nil when nothing is to be told).
+func (d *Daemon) events(f procwatch.Facts, r *Rule) func(watchdog.Event) {
+	if d.opts.Events == nil {
+		return nil
+	}
+	n := &r.Watch.Notify
+	return d.opts.Events(notify.Target{PID: f.PID, Process: f.Comm, Service: n.Service, Tags: n.Tags,
+		OnCapture: n.OnCapture, OnRecover: n.OnRecover})
 }
 
 // release closes what the target holds, once its watchdog returned.
@@ -142,6 +154,9 @@ func (c *capturer) session() (*capture.Session, error) {
 	cfg := c.t.rule.Watch.Capture
 	cfg.PID, cfg.Out, cfg.Keep, cfg.Snapshot = c.t.facts.PID, c.d.out, int(c.d.keep.Load()), true
 	cfg.Heartbeat, cfg.Logger = c.t.heartbeats, c.t.log
+	if c.d.opts.Uploads != nil {
+		cfg.Uploads = c.d.opts.Uploads
+	}
 	s, err := capture.Open(cfg)
 	if err != nil {
 		return nil, err

@@ -15,8 +15,10 @@ import (
 
 	"github.com/stallwatch/stallwatch/daemon"
 	"github.com/stallwatch/stallwatch/internal/cli"
+	"github.com/stallwatch/stallwatch/internal/ddtags"
 	"github.com/stallwatch/stallwatch/internal/preflight"
 	"github.com/stallwatch/stallwatch/internal/sdnotify"
+	"github.com/stallwatch/stallwatch/notify"
 )
 
 func daemonCommand(g *globals) *cli.Command {
@@ -61,6 +63,8 @@ starts from:
       match:
         pidfile: /run/api.pid
       heartbeat-http: http://127.0.0.1:8080/health
+      service: api
+      on-capture: /etc/stallwatch/page-oncall
     - name: frozen-anything
       match:
         pod: 6f1c0a6e-2d3b-4a57-9b1e-0c8f2d7a9e11
@@ -75,6 +79,14 @@ container's files). The daemon's rules have no flight recorder unless they
 set baseline-freq: with hundreds of processes, sampling each one between
 stalls costs more than it tells. heartbeat-statsd (a proxy for one process)
 is watch's; the daemon reads DogStatsD passively with heartbeat-tap.
+
+Alerts, uploads and hooks are watch's. Where they go (statsd, upload,
+with Datadog's DD_* variables as watch reads them), the tags on
+everything (tags, env), the upload queue's bounds and hook-timeout are
+the host's: flags below or the top of the file. A rule names its
+processes' service (service; else each is named by its process name),
+adds its own tags (tags) and runs its own on-capture and on-recover
+commands. The upload queue is OUT/.upload-queue.
 
 Signals: SIGHUP reads the configuration again (one that cannot be used is
 refused with its file, line and reason, and the rules in force go on);
@@ -97,6 +109,10 @@ type hostFlags struct {
 	maxConcurrent int
 	maxPerHour    int
 	scanInterval  time.Duration
+	// Where alerts and uploads go, for every rule (a rule names its
+	// service and adds tags: ruleNotifyFlags), and the hooks' bound.
+	datadog datadogFlags
+	hooks   hookFlags
 }
 
 // defaultDaemonOut is the daemon's --out outside systemd.
@@ -110,6 +126,36 @@ func (h *hostFlags) declare(fs *cli.FlagSet) {
 	fs.Int(&h.maxConcurrent, "max-concurrent-captures", 2, "at most `N` captures at once on the host; more wait for a slot")
 	fs.Int(&h.maxPerHour, "max-captures-per-hour", 30, "at most `N` stall captures an hour on the host, all targets together (0: no bound)")
 	fs.Duration(&h.scanInterval, "scan-interval", 2*time.Second, "look for new processes in /proc this often (the kernel's exec events, where stallwatch may read them, come at once)")
+	h.datadog.withStatsd, h.datadog.withQueue, h.datadog.perTarget = true, true, true
+	h.datadog.declare(fs)
+	fs.Group("Hooks")
+	h.hooks.declareTimeout(fs)
+}
+
+// notifySettings are the host's settings that notify.Setup reads once:
+// a reload that changes them takes effect at a restart.
+type notifySettings struct {
+	datadog     datadogFlags
+	hookTimeout time.Duration
+}
+
+func (h *hostFlags) notifySettings() notifySettings {
+	return notifySettings{h.datadog, h.hooks.timeout}
+}
+
+// notifyOptions are the daemon's alerts, uploads and hooks: one of each
+// for every target. DD_SERVICE and DD_VERSION are the daemon's own, not
+// its targets': each rule names its service.
+func (h *hostFlags) notifyOptions(out string, log *slog.Logger) notify.Options {
+	o := h.datadog.options(filepath.Join(out, notify.QueueDirName), log)
+	o.HookTimeout, o.TargetHooks = h.hooks.timeout, true
+	o.Getenv = func(k string) string {
+		if k == "DD_SERVICE" || k == "DD_VERSION" {
+			return ""
+		}
+		return os.Getenv(k)
+	}
+	return o
 }
 
 func (h *hostFlags) check() error {
@@ -121,7 +167,39 @@ func (h *hostFlags) check() error {
 	case h.scanInterval < 100*time.Millisecond:
 		return cli.UsageErrorf("--scan-interval %v: at least 100ms", h.scanInterval)
 	}
-	return h.output.check()
+	for _, c := range []interface{ check() error }{&h.output, &h.datadog, &h.hooks} {
+		if err := c.check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ruleNotifyFlags are a daemon rule's part in alerts, uploads and hooks:
+// watch's flags of the same names, set per rule.
+type ruleNotifyFlags struct {
+	service, tags string
+	hooks         hookFlags
+}
+
+func (r *ruleNotifyFlags) declare(fs *cli.FlagSet) {
+	fs.Group("Datadog")
+	declareService(fs, &r.service)
+	fs.String(&r.tags, "tags", "", "the rule's own tags `K:V,...` on its processes' alerts and uploads, beside the host's")
+	fs.Group("Hooks")
+	r.hooks.declareCommands(fs)
+}
+
+// notify is the rule's daemon.Notify: its service is one of its tags.
+func (r *ruleNotifyFlags) notify() daemon.Notify {
+	return daemon.Notify{Service: r.service, Tags: ddtags.Common(r.service, "", "", "", ddtags.Parse(r.tags)),
+		OnCapture: r.hooks.onCapture, OnRecover: r.hooks.onRecover}
+}
+
+// declareRule declares every setting a daemon rule takes.
+func declareRule(fs *cli.FlagSet, r *ruleFlags, n *ruleNotifyFlags) {
+	r.declare(fs)
+	n.declare(fs)
 }
 
 // daemonFlags are the flags of `stallwatch daemon`.
@@ -167,8 +245,8 @@ func runDaemon(ctx context.Context, inv *cli.Invocation, f *daemonFlags, g *glob
 	}
 	f.settle(inv.Flags.Changed, os.Getenv)
 	log := g.logger(inv.Stderr, "", false)
-	load := func() (*daemon.Config, error) { return loadDaemonConfig(f.config, inv.Flags, f) }
-	cfg, err := load()
+	load := func() (*daemon.Config, *hostFlags, error) { return loadDaemonConfig(f.config, inv.Flags, f) }
+	cfg, host, err := load()
 	if err != nil {
 		return err
 	}
@@ -184,10 +262,23 @@ func runDaemon(ctx context.Context, inv *cli.Invocation, f *daemonFlags, g *glob
 		log.Warn("not telling systemd our state", "err", err)
 	}
 	defer notifier.Close()
-	d, err := daemon.New(cfg, daemon.Options{
+	// One DogStatsD client, uploader, queue and hook runner for every
+	// target; closed after Run, when every target's last events are
+	// handed over.
+	stack, err := notify.Setup(host.notifyOptions(cfg.Out, log))
+	if err != nil {
+		return err
+	}
+	defer stack.Close(stackGrace)
+	opts := daemon.Options{
 		Logger: log, Notifier: notifier, WatchdogEvery: watchdogEvery / 2,
 		StateDir: f.stateDir, ControlSocket: f.controlSocket, NoConnector: f.scanOnly,
-	})
+		Events: stack.For,
+	}
+	if stack.Queue != nil {
+		opts.Uploads = stack.Queue
+	}
+	d, err := daemon.New(cfg, opts)
 	if err != nil {
 		return err
 	}
@@ -205,18 +296,21 @@ func runDaemon(ctx context.Context, inv *cli.Invocation, f *daemonFlags, g *glob
 				log.Info("SIGUSR1: capturing every watched process", "processes", d.CaptureAll())
 				continue
 			}
-			reload(d, load, notifier, log)
+			reload(d, load, host.notifySettings(), notifier, log)
 		}
 	}
 }
 
 // reload reads the configuration again and puts it in force, or refuses
 // it and keeps the one in force.
-func reload(d *daemon.Daemon, load func() (*daemon.Config, error), n *sdnotify.Notifier, log *slog.Logger) {
+func reload(d *daemon.Daemon, load func() (*daemon.Config, *hostFlags, error), inForce notifySettings, n *sdnotify.Notifier, log *slog.Logger) {
 	_ = n.Reloading()
-	cfg, err := load()
+	cfg, host, err := load()
 	if err == nil {
 		err = d.Reload(cfg)
+	}
+	if err == nil && host.notifySettings() != inForce {
+		log.Warn("statsd, upload, tags, env, upload-max-age, upload-max-bytes and hook-timeout change when stallwatch restarts; the rules' service, tags and hooks changed now")
 	}
 	if err != nil {
 		log.Error("SIGHUP: configuration refused; the rules in force go on", "err", err)
@@ -274,27 +368,28 @@ func quotaString(n int64) string {
 // loadDaemonConfig reads the configuration file and resolves its
 // settings with the flags' definitions: the host-wide ones (the command
 // line wins) and each rule's.
-func loadDaemonConfig(path string, cmdline *cli.FlagSet, f *daemonFlags) (*daemon.Config, error) {
+func loadDaemonConfig(path string, cmdline *cli.FlagSet, f *daemonFlags) (*daemon.Config, *hostFlags, error) {
 	file, err := daemon.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var host hostFlags
 	hfs := cli.NewFlagSet()
 	host.declare(hfs)
 	ruleNames := ruleFlagNames()
 	for _, s := range file.Globals {
-		if slices.Contains(ruleNames, s.Name) {
-			return nil, settingError(file, s, fmt.Errorf("a rule setting: put it under defaults: or in a rule"))
+		// "tags" is both: at the top, the host's (on everything).
+		if hfs.Lookup(s.Name) == nil && slices.Contains(ruleNames, s.Name) {
+			return nil, nil, settingError(file, s, fmt.Errorf("a rule setting: put it under defaults: or in a rule"))
 		}
 		if err := setAll(hfs, s); err != nil {
-			return nil, settingError(file, s, err)
+			return nil, nil, settingError(file, s, err)
 		}
 	}
 	for _, fl := range hfs.Flags() {
 		if cmdline.Changed(fl.Name) {
 			if err := hfs.Set(fl.Name, cmdline.Lookup(fl.Name).Value()); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
@@ -302,7 +397,7 @@ func loadDaemonConfig(path string, cmdline *cli.FlagSet, f *daemonFlags) (*daemo
 		host.output.out = f.host.output.out // the default, as settled for systemd
 	}
 	if err := host.check(); err != nil {
-		return nil, &daemon.ConfigError{File: file.Path, Msg: configMsg(err)}
+		return nil, nil, &daemon.ConfigError{File: file.Path, Msg: configMsg(err)}
 	}
 	cfg := &daemon.Config{
 		File: file.Path, Out: host.output.out, Keep: host.output.keep, DiskQuota: int64(host.diskQuota),
@@ -311,14 +406,14 @@ func loadDaemonConfig(path string, cmdline *cli.FlagSet, f *daemonFlags) (*daemo
 	for _, spec := range file.Rules {
 		w, err := resolveRule(file, spec, hfs)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		cfg.Rules = append(cfg.Rules, daemon.Rule{Name: spec.Name, Line: spec.Line, Select: spec.Select, Watch: w})
 	}
 	if err := cfg.Check(); err != nil {
-		return nil, &daemon.ConfigError{File: file.Path, Msg: err.Error()}
+		return nil, nil, &daemon.ConfigError{File: file.Path, Msg: err.Error()}
 	}
-	return cfg, nil
+	return cfg, &host, nil
 }
 
 // daemonRuleDefaults are where a daemon's rule differs from watch: no
@@ -329,8 +424,9 @@ var daemonRuleDefaults = []daemon.Setting{{Name: "baseline-freq", Values: []stri
 // resolveRule turns a rule's settings (after the defaults) into a watch.
 func resolveRule(file *daemon.File, spec daemon.RuleSpec, host *cli.FlagSet) (daemon.Watch, error) {
 	var r ruleFlags
+	var n ruleNotifyFlags
 	fs := cli.NewFlagSet()
-	r.declare(fs)
+	declareRule(fs, &r, &n)
 	own := map[string]bool{}
 	for _, s := range spec.Settings {
 		own[s.Name] = true
@@ -346,7 +442,7 @@ func resolveRule(file *daemon.File, spec daemon.RuleSpec, host *cli.FlagSet) (da
 		switch {
 		case s.Name == "heartbeat-statsd" || s.Name == "forward":
 			return daemon.Watch{}, settingError(file, s, errors.New("the DogStatsD proxy serves one process (stallwatch watch); the daemon reads DogStatsD from the wire: heartbeat-tap: udp://:8125"))
-		case host.Lookup(s.Name) != nil:
+		case fs.Lookup(s.Name) == nil && host.Lookup(s.Name) != nil:
 			return daemon.Watch{}, settingError(file, s, errors.New("a host-wide setting: put it at the top of the file"))
 		}
 		if err := setAll(fs, s); err != nil {
@@ -358,6 +454,7 @@ func resolveRule(file *daemon.File, spec daemon.RuleSpec, host *cli.FlagSet) (da
 	}
 	h := &r.heartbeat
 	w := daemon.Watch{
+		Notify: n.notify(),
 		Heartbeat: daemon.Heartbeat{
 			Files: h.files, HTTP: h.httpURL, HTTPTimeout: h.httpTimeout, HTTPInterval: h.httpInterval,
 			Proc: h.proc, Tap: h.tap, Metric: h.metric, MetricTags: h.metricTags,
@@ -372,8 +469,9 @@ func resolveRule(file *daemon.File, spec daemon.RuleSpec, host *cli.FlagSet) (da
 // ruleFlagNames are the names of the settings a rule takes.
 func ruleFlagNames() []string {
 	var r ruleFlags
+	var n ruleNotifyFlags
 	fs := cli.NewFlagSet()
-	r.declare(fs)
+	declareRule(fs, &r, &n)
 	var names []string
 	for _, f := range fs.Flags() {
 		names = append(names, f.Name)

@@ -314,6 +314,9 @@ type datadogFlags struct {
 	maxAge                time.Duration
 	maxBytes              byteSize
 	withStatsd, withQueue bool // the command alerts; the command queues uploads
+	// perTarget: the daemon, whose rules each name their service
+	// (ruleNotifyFlags); the host's flags have no --service.
+	perTarget bool
 }
 
 func (d *datadogFlags) declare(fs *cli.FlagSet) {
@@ -323,13 +326,21 @@ func (d *datadogFlags) declare(fs *cli.FlagSet) {
 	}
 	fs.String(&d.upload, "upload", "", "upload captures to the Datadog agent at `URL`: http://host:8126 or unix:///path (default $DD_TRACE_AGENT_URL, else http://$DD_AGENT_HOST:8126, else /var/run/datadog/apm.socket if it exists; off: none)")
 	fs.String(&d.tags, "tags", "", "more tags `K:V,...` on alerts and uploads (default $DD_TAGS)")
-	fs.String(&d.service, "service", "", "the target's service `NAME`, in tags and alert titles (default $DD_SERVICE, else the process name)")
+	if !d.perTarget {
+		declareService(fs, &d.service)
+	}
 	fs.String(&d.env, "env", "", "the environment `NAME` of the env tag (default $DD_ENV); $DD_VERSION gives the version tag")
 	if d.withQueue {
 		d.maxBytes = spool.DefaultMaxBytes
 		fs.Duration(&d.maxAge, "upload-max-age", spool.DefaultMaxAge, "an upload the agent has not taken after this long is dropped from the queue, and said")
 		fs.Var(&d.maxBytes, "upload-max-bytes", "the upload queue holds at most `SIZE` of profiles (1GiB, 500MiB …); the oldest are dropped, and said")
 	}
+}
+
+// declareService declares --service: watch, record and upload, and a
+// daemon's rules.
+func declareService(fs *cli.FlagSet, p *string) {
+	fs.String(p, "service", "", "the target's service `NAME`, in tags and alert titles (default $DD_SERVICE, else the process name)")
 }
 
 func (d *datadogFlags) check() error {
@@ -374,8 +385,20 @@ type hookFlags struct {
 
 func (h *hookFlags) declare(fs *cli.FlagSet) {
 	fs.Group("Hooks")
+	h.declareCommands(fs)
+	h.declareTimeout(fs)
+}
+
+// declareCommands declares --on-capture and --on-recover: watch's flags,
+// and a daemon rule's settings.
+func (h *hookFlags) declareCommands(fs *cli.FlagSet) {
 	fs.String(&h.onCapture, "on-capture", "", "run `CMD` (sh -c) after each capture is written, with STALLWATCH_CAPTURE_DIR, _PID, _PROCESS, _TRIGGER, _STALL_SECONDS, _TOP_FINDING, _SERVICE, _HOST and _EVENT in its environment; its output goes to the log")
 	fs.String(&h.onRecover, "on-recover", "", "run `CMD` when a stall ends (STALLWATCH_EVENT=recover; STALLWATCH_STALL_SECONDS is the whole stall)")
+}
+
+// declareTimeout declares --hook-timeout: watch's flag, and the daemon's
+// (one bound for every rule's hooks).
+func (h *hookFlags) declareTimeout(fs *cli.FlagSet) {
 	fs.Duration(&h.timeout, "hook-timeout", hook.DefaultTimeout, "a hook still running after this long is killed, its whole process group")
 }
 
