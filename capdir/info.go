@@ -77,9 +77,12 @@ type Counts struct {
 	Throttled         uint64 `json:"throttled"`
 	Threads           int    `json:"threads"`
 	UnreadableThreads int    `json:"unreadable_threads"`
-	JITSources        int    `json:"jit_sources"`     // jitdumps and perf maps read
-	JITTruncated      int    `json:"jit_truncated"`   // of them, cut off mid-record
-	MissingSymbols    int    `json:"missing_symbols"` // mappings no symbol source could name
+	// UnsampledThreads were left out of sampling for want of file
+	// descriptors (RLIMIT_NOFILE); a note says which rule chose the rest.
+	UnsampledThreads int `json:"unsampled_threads,omitempty"`
+	JITSources       int `json:"jit_sources"`     // jitdumps and perf maps read
+	JITTruncated     int `json:"jit_truncated"`   // of them, cut off mid-record
+	MissingSymbols   int `json:"missing_symbols"` // mappings no symbol source could name
 }
 
 // Settings are the capture's parameters, so that a reader knows what the

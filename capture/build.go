@@ -158,8 +158,9 @@ func (f *facts) info() capdir.Info {
 	c.Lost = f.stats.LostRecords
 	c.LostSamples = f.stats.LostSamples
 	c.Throttled = f.stats.Throttles
-	c.Threads = f.stats.ThreadsAttached + f.stats.ThreadsFailed
+	c.Threads = f.stats.ThreadsAttached + f.stats.ThreadsFailed + f.stats.ThreadsOverBudget
 	c.UnreadableThreads = f.stats.ThreadsFailed
+	c.UnsampledThreads = f.stats.ThreadsOverBudget
 	if f.snap != nil {
 		c.Threads = max(c.Threads, len(f.snap.Threads))
 	}
@@ -202,6 +203,10 @@ func (f *facts) allNotes() []string {
 	}
 	if st.ThreadsFailed > 0 {
 		notes = append(notes, fmt.Sprintf("%d threads could not be sampled", st.ThreadsFailed))
+	}
+	if n := st.ThreadsOverBudget; n > 0 {
+		notes = append(notes, fmt.Sprintf("%d of %d threads were not sampled for want of file descriptors (RLIMIT_NOFILE); the thread snapshot has them all. %s",
+			n, st.ThreadsAttached+st.ThreadsFailed+n, sampler.NoFileFix(f.cfg.descriptorsWanted(st))))
 	}
 	if st.TargetExited {
 		notes = append(notes, "the target exited during the capture")

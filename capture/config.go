@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/stallwatch/stallwatch/sampler"
 )
 
 // Config says how to capture one target. Its zero value (with a PID)
@@ -95,4 +97,15 @@ func (c *Config) fill() error {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return nil
+}
+
+// descriptorsWanted is about how many file descriptors sampling every
+// thread of a capture with these settings takes: the events of each
+// thread the sampler saw, and the plan's headroom.
+func (c *Config) descriptorsWanted(st sampler.Stats) int {
+	per := 2
+	if !c.NoOffCPU {
+		per = 3
+	}
+	return (st.ThreadsAttached+st.ThreadsFailed+st.ThreadsOverBudget)*per + sampler.DefaultFDHeadroom
 }

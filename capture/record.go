@@ -42,7 +42,10 @@ func Record(ctx context.Context, cfg Config, d time.Duration, progress func(Prog
 		return nil, err
 	}
 	defer s.tp.Close()
-	smp, err := sampler.Start(s.samplerConfig(cfg.Freq, !cfg.NoOffCPU, -1))
+	if !s.canSample() {
+		return nil, fmt.Errorf("cannot record pid %d: %s", cfg.PID, s.plan.Summary())
+	}
+	smp, err := sampler.Start(s.samplerConfig(cfg.Freq, !s.cfg.NoOffCPU, -1))
 	if err != nil {
 		return nil, err
 	}
@@ -50,10 +53,10 @@ func Record(ctx context.Context, cfg Config, d time.Duration, progress func(Prog
 
 	tr := capdir.Trigger{Kind: capdir.Manual, At: time.Now(), Mono: monotime.Now(), Reason: fmt.Sprintf("stallwatch record for %v", d)}
 	rec := smp.StartRecording()
-	snap := s.startSnapshot(ctx, smp)
+	snap := s.startSnapshot(ctx, smp.OffCPUSince)
 	cutWhy := recordFor(ctx, d, smp, progress)
 	samples := rec.Stop()
-	f := &facts{cfg: cfg, tg: s.tg, trigger: tr, stats: rec.Stats(), cutWhy: cutWhy, notes: s.notes, exited: !procfs.Alive(cfg.PID)}
+	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, stats: rec.Stats(), cutWhy: cutWhy, notes: s.notes, exited: !procfs.Alive(cfg.PID)}
 	f.snap = snap()
 	return s.finish(f, smp, rec, []window{{"", nil}, {"", samples}})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,6 +27,9 @@ type Session struct {
 	root *capdir.Root    // cfg.Out, held open
 	tp   *target.Process // what is known of the target, kept across captures
 	smp  *sampler.Sampler
+	// plan fits the target's threads into the file descriptors
+	// stallwatch may open (package doc, "Descriptors").
+	plan sampler.FDPlan
 	// notes are facts found at Open that every capture reports.
 	notes []string
 
@@ -49,8 +53,15 @@ func Open(cfg Config) (*Session, error) {
 		root.Close()
 		return nil, err
 	}
-	if cfg.BaselineFreq > 0 {
+	if s.cfg.BaselineFreq > 0 && s.canSample() {
 		s.smp, err = sampler.Start(s.samplerConfig(cfg.BaselineFreq, false, cfg.History))
+		if sampler.IsDescriptorShortage(err) {
+			// Captures can still be written: a snapshot, and what a
+			// capture's own sampler gets then.
+			s.cfg.Logger.Warn("no flight recorder: out of file descriptors; captures will have no history", "err", err)
+			s.notes = append(s.notes, "no flight recorder (no samples from before the trigger): "+err.Error())
+			s.smp, err = nil, nil
+		}
 		if err != nil {
 			s.tp.Close()
 			root.Close()
@@ -58,6 +69,29 @@ func Open(cfg Config) (*Session, error) {
 		}
 	}
 	return s, nil
+}
+
+// planDescriptors raises RLIMIT_NOFILE to its hard limit and fits the
+// target's threads into it, once, at start-up: a shortfall is warned
+// about now with the numbers and the fix, and the session samples less
+// (fewer events per thread, then a subset of the threads) instead of
+// running out at the stall. Every capture's capture.json says so.
+func (s *Session) planDescriptors() {
+	plan, err := sampler.PlanFDs(s.cfg.PID, !s.cfg.NoOffCPU, 0)
+	if err != nil {
+		s.cfg.Logger.Debug("planning file descriptors", "err", err)
+		return
+	}
+	s.plan = plan
+	if sum := plan.Summary(); sum != "" {
+		s.cfg.Logger.Warn("too few file descriptors to sample every thread as asked: sampling less",
+			"threads", plan.Threads, "need", plan.Need(), "limit", plan.Limit, "hard_limit", plan.HardLimit,
+			"events_per_thread", plan.PerThread, "threads_sampled", min(plan.MaxThreads, plan.Threads), "detail", sum)
+		s.notes = append(s.notes, sum)
+	}
+	if plan.DroppedOffCPU {
+		s.cfg.NoOffCPU = true // capture.json's settings say what ran
+	}
 }
 
 // newSession opens what is known of the target.
@@ -69,6 +103,7 @@ func newSession(cfg Config, root *capdir.Root) (*Session, error) {
 		return nil, fmt.Errorf("symbol sources of pid %d: %w", cfg.PID, err)
 	}
 	s.notes = s.tp.Notes()
+	s.planDescriptors()
 	return s, nil
 }
 
@@ -84,29 +119,45 @@ func (s *Session) samplerConfig(freq int, offCPU bool, history time.Duration) sa
 		Logger:  s.cfg.Logger,
 
 		BlockedStack: s.tp.Unwinder().BlockedStack,
+		MaxThreads:   s.plan.MaxThreads,
+		FoldTracker:  s.plan.FoldTracker,
 	}
 	return c
 }
 
+// canSample reports whether the descriptor plan leaves room to sample
+// any thread.
+func (s *Session) canSample() bool { return s.plan.Threads == 0 || s.plan.MaxThreads > 0 }
+
 // Capture samples the target at cfg.Freq for cfg.CaptureFor, snapshots its
 // threads at the trigger, adds the flight recorder's last cfg.History, and
 // writes the capture directory. A cancelled ctx or the target's exit cuts
-// the capture short; what was collected is still written.
+// the capture short; what was collected is still written. A part that
+// fails costs only itself: sampling that cannot start or cannot be raised
+// (out of file descriptors, say) leaves the snapshot and whatever sampling
+// did run, with a note in capture.json saying what was lost and why.
 func (s *Session) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if tr.Mono == 0 {
 		tr.Mono, tr.At = monotime.Now(), time.Now()
 	}
+	var lost []string
 	smp := s.smp
+	if !s.canSample() {
+		return s.snapshotOnly(ctx, tr, "no samples: "+s.plan.Summary())
+	}
 	if smp == nil {
 		var err error
 		if smp, err = sampler.Start(s.samplerConfig(s.cfg.Freq, !s.cfg.NoOffCPU, -1)); err != nil {
-			return nil, err
+			s.cfg.Logger.Warn("capture: sampling could not start; writing the snapshot alone", "err", err)
+			return s.snapshotOnly(ctx, tr, "no samples: the sampler could not start: "+err.Error())
 		}
 		defer smp.Close()
 	} else if err := smp.SetRate(s.cfg.Freq, !s.cfg.NoOffCPU); err != nil {
-		return nil, fmt.Errorf("raising the sampling rate: %w", err)
+		// What could not be raised is said; the rest samples on.
+		s.cfg.Logger.Warn("capture: raising the sampling rate failed in part; capturing what runs", "err", err)
+		lost = append(lost, "raising the sampling rate for the capture: "+err.Error())
 	}
 	rec := smp.StartRecording()
 	// The target may have loaded code since the last capture: the
@@ -114,7 +165,7 @@ func (s *Session) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.Resul
 	if err := s.tp.Refresh(); err != nil {
 		s.cfg.Logger.Debug("refreshing what is known of the target", "err", err)
 	}
-	snap := s.startSnapshot(ctx, smp)
+	snap := s.startSnapshot(ctx, smp.OffCPUSince)
 	cutWhy := waitFor(ctx, s.cfg.CaptureFor, smp.Done())
 	during := rec.Stop()
 	var before []sampler.Sample
@@ -125,14 +176,31 @@ func (s *Session) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.Resul
 		from := rec.Start() - min(rec.Start(), uint64(s.cfg.History))
 		before = smp.History(from, rec.Start())
 	}
-	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, stats: rec.Stats(), cutWhy: cutWhy, notes: s.notes, exited: !procfs.Alive(s.cfg.PID)}
+	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, stats: rec.Stats(), cutWhy: cutWhy, notes: slices.Concat(s.notes, lost), exited: !procfs.Alive(s.cfg.PID)}
 	f.snap = snap()
 	return s.finish(f, smp, rec, []window{{report.PhaseBefore, before}, {report.PhaseDuring, during}})
 }
 
+// snapshotOnly writes a capture that has the thread snapshot and no
+// samples, with why in its notes.
+func (s *Session) snapshotOnly(ctx context.Context, tr capdir.Trigger, why string) (*capdir.Result, error) {
+	if err := s.tp.Refresh(); err != nil {
+		s.cfg.Logger.Debug("refreshing what is known of the target", "err", err)
+	}
+	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, notes: slices.Concat(s.notes, []string{why}), exited: !procfs.Alive(s.cfg.PID)}
+	f.snap = s.startSnapshot(ctx, nil)()
+	f.start, f.end = tr.At, time.Now()
+	if f.snap != nil {
+		f.start = f.snap.Time
+		f.end = f.snap.Time.Add(max(f.snap.Duration, time.Nanosecond))
+		f.exited = f.exited || f.snap.TargetExited
+	}
+	return f.write(s.root)
+}
+
 // startSnapshot takes the thread snapshot concurrently with the sampling
 // that has just begun; the returned function waits for it.
-func (s *Session) startSnapshot(ctx context.Context, smp *sampler.Sampler) func() *snapshot.Snapshot {
+func (s *Session) startSnapshot(ctx context.Context, offCPUSince func(int) (uint64, bool)) func() *snapshot.Snapshot {
 	if !s.cfg.Snapshot {
 		return func() *snapshot.Snapshot { return nil }
 	}
@@ -141,7 +209,7 @@ func (s *Session) startSnapshot(ctx context.Context, smp *sampler.Sampler) func(
 		snap, err := snapshot.Take(ctx, s.cfg.PID, snapshot.Options{
 			NoPtrace:    s.cfg.NoPtrace,
 			Target:      s.tp,
-			OffCPUSince: smp.OffCPUSince,
+			OffCPUSince: offCPUSince,
 			Logger:      s.cfg.Logger,
 		})
 		if err != nil {

@@ -148,6 +148,9 @@ func factsOf(c *Capture) []fact {
 		if n.UnreadableThreads > 0 {
 			miss = append(miss, plural(n.UnreadableThreads, "thread", "threads")+" unreadable")
 		}
+		if n.UnsampledThreads > 0 {
+			miss = append(miss, plural(n.UnsampledThreads, "thread", "threads")+" not sampled (too few file descriptors: see the notes)")
+		}
 		if n.MissingSymbols > 0 {
 			miss = append(miss, plural(n.MissingSymbols, "mapping", "mappings")+" without symbols")
 		}

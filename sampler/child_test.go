@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stallwatch/stallwatch/internal/perms"
+	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 )
 
@@ -36,11 +37,23 @@ func runChild() bool {
 	case "user":
 	case "offcpu":
 		cfg.OffCPU = true
-	case "nofile":
+	case "nofile", "nofile-plan":
 		// Room for the test binary's own descriptors and a few threads.
 		cfg.PID, _ = strconv.Atoi(os.Getenv(childEnv + "_PID"))
-		lim := unix.Rlimit{Cur: 24, Max: 24}
-		_ = unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
+		cfg.OffCPU, cfg.Kernel, cfg.Freq = true, true, 997
+		n, _ := strconv.ParseUint(os.Getenv(childEnv+"_LIMIT"), 10, 64)
+		_ = unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: n, Max: n})
+		if mode == "nofile-plan" {
+			plan, err := PlanFDs(cfg.PID, cfg.OffCPU, 4)
+			if err != nil {
+				fmt.Println(err)
+				os.Exit(1)
+			}
+			cfg.MaxThreads, cfg.FoldTracker = plan.MaxThreads, plan.FoldTracker
+			cfg.OffCPU = plan.OffCPU
+			fmt.Printf("plan per-thread=%d max-threads=%d fold=%v offcpu=%v\n", plan.PerThread, plan.MaxThreads, plan.FoldTracker, plan.OffCPU)
+		}
+		return runNoFileChild(cfg)
 	case "mlock":
 		// No locked memory of our own beyond perf_event_mlock_kb.
 		_ = unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unix.Rlimit{})
@@ -57,6 +70,42 @@ func runChild() bool {
 	}
 	s.Close()
 	fmt.Println("ok")
+	os.Exit(0)
+	return true
+}
+
+// runNoFileChild starts a sampler that runs out of descriptors, raises
+// its rate as a capture does, and prints what it sampled.
+func runNoFileChild(cfg Config) bool {
+	freq, offCPU := cfg.Freq, cfg.OffCPU
+	cfg.Freq, cfg.OffCPU = 49, false // the flight recorder's rate
+	// One descriptor kept aside to count the others with at the end.
+	spare, _ := unix.Dup(0)
+	base := openFDs()
+	tasks, _ := procfs.Threads(cfg.PID)
+	s, err := Start(cfg)
+	if err != nil {
+		fmt.Println("start:", err)
+		os.Exit(1)
+	}
+	started := openFDs() // 0 when none is left to read the directory with
+	rateErr := s.SetRate(freq, offCPU)
+	st := s.Stats()
+	unix.Close(spare)
+	fds := openFDs()
+	var lim unix.Rlimit
+	_ = unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)
+	fmt.Printf("attached=%d over-budget=%d failed=%d tasks=%d base=%d fds=%d limit=%d started=%d\n", st.ThreadsAttached, st.ThreadsOverBudget, st.ThreadsFailed, len(tasks), base, fds, lim.Cur, started)
+	for _, ti := range s.Threads() {
+		if ti.Err != nil {
+			fmt.Printf("tid %d: emfile=%v: %v\n", ti.TID, errors.Is(ti.Err, unix.EMFILE), ti.Err)
+			break
+		}
+	}
+	if rateErr != nil {
+		fmt.Println("setrate:", rateErr)
+	}
+	s.Close()
 	os.Exit(0)
 	return true
 }
@@ -113,7 +162,11 @@ func copyFile(t *testing.T, from, to string) {
 	}
 }
 
-// Past RLIMIT_NOFILE's hard limit, the error says so with the numbers.
+// Past RLIMIT_NOFILE's hard limit, threads that do not fit are counted,
+// not fatal: unplanned, the kernel's EMFILE bounds the threads and the
+// error says the numbers and the fix, and raising the rate gives
+// descriptors back for the rest of a capture; planned (PlanFDs), the
+// sampler never meets EMFILE at all.
 func TestNoFileLimit(t *testing.T) {
 	testutil.RequirePerf(t)
 	tg := startTarget(t, "spin", "-threads", "16", "-depth", "1")
@@ -121,17 +174,73 @@ func TestNoFileLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(self, "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=nofile", fmt.Sprintf("%s_PID=%d", childEnv, tg.Pid))
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Fatalf("child: %v: %s", err, out)
-	}
-	for _, w := range []string{"RLIMIT_NOFILE is 24 (hard limit 24)", "file descriptors", "ulimit -Hn", "LimitNOFILE"} {
-		if !strings.Contains(string(out), w) {
-			t.Errorf("error lacks %q: %s", w, out)
+	run := func(mode string, limit int) string {
+		cmd := exec.Command(self, "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"="+mode, fmt.Sprintf("%s_PID=%d", childEnv, tg.Pid), fmt.Sprintf("%s_LIMIT=%d", childEnv, limit))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("child %s: %v: %s", mode, err, out)
 		}
+		t.Logf("%s:\n%s", mode, out)
+		return string(out)
+	}
+	var attached, over, failed, tasks, base, fds, limit, started int
+	scan := func(out string) {
+		t.Helper()
+		i := strings.Index(out, "attached=")
+		if i < 0 {
+			t.Fatalf("no counts: %s", out)
+		}
+		if _, err := fmt.Sscanf(out[i:], "attached=%d over-budget=%d failed=%d tasks=%d base=%d fds=%d limit=%d started=%d", &attached, &over, &failed, &tasks, &base, &fds, &limit, &started); err != nil {
+			t.Fatalf("counts: %v: %s", err, out)
+		}
+		if attached < 1 || attached+over+failed != tasks || failed != 0 {
+			t.Errorf("attached %d, over budget %d, failed %d; want every one of %d threads attached or over budget", attached, over, failed, tasks)
+		}
+		if fds > limit {
+			t.Errorf("%d descriptors open, limit %d", fds, limit)
+		}
+	}
+
+	// Start runs out: the threads that fit are sampled, the rest counted.
+	out := run("nofile", 40)
+	scan(out)
+	if over == 0 {
+		t.Fatalf("RLIMIT_NOFILE 40 fitted all %d threads: the test needs a lower limit", tasks)
+	}
+	for _, w := range []string{"emfile=true", "RLIMIT_NOFILE is 40 (hard limit 40)", "file descriptors each", "ulimit -Hn", "LimitNOFILE", "prlimit"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q", w)
+		}
+	}
+	// Raising the rate runs out: off-CPU events missing on some threads
+	// are said, and descriptors are given back for the rest of a capture.
+	limit = base + samplerFDs + 2*tasks + 6 // every thread at the baseline, and six more
+	out = run("nofile", limit)
+	scan(out)
+	if over != 0 {
+		t.Errorf("%d threads over budget at a limit of %d", over, limit)
+	}
+	if !strings.Contains(out, "setrate: sampler: opening off-CPU events failed on") {
+		t.Errorf("SetRate did not say which off-CPU events failed")
+	}
+	if started == 0 || fds > started {
+		t.Errorf("%d of %d descriptors open after SetRate ran out, %d before it: what it opened was not given back", fds, limit, started)
+	}
+
+	out = run("nofile-plan", 28)
+	scan(out)
+	var per, maxThreads int
+	if i := strings.Index(out, "plan "); i < 0 {
+		t.Fatalf("no plan: %s", out)
+	} else if _, err := fmt.Sscanf(out[i:], "plan per-thread=%d max-threads=%d", &per, &maxThreads); err != nil {
+		t.Fatal(err)
+	}
+	if per != 1 || attached != min(maxThreads, tasks) || over != tasks-attached || over == 0 {
+		t.Errorf("plan of %d events for %d threads; attached %d, over budget %d", per, maxThreads, attached, over)
+	}
+	if strings.Contains(out, "emfile=true") || strings.Contains(out, "setrate:") {
+		t.Errorf("a planned sampler met EMFILE: %s", out)
 	}
 }
 

@@ -51,7 +51,19 @@ type Config struct {
 	// observation begins, without stopping it. nil: the PC from
 	// /proc/<pid>/task/<tid>/syscall.
 	BlockedStack func(tid int) ([]uint64, error)
-	Logger       *slog.Logger
+	// MaxThreads bounds the threads with open events (0: no bound), so
+	// that a capture never runs out of file descriptors (PlanFDs gives
+	// it). When a target has more at Start, the busiest by CPU time are
+	// sampled, the main thread always; the others, and threads started
+	// while the bound is reached, are counted (Stats.ThreadsOverBudget)
+	// and never sampled.
+	MaxThreads int
+	// FoldTracker opens no tracker event: FORK, EXIT and COMM records
+	// come in the on-CPU event's ring, one descriptor less per thread.
+	// New threads are then attached when that ring wakes the reader or
+	// at the /proc scan (500 ms), and not while on-CPU sampling is off.
+	FoldTracker bool
+	Logger      *slog.Logger
 }
 
 const (
@@ -88,6 +100,9 @@ func (cfg *Config) check() error {
 	}
 	if cfg.RecordingBytes <= 0 {
 		cfg.RecordingBytes = defaultRecordingBytes
+	}
+	if cfg.MaxThreads < 0 {
+		return fmt.Errorf("sampler: MaxThreads %d is negative", cfg.MaxThreads)
 	}
 	if cfg.RingBytes < 0 {
 		return fmt.Errorf("sampler: RingBytes %d is negative", cfg.RingBytes)

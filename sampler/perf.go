@@ -15,7 +15,8 @@ import (
 
 var attrSize = uint32(unsafe.Sizeof(unix.PerfEventAttr{}))
 
-// The three events opened on every thread. The tracker never samples: it
+// The three events opened on every thread (two when the tracker is folded
+// into the on-CPU event, Config.FoldTracker). The tracker never samples: it
 // brings FORK, EXIT and COMM records (task=1, comm=1) into a small ring of
 // its own that wakes the reader at every record, so threads are followed
 // at once whatever the sampling rate is. The on-CPU event owns the sample
@@ -61,6 +62,9 @@ func (s *Sampler) onCPUAttr(freq int) unix.PerfEventAttr {
 	// scheduled on a busy machine.
 	a.Bits |= unix.PerfBitWatermark
 	a.Wakeup = uint32(max(s.ringBytes()/4, 8))
+	if s.cfg.FoldTracker {
+		a.Bits |= unix.PerfBitTask | unix.PerfBitComm
+	}
 	if s.hardware {
 		a.Type, a.Config = unix.PERF_TYPE_HARDWARE, unix.PERF_COUNT_HW_CPU_CYCLES
 		a.Sample = uint64(freq)
@@ -176,34 +180,33 @@ func (s *Sampler) openErr(what string, tid int, err error, needsKernel bool) err
 	case errors.Is(err, unix.EMFILE):
 		var lim unix.Rlimit
 		_ = unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)
-		return fmt.Errorf("%s: %w: %d threads watched need %d file descriptors each; RLIMIT_NOFILE is %d (hard limit %d): raise the hard limit (ulimit -Hn, or LimitNOFILE= in a systemd unit)",
-			op, err, len(s.live)+1, fdsPerThread, lim.Cur, lim.Max)
+		threads := len(s.live) + 1
+		per := s.perThread()
+		return fmt.Errorf("%s: %w: %d threads watched need %d file descriptors each; RLIMIT_NOFILE is %d (hard limit %d): %s",
+			op, err, threads, per, lim.Cur, lim.Max, NoFileFix(threads*per+openFDsBesides(len(s.live)*per)))
 	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EOPNOTSUPP):
 		return fmt.Errorf("%s: %w: this kernel or machine does not have the event", op, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
 
-// fdsPerThread is the most descriptors one watched thread holds.
-const fdsPerThread = 3
-
-// raiseNoFile lifts RLIMIT_NOFILE's soft limit toward the hard one so that
-// need more descriptors fit. It reports whether the limit went up.
-func raiseNoFile(need uint64) bool {
-	var lim unix.Rlimit
-	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) != nil || lim.Cur >= lim.Max {
-		return false
+// perThread is the most descriptors one watched thread holds under this
+// configuration: the tracker (unless folded), the on-CPU event, and the
+// off-CPU event once off-CPU sampling was asked for.
+func (s *Sampler) perThread() int {
+	n := 2
+	if s.cfg.FoldTracker {
+		n = 1
 	}
-	var used uint64
-	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
-		used = uint64(len(ents))
+	if s.offCPU || s.cfg.OffCPU {
+		n++
 	}
-	if used+need+64 <= lim.Cur {
-		return false
-	}
-	lim.Cur = lim.Max
-	return unix.Setrlimit(unix.RLIMIT_NOFILE, &lim) == nil
+	return n
 }
+
+// openFDsBesides is how many descriptors this process has open beyond
+// the events counted.
+func openFDsBesides(events int) int { return max(openFDs()-events, 0) + DefaultFDHeadroom }
 
 // mlockErr explains an mmap of a ring refused for locked memory.
 func mlockErr(op string, err error, bytes int) error {

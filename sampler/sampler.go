@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -40,8 +41,12 @@ type Sampler struct {
 	chainBuf []uint64
 	pending  []forkedThread // threads announced by FORK records, to attach
 	lastScan time.Time
-	closed   bool
-	gone     bool // the target exited
+	// maxThreads bounds len(live) (0: none): Config.MaxThreads, lowered
+	// to what fitted when the kernel said EMFILE.
+	maxThreads   int
+	warnedBudget bool
+	closed       bool
+	gone         bool // the target exited
 
 	epfd, wakefd, pidfd int
 	epfile              *os.File // owns epfd
@@ -87,10 +92,13 @@ type Stats struct {
 	RecordingDropped uint64 // samples a Recording dropped at its byte bound (Recording.Stats)
 	ThreadsAttached  int    // threads whose events were opened
 	ThreadsFailed    int    // threads that could not be watched (see Threads)
-	ThreadsExited    int
-	ThreadsLive      int
-	TargetExited     bool
-	ExitTime         uint64 // CLOCK_MONOTONIC ns, when TargetExited
+	// ThreadsOverBudget are threads never sampled for want of file
+	// descriptors (Config.MaxThreads, or EMFILE); not in ThreadsFailed.
+	ThreadsOverBudget int
+	ThreadsExited     int
+	ThreadsLive       int
+	TargetExited      bool
+	ExitTime          uint64 // CLOCK_MONOTONIC ns, when TargetExited
 }
 
 const (
@@ -112,18 +120,19 @@ func Start(cfg Config) (*Sampler, error) {
 		return nil, err
 	}
 	s := &Sampler{
-		cfg:      cfg,
-		pid:      cfg.PID,
-		log:      cfg.Logger.With("pid", cfg.PID),
-		dumpOn:   dumpSize(cfg.DumpOnCPU, 0),
-		dumpOff:  dumpSize(cfg.DumpOffCPU, defaultDumpOffCPU),
-		pageSize: os.Getpagesize(),
-		threads:  map[int]*thread{},
-		live:     map[int]*thread{},
-		recs:     map[*Recording]struct{}{},
-		freq:     cfg.Freq,
-		offCPU:   cfg.OffCPU,
-		epfd:     -1, wakefd: -1, pidfd: -1,
+		cfg:        cfg,
+		pid:        cfg.PID,
+		log:        cfg.Logger.With("pid", cfg.PID),
+		dumpOn:     dumpSize(cfg.DumpOnCPU, 0),
+		dumpOff:    dumpSize(cfg.DumpOffCPU, defaultDumpOffCPU),
+		pageSize:   os.Getpagesize(),
+		threads:    map[int]*thread{},
+		live:       map[int]*thread{},
+		recs:       map[*Recording]struct{}{},
+		freq:       cfg.Freq,
+		offCPU:     cfg.OffCPU,
+		maxThreads: cfg.MaxThreads,
+		epfd:       -1, wakefd: -1, pidfd: -1,
 		done:       make(chan struct{}),
 		loopDone:   make(chan struct{}),
 		closer:     make(chan closeJob, 1024),
@@ -191,7 +200,10 @@ func (s *Sampler) start() error {
 	} else if s.cfg.Kernel {
 		go warmKallsyms() // for a later SetRate that turns off-CPU on
 	}
-	raiseNoFile(uint64(fdsPerThread * len(tids)))
+	RaiseNoFile()
+	if s.maxThreads > 0 && len(tids) > s.maxThreads {
+		tids = busiestFirst(s.pid, tids)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Threads started while we attach are caught by their parent's FORK
@@ -201,6 +213,9 @@ func (s *Sampler) start() error {
 		for _, tid := range tids {
 			if _, ok := s.live[tid]; ok {
 				continue
+			}
+			if t, ok := s.threads[tid]; ok && t.err != nil && t.exited == 0 {
+				continue // refused once (over the bound, or failed)
 			}
 			if err := s.attach(tid, monotime.Now()); err != nil && s.isFatal(err) {
 				return err
@@ -292,6 +307,9 @@ func (s *Sampler) setRate(freq int, offCPU bool) (started []int, begun uint64, _
 	s.drainAll()
 	now := monotime.Now()
 	var errs []error
+	onCPU := partial{what: "changing the on-CPU rate", threads: len(s.live)}
+	offs := partial{what: "opening off-CPU events", threads: len(s.live)}
+	var opened []*thread // off-CPU events opened by this call, in order
 	if freq != s.freq {
 		s.freq = freq
 		if freq > 0 {
@@ -309,7 +327,7 @@ func (s *Sampler) setRate(freq int, offCPU bool) (started []int, begun uint64, _
 				t.onEnabled = false
 			}
 			if err != nil && !errors.Is(err, errGone) && !errors.Is(err, unix.ESRCH) {
-				errs = append(errs, err)
+				onCPU.add(err)
 			}
 		}
 	}
@@ -332,15 +350,36 @@ func (s *Sampler) setRate(freq int, offCPU bool) (started []int, begun uint64, _
 				s.stopOffCPU(t, now)
 				continue
 			}
+			if t.off < 0 && offs.outOfFDs {
+				offs.failed++ // another EMFILE: not asked again
+				continue
+			}
+			fresh := t.off < 0
 			if err := s.enableOffCPU(t, now); err != nil {
 				if !errors.Is(err, errGone) {
-					errs = append(errs, err)
+					offs.add(err)
+					if offs.outOfFDs {
+						offs.failed += s.giveBack(opened, fdReserve)
+						opened = nil
+					}
 				}
 				continue
+			}
+			if fresh {
+				opened = append(opened, t)
 			}
 			started = append(started, t.tid)
 		}
 		begun = now
+		started = slices.DeleteFunc(started, func(tid int) bool {
+			t, ok := s.live[tid]
+			return !ok || !t.offEnabled
+		})
+	}
+	for _, p := range []partial{onCPU, offs} {
+		if p.failed > 0 {
+			errs = append(errs, &PartialError{What: p.what, Failed: p.failed, Threads: p.threads, Err: p.first})
+		}
 	}
 	return started, begun, errors.Join(errs...)
 }

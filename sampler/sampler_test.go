@@ -309,7 +309,7 @@ func TestChurn(t *testing.T) {
 	samples := rec.Stop()
 	stopAt := rec.End()
 	t.Logf("Stop after %v", time.Since(t0))
-	if limit := fd0 + 3 + fdsPerThread*(live+4); mid > limit {
+	if limit := fd0 + 3 + s.perThread()*(live+4); mid > limit {
 		t.Errorf("%d descriptors open with %d threads live for the sampler (%d in the target); want at most %d", mid, live, len(tasks), limit)
 	}
 	sampled := map[int]int{}

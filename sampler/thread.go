@@ -44,9 +44,36 @@ type forkedThread struct {
 }
 
 // isFatal says whether an attach error at Start should stop Start: a
-// permission or descriptor problem will hit every thread.
+// problem on the first thread (a permission) will hit every thread. Past
+// the first, a thread that cannot be watched is counted, and running out
+// of descriptors bounds the threads instead (overBudget).
 func (s *Sampler) isFatal(err error) bool {
-	return !errors.Is(err, errGone) && len(s.live) == 0 || errors.Is(err, unix.EMFILE)
+	return !errors.Is(err, errGone) && len(s.live) == 0
+}
+
+// full reports whether the descriptor bound leaves no room for another
+// thread.
+func (s *Sampler) full() bool {
+	return s.maxThreads > 0 && len(s.live) >= s.maxThreads
+}
+
+// overBudget records that thread t is not sampled for want of
+// descriptors: the plan's bound, or the kernel's EMFILE (cause), which
+// then becomes the bound. It is said once in the log, and counted.
+func (s *Sampler) overBudget(t *thread, cause error) {
+	t.err = ErrOverBudget
+	if cause != nil {
+		t.err = fmt.Errorf("%w: %w", ErrOverBudget, cause)
+		if s.maxThreads == 0 || len(s.live) < s.maxThreads {
+			s.maxThreads = max(len(s.live), 1)
+		}
+	}
+	s.stats.ThreadsOverBudget++
+	if !s.warnedBudget {
+		s.warnedBudget = true
+		s.log.Warn("threads past the file descriptor bound are not sampled (counted in the capture)",
+			"threads_sampled", len(s.live), "first_unsampled_tid", t.tid, "err", t.err)
+	}
 }
 
 func (s *Sampler) firstErr() error {
@@ -92,10 +119,17 @@ func (s *Sampler) ringBytes() int {
 // attach opens the events of thread tid. Called with s.mu held.
 func (s *Sampler) attach(tid int, seen uint64) (err error) {
 	t := &thread{tid: tid, seen: seen, tracker: -1, on: -1, off: -1}
-	if old, ok := s.threads[tid]; ok && old.exited == 0 && old.err == nil {
-		return nil
+	if old, ok := s.threads[tid]; ok && old.exited == 0 && (old.err == nil || errors.Is(old.err, ErrOverBudget)) {
+		return old.err // watched, or refused once for want of descriptors: never retried
 	}
 	s.threads[tid] = t
+	if s.full() {
+		if name, err := procfs.Comm(s.pid, tid); err == nil {
+			t.name = name
+		}
+		s.overBudget(t, nil)
+		return t.err
+	}
 	defer func() {
 		if err != nil {
 			s.closeThread(t)
@@ -105,20 +139,20 @@ func (s *Sampler) attach(tid int, seen uint64) (err error) {
 				err = nil
 				return
 			}
+			if IsDescriptorShortage(err) && len(s.live) > 0 {
+				s.overBudget(t, err)
+				err = t.err
+				return
+			}
 			t.err = err
 			s.stats.ThreadsFailed++
 			s.log.Warn("cannot watch thread", "tid", tid, "err", err)
 		}
 	}()
-	a := s.trackerAttr()
-	if t.tracker, err = s.openEvent(&a, tid, "dummy", false); err != nil {
-		return err
-	}
-	if t.sideMem, t.side, err = s.mapRing(t.tracker, t.tid, sidePages*s.pageSize, false); err != nil {
-		return err
-	}
-	if err := s.epollAdd(t.tracker, int32(tid)); err != nil {
-		return err
+	if !s.cfg.FoldTracker {
+		if err := s.openTracker(t); err != nil {
+			return err
+		}
 	}
 	if name, err := procfs.Comm(s.pid, tid); err == nil {
 		t.name = name
@@ -142,10 +176,22 @@ func (s *Sampler) attach(tid int, seen uint64) (err error) {
 	return nil
 }
 
+// openTracker opens t's tracker event and its side-band ring.
+func (s *Sampler) openTracker(t *thread) (err error) {
+	a := s.trackerAttr()
+	if t.tracker, err = s.openEvent(&a, t.tid, "dummy", false); err != nil {
+		return err
+	}
+	if t.sideMem, t.side, err = s.mapRing(t.tracker, t.tid, sidePages*s.pageSize, false); err != nil {
+		return err
+	}
+	return s.epollAdd(t.tracker, int32(t.tid))
+}
+
 // openEvent opens one event, raising RLIMIT_NOFILE once if we ran out.
 func (s *Sampler) openEvent(a *unix.PerfEventAttr, tid int, what string, needsKernel bool) (int, error) {
 	fd, err := perfOpen(a, tid)
-	if errors.Is(err, unix.EMFILE) && raiseNoFile(uint64(fdsPerThread*(len(s.live)+16))) {
+	if errors.Is(err, unix.EMFILE) && RaiseNoFile() {
 		fd, err = perfOpen(a, tid)
 	}
 	if err != nil {
