@@ -52,7 +52,9 @@
 //	target_exited       the process exited during the capture
 //	counts              samples (on-CPU), offcpu_intervals, samples_before,
 //	                    lost_records, lost_samples, throttled, threads,
-//	                    unreadable_threads, jit_sources, jit_truncated,
+//	                    unreadable_threads, unsampled_threads (left
+//	                    out of sampling for want of file descriptors;
+//	                    omitted when 0), jit_sources, jit_truncated,
 //	                    missing_symbols
 //	settings            freq_hz, baseline_freq_hz, history_ns,
 //	                    capture_for_ns, offcpu, kernel, ptrace

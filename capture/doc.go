@@ -18,4 +18,22 @@
 // the snapshot and the resolving of every capture's samples; it is
 // refreshed at the start of each capture (code loaded since) and before
 // its samples are resolved.
+//
+// # Descriptors
+//
+// Sampling holds a file descriptor per perf event and thread, and a
+// capture must never be lost to running out of them. When a Session
+// opens (or a recording starts) it plans, once, with sampler.PlanFDs:
+// the soft RLIMIT_NOFILE goes up to the hard one, and the capture's need
+// (threads × events, what is open, headroom for the capture's files) is
+// set against it. A shortfall is logged once, at start-up, with the
+// numbers and the fix; the session then samples less (the tracker
+// folded, off-CPU dropped, then the busiest threads) — the same for the
+// flight recorder and every capture, each of whose capture.json carries
+// the plan as a note and counts.unsampled_threads.
+//
+// A capture writes whatever it has: when its sampler cannot start (or
+// the plan leaves room for no thread) it writes the snapshot alone, and
+// when raising the rate fails for some threads it samples the others;
+// either way a note says what was lost and why.
 package capture

@@ -11,7 +11,8 @@
 //
 // # Events and rings
 //
-// Each thread gets three events (pid = tid, cpu = -1), all with
+// Each thread gets three events (pid = tid, cpu = -1; see Descriptors for
+// fewer), all with
 // use_clockid = CLOCK_MONOTONIC (the clock jitdump writers use) and the
 // same sample_id layout, so one decoder reads every record:
 //
@@ -36,6 +37,26 @@
 // locked memory runs short; records that find a ring full are lost and
 // counted from the kernel's PERF_RECORD_LOST. Per-CPU rings would need one
 // event per thread and CPU.
+//
+// # Descriptors
+//
+// Each event is a file descriptor: three per thread (two with the
+// tracker folded, one without off-CPU as well), so a 7,000-thread target
+// needs 21,000 against RLIMIT_NOFILE. PlanFDs raises the soft limit to
+// the hard one and fits the threads in before sampling begins, giving up
+// what costs a reader least first: the tracker (Config.FoldTracker: its
+// FORK, EXIT and COMM records then come in the on-CPU ring, and new
+// threads are found when that ring wakes the reader, at a hang-up, or at
+// the /proc scan, within 500 ms), then off-CPU sampling, then threads
+// (Config.MaxThreads: the busiest by CPU time from /proc schedstat, the
+// main thread always, deterministic and read without stopping anything).
+// A thread past the bound is counted (Stats.ThreadsOverBudget), never
+// retried, and never fatal; an EMFILE nobody planned for (another part
+// of the process took descriptors) lowers the bound to what fitted.
+// SetRate that runs out of descriptors while opening off-CPU events
+// closes the ones it opened, up to half the headroom, so that the rest
+// of a capture can still open its files, and says which threads lack
+// what (PartialError).
 //
 // SetRate changes each thread's events in place (PERF_EVENT_IOC_PERIOD,
 // ENABLE, DISABLE), so no thread goes unsampled in between. The kernel
