@@ -3,6 +3,7 @@ package jit
 import (
 	"bytes"
 	"fmt"
+	"github.com/stallwatch/stallwatch/internal/hexnum"
 	"io"
 )
 
@@ -114,12 +115,12 @@ func (m *mapReader) parseLine(off int64, line []byte, visit func(start, size uin
 // parseMapLine splits "START SIZE name"; reason is "" for a good line.
 func parseMapLine(line []byte) (start, size uint64, name []byte, reason string) {
 	f, rest := nextField(line)
-	start, ok := parseHex(f)
+	start, ok := hexnum.Parse(f)
 	if !ok {
 		return 0, 0, nil, fmt.Sprintf("start %q is not a hex number", clip(f))
 	}
 	f, rest = nextField(rest)
-	size, ok = parseHex(f)
+	size, ok = hexnum.Parse(f)
 	if !ok {
 		return 0, 0, nil, fmt.Sprintf("size %q is not a hex number", clip(f))
 	}
@@ -147,32 +148,6 @@ func nextField(b []byte) (field, rest []byte) {
 		j++
 	}
 	return b[i:j], b[j:]
-}
-
-// parseHex reads up to 16 hex digits with an optional 0x prefix, without
-// allocating.
-func parseHex(b []byte) (uint64, bool) {
-	if len(b) > 2 && b[0] == '0' && (b[1] == 'x' || b[1] == 'X') {
-		b = b[2:]
-	}
-	if len(b) == 0 || len(b) > 16 {
-		return 0, false
-	}
-	var v uint64
-	for _, c := range b {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		v = v<<4 | uint64(c)
-	}
-	return v, true
 }
 
 // clip keeps messages about garbage short.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stallwatch/stallwatch/internal/hexnum"
 	"io"
 	"strconv"
 	"time"
@@ -376,8 +377,8 @@ func parseHex(s string) (uint64, error) {
 	if len(s) < 3 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X') {
 		return 0, fmt.Errorf("address %q is not 0x-prefixed hex", truncate(s, 40))
 	}
-	v, err := strconv.ParseUint(s[2:], 16, 64)
-	if err != nil {
+	v, ok := hexnum.Parse(s)
+	if !ok {
 		return 0, fmt.Errorf("address %q: not a 64-bit hex number", truncate(s, 40))
 	}
 	return v, nil

@@ -10,6 +10,7 @@ package kallsyms
 import (
 	"cmp"
 	"fmt"
+	"github.com/stallwatch/stallwatch/internal/hexnum"
 	"io"
 	"os"
 	"slices"
@@ -108,7 +109,7 @@ func Parse(r io.Reader) (*Table, error) {
 		if len(name) == 0 || len(typ) != 1 {
 			continue
 		}
-		addr, ok := parseHex(addrField)
+		addr, ok := hexnum.Parse(addrField)
 		if !ok {
 			continue
 		}
@@ -154,28 +155,6 @@ func nextField(s string) (field, rest string) {
 		j++
 	}
 	return s[i:j], s[j:]
-}
-
-func parseHex(s string) (uint64, bool) {
-	if len(s) == 0 || len(s) > 16 {
-		return 0, false
-	}
-	var v uint64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		v = v<<4 | uint64(c)
-	}
-	return v, true
 }
 
 // markers are the image's section bounds, kept while parsing so that

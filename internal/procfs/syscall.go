@@ -2,6 +2,7 @@ package procfs
 
 import (
 	"fmt"
+	"github.com/stallwatch/stallwatch/internal/hexnum"
 	"strconv"
 	"strings"
 )
@@ -71,8 +72,8 @@ func ParseSyscall(text string) (Syscall, error) {
 }
 
 func parseHex(s string) (uint64, error) {
-	v, err := strconv.ParseUint(strings.TrimPrefix(s, "0x"), 16, 64)
-	if err != nil {
+	v, ok := hexnum.Parse(s)
+	if !ok {
 		return 0, fmt.Errorf("syscall: bad hex %q", s)
 	}
 	return v, nil
@@ -113,7 +114,7 @@ func ParseKernelStack(text string) []KernelFrame {
 			continue
 		}
 		var kf KernelFrame
-		kf.Addr, _ = strconv.ParseUint(strings.TrimPrefix(line[2:end], "0x"), 16, 64)
+		kf.Addr, _ = hexnum.Parse(line[2:end])
 		sym := strings.TrimSpace(line[end+2:])
 		if i := strings.IndexByte(sym, ' '); i >= 0 {
 			kf.Module = strings.TrimSpace(sym[i+1:])
@@ -122,8 +123,8 @@ func ParseKernelStack(text string) []KernelFrame {
 		name, offs, _ := strings.Cut(sym, "+")
 		kf.Symbol = name
 		if off, size, ok := strings.Cut(offs, "/"); ok {
-			kf.Offset, _ = strconv.ParseUint(strings.TrimPrefix(off, "0x"), 16, 64)
-			kf.Size, _ = strconv.ParseUint(strings.TrimPrefix(size, "0x"), 16, 64)
+			kf.Offset, _ = hexnum.Parse(off)
+			kf.Size, _ = hexnum.Parse(size)
 		}
 		if kf.Symbol != "" {
 			frames = append(frames, kf)
