@@ -98,16 +98,11 @@ func openDebugFile(env *Env, name string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := fd.Stat()
+	size, err := regularSize(fd)
 	if err != nil {
-		fd.Close()
 		return nil, err
 	}
-	if !st.Mode().IsRegular() {
-		fd.Close()
-		return nil, fmt.Errorf("%s: not a regular file", fd.Name())
-	}
-	return openUncached(fd, name, st.Size())
+	return openUncached(fd, name, size)
 }
 
 // debugLink reads .gnu_debuglink.

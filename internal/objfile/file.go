@@ -119,28 +119,38 @@ func (f *File) attach(r io.ReaderAt, size int64, c io.Closer) error {
 // need it). path is the file as the target names it. Each Open must be
 // matched by a Close.
 func Open(fd *os.File, path string) (*File, error) {
-	st, err := fd.Stat()
+	size, err := regularSize(fd)
 	if err != nil {
-		fd.Close()
 		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		fd.Close()
-		return nil, fmt.Errorf("%s: not a regular file", fd.Name())
 	}
 	id, ok := idOf(fd)
 	if !ok {
-		return openUncached(fd, path, st.Size())
+		return openUncached(fd, path, size)
 	}
 	if f := cache.acquire(id, fd, path); f != nil {
 		return f, nil
 	}
-	f, err := openUncached(fd, path, st.Size())
+	f, err := openUncached(fd, path, size)
 	if err != nil {
 		return nil, err
 	}
 	f.id = id
 	return cache.add(f), nil
+}
+
+// regularSize returns the size of the regular file fd, or closes fd and
+// says why it is not one.
+func regularSize(fd *os.File) (int64, error) {
+	st, err := fd.Stat()
+	if err != nil {
+		fd.Close()
+		return 0, err
+	}
+	if !st.Mode().IsRegular() {
+		fd.Close()
+		return 0, fmt.Errorf("%s: not a regular file", fd.Name())
+	}
+	return st.Size(), nil
 }
 
 func openUncached(fd *os.File, path string, size int64) (*File, error) {
