@@ -57,7 +57,8 @@
 //	                    omitted when 0), jit_sources, jit_truncated,
 //	                    missing_symbols
 //	settings            freq_hz, baseline_freq_hz, history_ns,
-//	                    capture_for_ns, offcpu, kernel, ptrace
+//	                    capture_for_ns, offcpu, kernel, ptrace, unwind
+//	                    ("cfi", "fp"), stack_copy_bytes
 //	findings            what the report concludes, the most likely cause
 //	                    first: kind ("stopped", "deadlock",
 //	                    "runtime_pause", "event_loop_blocked",

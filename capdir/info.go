@@ -95,6 +95,10 @@ type Settings struct {
 	OffCPU       bool          `json:"offcpu"`
 	Kernel       bool          `json:"kernel"`
 	Ptrace       bool          `json:"ptrace"`
+	// Unwind is how sampled user stacks were walked ("cfi", "fp");
+	// StackCopy the bytes of user stack each sample copied for it.
+	Unwind    string `json:"unwind,omitempty"`
+	StackCopy int    `json:"stack_copy_bytes,omitempty"`
 }
 
 // Host is the load of the machine a capture was taken on.

@@ -3,6 +3,7 @@ package capture
 import (
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -33,15 +34,18 @@ type window struct {
 	samples []sampler.Sample
 }
 
-// resolver turns raw samples into symbolized report samples: stacks that
-// carry a stack copy are repaired by the unwinder (its rules are cached per
-// address), then located (cached per address in symbolize).
+// resolver turns samples (their user stacks unwound as they arrived) into
+// symbolized report samples, located per address (cached in symbolize),
+// each stack that ends early ended by a pseudo-frame saying why; it counts
+// why stacks end early.
 type resolver struct {
 	tp    *target.Process
 	names map[int]string
 	// toWall turns CLOCK_MONOTONIC nanoseconds into Unix nanoseconds
 	// (end_timestamp_ns): the offset between the clocks, read once.
 	toWall int64
+	cuts   map[unwind.Cut]int // user stacks cut short, by why
+	total  int                // samples with a user stack
 }
 
 // wallOffset is what CLOCK_MONOTONIC nanoseconds add to become Unix
@@ -74,17 +78,21 @@ func (r *resolver) resolve(windows []window) []report.Sample {
 	return out
 }
 
-// stack resolves a sample's kernel frames, then its user frames (repaired
-// with CFI where the sample carries a stack copy).
+// stack resolves a sample's kernel frames, then its user frames, ending
+// with why it was cut short.
 func (r *resolver) stack(s *sampler.Sample) []*symbolize.Location {
 	k := min(int(s.Kernel), len(s.Stack))
-	stack := s.Stack
-	if len(s.StackDump) > 0 && len(stack) > k {
-		regs := unwind.Regs{IP: s.Regs.IP, SP: s.Regs.SP, BP: s.Regs.BP, BPKnown: true}
-		user := r.tp.Unwinder().Repair(regs, unwind.DumpMemory(s.Regs.SP, s.StackDump), stack[k:])
-		stack = append(append(make([]uint64, 0, k+len(user)), stack[:k]...), user...)
+	out := r.tp.Symbols().LocateSample(make([]*symbolize.Location, 0, len(s.Stack)+1), s.Stack, k, s.Time, s.Cut)
+	if len(out) > k {
+		r.total++
+		if last := out[len(out)-1]; symbolize.IsCut(last) {
+			if r.cuts == nil {
+				r.cuts = map[unwind.Cut]int{}
+			}
+			r.cuts[s.Cut]++
+		}
 	}
-	return r.tp.Symbols().LocateStack(make([]*symbolize.Location, 0, len(stack)), stack, k, s.Time)
+	return out
 }
 
 // threadNames merges what the sampler learnt of thread names (kept after
@@ -122,10 +130,15 @@ type facts struct {
 	// noticed (the sampler, the snapshot, the watchdog, or neither yet):
 	// the same for a child of stallwatch (a zombie until reaped) and for
 	// any other process.
-	exited  bool
-	notes   []string
-	before  int // samples from the flight recorder
-	samples []report.Sample
+	exited bool
+	notes  []string
+	before int // samples from the flight recorder
+	unwind UnwindMode
+	// cuts counts the user stacks that ended before their thread's first
+	// function, by why, of userStacks.
+	cuts       map[unwind.Cut]int
+	userStacks int
+	samples    []report.Sample
 }
 
 // info is capture.json as the capture saw it; findings are added when
@@ -143,6 +156,10 @@ func (f *facts) info() capdir.Info {
 			CaptureFor:   f.cfg.CaptureFor,
 			OffCPU:       !f.cfg.NoOffCPU,
 			Kernel:       !f.cfg.NoKernel,
+			Unwind:       string(f.unwind),
+		}
+		if f.unwind == UnwindCFI {
+			info.Settings.StackCopy = f.cfg.StackCopy
 		}
 	}
 	info.Settings.Ptrace = !f.cfg.NoPtrace
@@ -215,6 +232,7 @@ func (f *facts) allNotes() []string {
 		notes = append(notes, f.symStats.KernelNote)
 	}
 	notes = append(notes, f.symStats.Notes...)
+	notes = append(notes, cutNotes(f.cuts, f.userStacks, f.cfg.StackCopy)...)
 	if n := f.symStats.Unknown; n > 0 {
 		notes = append(notes, fmt.Sprintf("%d addresses were in no mapping of the target: shown as [unknown]", n))
 	}
@@ -302,4 +320,47 @@ func (f *facts) prune(root *capdir.Root) {
 	if len(spared) > 0 {
 		f.cfg.Logger.Info("old captures kept past --keep: their upload is pending", "keep", f.cfg.Keep, "kept", strings.Join(spared, ", "))
 	}
+}
+
+// cutNotes says how many sampled stacks end before their thread's first
+// function and why, the most frequent reasons first, with the fix where
+// there is one.
+func cutNotes(cuts map[unwind.Cut]int, total, copySize int) []string {
+	if total == 0 || len(cuts) == 0 {
+		return nil
+	}
+	byReason := map[string]int{}
+	exhausted, n := 0, 0
+	for c, k := range cuts {
+		n += k
+		if c.Reason == unwind.CopyExhausted {
+			exhausted += k
+		}
+		byReason[c.String()] += k
+	}
+	whys := make([]string, 0, len(byReason))
+	for why := range byReason {
+		whys = append(whys, why)
+	}
+	sort.Slice(whys, func(i, j int) bool {
+		a, b := byReason[whys[i]], byReason[whys[j]]
+		return a > b || a == b && whys[i] < whys[j]
+	})
+	var parts []string
+	shown := 0
+	for i, why := range whys {
+		if i == 3 {
+			parts = append(parts, fmt.Sprintf("%d for other reasons", n-shown))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%d %s", byReason[why], why))
+		shown += byReason[why]
+	}
+	notes := []string{fmt.Sprintf("%d of %d sampled stacks end before their thread's first function (their last frame says why): %s",
+		n, total, strings.Join(parts, ", "))}
+	if exhausted > 0 && copySize < MaxStackCopy {
+		notes = append(notes, fmt.Sprintf("%d stacks were deeper than the %d KiB stack copy: --stack-copy %dK reaches further (at some CPU cost per sample)",
+			exhausted, copySize>>10, min(2*copySize, MaxStackCopy)>>10))
+	}
+	return notes
 }

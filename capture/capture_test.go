@@ -133,8 +133,9 @@ func TestRecordOnCPU(t *testing.T) {
 	if info.Trigger != capdir.Manual || info.PID != tg.Pid || res.Info.Counts.Samples == 0 {
 		t.Fatalf("capture.json: trigger %q pid %d, %d samples", info.Trigger, info.PID, res.Info.Counts.Samples)
 	}
-	// A zero Config is the defaults: kernel frames, off-CPU, ptrace, 997 Hz.
-	if want := (capdir.Settings{Freq: DefaultFreq, CaptureFor: time.Minute, OffCPU: true, Kernel: true, Ptrace: true}); info.Settings != want {
+	// A zero Config is the defaults: kernel frames, off-CPU, ptrace, 997
+	// Hz; auto unwinding picks frame pointers for a pure Go program.
+	if want := (capdir.Settings{Freq: DefaultFreq, CaptureFor: time.Minute, OffCPU: true, Kernel: true, Ptrace: true, Unwind: "fp"}); info.Settings != want {
 		t.Errorf("settings of a zero Config: %+v, want %+v", info.Settings, want)
 	}
 	ci := valueIndex(t, p, report.TypeCPUSamples)
@@ -415,7 +416,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{PID: 1, Out: DefaultOut, Freq: DefaultFreq, BaselineFreq: DefaultBaselineFreq,
-		CaptureFor: DefaultCaptureFor, History: DefaultHistory, Logger: c.Logger}
+		CaptureFor: DefaultCaptureFor, History: DefaultHistory, Unwind: UnwindAuto, StackCopy: DefaultStackCopy, Logger: c.Logger}
 	if c != want || c.Logger == nil {
 		t.Errorf("filled zero Config:\n%+v\nwant\n%+v", c, want)
 	}

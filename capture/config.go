@@ -40,6 +40,12 @@ type Config struct {
 	// Snapshot takes a thread snapshot with each capture (the watchdog
 	// always does; `record` only with --snapshot).
 	Snapshot bool
+	// Unwind is how the user stacks of samples are walked (--unwind):
+	// UnwindAuto (""), UnwindCFI or UnwindFP.
+	Unwind UnwindMode
+	// StackCopy is how many bytes of the user stack each sample copies
+	// for CFI unwinding (DefaultStackCopy; --stack-copy).
+	StackCopy int
 	// Keep is how many capture directories to keep under Out (0: all).
 	Keep int
 	// Uploads, when set, is the queue of the captures' uploads: Keep
@@ -66,11 +72,55 @@ const (
 	DefaultOut          = "./stallwatch-captures"
 )
 
+// UnwindMode says how the user stacks of samples are walked.
+type UnwindMode string
+
+const (
+	// UnwindAuto is UnwindCFI, but for a target whose code all keeps
+	// frame pointers (a Go program without C code), where UnwindFP is
+	// exact and cheaper.
+	UnwindAuto UnwindMode = "auto"
+	// UnwindCFI copies StackCopy bytes of the user stack with every
+	// sample and unwinds them with call frame information (.eh_frame,
+	// .debug_frame, a Go binary's pclntab, JIT unwinding info), as perf
+	// --call-graph dwarf does; frame pointers only where nothing better
+	// exists.
+	UnwindCFI UnwindMode = "cfi"
+	// UnwindFP takes the kernel's frame-pointer callchains as they are
+	// (checked: a return address outside executable code ends the
+	// stack): the cheapest sampling, whole stacks only in code built
+	// with frame pointers.
+	UnwindFP UnwindMode = "fp"
+)
+
+// UnwindModes are the values --unwind takes.
+var UnwindModes = []string{string(UnwindAuto), string(UnwindCFI), string(UnwindFP)}
+
+// DefaultStackCopy is the stack copied per sample for CFI unwinding: see
+// the README's benchmarks for the measurement that chose it.
+const DefaultStackCopy = 16 << 10
+
+// MaxStackCopy is the largest stack copy the kernel can put in a sample.
+const MaxStackCopy = sampler.MaxStackCopy
+
 // fill applies the defaults; afterwards BaselineFreq is 0 exactly when
 // the flight recorder is off.
 func (c *Config) fill() error {
 	if c.PID <= 0 {
 		return errors.New("capture: no target pid")
+	}
+	switch c.Unwind {
+	case "":
+		c.Unwind = UnwindAuto
+	case UnwindAuto, UnwindCFI, UnwindFP:
+	default:
+		return fmt.Errorf("capture: unwind mode %q is not one of %v", c.Unwind, UnwindModes)
+	}
+	if c.StackCopy < 0 || c.StackCopy > MaxStackCopy {
+		return fmt.Errorf("capture: stack copy of %d bytes: at most %d", c.StackCopy, MaxStackCopy)
+	}
+	if c.StackCopy == 0 {
+		c.StackCopy = DefaultStackCopy
 	}
 	if c.Freq < 0 || c.BaselineFreq < 0 {
 		return fmt.Errorf("capture: negative sampling rate (%d, %d)", c.Freq, c.BaselineFreq)

@@ -12,6 +12,7 @@ import (
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/internal/unwind"
 	"github.com/stallwatch/stallwatch/report"
 	"github.com/stallwatch/stallwatch/sampler"
 	"github.com/stallwatch/stallwatch/snapshot"
@@ -26,7 +27,9 @@ type Session struct {
 	tg   capdir.Target
 	root *capdir.Root    // cfg.Out, held open
 	tp   *target.Process // what is known of the target, kept across captures
-	smp  *sampler.Sampler
+	// unwind is how samples are unwound: Config.Unwind, auto decided.
+	unwind UnwindMode
+	smp    *sampler.Sampler
 	// plan fits the target's threads into the file descriptors
 	// stallwatch may open (package doc, "Descriptors").
 	plan sampler.FDPlan
@@ -104,7 +107,41 @@ func newSession(cfg Config, root *capdir.Root) (*Session, error) {
 	}
 	s.notes = s.tp.Notes()
 	s.planDescriptors()
+	s.unwind = s.cfg.Unwind
+	if s.unwind == UnwindAuto {
+		s.unwind = autoUnwind(s.tp)
+	}
 	return s, nil
+}
+
+// autoUnwind picks the unwinding of UnwindAuto for a target: frame
+// pointers when every file of code it maps is a Go binary (Go keeps frame
+// pointers, and its tables unwind exactly without a copy), CFI otherwise.
+func autoUnwind(tp *target.Process) UnwindMode {
+	files := 0
+	for _, m := range tp.Space().Modules() {
+		if !m.IsFile() || m.Gone {
+			continue
+		}
+		files++
+		if m.File == nil {
+			return UnwindCFI
+		}
+		if g, err := m.File.Go(); err != nil || g == nil {
+			return UnwindCFI
+		}
+	}
+	if files == 0 {
+		return UnwindCFI
+	}
+	return UnwindFP
+}
+
+// userStack unwinds a sample's user stack as it arrives (see
+// sampler.Config.UserStack).
+func (s *Session) userStack(tid int32, t uint64, regs sampler.UserRegs, stack []byte, fp, dst []uint64) ([]uint64, unwind.Cut) {
+	smp := unwind.Sample{Regs: unwind.Regs{IP: regs.IP, SP: regs.SP, BP: regs.BP, BPKnown: true}, Stack: stack, FP: fp, Time: t}
+	return s.tp.Unwinder().UnwindSample(smp, unwind.MaxFrames, dst)
 }
 
 // samplerConfig is the sampler's configuration at a rate; history < 0 turns
@@ -121,6 +158,12 @@ func (s *Session) samplerConfig(freq int, offCPU bool, history time.Duration) sa
 		BlockedStack: s.tp.Unwinder().BlockedStack,
 		MaxThreads:   s.plan.MaxThreads,
 		FoldTracker:  s.plan.FoldTracker,
+		UserStack:    s.userStack,
+	}
+	if s.unwind == UnwindCFI {
+		c.DumpOnCPU, c.DumpOffCPU = s.cfg.StackCopy, s.cfg.StackCopy
+	} else {
+		c.DumpOffCPU = -1
 	}
 	return c
 }
@@ -230,6 +273,7 @@ func (s *Session) finish(f *facts, smp *sampler.Sampler, rec *sampler.Recording,
 	}
 	r := &resolver{tp: s.tp, names: threadNames(smp, f.snap), toWall: wallOffset()}
 	f.samples = r.resolve(windows)
+	f.cuts, f.userStacks, f.unwind = r.cuts, r.total, s.unwind
 	f.before = len(windows[0].samples)
 	start := rec.Start()
 	if f.before > 0 {

@@ -268,6 +268,12 @@ func settingsText(s *capdir.Settings) string {
 		return "no " + what
 	}
 	parts = append(parts, onOff(s.OffCPU, "off-CPU"), onOff(s.Kernel, "kernel stacks"), onOff(s.Ptrace, "ptrace"))
+	switch {
+	case s.Unwind == "cfi" && s.StackCopy > 0:
+		parts = append(parts, fmt.Sprintf("CFI unwinding (%d KiB stack copies)", s.StackCopy>>10))
+	case s.Unwind == "fp":
+		parts = append(parts, "frame-pointer unwinding")
+	}
 	return strings.Join(parts, ", ")
 }
 

@@ -1,9 +1,9 @@
 package sampler
 
 import (
+	"github.com/stallwatch/stallwatch/internal/addrspace"
 	"github.com/stallwatch/stallwatch/internal/kallsyms"
 	"github.com/stallwatch/stallwatch/internal/procfs"
-	"golang.org/x/sys/unix"
 )
 
 // blockedNow looks at thread tid through /proc at time now, just after its
@@ -33,11 +33,10 @@ func (s *Sampler) blockedNow(tid int, now uint64) (blocked *Sample, runnable boo
 	if err != nil || sc.Running {
 		return smp, false, kernel
 	}
-	smp.Regs = UserRegs{IP: sc.PC, SP: sc.SP}
 	var user []uint64
 	if s.cfg.BlockedStack != nil {
-		if u, err := s.cfg.BlockedStack(tid); err == nil {
-			user = u
+		if u, cut, err := s.cfg.BlockedStack(tid); err == nil {
+			user, smp.Cut = u, cut
 		} else {
 			s.log.Debug("blocked stack", "tid", tid, "err", err)
 		}
@@ -46,8 +45,12 @@ func (s *Sampler) blockedNow(tid int, now uint64) (blocked *Sample, runnable boo
 		user = []uint64{sc.PC}
 	}
 	smp.Stack = append(smp.Stack, user...)
-	if s.dumpOff > 0 && sc.SP != 0 {
-		smp.StackDump = readStack(s.pid, sc.SP, s.dumpOff)
+	if s.cfg.UserStack == nil {
+		// Kept for an unwinder after sampling.
+		smp.Regs = UserRegs{IP: sc.PC, SP: sc.SP}
+		if s.dumpOff > 0 && sc.SP != 0 {
+			smp.StackDump = readStack(s.pid, sc.SP, s.dumpOff)
+		}
 	}
 	return smp, false, kernel
 }
@@ -77,23 +80,9 @@ func kernelAddrs(frames []procfs.KernelFrame) []uint64 {
 	return out
 }
 
-// readStack reads up to n bytes of the target's memory from sp up, page by
-// page so that a stack ending before n bytes still yields what it holds.
+// readStack reads up to n bytes of the target's memory from sp up: a stack
+// that ends before n bytes still yields what it holds.
 func readStack(pid int, sp uint64, n int) []byte {
 	buf := make([]byte, n)
-	const page = 4096
-	var local []unix.Iovec
-	var remote []unix.RemoteIovec
-	for off := 0; off < n; {
-		chunk := min(n-off, int(page-(sp+uint64(off))%page))
-		local = append(local, unix.Iovec{Base: &buf[off]})
-		local[len(local)-1].SetLen(chunk)
-		remote = append(remote, unix.RemoteIovec{Base: uintptr(sp) + uintptr(off), Len: chunk})
-		off += chunk
-	}
-	got, err := unix.ProcessVMReadv(pid, local, remote, 0)
-	if err != nil || got <= 0 {
-		return nil
-	}
-	return buf[:got]
+	return buf[:addrspace.NewMemory(pid).ReadPartial(buf, sp)]
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/stallwatch/stallwatch/internal/unwind"
 )
 
 // Config says what to sample. The zero value of each optional field means
@@ -27,13 +29,20 @@ type Config struct {
 	// kernel.perf_event_max_stack).
 	MaxStack int
 	// DumpOffCPU and DumpOnCPU are how many bytes of the user stack (from
-	// its pointer up) and which user registers go with each sample into
-	// Sample.StackDump and Sample.Regs (PERF_SAMPLE_STACK_USER and
-	// REGS_USER), so an .eh_frame unwinder can repair chains through
-	// libraries without frame pointers later. 0 means the default
-	// (off-CPU 2048, on-CPU none), negative none. Rounded up to 8 bytes,
-	// at most 32 KiB.
+	// its pointer up) and which user registers go with each sample
+	// (PERF_SAMPLE_STACK_USER and REGS_USER), for an unwinder that reads
+	// call frame information: the kernel's callchain walks frame
+	// pointers and loses frames in code built without them (Debian's
+	// libc). 0 means the default (off-CPU 2048, on-CPU none), negative
+	// none. Rounded up to 8 bytes, at most MaxStackCopy.
 	DumpOffCPU, DumpOnCPU int
+	// UserStack, when not nil, turns each sample's user registers, stack
+	// copy and frame-pointer chain into its user stack as the sample
+	// arrives (Sample.Stack, Sample.Cut): no copy is kept, so the flight
+	// recorder and recordings hold stacks of addresses only. Without it
+	// the copies are kept in Sample.StackDump (within HistoryBytes and
+	// RecordingBytes).
+	UserStack UserStack
 	// History bounds the flight recorder by age (default 30s; negative:
 	// no flight recorder). HistoryBytes bounds it by memory (default 64
 	// MiB).
@@ -48,9 +57,9 @@ type Config struct {
 	// Records that find their ring full are lost and counted.
 	RingBytes int
 	// BlockedStack returns the user stack of a thread that is blocked when
-	// observation begins, without stopping it. nil: the PC from
-	// /proc/<pid>/task/<tid>/syscall.
-	BlockedStack func(tid int) ([]uint64, error)
+	// observation begins, without stopping it, and why it ends. nil: the
+	// PC from /proc/<pid>/task/<tid>/syscall.
+	BlockedStack func(tid int) ([]uint64, unwind.Cut, error)
 	// MaxThreads bounds the threads with open events (0: no bound), so
 	// that a capture never runs out of file descriptors (PlanFDs gives
 	// it). When a target has more at Start, the busiest by CPU time are
@@ -69,7 +78,7 @@ type Config struct {
 const (
 	defaultMaxStack       = 127
 	defaultDumpOffCPU     = 2048
-	maxDump               = 32 << 10
+	maxDump               = MaxStackCopy
 	defaultHistory        = 30 * time.Second
 	defaultHistoryBytes   = 64 << 20
 	defaultRecordingBytes = 1 << 30
@@ -77,6 +86,16 @@ const (
 	ringBudget            = 64 << 20 // all rings together, when RingBytes is not set
 	minRingBytes          = 16 << 10
 )
+
+// MaxStackCopy is the largest stack copy a sample can carry: a perf record
+// is at most 64 KiB with its header, callchain and registers.
+const MaxStackCopy = 60 << 10
+
+// UserStack unwinds the user stack of a sample of thread tid at
+// CLOCK_MONOTONIC time t from its registers and stack copy (nil when the
+// sample has none) and the kernel's frame-pointer chain fp (the sampled
+// IP first), appending it to dst. See Config.UserStack.
+type UserStack func(tid int32, t uint64, regs UserRegs, stack []byte, fp []uint64, dst []uint64) ([]uint64, unwind.Cut)
 
 // check validates cfg and fills its defaults.
 func (cfg *Config) check() error {

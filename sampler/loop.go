@@ -250,6 +250,8 @@ func (s *Sampler) handle(t *thread, b []byte) (exit uint64, exited bool) {
 }
 
 // sampleOf copies a sample record into a Sample (kind and weight aside).
+// With a Config.UserStack the user part of the stack is unwound here,
+// from the record's registers and stack copy, which are not kept.
 func (s *Sampler) sampleOf(r *record) Sample {
 	var kernel int
 	s.chainBuf, kernel = callchain(r.chain, s.chainBuf)
@@ -258,12 +260,20 @@ func (s *Sampler) sampleOf(r *record) Sample {
 		PID:    int32(r.pid),
 		TID:    int32(r.tid),
 		CPU:    int32(r.cpu),
-		Stack:  append([]uint64(nil), s.chainBuf...),
 		Kernel: uint16(kernel),
 	}
+	var regs UserRegs
 	if len(r.regs) > 0 {
-		smp.Regs = decodeRegs(r.regs)
+		regs = decodeRegs(r.regs)
 	}
+	if s.cfg.UserStack != nil && len(s.chainBuf) > kernel {
+		s.userBuf = append(s.userBuf[:0], s.chainBuf[:kernel]...)
+		s.userBuf, smp.Cut = s.cfg.UserStack(smp.TID, r.time, regs, r.stackDump, s.chainBuf[kernel:], s.userBuf)
+		smp.Stack = append([]uint64(nil), s.userBuf...)
+		return smp
+	}
+	smp.Stack = append([]uint64(nil), s.chainBuf...)
+	smp.Regs = regs
 	if len(r.stackDump) > 0 {
 		smp.StackDump = append([]byte(nil), r.stackDump...)
 	}

@@ -39,6 +39,7 @@ type Sampler struct {
 	recs     map[*Recording]struct{}
 	stats    Stats
 	chainBuf []uint64
+	userBuf  []uint64
 	pending  []forkedThread // threads announced by FORK records, to attach
 	lastScan time.Time
 	// maxThreads bounds len(live) (0: none): Config.MaxThreads, lowered

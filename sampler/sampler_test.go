@@ -2,6 +2,7 @@ package sampler
 
 import (
 	"fmt"
+	"github.com/stallwatch/stallwatch/internal/unwind"
 	"os/exec"
 	"reflect"
 	"regexp"
@@ -138,11 +139,11 @@ func TestOffCPUBlockedThreads(t *testing.T) {
 	// The sleeper's user stack comes from BlockedStack (the lead wires an
 	// unwinder there); the piper's from /proc's syscall PC.
 	sleeperStack := []uint64{0x5eed0001, 0x5eed0002}
-	blockedStack := func(tid int) ([]uint64, error) {
+	blockedStack := func(tid int) ([]uint64, unwind.Cut, error) {
 		if int32(tid) == roles["sleeper"] {
-			return sleeperStack, nil
+			return sleeperStack, unwind.Cut{}, nil
 		}
-		return nil, fmt.Errorf("no unwinder for %d", tid)
+		return nil, unwind.Cut{}, fmt.Errorf("no unwinder for %d", tid)
 	}
 	s := mustStart(t, Config{PID: tg.Pid, Freq: 997, OffCPU: true, Kernel: true, BlockedStack: blockedStack})
 	rec := s.StartRecording()

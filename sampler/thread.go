@@ -104,9 +104,13 @@ func (s *Sampler) maxRecord() int {
 func (s *Sampler) ringBytes() int {
 	n := s.cfg.RingBytes
 	if n == 0 {
-		n = defaultRingBytes
+		// Stack copies make records large: room for 16 of them, so
+		// that a reader late by a few milliseconds loses nothing.
+		n = max(defaultRingBytes, 16*s.maxRecord())
 		if per := ringBudget / (len(s.live) + 1); per < n {
-			n = max(per, minRingBytes)
+			// At least two of the largest records (with a stack
+			// copy) fit, else one would be dropped unannounced.
+			n = max(per, minRingBytes, 2*s.maxRecord())
 		}
 	}
 	pages := 1

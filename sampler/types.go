@@ -1,5 +1,7 @@
 package sampler
 
+import "github.com/stallwatch/stallwatch/internal/unwind"
+
 // Kind says what a sample measures.
 type Kind uint8
 
@@ -37,12 +39,15 @@ type Sample struct {
 	// addresses are as the unwinder found them (not adjusted by -1).
 	Stack  []uint64
 	Kernel uint16
+	// Cut says why the user stack ends before the thread's first
+	// function (Config.UserStack); zero when it does not, or when no
+	// unwinder said.
+	Cut unwind.Cut
 
 	// Regs and StackDump, when StackDump is not empty, are the user
 	// registers and the top of the user stack (from Regs.SP up) at the
-	// sample. The kernel's callchain walks frame pointers and loses frames
-	// in libraries built without them (Debian's libc); an unwinder that
-	// reads .eh_frame repairs the chain from these after sampling.
+	// sample, kept only without a Config.UserStack to reduce them as they
+	// arrive.
 	Regs      UserRegs
 	StackDump []byte
 }

@@ -290,7 +290,7 @@ func (tk *taker) userStack(t *Thread, st procfs.Status, sc procfs.Syscall) {
 		case res.err != nil:
 			tk.note("thread %d: %v; read without a stop instead", t.TID, res.err)
 		default:
-			t.UserAddrs, t.UserExact = res.trace.PCs, res.trace.Exact
+			t.UserAddrs, t.UserExact, t.UserCut = res.trace.PCs, res.trace.Exact, res.trace.Cut
 			t.Unwinder = res.trace.Methods()
 			t.Stopped, t.Stop, t.StopHeld = true, res.stop, res.held
 			tk.snap.PtraceUsed = true
@@ -314,7 +314,7 @@ func (tk *taker) userStack(t *Thread, st procfs.Status, sc procfs.Syscall) {
 		t.Err = errors.Join(t.Err, fmt.Errorf("user stack: %w", err))
 		return
 	}
-	t.UserAddrs, t.UserExact = tr.PCs, tr.Exact
+	t.UserAddrs, t.UserExact, t.UserCut = tr.PCs, tr.Exact, tr.Cut
 	t.Unwinder = tr.Methods()
 	if t.Unwinder != "pc only" {
 		t.Unwinder += " (no stop)"
@@ -414,8 +414,12 @@ func (tk *taker) name() {
 				// Nothing called a thread's first function: what a
 				// scan found beyond it is stale memory.
 				t.UserAddrs = t.UserAddrs[:j+1]
+				t.UserCut = unwind.Cut{}
 				break
 			}
+		}
+		if tk.sym != nil && len(t.User) > 0 {
+			t.User = tk.sym.EndStack(t.User, t.UserCut)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package snapshot
 import (
 	"time"
 
+	"github.com/stallwatch/stallwatch/internal/unwind"
+
 	"github.com/stallwatch/stallwatch/symbolize"
 )
 
@@ -76,6 +78,10 @@ type Thread struct {
 	UserExact []bool
 	// Unwinder names the method that produced User ("fp", "cfi+fp", "pc only").
 	Unwinder string
+	// UserCut says why the user stack ends before the thread's first
+	// function (User then ends with a pseudo-frame saying it); zero when
+	// it does not.
+	UserCut unwind.Cut
 
 	// Stopped says the thread was stopped with ptrace; Stop is for how
 	// long at most (from PTRACE_INTERRUPT to PTRACE_DETACH, which

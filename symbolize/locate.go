@@ -7,6 +7,7 @@ import (
 
 	"github.com/ianlancetaylor/demangle"
 	"github.com/stallwatch/stallwatch/internal/objfile"
+	"github.com/stallwatch/stallwatch/internal/unwind"
 )
 
 // Locate resolves one address. It never returns nil: an address nobody
@@ -71,6 +72,54 @@ func (p *Process) LocateStack(out []*Location, stack []uint64, kernel int, t uin
 	}
 	user := n + min(kernel, len(stack))
 	return append(out[:user], trimOutermost(out[user:])...)
+}
+
+// LocateSample is LocateStack for a sample whose user stack was unwound
+// with cut saying why it ends: when it ends before the thread's first
+// function, a last pseudo-frame says why (see CutLocation), so that flame
+// graphs show the loss instead of hiding it.
+func (p *Process) LocateSample(out []*Location, stack []uint64, kernel int, t uint64, cut unwind.Cut) []*Location {
+	n := len(out)
+	out = p.LocateStack(out, stack, kernel, t)
+	if len(out)-n > min(kernel, len(stack)) {
+		out = p.EndStack(out, cut)
+	}
+	return out
+}
+
+// EndStack appends to a user stack (innermost first) the pseudo-frame of
+// cut when the walk that found it ended before the thread's first
+// function: its outermost frame is not one a thread starts in, and cut
+// says why it could go no further.
+func (p *Process) EndStack(stack []*Location, cut unwind.Cut) []*Location {
+	if !cut.Truncated() || len(stack) > 0 && Outermost(stack[len(stack)-1]) {
+		return stack
+	}
+	return append(stack, p.CutLocation(cut))
+}
+
+// CutLocation is the pseudo-frame that ends a stack cut short, named
+// "[truncated: why]": "[truncated: no unwind info in libfoo.so]",
+// "[truncated: stack copy of 16 KiB exhausted]". It has no mapping and
+// address 0 (IsCut reports it).
+func (p *Process) CutLocation(c unwind.Cut) *Location {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if loc, ok := p.cuts[c]; ok {
+		return loc
+	}
+	name := "[truncated: " + c.String() + "]"
+	loc := &Location{Kind: KindUnknown, Lines: []Line{{Function: name, SystemName: name}}}
+	if p.cuts == nil {
+		p.cuts = map[unwind.Cut]*Location{}
+	}
+	p.cuts[c] = loc
+	return loc
+}
+
+// IsCut reports whether l is a pseudo-frame of CutLocation.
+func IsCut(l *Location) bool {
+	return l != nil && l.Mapping == nil && l.Addr == 0 && len(l.Lines) == 1 && strings.HasPrefix(l.Lines[0].Function, "[truncated: ")
 }
 
 func b2i(b bool) int {

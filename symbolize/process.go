@@ -7,6 +7,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/addrspace"
 	"github.com/stallwatch/stallwatch/internal/objfile"
 	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/internal/unwind"
 	"github.com/stallwatch/stallwatch/jit"
 )
 
@@ -35,6 +36,7 @@ type Process struct {
 	jitLocs [2]map[uint64]jitEntry  // JIT code, by address
 	jitMore map[jitKey]*Location    // JIT code at an address that held several
 	kframes map[procfs.KernelFrame]*Location
+	cuts    map[unwind.Cut]*Location
 	stats   Stats
 }
 

@@ -50,19 +50,28 @@ func checkPID(pid int) error {
 type captureFlags struct {
 	freq                         int
 	noOffCPU, noKernel, noPtrace bool
+	unwind                       string
+	stackCopy                    byteSize
 }
 
 func (c *captureFlags) declare(fs *cli.FlagSet) {
 	fs.Group("Capture")
 	fs.Int(&c.freq, "freq", capture.DefaultFreq, "sample each thread `HZ` times a second of its CPU time")
+	fs.Choice(&c.unwind, "unwind", string(capture.UnwindAuto), capture.UnwindModes,
+		"how sampled user stacks are walked, `MODE`: cfi (stack copies and call frame information, whole stacks through code without frame pointers), fp (the kernel's frame-pointer chains: cheapest), auto (fp for pure Go programs, else cfi)")
+	c.stackCopy = capture.DefaultStackCopy
+	fs.Var(&c.stackCopy, "stack-copy", "bytes of user stack each sample copies for --unwind cfi (`SIZE`: 8K, 16K, 32K; at most 60K); deeper stacks end with \"[truncated: stack copy … exhausted]\"").Default = c.stackCopy.String()
 	fs.Bool(&c.noOffCPU, "no-offcpu", "do not sample off-CPU (blocked) time; needs less privilege")
 	fs.Bool(&c.noKernel, "no-kernel", "leave kernel frames out of stacks; needs less privilege")
 	fs.Bool(&c.noPtrace, "no-ptrace", "never stop a thread: the snapshot reads the stacks of blocked threads from /proc only")
 }
 
 func (c *captureFlags) check() error {
-	if c.freq <= 0 {
+	switch {
+	case c.freq <= 0:
 		return cli.UsageErrorf("--freq %d: must be positive", c.freq)
+	case c.stackCopy < 256 || c.stackCopy > capture.MaxStackCopy:
+		return cli.UsageErrorf("--stack-copy %d: must be between 256 and %d bytes", int(c.stackCopy), capture.MaxStackCopy)
 	}
 	return nil
 }
@@ -71,6 +80,7 @@ func (c *captureFlags) check() error {
 func (c *captureFlags) apply(cfg *capture.Config) {
 	cfg.Freq = c.freq
 	cfg.NoOffCPU, cfg.NoKernel, cfg.NoPtrace = c.noOffCPU, c.noKernel, c.noPtrace
+	cfg.Unwind, cfg.StackCopy = capture.UnwindMode(c.unwind), int(c.stackCopy)
 }
 
 // needs is what sampling with these flags asks of the machine.

@@ -47,10 +47,10 @@ func TestGoStacks(t *testing.T) {
 	for name, tr := range map[string]Trace{"no stop": blocked, "registers": regs} {
 		names := syms.names(tr.PCs)
 		if !inOrder(names, want) {
-			t.Errorf("%s (%s, end %q): %v, want %v in order", name, tr.Methods(), tr.End, names, want)
+			t.Errorf("%s (%s, end %v): %v, want %v in order", name, tr.Methods(), tr.Cut, names, want)
 		}
-		if len(tr.PCs) != len(gdb) || tr.End != EndOfStack {
-			t.Errorf("%s: %d frames ending %q, gdb has %d:\n ours %v\n  gdb %s", name, len(tr.PCs), tr.End, len(gdb), names, gdbList(gdb))
+		if len(tr.PCs) != len(gdb) || tr.Cut.Truncated() {
+			t.Errorf("%s: %d frames ending %v, gdb has %d:\n ours %v\n  gdb %s", name, len(tr.PCs), tr.Cut, len(gdb), names, gdbList(gdb))
 		}
 		matchGdb(t, name, tr.PCs, gdb)
 		if m := tr.Methods(); m != "gopclntab" {

@@ -12,8 +12,9 @@ import (
 	"github.com/stallwatch/stallwatch/internal/procfs"
 )
 
-// MaxFrames is the depth BlockedStack walks to.
-const MaxFrames = 128
+// MaxFrames is the depth walks go to unless told otherwise: a deep
+// recursion (hundreds of frames) is shown whole.
+const MaxFrames = 1024
 
 // Process unwinds the threads of one target over its address space: CFI
 // for every mapped ELF file that has it, a Go binary's pclntab for its Go
@@ -29,11 +30,15 @@ type Process struct {
 	gone     []codeRange // mappings gone since, for code that ran before
 	known    map[*addrspace.Module]codeRange
 	problems []string
+	jit      JITCode
+
+	raMu sync.Mutex
+	ras  map[uint64]bool // return addresses checked (returnAddress)
 }
 
 // NewProcess prepares to unwind the threads of the target of space.
 func NewProcess(space *addrspace.Space) *Process {
-	p := &Process{space: space, known: map[*addrspace.Module]codeRange{}}
+	p := &Process{space: space, known: map[*addrspace.Module]codeRange{}, ras: map[uint64]bool{}}
 	p.Refresh()
 	return p
 }
@@ -70,7 +75,7 @@ func (p *Process) Refresh() {
 
 // codeRangeOf reads a module's unwind tables.
 func codeRangeOf(m *addrspace.Module) codeRange {
-	cr := codeRange{start: m.Start, end: m.End, bias: m.Bias, name: m.Name()}
+	cr := codeRange{start: m.Start, end: m.End, bias: m.Bias, name: m.Name(), anon: m.Anon}
 	if m.File == nil {
 		// A file that is not ELF is no code a linker made (a jitdump
 		// mapped so that perf sees it): nothing to unwind with.
@@ -135,8 +140,24 @@ func (p *Process) Unwind(regs Regs, mem Memory, max int) []uint64 {
 // UnwindTrace is Unwind, saying how each frame was found and why the walk
 // ended.
 func (p *Process) UnwindTrace(regs Regs, mem Memory, max int) Trace {
-	w := walker{lookup: p.lookup, mem: mem}
+	w := p.walker(mem)
 	return w.walk(regs, max)
+}
+
+// walker is a walk of this process's stacks reading mem.
+func (p *Process) walker(mem Memory) walker {
+	p.mu.RLock()
+	j := p.jit
+	p.mu.RUnlock()
+	return walker{lookup: p.lookup, mem: mem, code: p.space.Memory(), jit: j}
+}
+
+// SetJIT gives the unwind rules of the target's JIT code (package target
+// sets it from the target's jitdumps).
+func (p *Process) SetJIT(j JITCode) {
+	p.mu.Lock()
+	p.jit = j
+	p.mu.Unlock()
 }
 
 // ErrRunning is returned by BlockedStack for a thread that is on a CPU:
@@ -150,9 +171,9 @@ var ErrRunning = errors.New("thread is running in user space; its registers are 
 // Where a frame needs the frame pointer, which /proc does not show, the
 // stack is scanned for a saved frame pointer and return address pair
 // (Trace.How says Scanned).
-func (p *Process) BlockedStack(tid int) ([]uint64, error) {
+func (p *Process) BlockedStack(tid int) ([]uint64, Cut, error) {
 	t, err := p.BlockedTrace(tid, MaxFrames)
-	return t.PCs, err
+	return t.PCs, t.Cut, err
 }
 
 // BlockedTrace is BlockedStack, saying how each frame was found.
@@ -167,49 +188,124 @@ func (p *Process) BlockedTrace(tid int, max int) (Trace, error) {
 	if sc.PC == 0 || sc.SP == 0 {
 		return Trace{}, fmt.Errorf("unwind: thread %d: no user registers in /proc (a kernel thread?)", tid)
 	}
-	w := walker{lookup: p.lookup, mem: p.space.Memory(), scan: true}
+	w := p.walker(p.space.Memory())
+	w.scan = true
 	return w.walk(Regs{IP: sc.PC, SP: sc.SP}, max), nil
 }
 
-// Repair improves a callchain the kernel made by following frame
-// pointers (perf's user callchain: the sampled IP, then return addresses)
-// using the sample's user registers and the copy of its stack taken from
-// regs.SP (PERF_SAMPLE_STACK_USER). Frames inside the copy are unwound
-// with CFI, which finds the callers that code without frame pointers (a
-// libc built without them) hides from the kernel's walk; once the walk
-// reaches the frame that owns the sampled frame pointer, the kernel's
-// chain is right again and its remainder is appended. When the two cannot
-// be joined the longer of the two answers is returned.
-func (p *Process) Repair(regs Regs, dump Memory, fpChain []uint64) []uint64 {
-	w := walker{lookup: p.lookup, mem: dump}
-	s := newFrameState(regs)
-	out := []uint64{regs.IP}
-	for len(out) < MaxFrames {
+// Sample is what a perf sample carries to unwind its user stack: the user
+// registers at the sample, the copy of the stack taken from regs.SP
+// (PERF_SAMPLE_STACK_USER) and the kernel's own frame-pointer walk of the
+// user stack (the callchain: the sampled IP, then return addresses).
+type Sample struct {
+	Regs  Regs
+	Stack []byte
+	FP    []uint64
+	// Time is the sample's CLOCK_MONOTONIC time: the JIT code live then.
+	Time uint64
+}
+
+// UnwindSample returns the user stack of a sample, innermost first,
+// appended to dst, and why it ends. Frames inside the stack copy are
+// unwound with call frame information, Go frame sizes and frame pointers
+// (in that order of preference, per frame); beyond the copy, the
+// kernel's frame-pointer chain is joined where both walks agree on a
+// return address, and followed only while each of its return addresses
+// is in executable code right after a call: bytes of the stack are never
+// taken for frames. The walk ends with a Cut saying why when it could go
+// no further before the thread's first function.
+func (p *Process) UnwindSample(smp Sample, max int, dst []uint64) ([]uint64, Cut) {
+	out := dst
+	if len(smp.Stack) == 0 {
+		return p.validFP(smp.FP, max, out)
+	}
+	w := p.walker(DumpMemory(smp.Regs.SP, smp.Stack))
+	w.t, w.copySize = smp.Time, len(smp.Stack)
+	s := newFrameState(smp.Regs)
+	out = append(out, smp.Regs.IP)
+	n := 1
+	for n < max {
 		res := w.step(&s)
-		if res.end != "" {
-			if res.end == EndOfStack {
-				return out
+		if res.end {
+			if !res.cut.Truncated() {
+				return out, Cut{}
 			}
-			break
+			return p.join(out, n, res.cut, smp.FP, max)
+		}
+		if !w.executable(s.ip(), res.signal) {
+			return out, Cut{Reason: NotExecutable, PC: s.ip()}
 		}
 		out = append(out, s.ip())
-		// The frame just unwound kept the sampled frame pointer: its
-		// return address is the kernel chain's second entry, and the
-		// kernel chain is right from there on.
-		if regs.BPKnown && res.how == CFI && res.cfa == regs.BP+16 && len(fpChain) > 1 && s.ip() == fpChain[1] {
-			return append(out, fpChain[2:]...)
-		}
+		n++
 	}
-	// Join on a return address both walks found.
-	for i := len(out) - 1; i >= 1; i-- {
-		for j := 1; j < len(fpChain); j++ {
-			if out[i] == fpChain[j] {
-				return append(out[:i+1], fpChain[j+1:]...)
+	return out, Cut{Reason: TooDeep, Limit: max}
+}
+
+// join continues a walk cut at frame n (out holds its frames, the last n
+// of them this walk's) with the kernel's frame-pointer chain, from the
+// outermost return address both found.
+func (p *Process) join(out []uint64, n int, cut Cut, fp []uint64, max int) ([]uint64, Cut) {
+	walk := out[len(out)-n:]
+	for i := len(walk) - 1; i >= 1; i-- {
+		for j := 1; j < len(fp); j++ {
+			if walk[i] == fp[j] {
+				out = out[:len(out)-n+i+1]
+				return p.follow(out, i+1, fp[j+1:], max)
 			}
 		}
 	}
-	if len(out) >= len(fpChain) {
-		return out
-	}
-	return fpChain
+	return out, cut
 }
+
+// follow appends the return addresses of a frame-pointer chain while each
+// is in executable code right after a call instruction; n frames are
+// already in out.
+func (p *Process) follow(out []uint64, n int, fp []uint64, max int) ([]uint64, Cut) {
+	for _, ra := range fp {
+		if n >= max {
+			return out, Cut{Reason: TooDeep, Limit: max}
+		}
+		if !p.returnAddress(ra) {
+			return out, Cut{Reason: NotExecutable, PC: ra}
+		}
+		out = append(out, ra)
+		n++
+	}
+	// The chain ended where frame pointers end: at the thread's first
+	// function, or in code that does not keep them.
+	return out, Cut{Reason: NoUnwindInfo, Module: moduleName(p.lookup(out[len(out)-1] - 1)), PC: out[len(out)-1]}
+}
+
+// validFP is the kernel's frame-pointer chain as far as it is valid (the
+// cheapest unwinding: no stack copy).
+func (p *Process) validFP(fp []uint64, max int, out []uint64) ([]uint64, Cut) {
+	if len(fp) == 0 {
+		return out, Cut{Reason: Unreadable}
+	}
+	out = append(out, fp[0])
+	return p.follow(out, 1, fp[1:], max)
+}
+
+// returnAddress reports whether ra is in executable code right after a
+// call instruction, reading the code from the target (cached per
+// address: code does not change).
+func (p *Process) returnAddress(ra uint64) bool {
+	p.raMu.Lock()
+	ok, seen := p.ras[ra]
+	p.raMu.Unlock()
+	if seen {
+		return ok
+	}
+	w := p.walker(p.space.Memory())
+	ok = ra > 1 && p.lookup(ra-1) != nil && w.isReturnAddress(ra)
+	p.raMu.Lock()
+	if len(p.ras) >= maxCachedRAs {
+		clear(p.ras)
+	}
+	p.ras[ra] = ok
+	p.raMu.Unlock()
+	return ok
+}
+
+// maxCachedRAs bounds the cache of checked return addresses.
+const maxCachedRAs = 1 << 16

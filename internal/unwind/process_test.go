@@ -257,11 +257,11 @@ func TestBlockedThreadsMatchGdb(t *testing.T) {
 		if len(g) == 0 {
 			t.Fatalf("gdb has no stack for %s (%d)", name, tid)
 		}
-		t.Logf("%s: blocked %s via %s, end %q", name, hexList(tr.PCs), tr.Methods(), tr.End)
+		t.Logf("%s: blocked %s via %s, end %v", name, hexList(tr.PCs), tr.Methods(), tr.Cut)
 		matchGdb(t, name+" (no stop)", tr.PCs, g)
 		matchGdb(t, name+" (ptrace regs)", regsTraces[tid].PCs, g)
-		if tr.End != EndOfStack {
-			t.Errorf("%s: walk ended with %q, want the end of the stack", name, tr.End)
+		if tr.Cut.Truncated() {
+			t.Errorf("%s: walk ended with %v, want the end of the stack", name, tr.Cut)
 		}
 		// Without a stop rbp is unknown: the first C frame based on it
 		// is found by the scan. With registers, CFI alone.
@@ -274,11 +274,12 @@ func TestBlockedThreadsMatchGdb(t *testing.T) {
 	}
 }
 
-// TestRepair: a frame-pointer chain like the kernel's perf callchain
-// loses the C function that called into libc (libc has no frame
-// pointers); Repair, given the registers and a copy of the stack as perf
-// takes them, gives back gdb's frames.
-func TestRepair(t *testing.T) {
+// TestUnwindSample: a frame-pointer chain like the kernel's perf
+// callchain loses the C function that called into libc (libc has no frame
+// pointers); UnwindSample, given the registers and a copy of the stack as
+// perf takes them, gives back gdb's frames — whole when the copy holds the
+// stack, joined with the kernel's chain when it does not.
+func TestUnwindSample(t *testing.T) {
 	pid, named := blockedTarget(t)
 	p, space := openProcess(t, pid)
 	stops := map[string]stopped{}
@@ -293,26 +294,30 @@ func TestRepair(t *testing.T) {
 			t.Fatalf("%s: gdb stack %v", name, gdbList(g))
 		}
 		fp := FramePointer().Unwind(st.regs, Fallback(DumpMemory(st.regs.SP, st.dump), live), MaxFrames)
-		// perf copies a few KiB of stack; the caller's frames beyond
-		// come from the kernel's chain.
-		dump := st.dump[:min(len(st.dump), 2048)]
-		got := p.Repair(st.regs, DumpMemory(st.regs.SP, dump), fp)
-		t.Logf("%s: fp %s → repaired %s", name, hexList(fp), hexList(got))
-		if len(got) <= len(fp) {
-			t.Errorf("%s: repair found no frame the frame-pointer chain missed", name)
+		whole, cut := p.UnwindSample(Sample{Regs: st.regs, Stack: st.dump, FP: fp}, MaxFrames, nil)
+		t.Logf("%s: fp %s → unwound %s (%v)", name, hexList(fp), hexList(whole), cut)
+		matchGdb(t, name+" whole copy", whole, g)
+		if len(whole) != len(g) || cut.Truncated() {
+			t.Errorf("%s: %d frames (%v) from the whole stack, gdb has %d", name, len(whole), cut, len(g))
 		}
-		// The kernel's chain ends where frame pointers end (in
-		// start_thread): so does the repaired one.
+		// Shorter copies hold the frames inside libc but not the rest:
+		// the kernel's chain is joined on a return address both found,
+		// and ends where frame pointers end (in start_thread). No size
+		// may give a frame gdb does not have.
 		last := fp[len(fp)-1]
-		for i := range g {
-			if g[i].pc == last {
-				g = g[:i+1]
-				break
+		joined := false
+		for size := 64; size < len(st.dump); size += 32 {
+			short, cut := p.UnwindSample(Sample{Regs: st.regs, Stack: st.dump[:size], FP: fp}, MaxFrames, nil)
+			matchGdb(t, fmt.Sprintf("%s copy of %d bytes", name, size), short, g[:min(len(g), len(short))])
+			if cut.Reason == NoUnwindInfo && len(short) > len(fp) && short[len(short)-1] == last {
+				joined = true
+			}
+			if !cut.Truncated() {
+				break // the copy holds the whole stack from here on
 			}
 		}
-		matchGdb(t, name+" repaired", got, g)
-		if len(got) != len(g) {
-			t.Errorf("%s: repaired %d frames, want %d", name, len(got), len(g))
+		if !joined {
+			t.Errorf("%s: no short copy was joined with the frame-pointer chain", name)
 		}
 	}
 }

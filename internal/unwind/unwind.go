@@ -30,7 +30,8 @@ var ErrUnmapped = errors.New("address not readable")
 
 // DumpMemory serves reads from a copy of the target's memory that began at
 // base, such as the user stack a perf sample copied from its stack pointer
-// (PERF_SAMPLE_STACK_USER). Reads outside it fail with ErrUnmapped.
+// (PERF_SAMPLE_STACK_USER). Reads outside it fail with ErrUnmapped; a
+// walk reading past its end says the copy was too small (CopyExhausted).
 func DumpMemory(base uint64, b []byte) Memory { return &dumpMemory{base: base, b: b} }
 
 type dumpMemory struct {
@@ -38,13 +39,20 @@ type dumpMemory struct {
 	b    []byte
 }
 
+// errPastCopy is a read past the end of a stack copy: unmapped as far as
+// the copy knows, and a sign that the copy was too small.
+var errPastCopy = fmt.Errorf("%w: %w", errOutsideCopy, ErrUnmapped)
+
 func (d *dumpMemory) ReadAt(p []byte, addr uint64) (int, error) {
-	if addr < d.base || addr-d.base >= uint64(len(d.b)) {
-		return 0, fmt.Errorf("read %#x: outside the dump [%#x, %#x): %w", addr, d.base, d.base+uint64(len(d.b)), ErrUnmapped)
+	if addr < d.base {
+		return 0, ErrUnmapped
+	}
+	if addr-d.base >= uint64(len(d.b)) {
+		return 0, errPastCopy
 	}
 	n := copy(p, d.b[addr-d.base:])
 	if n < len(p) {
-		return n, fmt.Errorf("read %d bytes at %#x: past the dump's end: %w", len(p), addr, ErrUnmapped)
+		return n, errPastCopy
 	}
 	return n, nil
 }
@@ -64,11 +72,16 @@ func (f fallbackMemory) ReadAt(p []byte, addr uint64) (int, error) {
 }
 
 func readU64(mem Memory, addr uint64) (uint64, bool) {
+	v, err := readWord(mem, addr)
+	return v, err == nil
+}
+
+func readWord(mem Memory, addr uint64) (uint64, error) {
 	var b [8]byte
 	if _, err := mem.ReadAt(b[:], addr); err != nil {
-		return 0, false
+		return 0, err
 	}
-	return binary.LittleEndian.Uint64(b[:]), true
+	return binary.LittleEndian.Uint64(b[:]), nil
 }
 
 // Method says how a frame's program counter was found.
@@ -124,9 +137,9 @@ type Trace struct {
 	// it), and the instruction a signal interrupted. Symbolizers look up
 	// return addresses minus one, and exact addresses as they are.
 	Exact []bool
-	// End says why the walk stopped: "end of stack" when the outermost
-	// frame's rules said so, otherwise the reason it could go no further.
-	End string
+	// Cut says why the walk stopped: Complete when the outermost frame's
+	// rules said so, otherwise the reason it could go no further.
+	Cut Cut
 }
 
 // Methods summarizes How: "cfi", "cfi+fp", "fp+scan", ...
@@ -159,9 +172,6 @@ func (t *Trace) push(pc uint64, how Method) {
 	t.Exact = append(t.Exact, how == Registers)
 }
 
-// EndOfStack is Trace.End when the outermost frame was reached.
-const EndOfStack = "end of stack"
-
 // FramePointer returns the unwinder that follows the frame-pointer chain
 // only, as the kernel's perf callchains do.
 func FramePointer() Unwinder { return fpUnwinder{} }
@@ -179,41 +189,54 @@ func walkFP(regs Regs, mem Memory, max int) Trace {
 	}
 	t.push(regs.IP, Registers)
 	if !regs.BPKnown {
-		t.End = "frame pointer unknown"
+		t.Cut = Cut{Reason: NoUnwindInfo, PC: regs.IP}
 		return t
 	}
 	bp, sp := regs.BP, regs.SP
 	for len(t.PCs) < max {
-		next, ok := fpStep(mem, bp, sp)
-		if !ok {
-			t.End = fmt.Sprintf("frame pointer chain ends at %#x", bp)
+		next, err := fpLink(mem, bp, sp)
+		if err != nil {
+			t.Cut = Cut{Reason: NoUnwindInfo, PC: t.PCs[len(t.PCs)-1]}
+			if errors.Is(err, errOutsideCopy) {
+				t.Cut.Reason = CopyExhausted
+			}
 			return t
 		}
 		t.push(next.ip, FramePointerChain)
 		bp, sp = next.bp, next.sp
 	}
-	t.End = "frame limit"
+	t.Cut = Cut{Reason: TooDeep, Limit: max}
 	return t
 }
 
 type fpFrame struct{ ip, sp, bp uint64 }
 
-// fpStep follows one link of the frame-pointer chain: [bp] is the caller's
-// frame pointer and [bp+8] the return address. The chain must climb the
-// stack (a frame lies above the frames it called), which also bounds it.
-func fpStep(mem Memory, bp, sp uint64) (fpFrame, bool) {
+// errNoFrame is a frame pointer that does not point at a frame record.
+var errNoFrame = errors.New("no frame record")
+
+// fpLink follows one link of the frame-pointer chain: [bp] is the
+// caller's frame pointer and [bp+8] the return address. The chain must
+// climb the stack (a frame lies above the frames it called), which also
+// bounds it.
+func fpLink(mem Memory, bp, sp uint64) (fpFrame, error) {
 	if bp == 0 || bp < sp || bp&7 != 0 || bp > 1<<63 {
-		return fpFrame{}, false
+		return fpFrame{}, errNoFrame
 	}
-	savedBP, ok1 := readU64(mem, bp)
-	ra, ok2 := readU64(mem, bp+8)
-	if !ok1 || !ok2 || ra == 0 {
-		return fpFrame{}, false
+	savedBP, err := readWord(mem, bp)
+	if err != nil {
+		return fpFrame{}, err
+	}
+	ra, err := readWord(mem, bp+8)
+	if err != nil {
+		return fpFrame{}, err
+	}
+	if ra == 0 {
+		return fpFrame{}, errNoFrame
 	}
 	if savedBP != 0 && savedBP <= bp {
 		// Some frame reused rbp; the return address at bp+8 is still
 		// this frame's, but no caller beyond it can be trusted.
-		return fpFrame{ip: ra, sp: bp + 16, bp: 0}, true
+		return fpFrame{ip: ra, sp: bp + 16, bp: 0}, nil
 	}
-	return fpFrame{ip: ra, sp: bp + 16, bp: savedBP}, true
+	return fpFrame{ip: ra, sp: bp + 16, bp: savedBP}, nil
 }

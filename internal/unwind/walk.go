@@ -18,12 +18,23 @@ type codeRange struct {
 	// gotab unwinds the Go code of a Go binary, which has no CFI.
 	gotab *objfile.GoTable
 	name  string
+	// anon marks anonymous executable memory: where JITs put code.
+	anon bool
 	// problem says why the range is unwound worse than it could be.
 	problem string
 }
 
 // codeLookup finds the executable mapping holding a run-time address.
 type codeLookup func(pc uint64) *codeRange
+
+// JITCode gives the unwind rules of JIT-compiled code: the call frame
+// information the runtime published for the code live at pc at
+// CLOCK_MONOTONIC time t (0: the latest), with the bias that turns the
+// table's addresses into run-time ones, or a rule of its own for code it
+// knows (see package target).
+type JITCode interface {
+	UnwindInfo(pc, t uint64) (cfi *objfile.CFI, bias uint64, ok bool)
+}
 
 // walker walks one stack.
 type walker struct {
@@ -32,7 +43,30 @@ type walker struct {
 	// scan allows the saved-BP search when a frame needs a frame pointer
 	// nobody knows (BlockedStack); it needs the code readable in mem.
 	scan bool
+	// code reads the target's code (return addresses are checked against
+	// the call before them); nil: mem.
+	code Memory
+	// jit names the unwind rules of JIT code (nil: none), at time t.
+	jit JITCode
+	t   uint64
+	// copySize is the size of the stack copy mem serves (0: not a copy),
+	// for the Cut that says it was too small.
+	copySize int
+	// signals counts signal frames: their stack pointer may go down
+	// (sigaltstack), so they are bounded rather than required to climb.
+	signals int
 }
+
+// codeMem is where the target's code and data are read.
+func (w *walker) codeMem() Memory {
+	if w.code != nil {
+		return w.code
+	}
+	return w.mem
+}
+
+// maxSignalFrames bounds the signal frames of one walk.
+const maxSignalFrames = 8
 
 // frameState is the registers of the frame being unwound.
 type frameState struct {
@@ -65,10 +99,37 @@ type stepResult struct {
 	// own pc and its caller's are exact addresses.
 	signal bool
 	cfa    uint64 // the callee's canonical frame address (its SP before the call, plus 0)
-	end    string // non-empty: no caller; the walk is over
+	// end is set when there is no caller: done when the thread's first
+	// frame was reached, else cut says why the walk could go no further.
+	end bool
+	cut Cut
+}
+
+func finished(how Method, cfa uint64) stepResult { return stepResult{how: how, cfa: cfa, end: true} }
+
+func cutAt(r Reason, cr *codeRange, pc uint64) stepResult {
+	return stepResult{end: true, cut: Cut{Reason: r, Module: moduleName(cr), PC: pc}}
 }
 
 var errNeedBP = errors.New("frame pointer needed and unknown")
+
+// read64 reads a word of the stack or of memory the rules point to.
+func (w *walker) read64(addr uint64) (uint64, error) {
+	var b [8]byte
+	if _, err := w.mem.ReadAt(b[:], addr); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
+}
+
+// readCut is the Cut of a failed read at addr: the copy was too small, or
+// the frame is bad.
+func (w *walker) readCut(err error, cr *codeRange, pc uint64) stepResult {
+	if errors.Is(err, errOutsideCopy) {
+		return stepResult{end: true, cut: Cut{Reason: CopyExhausted, Module: moduleName(cr), PC: pc, Limit: w.copySize}}
+	}
+	return cutAt(BadFrame, cr, pc)
+}
 
 // step unwinds s to its caller's frame.
 func (w *walker) step(s *frameState) stepResult {
@@ -81,7 +142,7 @@ func (w *walker) step(s *frameState) stepResult {
 	}
 	cr := w.lookup(look)
 	if cr == nil {
-		return stepResult{end: fmt.Sprintf("pc %#x is in no executable mapping", pc)}
+		return cutAt(NotExecutable, nil, pc)
 	}
 	// A Go binary's Go code is unwound by its pclntab, as Go's own
 	// traceback does (it also knows where stacks start and switch); its
@@ -91,33 +152,43 @@ func (w *walker) step(s *frameState) stepResult {
 			return res
 		}
 	}
-	if cr.cfi != nil {
-		rr, err := cr.cfi.RowAt(look - cr.bias)
-		if err != nil {
-			return stepResult{end: fmt.Sprintf("call frame information of %s at %#x: %v", cr.name, look-cr.bias, err)}
-		}
-		if rr != nil {
-			return w.cfiStep(s, rr, rr.FnStart+cr.bias)
+	cfi, bias := cr.cfi, cr.bias
+	if cfi == nil && cr.anon && w.jit != nil {
+		if c, b, ok := w.jit.UnwindInfo(look, w.t); ok {
+			cfi, bias = c, b
 		}
 	}
-	return w.fpStepState(s)
+	if cfi != nil {
+		rr, err := cfi.RowAt(look - bias)
+		if err != nil {
+			return cutAt(BadFrame, cr, pc)
+		}
+		if rr != nil {
+			return w.cfiStep(s, cr, rr, rr.FnStart+bias)
+		}
+	}
+	return w.fpStepState(s, cr)
 }
 
 // cfiStep applies the rules of a row.
-func (w *walker) cfiStep(s *frameState, rr *objfile.Row, fnStart uint64) stepResult {
+func (w *walker) cfiStep(s *frameState, cr *codeRange, rr *objfile.Row, fnStart uint64) stepResult {
 	how := CFI
+	pc := s.ip()
 	cfa, err := w.cfa(s, &rr.Rules)
 	if errors.Is(err, errNeedBP) && w.scan {
 		bp, ok := w.scanForFrame(s.sp(), fnStart)
 		if !ok {
-			return stepResult{end: "the frame is based on rbp, which is unknown, and no saved frame pointer was found on the stack"}
+			return cutAt(NoUnwindInfo, cr, pc)
 		}
 		s.regs.Set(objfile.RegRBP, bp)
 		how = Scanned
 		cfa, err = w.cfa(s, &rr.Rules)
 	}
+	if errors.Is(err, errNeedBP) {
+		return cutAt(NoUnwindInfo, cr, pc)
+	}
 	if err != nil {
-		return stepResult{end: err.Error()}
+		return w.readCut(err, cr, pc)
 	}
 	var next objfile.RegState
 	for r := uint64(0); r < objfile.NumRegs; r++ {
@@ -135,10 +206,10 @@ func (w *walker) cfiStep(s *frameState, rr *objfile.Row, fnStart uint64) stepRes
 				next.Set(r, v)
 			}
 		case objfile.RuleOffset:
-			if v, ok := readU64(w.mem, cfa+uint64(ru.Off)); ok {
+			if v, err := w.read64(cfa + uint64(ru.Off)); err == nil {
 				next.Set(r, v)
 			} else if r == objfile.RegRA {
-				return stepResult{end: fmt.Sprintf("return address at %#x is not readable", cfa+uint64(ru.Off))}
+				return w.readCut(err, cr, pc)
 			}
 		case objfile.RuleValOffset:
 			next.Set(r, cfa+uint64(ru.Off))
@@ -149,34 +220,34 @@ func (w *walker) cfiStep(s *frameState, rr *objfile.Row, fnStart uint64) stepRes
 		case objfile.RuleExpr, objfile.RuleValExpr:
 			v, err := objfile.EvalExpr(ru.Expr, &s.regs, w.mem, cfa)
 			if err == nil && ru.Kind == objfile.RuleExpr {
-				var ok bool
-				if v, ok = readU64(w.mem, v); !ok {
-					err = fmt.Errorf("saved %s is not readable", objfile.RegName(r))
-				}
+				v, err = w.read64(v)
 			}
 			if err == nil {
 				next.Set(r, v)
 			} else if r == objfile.RegRA {
-				return stepResult{end: err.Error()}
+				return w.readCut(err, cr, pc)
 			}
 		}
 	}
 	if rr.Regs[objfile.RegRA].Kind == objfile.RuleUndefined {
-		return stepResult{how: how, cfa: cfa, end: EndOfStack}
+		return finished(how, cfa)
 	}
 	ra, ok := next.Get(objfile.RegRA)
 	if !ok {
-		return stepResult{end: "no rule recovers the return address"}
+		return cutAt(BadFrame, cr, pc)
 	}
 	if ra == 0 {
-		return stepResult{how: how, cfa: cfa, end: EndOfStack}
+		return finished(how, cfa)
 	}
-	if !rr.Signal {
-		// A signal frame may switch stacks; any other caller's frame
-		// lies above its callee's.
-		if nsp, _ := next.Get(objfile.RegRSP); nsp <= s.sp() {
-			return stepResult{end: fmt.Sprintf("stack pointer does not climb (%#x to %#x)", s.sp(), nsp)}
+	if rr.Signal {
+		// A signal frame may switch stacks (sigaltstack): bounded in
+		// number instead of required to climb.
+		if w.signals++; w.signals > maxSignalFrames {
+			return cutAt(BadFrame, cr, pc)
 		}
+	} else if nsp, _ := next.Get(objfile.RegRSP); nsp <= s.sp() {
+		// Any other caller's frame lies above its callee's.
+		return cutAt(BadFrame, cr, pc)
 	}
 	s.regs = next
 	s.exact = rr.Signal
@@ -204,12 +275,13 @@ func (w *walker) cfa(s *frameState, rw *objfile.Rules) (uint64, error) {
 }
 
 // fpStepState unwinds a frame without CFI by its frame pointer.
-func (w *walker) fpStepState(s *frameState) stepResult {
+func (w *walker) fpStepState(s *frameState, cr *codeRange) stepResult {
 	how := FramePointerChain
+	pc := s.ip()
 	bp, known := s.regs.Get(objfile.RegRBP)
 	if !known {
 		if !w.scan {
-			return stepResult{end: fmt.Sprintf("no call frame information for pc %#x and the frame pointer is unknown", s.ip())}
+			return cutAt(NoUnwindInfo, cr, pc)
 		}
 		var ok bool
 		if bp, ok = w.scanForFrame(s.sp(), 0); !ok {
@@ -217,20 +289,25 @@ func (w *walker) fpStepState(s *frameState) stepResult {
 			// has its return address on top of the stack and no frame
 			// record. This is tried last: a function with a frame may
 			// have a stale return address there.
-			if ra, ok := readU64(w.mem, s.sp()); ok && s.first && w.isReturnAddress(ra) {
+			if ra, err := w.read64(s.sp()); err == nil && s.first && w.isReturnAddress(ra) {
 				s.regs = objfile.RegState{}
 				s.regs.Set(objfile.RegRA, ra)
 				s.regs.Set(objfile.RegRSP, s.sp()+8)
 				s.exact, s.first = false, false
 				return stepResult{how: Leaf, cfa: s.sp()}
 			}
-			return stepResult{end: fmt.Sprintf("no call frame information for pc %#x, the frame pointer is unknown, and no saved frame pointer was found on the stack", s.ip())}
+			return cutAt(NoUnwindInfo, cr, pc)
 		}
 		how = Scanned
 	}
-	f, ok := fpStep(w.mem, bp, s.sp())
-	if !ok {
-		return stepResult{end: fmt.Sprintf("frame pointer chain ends at %#x", bp)}
+	f, err := w.fpStep(bp, s.sp())
+	if err != nil {
+		if errors.Is(err, errOutsideCopy) {
+			return w.readCut(err, cr, pc)
+		}
+		// The chain ends: code that does not keep frame pointers is
+		// where rbp stopped pointing at a frame record.
+		return cutAt(NoUnwindInfo, cr, pc)
 	}
 	s.regs = objfile.RegState{}
 	s.regs.Set(objfile.RegRA, f.ip)
@@ -242,6 +319,12 @@ func (w *walker) fpStepState(s *frameState) stepResult {
 	return stepResult{how: how, cfa: f.sp}
 }
 
+// fpStep follows one link of the frame-pointer chain with the walker's
+// memory (see fpLink).
+func (w *walker) fpStep(bp, sp uint64) (fpFrame, error) {
+	return fpLink(w.mem, bp, sp)
+}
+
 // goStep unwinds a Go frame at link-time pc with its binary's pclntab: the
 // stack pointer's distance below its value at the function's entry gives
 // the return address's slot; a function that has pushed the frame pointer
@@ -251,11 +334,11 @@ func (w *walker) fpStepState(s *frameState) stepResult {
 func (w *walker) goStep(s *frameState, cr *codeRange, pc uint64) (stepResult, bool) {
 	switch cr.gotab.FrameKind(pc) {
 	case objfile.GoOutermost:
-		return stepResult{end: EndOfStack}, true
+		return finished(GoTable, s.sp()), true
 	case objfile.GoStackSwitch:
 		// mcall, systemstack and the like switch stacks: the caller is
 		// on another stack that only the Go scheduler's records say.
-		return stepResult{end: "the Go runtime switched stacks here"}, true
+		return cutAt(StackSwitch, cr, s.ip()), true
 	}
 	delta, ok := cr.gotab.SPDelta(pc)
 	if !ok {
@@ -263,29 +346,34 @@ func (w *walker) goStep(s *frameState, cr *codeRange, pc uint64) (stepResult, bo
 	}
 	sp := s.sp()
 	cfa := sp + delta + 8
-	ra, ok := readU64(w.mem, cfa-8)
-	if !ok || cfa <= sp {
+	if cfa <= sp {
 		return stepResult{}, false
+	}
+	ra, err := w.read64(cfa - 8)
+	if err != nil {
+		return w.readCut(err, cr, s.ip()), true
 	}
 	var next objfile.RegState
 	next.Set(objfile.RegRA, ra)
 	next.Set(objfile.RegRSP, cfa)
 	if delta >= 8 {
-		if bp, ok := readU64(w.mem, cfa-16); ok {
+		if bp, err := w.read64(cfa - 16); err == nil {
 			next.Set(objfile.RegRBP, bp)
 		}
 	} else if bp, ok := s.regs.Get(objfile.RegRBP); ok {
 		next.Set(objfile.RegRBP, bp) // not pushed yet: still the caller's
 	}
 	if ra == 0 {
-		return stepResult{end: EndOfStack}, true
+		return finished(GoTable, cfa), true
 	}
 	s.regs = next
 	s.exact, s.first = false, false
 	return stepResult{how: GoTable, cfa: cfa}, true
 }
 
-// walk unwinds from regs until the end of the stack, an error or max frames.
+// walk unwinds from regs until the end of the stack, a cut or max frames.
+// A caller whose address is in no executable mapping is not a frame: the
+// walk ends before it (nothing is invented from stack bytes).
 func (w *walker) walk(regs Regs, max int) Trace {
 	var t Trace
 	if max <= 0 {
@@ -295,8 +383,12 @@ func (w *walker) walk(regs Regs, max int) Trace {
 	t.push(regs.IP, Registers)
 	for len(t.PCs) < max {
 		res := w.step(&s)
-		if res.end != "" {
-			t.End = res.end
+		if res.end {
+			t.Cut = res.cut
+			return t
+		}
+		if !w.executable(s.ip(), res.signal) {
+			t.Cut = Cut{Reason: NotExecutable, PC: s.ip()}
 			return t
 		}
 		if res.signal {
@@ -305,8 +397,20 @@ func (w *walker) walk(regs Regs, max int) Trace {
 		t.push(s.ip(), res.how)
 		t.Exact[len(t.Exact)-1] = res.signal
 	}
-	t.End = "frame limit"
+	t.Cut = Cut{Reason: TooDeep, Limit: max}
 	return t
+}
+
+// executable reports whether a caller's pc lies in executable code (a
+// return address is looked up minus one, an exact address as it is).
+func (w *walker) executable(pc uint64, exact bool) bool {
+	if !exact {
+		if pc == 0 {
+			return false
+		}
+		pc--
+	}
+	return w.lookup(pc) != nil
 }
 
 // Scan limits: how far above the stack pointer a saved frame pointer is
@@ -378,7 +482,7 @@ func (w *walker) callBefore(ra uint64) (uint64, callKind) {
 		return 0, notCall
 	}
 	var b [8]byte
-	if _, err := w.mem.ReadAt(b[:], ra-8); err != nil {
+	if _, err := w.codeMem().ReadAt(b[:], ra-8); err != nil {
 		return 0, notCall
 	}
 	if b[3] == 0xe8 {
@@ -404,7 +508,7 @@ func (w *walker) isReturnAddress(v uint64) bool {
 // endbr64 and with a bnd prefix) to the function it jumps to.
 func (w *walker) throughPLT(target uint64) uint64 {
 	var b [16]byte
-	if _, err := w.mem.ReadAt(b[:], target); err != nil {
+	if _, err := w.codeMem().ReadAt(b[:], target); err != nil {
 		return target
 	}
 	i := 0
@@ -419,7 +523,7 @@ func (w *walker) throughPLT(target uint64) uint64 {
 	}
 	next := target + uint64(i) + 6
 	slot := next + uint64(int64(int32(binary.LittleEndian.Uint32(b[i+2:]))))
-	if dest, ok := readU64(w.mem, slot); ok && w.lookup(dest) != nil {
+	if dest, ok := readU64(w.codeMem(), slot); ok && w.lookup(dest) != nil {
 		return dest
 	}
 	return target

@@ -1,0 +1,61 @@
+// nofp: a worker thread spends its time in a hot leaf function called
+// through a known chain, leaf ← middle ← outer ← worker, in a program
+// built -O2 without frame pointers (as distributions build): the kernel's
+// frame-pointer walk cannot see past the leaf. Each function is kept out
+// of line and does work after its call so that no call becomes a jump.
+// It prints "ready <pid>" and runs until killed; "-depth N" adds N frames
+// of recurse() between worker and outer (a deep stack).
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static volatile unsigned long sink;
+static int depth;
+
+__attribute__((noinline)) static unsigned long leaf(unsigned long x) {
+	unsigned long h = x;
+	for (int i = 0; i < 4096; i++)
+		h = h * 6364136223846793005UL + 1442695040888963407UL;
+	return h;
+}
+
+__attribute__((noinline)) static unsigned long middle(unsigned long x) {
+	unsigned long v = leaf(x + 1);
+	sink += v;
+	return v ^ x;
+}
+
+__attribute__((noinline)) static unsigned long outer(unsigned long x) {
+	unsigned long v = middle(x * 3);
+	sink += v;
+	return v + 7;
+}
+
+__attribute__((noinline)) static unsigned long recurse(int n, unsigned long x) {
+	if (n == 0)
+		return outer(x);
+	unsigned long v = recurse(n - 1, x + 1);
+	sink += v;
+	return v;
+}
+
+static void *worker(void *arg) {
+	(void)arg;
+	for (unsigned long i = 0;; i++)
+		sink += recurse(depth, i);
+	return 0;
+}
+
+int main(int argc, char **argv) {
+	for (int i = 1; i + 1 < argc; i++)
+		if (strcmp(argv[i], "-depth") == 0)
+			depth = atoi(argv[i + 1]);
+	pthread_t t;
+	pthread_create(&t, 0, worker, 0);
+	printf("ready %d\n", getpid());
+	fflush(stdout);
+	pthread_join(t, 0);
+	return 0;
+}
