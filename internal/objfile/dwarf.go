@@ -30,7 +30,19 @@ type dwarfLines struct {
 	bo     binary.ByteOrder
 	units  []*dwarfUnit
 	ranges []unitRange // sorted by lo
-	names  map[dwarf.Offset]string
+	names  map[dwarf.Offset]dieName
+	// qual is the scope (namespaces, classes) of the functions seen in
+	// loaded units: "app", "std::thread::_Invoker<std::tuple<void (*)()> >".
+	qual map[dwarf.Offset]string
+}
+
+// dieName is how a function entry is named: a linkage (mangled) name,
+// which says its scope, or a plain name given by the entry at from, whose
+// scope is its enclosing namespaces and classes.
+type dieName struct {
+	name    string
+	from    dwarf.Offset
+	mangled bool
 }
 
 type unitRange struct {
@@ -71,6 +83,7 @@ type funcRange struct {
 // scopeNode is a function or an inlined call in a unit's tree.
 type scopeNode struct {
 	fn       string
+	name     dieName // how fn is named, until the unit's scopes are known
 	callFile int32 // of an inlined call: where it was called from
 	callLine int32
 	ranges   [][2]uint64
@@ -93,7 +106,7 @@ func (o *File) hasDWARF() bool {
 
 // openDWARF reads the file's DWARF sections and indexes its units.
 func (o *File) openDWARF() (*dwarfLines, error) {
-	dl := &dwarfLines{name: o.Name, names: map[dwarf.Offset]string{}}
+	dl := &dwarfLines{name: o.Name, names: map[dwarf.Offset]dieName{}, qual: map[dwarf.Offset]string{}}
 	err := safely(o.Name, func() error {
 		d, err := dl.dwarfData(o)
 		if err != nil {
@@ -309,7 +322,10 @@ func (dl *dwarfLines) loadLines(u *dwarfUnit, cu *dwarf.Entry) error {
 // loadTree reads the unit's functions with code and the inlined calls in
 // them. r is positioned after the unit's own entry.
 func (dl *dwarfLines) loadTree(u *dwarfUnit, r *dwarf.Reader) error {
-	type level struct{ scope int32 }
+	type level struct {
+		scope  int32
+		prefix string // the namespaces and classes around
+	}
 	stack := []level{{scope: -1}}
 	for len(stack) > 0 {
 		e, err := r.Next()
@@ -324,12 +340,24 @@ func (dl *dwarfLines) loadTree(u *dwarfUnit, r *dwarf.Reader) error {
 			continue
 		}
 		enclosing := stack[len(stack)-1].scope
+		prefix := stack[len(stack)-1].prefix
 		scope := enclosing
 		switch e.Tag {
+		case dwarf.TagNamespace, dwarf.TagClassType, dwarf.TagStructType, dwarf.TagUnionType:
+			name, _ := e.Val(dwarf.AttrName).(string)
+			if name == "" && e.Tag == dwarf.TagNamespace {
+				name = "(anonymous namespace)"
+			}
+			if name != "" {
+				prefix = joinScope(prefix, name)
+			}
 		case dwarf.TagSubprogram:
+			if prefix != "" {
+				dl.qual[e.Offset] = prefix
+			}
 			scope = -1
 			if rs, err := dl.d.Ranges(e); err == nil && len(rs) > 0 {
-				scope = u.addNode(scopeNode{fn: dl.nameOf(e, 0), ranges: rs})
+				scope = u.addNode(scopeNode{name: dl.nameOf(e, 0), ranges: rs})
 				for _, rg := range rs {
 					if rg[0] != 0 && rg[1] > rg[0] {
 						u.funcs = append(u.funcs, funcRange{rg[0], rg[1], scope})
@@ -341,7 +369,7 @@ func (dl *dwarfLines) loadTree(u *dwarfUnit, r *dwarf.Reader) error {
 				callFile, _ := e.Val(dwarf.AttrCallFile).(int64)
 				callLine, _ := e.Val(dwarf.AttrCallLine).(int64)
 				scope = u.addNode(scopeNode{
-					fn:       dl.nameOf(e, 0),
+					name:     dl.nameOf(e, 0),
 					callFile: int32(callFile),
 					callLine: int32(callLine),
 					ranges:   rs,
@@ -350,11 +378,29 @@ func (dl *dwarfLines) loadTree(u *dwarfUnit, r *dwarf.Reader) error {
 			}
 		}
 		if e.Children {
-			stack = append(stack, level{scope: scope})
+			stack = append(stack, level{scope: scope, prefix: prefix})
 		}
+	}
+	// Now that the unit's scopes are known, a plain name gets the scope
+	// of the entry that gave it, as gdb names it ("app::inl2").
+	for i := range u.nodes {
+		n := &u.nodes[i]
+		n.fn = n.name.name
+		if q := dl.qual[n.name.from]; !n.name.mangled && q != "" && n.fn != "" {
+			n.fn = q + "::" + n.fn
+		}
+		n.name = dieName{}
 	}
 	sort.Slice(u.funcs, func(i, j int) bool { return u.funcs[i].lo < u.funcs[j].lo })
 	return nil
+}
+
+// joinScope appends a namespace or class to a scope.
+func joinScope(prefix, name string) string {
+	if prefix == "" {
+		return name
+	}
+	return prefix + "::" + name
 }
 
 func (u *dwarfUnit) addNode(n scopeNode) int32 {
@@ -371,12 +417,12 @@ const dwAttrMIPSLinkageName dwarf.Attr = 0x2007
 
 // nameOf returns the name of a function entry: its linkage (mangled)
 // name, else that of the entry it refines, else its plain name.
-func (dl *dwarfLines) nameOf(e *dwarf.Entry, hops int) string {
+func (dl *dwarfLines) nameOf(e *dwarf.Entry, hops int) dieName {
 	if n, ok := e.Val(dwarf.AttrLinkageName).(string); ok && n != "" {
-		return n
+		return dieName{name: n, from: e.Offset, mangled: true}
 	}
 	if n, ok := e.Val(dwAttrMIPSLinkageName).(string); ok && n != "" {
-		return n
+		return dieName{name: n, from: e.Offset, mangled: true}
 	}
 	if hops < maxNameHops {
 		for _, a := range []dwarf.Attr{dwarf.AttrAbstractOrigin, dwarf.AttrSpecification} {
@@ -384,23 +430,23 @@ func (dl *dwarfLines) nameOf(e *dwarf.Entry, hops int) string {
 			if !ok {
 				continue
 			}
-			if n := dl.nameAt(off, hops+1); n != "" {
+			if n := dl.nameAt(off, hops+1); n.name != "" {
 				return n
 			}
 		}
 	}
 	n, _ := e.Val(dwarf.AttrName).(string)
-	return n
+	return dieName{name: n, from: e.Offset}
 }
 
-func (dl *dwarfLines) nameAt(off dwarf.Offset, hops int) string {
+func (dl *dwarfLines) nameAt(off dwarf.Offset, hops int) dieName {
 	if n, ok := dl.names[off]; ok {
 		return n
 	}
 	r := dl.d.Reader()
 	r.Seek(off)
 	e, err := r.Next()
-	n := ""
+	var n dieName
 	if err == nil && e != nil {
 		n = dl.nameOf(e, hops)
 	}

@@ -164,7 +164,7 @@ func FuzzDWARF(f *testing.F) {
 
 func exerciseDWARF(t *testing.T, size int, info, abbrev, line, str, lineStr []byte) {
 	checkAlloc(t, "DWARF", size, 256, func() {
-		dl := &dwarfLines{name: "fuzz", names: map[dwarf.Offset]string{}, line: line, bo: binary.LittleEndian}
+		dl := &dwarfLines{name: "fuzz", names: map[dwarf.Offset]dieName{}, qual: map[dwarf.Offset]string{}, line: line, bo: binary.LittleEndian}
 		err := safely("fuzz", func() error {
 			d, err := dwarf.New(abbrev, nil, nil, info, line, nil, nil, str)
 			if err != nil {

@@ -229,6 +229,7 @@ func (f *File) loadSymbols(env *Env) *Symbols {
 			sources = append(sources, "dynsym")
 		}
 	}
+	t.addPLT(f.ef)
 	f.loadLines(s, haveDWARF, debug, debugHow, t, &sources)
 	t.finish()
 	s.syms = t

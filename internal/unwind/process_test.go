@@ -2,9 +2,6 @@ package unwind
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -67,56 +64,17 @@ type gdbFrame struct {
 	name string
 }
 
-const gdbScript = `
-import gdb
-for inf in gdb.inferiors():
-    for th in inf.threads():
-        th.switch()
-        f = gdb.newest_frame()
-        out = []
-        while f is not None and len(out) < 128:
-            # Inline and tail-call frames are gdb's reconstruction from
-            # debug information: no return address on the stack makes them.
-            if f.type() not in (gdb.INLINE_FRAME, gdb.TAILCALL_FRAME):
-                out.append("%#x:%s" % (f.pc(), f.name() or "??"))
-            try:
-                f = f.older()
-            except gdb.error:
-                break
-        print("THREAD %d %s" % (th.ptid[1], " ".join(out)))
-`
-
-// gdbStacks asks gdb for every thread's frames (the ground truth).
+// gdbStacks asks gdb for every thread's frames (the ground truth), those
+// a walk of the stack finds (not inline or tail-call frames).
 func gdbStacks(t *testing.T, pid int) map[int][]gdbFrame {
 	t.Helper()
-	gdb := testutil.RequireTool(t, "gdb")
-	script := filepath.Join(t.TempDir(), "bt.py")
-	if err := os.WriteFile(script, []byte(gdbScript), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(gdb, "-batch", "-nx", "-p", strconv.Itoa(pid), "-ex", "source "+script).CombinedOutput()
-	if err != nil {
-		t.Fatalf("gdb: %v\n%s", err, out)
-	}
-	stacks := map[int][]gdbFrame{}
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 || f[0] != "THREAD" {
-			continue
+	out := map[int][]gdbFrame{}
+	for tid, frames := range testutil.GDBStacks(t, pid) {
+		for _, f := range testutil.Real(frames) {
+			out[tid] = append(out[tid], gdbFrame{f.PC, f.Name})
 		}
-		tid, _ := strconv.Atoi(f[1])
-		var frames []gdbFrame
-		for _, fr := range f[2:] {
-			a, name, _ := strings.Cut(fr, ":")
-			pc, _ := strconv.ParseUint(strings.TrimPrefix(a, "0x"), 16, 64)
-			frames = append(frames, gdbFrame{pc, name})
-		}
-		stacks[tid] = frames
 	}
-	if len(stacks) == 0 {
-		t.Fatalf("gdb printed no threads:\n%s", out)
-	}
-	return stacks
+	return out
 }
 
 // matchGdb checks that ours holds gdb's frames, in order, from the top.

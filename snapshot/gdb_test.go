@@ -1,0 +1,90 @@
+package snapshot
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/symbolize"
+)
+
+// TestDeepStackMatchesGdb: a thread 500 calls deep (gdb shows 507 frames)
+// is read whole, under a stop and without one, frame for frame as gdb
+// finds them, and ends at its thread's first function without a cut.
+func TestDeepStackMatchesGdb(t *testing.T) {
+	testutil.RequirePtrace(t)
+	gcc := testutil.RequireTool(t, "gcc")
+	bin := filepath.Join(t.TempDir(), "deep")
+	if out, err := exec.Command(gcc, "-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o", bin, testutil.Testdata(t, "deep", "deep.c")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	tg := testutil.Start(t, bin)
+	tid, _ := strconv.Atoi(strings.TrimPrefix(tg.WaitLine(t, "ready ", 10*time.Second), "ready "))
+	waitBlocked(t, tg.Pid, tid, 0) // read
+	gdb := testutil.Real(testutil.GDBStacks(t, tg.Pid)[tid])
+	if len(gdb) < 500 {
+		t.Fatalf("gdb found %d frames", len(gdb))
+	}
+	for _, noPtrace := range []bool{false, true} {
+		th := threadOf(t, take(t, tg.Pid, Options{NoPtrace: noPtrace}), tid)
+		if th.UserCut.Truncated() {
+			t.Errorf("no ptrace %v: the stack was cut: %v", noPtrace, th.UserCut)
+		}
+		if len(th.UserAddrs) != len(gdb) {
+			t.Errorf("no ptrace %v: %d frames, gdb has %d", noPtrace, len(th.UserAddrs), len(gdb))
+		}
+		for i := range min(len(th.UserAddrs), len(gdb)) {
+			if th.UserAddrs[i] != gdb[i].PC {
+				t.Errorf("no ptrace %v: frame %d is %#x, gdb says %#x (%s)", noPtrace, i, th.UserAddrs[i], gdb[i].PC, gdb[i].Name)
+				break
+			}
+		}
+	}
+	assertReleased(t, tg.Pid)
+}
+
+// TestCPlusPlusNamesMatchGdb: the frames of C++ code that g++ -O2 inlined
+// (a class template's member, a namespace's static function) are named as
+// gdb prints them: full scope, template arguments, no parameters or
+// return type, one frame per inlined call.
+func TestCPlusPlusNamesMatchGdb(t *testing.T) {
+	testutil.RequirePtrace(t)
+	gxx := testutil.RequireTool(t, "g++")
+	bin := filepath.Join(t.TempDir(), "cppinline")
+	if out, err := exec.Command(gxx, "-O2", "-g", "-pthread", "-o", bin, testutil.Testdata(t, "cppinline", "cppinline.cpp")).CombinedOutput(); err != nil {
+		t.Fatalf("g++: %v\n%s", err, out)
+	}
+	tg := testutil.Start(t, bin)
+	tid, _ := strconv.Atoi(strings.TrimPrefix(tg.WaitLine(t, "ready ", 10*time.Second), "ready "))
+	waitBlocked(t, tg.Pid, tid, 0) // read
+	var want []string
+	for _, f := range testutil.GDBStacks(t, tg.Pid)[tid] {
+		if strings.HasSuffix(f.File, "cppinline.cpp") {
+			want = append(want, f.Name)
+		}
+	}
+	if len(want) < 3 {
+		t.Fatalf("gdb names %d frames of the program: %q", len(want), want)
+	}
+	th := threadOf(t, take(t, tg.Pid, Options{}), tid)
+	var got []string
+	for _, l := range th.User {
+		if l.Mapping == nil || l.Mapping.File != bin {
+			continue
+		}
+		for _, ln := range l.Lines {
+			got = append(got, ln.Function)
+		}
+	}
+	if strings.Join(got, " ← ") != strings.Join(want, " ← ") {
+		t.Errorf("the program's frames:\n ours %q\n  gdb %q", got, want)
+	}
+	if th.UserCut.Truncated() || len(th.User) == 0 || !symbolize.Outermost(th.User[len(th.User)-1]) {
+		t.Errorf("the stack does not reach the thread's first function: %v, cut %v", userNames(th), th.UserCut)
+	}
+	assertReleased(t, tg.Pid)
+}
