@@ -108,6 +108,10 @@ func (b *builder) bound() {
 			}
 			nb.addLines(nid, moved)
 		}
+		if sl.unwind > 0 {
+			u := b.unwinds[sl.unwind-1]
+			nb.addUnwinding(nid, append(append([]byte(nil), u.EhFrame...), u.EhFrameHdr...), uint64(len(u.EhFrameHdr)))
+		}
 	}
 	nb.reused = b.reused // add counted the kept ones again
 	*b = *nb

@@ -44,8 +44,10 @@ type Index struct {
 	under  []piece
 	lines  []lineEntry
 	files  []string
-	n      int // symbols (tombstones included)
-	live   int // symbols without tombstones
+	// unwinds are the distinct unwinding infos of its symbols.
+	unwinds []Unwinding
+	n       int // symbols (tombstones included)
+	live    int // symbols without tombstones
 }
 
 // Lookup returns the latest code at addr.
@@ -125,6 +127,20 @@ func (ix *Index) LineAt(s *Symbol, addr uint64) (file string, line int, ok bool)
 	}
 	e := tab[i-1]
 	return ix.files[e.file], int(e.line), true
+}
+
+// Unwinding returns the call frame information the runtime published for
+// s's code (CODE_UNWINDING_INFO), if any: how to unwind through JIT code
+// that keeps no frame pointer.
+func (ix *Index) Unwinding(s *Symbol) (Unwinding, bool) {
+	if ix == nil || s == nil || s.id < 0 || int(s.id) >= ix.n {
+		return Unwinding{}, false
+	}
+	sl := ix.store.slot(s.id)
+	if &sl.sym != s || sl.unwind <= 0 || int(sl.unwind) > len(ix.unwinds) {
+		return Unwinding{}, false
+	}
+	return ix.unwinds[sl.unwind-1], true
 }
 
 // lineEntry maps an offset in a symbol's code to a source line.
@@ -321,6 +337,9 @@ type slot struct {
 	underOff, underLen uint32
 	// lines[linesOff:linesOff+linesLen] is the symbol's line table.
 	linesOff, linesLen uint32
+	// unwind is 1 + the index of the symbol's unwinding info in
+	// unwinds; 0: none.
+	unwind int32
 	// tomb marks the range a CODE_MOVE vacated.
 	tomb  bool
 	layer uint8
@@ -356,6 +375,48 @@ type builder struct {
 	reused    int // code loaded over code that was live, ever
 	lost      map[string]*losses
 	limits    limits // zero: defaultLimits
+	// unwinds are the distinct unwinding infos (a runtime writes the same
+	// bytes for many pieces of code), unwindID finds them, unwindBytes
+	// bounds them.
+	unwinds     []Unwinding
+	unwindID    map[string]int32
+	unwindBytes int
+}
+
+// Unwinding is the call frame information a JIT published for a piece of
+// code (jitdump CODE_UNWINDING_INFO): an .eh_frame whose addresses are
+// relative to where it would lie after the code, and its .eh_frame_hdr.
+type Unwinding struct {
+	EhFrame, EhFrameHdr []byte
+}
+
+// maxUnwindBytes bounds the unwinding infos one Index keeps.
+const maxUnwindBytes = 16 << 20
+
+// addUnwinding keeps the unwinding info of symbol id (just added); it
+// reports false when the bound on their bytes was reached.
+func (b *builder) addUnwinding(id int32, data []byte, hdrSize uint64) bool {
+	if len(data) == 0 || hdrSize > uint64(len(data)) {
+		return true
+	}
+	n, ok := b.unwindID[string(data)]
+	if !ok {
+		if b.unwindBytes+len(data) > maxUnwindBytes {
+			return false
+		}
+		c := append([]byte(nil), data...)
+		split := len(c) - int(hdrSize)
+		b.unwinds = append(b.unwinds, Unwinding{EhFrame: c[:split:split], EhFrameHdr: c[split:]})
+		n = int32(len(b.unwinds))
+		if b.unwindID == nil {
+			b.unwindID = map[string]int32{}
+		}
+		b.unwindID[string(c)] = n
+		b.unwindBytes += len(c)
+	}
+	b.store.slot(id).unwind = n
+	b.snap = nil
+	return true
 }
 
 // add paints sym over what its range held before and returns its id.
@@ -423,7 +484,8 @@ func (b *builder) index() *Index {
 		return b.snap
 	}
 	ix := &Index{store: symbolStore{chunks: slices.Clip(b.store.chunks)}, under: slices.Clip(b.under),
-		lines: slices.Clip(b.lines), files: slices.Clip(b.files), n: b.n, live: b.live}
+		lines: slices.Clip(b.lines), files: slices.Clip(b.files), n: b.n, live: b.live,
+		unwinds: slices.Clip(b.unwinds)}
 	for i := range b.layers {
 		ix.layers[i] = b.layers[i].view(&b.store)
 	}

@@ -147,8 +147,10 @@ type record struct {
 	// dbgEntries collects every entry when it is not nil (line tables).
 	dbgEntries []debugEntry
 
-	// CODE_UNWINDING_INFO
+	// CODE_UNWINDING_INFO; unwindData is the record's .eh_frame then
+	// .eh_frame_hdr, when the whole record was read (nil otherwise).
 	unwindSize, ehFrameHdrSize, mappedSize uint64
+	unwindData                             []byte
 }
 
 // decodeRecord decodes the record in b, which holds the record's first
@@ -163,7 +165,7 @@ func decodeRecord(e endian, b []byte, full bool, r *record) error {
 	case CodeDebugInfo:
 		return decodeDebug(e, b, full, r)
 	case CodeUnwindingInfo:
-		return decodeUnwinding(e, b, r)
+		return decodeUnwinding(e, b, full, r)
 	}
 	return nil // CODE_CLOSE has no body; unknown ids are skipped by size
 }
@@ -286,7 +288,7 @@ type debugEntry struct {
 	file []byte
 }
 
-func decodeUnwinding(e endian, b []byte, r *record) error {
+func decodeUnwinding(e endian, b []byte, full bool, r *record) error {
 	if r.size < unwFixed || len(b) < unwFixed {
 		return fmt.Errorf("CODE_UNWINDING_INFO of %d bytes, smaller than its %d fixed bytes", r.size, unwFixed)
 	}
@@ -298,6 +300,10 @@ func decodeUnwinding(e endian, b []byte, r *record) error {
 	}
 	if r.ehFrameHdrSize > r.unwindSize {
 		return fmt.Errorf("CODE_UNWINDING_INFO: eh_frame_hdr_size %d larger than unwinding_size %d", r.ehFrameHdrSize, r.unwindSize)
+	}
+	r.unwindData = nil
+	if full {
+		r.unwindData = b[unwFixed : unwFixed+int(r.unwindSize)]
 	}
 	return nil
 }

@@ -93,7 +93,17 @@ type source struct {
 
 	rt    Runtime           // the runtime this file's names have shown so far
 	dbg   pendingDebug      // the CODE_DEBUG_INFO for the next CODE_LOAD
+	unw   pendingUnwind     // the CODE_UNWINDING_INFO for the next CODE_LOAD
 	files map[string]string // interned source file names
+	// unwindFull: the bound on unwinding infos was reached (said once).
+	unwindFull bool
+}
+
+// pendingUnwind is a CODE_UNWINDING_INFO's .eh_frame and .eh_frame_hdr
+// (a copy: the record's bytes are the reader's buffer).
+type pendingUnwind struct {
+	data    []byte
+	hdrSize uint64
 }
 
 type pendingDebug struct {
@@ -197,6 +207,7 @@ func (s *source) reset() {
 		s.pmap.reset()
 	}
 	s.dbg = pendingDebug{}
+	s.unw, s.unwindFull = pendingUnwind{}, false
 	s.rt = runtimeFromPath(s.info.Path)
 	s.info.Symbols, s.info.Forgotten, s.info.Dropped = 0, 0, 0
 }
@@ -281,6 +292,8 @@ func (s *source) intern(b []byte) string {
 
 func (s *source) record(b *builder, r *record) {
 	switch r.typ {
+	case CodeUnwindingInfo:
+		s.unw = pendingUnwind{data: append(s.unw.data[:0], r.unwindData...), hdrSize: r.ehFrameHdrSize}
 	case CodeDebugInfo:
 		entries := s.dbg.entries[:0]
 		lowest := ^uint64(0)
@@ -311,6 +324,12 @@ func (s *source) record(b *builder, r *record) {
 		id := b.add(layerJitdump, sym, false)
 		if matched && len(dbg.entries) > 0 {
 			b.addLines(id, lineTable(dbg.entries, dbg.lowest, r.addr, r.codeSize))
+		}
+		unw := s.unw
+		s.unw = pendingUnwind{data: unw.data[:0]}
+		if !b.addUnwinding(id, unw.data, unw.hdrSize) && !s.unwindFull {
+			s.unwindFull = true
+			s.dump.problem(r.off, "unwinding infos pass %d MiB: the rest are not kept (JIT code without frame pointers unwinds partially)", maxUnwindBytes>>20)
 		}
 		s.info.Symbols++
 	case CodeMove:
@@ -362,11 +381,11 @@ func (s *source) move(b *builder, r *record) {
 	sym := old.sym
 	sym.Start, sym.Size, sym.Loaded = r.newAddr, size, t
 	id := b.add(layerJitdump, sym, false)
-	// The line table holds offsets in the code: it moves with it.
-	if old.linesLen > 0 {
-		moved := b.store.slot(id)
-		moved.linesOff, moved.linesLen = old.linesOff, old.linesLen
-	}
+	// The line table holds offsets in the code, the unwinding info
+	// addresses relative to it: they move with it.
+	moved := b.store.slot(id)
+	moved.linesOff, moved.linesLen = old.linesOff, old.linesLen
+	moved.unwind = old.unwind
 	s.info.Symbols++
 }
 

@@ -144,3 +144,43 @@ func TestUnknownAddress(t *testing.T) {
 		t.Errorf("Stats(): unknown %d, unnamed %d; want 1 and 1", st.Unknown, st.Unnamed)
 	}
 }
+
+// TestPLTNames: a PLT stub is named "function@plt", from the dynamic
+// relocation of the GOT slot it jumps through, as binutils' objdump names
+// it (Debian's python3 calls into libc and libm through its PLT).
+func TestPLTNames(t *testing.T) {
+	python := testutil.RequireTool(t, "/usr/bin/python3") // Debian's, not a pyenv shim
+	objdump := testutil.RequireTool(t, "objdump")
+	exe, err := filepath.EvalSymlinks(python)
+	must(t, err)
+	out, err := exec.Command(objdump, "-d", "--no-show-raw-insn", exe).Output()
+	must(t, err)
+	stubs := map[uint64]string{}
+	for _, m := range regexp.MustCompile(`(?m)^([0-9a-f]+) <([^>]+@plt)>:$`).FindAllStringSubmatch(string(out), -1) {
+		stubs[hexArg(t, m[1])] = m[2]
+	}
+	if len(stubs) < 10 {
+		t.Fatalf("objdump found %d PLT stubs in %s", len(stubs), exe)
+	}
+	tg := startTarget(t, python, "-c", "print('ready', flush=True); import time; time.sleep(600)")
+	p := newTestProcess(t, tg.Pid, testOptions{})
+	var bias uint64
+	for _, m := range p.space.Modules() {
+		if m.Path == exe && m.File != nil {
+			bias = m.Bias
+			break
+		}
+	}
+	checked := 0
+	for addr, want := range stubs {
+		if checked == 50 {
+			break
+		}
+		checked++
+		// Inside the stub: after its endbr64 or at its jump.
+		loc := p.Locate(Addr{PC: bias + addr + 4})
+		if got := loc.Name(); got != want {
+			t.Errorf("%#x in %s: %q, objdump says %q", addr, exe, got, want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/stallwatch/stallwatch/internal/addrspace"
 	"github.com/stallwatch/stallwatch/internal/unwind"
@@ -33,6 +34,7 @@ type Process struct {
 	jit   *jit.Process // nil without Options.JIT, or when none could be opened
 	sym   *symbolize.Process
 	unw   *unwind.Process
+	jitUn *jitUnwind
 	notes []string
 }
 
@@ -59,6 +61,11 @@ func Open(pid int, opts Options) (*Process, error) {
 	}
 	p.sym = symbolize.New(space, symbolize.Options{Kernel: opts.Kernel, JIT: p.jit, Logger: opts.Logger})
 	p.unw = unwind.NewProcess(space)
+	if p.jit != nil {
+		p.jitUn = &jitUnwind{p: p, updated: time.Now()}
+		p.jitUn.setIndex(p.jit.Index())
+		p.unw.SetJIT(p.jitUn)
+	}
 	return p, nil
 }
 
@@ -99,6 +106,7 @@ func (p *Process) Refresh() error {
 		if err := p.jit.Update(); err != nil {
 			errs = append(errs, err)
 		}
+		p.jitUn.setIndex(p.jit.Index())
 	}
 	p.sym.Refresh()
 	p.unw.Refresh()

@@ -1,0 +1,223 @@
+package target
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/objfile"
+	"github.com/stallwatch/stallwatch/jit"
+)
+
+// jitUnwind gives the unwinder the rules of the target's JIT code (it
+// implements unwind.JITCode): the call frame information a runtime
+// published for a piece of code in its jitdump (CODE_UNWINDING_INFO:
+// CPython 3.13's -X perf_jit, V8, LLVM's JITLink), at the time of the
+// sample, since code and its tables can be replaced at the same address;
+// and, for CPython 3.12's -X perf trampolines, which only a perf map
+// names, the rules of their known four instructions.
+type jitUnwind struct {
+	p *Process
+
+	mu      sync.Mutex
+	ix      *jit.Index
+	updated time.Time
+	cfis    map[cfiKey]*objfile.CFI // nil value: no usable rules
+}
+
+type cfiKey struct {
+	start uint64
+	eh    *byte // the unwinding info's bytes (shared by identical ones)
+}
+
+// maxJITCFIs bounds the parsed tables kept.
+const maxJITCFIs = 1 << 14
+
+// refreshEvery bounds how often a lookup that found no code reads what the
+// JIT files gained (the sampler's reader calls in here as samples arrive).
+const refreshEvery = time.Second
+
+// setIndex takes in the JIT sources' latest index.
+func (j *jitUnwind) setIndex(ix *jit.Index) {
+	j.mu.Lock()
+	j.ix = ix
+	j.mu.Unlock()
+}
+
+// UnwindInfo returns the rules of the JIT code live at pc at time t (0:
+// the latest); bias is 0: the tables hold run-time addresses.
+func (j *jitUnwind) UnwindInfo(pc, t uint64) (*objfile.CFI, uint64, bool) {
+	if t == 0 {
+		t = math.MaxUint64
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	sym, ok := j.lookup(pc, t)
+	if !ok {
+		// A JIT that buffers its jitdump (CPython 3.13's -X perf_jit)
+		// may not have written the code's record yet; its trampolines
+		// are known by their bytes.
+		cfi := j.trampolineAt(pc)
+		return cfi, 0, cfi != nil
+	}
+	if u, ok := j.ix.Unwinding(sym); ok && len(u.EhFrame) > 0 {
+		cfi := j.published(sym, u)
+		return cfi, 0, cfi != nil
+	}
+	if sym.Runtime == jit.RuntimeCPython {
+		cfi := j.trampoline(sym)
+		return cfi, 0, cfi != nil
+	}
+	return nil, 0, false
+}
+
+// lookup finds the JIT code at pc at time t, reading what the JIT files
+// gained when it finds none (at most once a second).
+func (j *jitUnwind) lookup(pc, t uint64) (*jit.Symbol, bool) {
+	if j.ix != nil {
+		if s, ok := j.ix.LookupAt(pc, t); ok {
+			return s, true
+		}
+	}
+	if j.p.jit == nil || time.Since(j.updated) < refreshEvery {
+		return nil, false
+	}
+	j.updated = time.Now()
+	_ = j.p.jit.Update()
+	j.ix = j.p.jit.Index()
+	return j.ix.LookupAt(pc, t)
+}
+
+// published parses the unwinding info a runtime wrote for sym. Its
+// .eh_frame's addresses are relative to where perf's jitdump conversion
+// puts it, after the code: the placement whose FDE covers the code is
+// the one the runtime meant.
+func (j *jitUnwind) published(sym *jit.Symbol, u jit.Unwinding) *objfile.CFI {
+	key := cfiKey{start: sym.Start, eh: &u.EhFrame[0]}
+	if cfi, ok := j.cfis[key]; ok {
+		return cfi
+	}
+	var found *objfile.CFI
+	for _, align := range []uint64{8, 16, 1, 4, 32} {
+		base := (sym.Start + sym.Size + align - 1) &^ (align - 1)
+		cfi, err := objfile.ParseEhFrame(fmt.Sprintf("jit code at %#x", sym.Start), u.EhFrame, base)
+		if err != nil || cfi.Len() == 0 {
+			continue
+		}
+		if row, err := cfi.RowAt(sym.Start); err == nil && row != nil && row.FnStart == sym.Start {
+			found = cfi
+			break
+		}
+	}
+	j.keep(key, found)
+	return found
+}
+
+// CPython 3.12's perf trampoline (Python/asm_trampoline.S), copied for
+// every Python function that runs while -X perf is on: sub $8, %rsp;
+// call *%rcx; add $8, %rsp; ret — with endbr64 first under CET.
+var (
+	pyTrampoline   = []byte{0x48, 0x83, 0xec, 0x08, 0xff, 0xd1, 0x48, 0x83, 0xc4, 0x08, 0xc3}
+	endbr64        = []byte{0xf3, 0x0f, 0x1e, 0xfa}
+	maxTrampolines = 64 // bytes read of a trampoline
+)
+
+// trampoline gives the rules of a CPython perf trampoline: the stack
+// pointer is 8 below the call's frame after the sub, as it was again
+// after the add. Code that is not exactly the trampoline gets none.
+func (j *jitUnwind) trampoline(sym *jit.Symbol) *objfile.CFI {
+	key := cfiKey{start: sym.Start}
+	if cfi, ok := j.cfis[key]; ok {
+		return cfi
+	}
+	code := make([]byte, min(sym.Size, uint64(maxTrampolines)))
+	var cfi *objfile.CFI
+	if _, err := j.p.space.Memory().ReadAt(code, sym.Start); err == nil {
+		body := bytes.TrimPrefix(code, endbr64)
+		if bytes.HasPrefix(body, pyTrampoline) {
+			sub := uint64(len(code) - len(body)) // where sub $8, %rsp starts
+			cfi, _ = objfile.ParseEhFrame("CPython perf trampoline", trampolineEhFrame(sym.Start, uint64(len(code)), sub+4, sub+10), 0)
+		}
+	}
+	j.keep(key, cfi)
+	return cfi
+}
+
+// trampolineAt gives the rules of a CPython trampoline whose call returns
+// to pc+1 (pc is a return address minus one), found by its bytes around
+// pc, when no symbol file has described it yet.
+func (j *jitUnwind) trampolineAt(pc uint64) *objfile.CFI {
+	ret := pc + 1
+	const callEnd = 6 // the return address's offset in the trampoline
+	if ret < callEnd+uint64(len(endbr64)) {
+		return nil
+	}
+	b := make([]byte, len(endbr64)+len(pyTrampoline))
+	at := ret - callEnd - uint64(len(endbr64))
+	if _, err := j.p.space.Memory().ReadAt(b, at); err != nil || !bytes.Equal(b[len(endbr64):], pyTrampoline) {
+		return nil
+	}
+	start, size, sub := at+uint64(len(endbr64)), uint64(len(pyTrampoline)), uint64(0)
+	if bytes.Equal(b[:len(endbr64)], endbr64) {
+		start, size, sub = at, uint64(len(b)), uint64(len(endbr64))
+	}
+	key := cfiKey{start: start}
+	if cfi, ok := j.cfis[key]; ok {
+		return cfi
+	}
+	cfi, _ := objfile.ParseEhFrame("CPython perf trampoline", trampolineEhFrame(start, size, sub+4, sub+10), 0)
+	j.keep(key, cfi)
+	return cfi
+}
+
+// trampolineEhFrame is an .eh_frame (absolute addresses) for code at
+// start: the CFA is rsp+8 at entry, rsp+16 from grown on, rsp+8 again
+// from shrunk on.
+func trampolineEhFrame(start, size, grown, shrunk uint64) []byte {
+	cie := []byte{
+		0, 0, 0, 0, // CIE id
+		1,           // version
+		'z', 'R', 0, // augmentation
+		1,          // code alignment
+		0x78,       // data alignment -8
+		16,         // return address column
+		1,          // augmentation data length
+		0,          // FDE pointer encoding: absptr
+		0x0c, 7, 8, // DW_CFA_def_cfa rsp+8
+		0x90, 1, // DW_CFA_offset rip at cfa-8
+	}
+	prog := []byte{
+		0x40 | byte(grown), 0x0e, 16, // advance_loc; def_cfa_offset 16
+		0x40 | byte(shrunk-grown), 0x0e, 8, // advance_loc; def_cfa_offset 8
+	}
+	var out []byte
+	out = appendRecord(out, cie)
+	fdeAt := len(out)
+	fde := binary.LittleEndian.AppendUint32(nil, uint32(fdeAt+4)) // CIE pointer: back to offset 0
+	fde = binary.LittleEndian.AppendUint64(fde, start)
+	fde = binary.LittleEndian.AppendUint64(fde, size)
+	fde = append(fde, 0) // augmentation data length
+	fde = append(fde, prog...)
+	out = appendRecord(out, fde)
+	return binary.LittleEndian.AppendUint32(out, 0) // terminator
+}
+
+// appendRecord appends a length-prefixed record padded with DW_CFA_nop to
+// a multiple of 8 bytes.
+func appendRecord(out, body []byte) []byte {
+	for (4+len(body))%8 != 0 {
+		body = append(body, 0)
+	}
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(body)))
+	return append(out, body...)
+}
+
+func (j *jitUnwind) keep(k cfiKey, cfi *objfile.CFI) {
+	if j.cfis == nil || len(j.cfis) >= maxJITCFIs {
+		j.cfis = map[cfiKey]*objfile.CFI{}
+	}
+	j.cfis[k] = cfi
+}

@@ -1,0 +1,131 @@
+package target
+
+import (
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/objfile"
+	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/jit"
+)
+
+// pyenv installs CPython 3.12 and 3.13 here on this machine kind.
+const (
+	python312 = "/root/.pyenv/versions/3.12.1/bin/python3"
+	python313 = "/root/.pyenv/versions/3.13.0/bin/python3"
+)
+
+// manyFuncs defines and calls enough Python functions that CPython's
+// buffered jitdump writer has flushed records with unwinding info, then
+// waits.
+const manyFuncs = `
+import os, sys, time
+for i in range(3000):
+    exec("def f%d(x):\n    return x + %d\n" % (i, i))
+    globals()["f%d" % i](i)
+print("ready", os.getpid(), flush=True)
+time.sleep(600)
+`
+
+// TestCPython313UnwindingInfo: the unwinding info CPython 3.13 writes for
+// each of its perf trampolines (CODE_UNWINDING_INFO, -X perf_jit) is
+// placed where it describes the trampoline's code: the CFA is rsp+8 at
+// entry and rsp+16 once the trampoline has pushed, where its call returns.
+func TestCPython313UnwindingInfo(t *testing.T) {
+	py := testutil.RequireTool(t, python313)
+	cmd := exec.Command(py, "-X", "perf_jit", "-c", manyFuncs)
+	cmd.Dir = t.TempDir()
+	tg := testutil.StartCmd(t, cmd)
+	tg.WaitLine(t, "ready", 60*time.Second)
+	tp, err := Open(tg.Pid, Options{JIT: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tp.Close()
+	ix := tp.jit.Index()
+	checked := 0
+	for _, src := range tp.jit.Sources() {
+		t.Logf("source %s: %d symbols", src.Path, src.Symbols)
+	}
+	for sym := range ix.All() {
+		if _, ok := ix.Unwinding(sym); !ok {
+			continue
+		}
+		cfi, bias, ok := tp.jitUn.UnwindInfo(sym.Start+5, 0)
+		if !ok || bias != 0 {
+			t.Fatalf("%s at %#x: no rules from its unwinding info", sym.Name, sym.Start)
+		}
+		for _, tc := range []struct{ pc, cfa uint64 }{{sym.Start, 8}, {sym.Start + 5, 16}} {
+			row, err := cfi.RowAt(tc.pc)
+			if err != nil || row == nil || row.CFAReg != objfile.RegRSP || uint64(row.CFAOff) != tc.cfa {
+				t.Fatalf("%s at +%#x: row %+v (%v), want CFA rsp+%d", sym.Name, tc.pc-sym.Start, row, err, tc.cfa)
+			}
+		}
+		if checked++; checked == 100 {
+			break
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no trampoline with unwinding info in the jitdump")
+	}
+}
+
+// TestCPython312Trampolines: CPython 3.12's -X perf names its trampolines
+// in a perf map only; their rules come from their known bytes, checked
+// in the target's memory: CFA rsp+16 where the call returns.
+func TestCPython312Trampolines(t *testing.T) {
+	py := testutil.RequireTool(t, python312)
+	tg := testutil.Start(t, py, "-X", "perf", "-c", manyFuncs)
+	tg.WaitLine(t, "ready", 60*time.Second)
+	tp, err := Open(tg.Pid, Options{JIT: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tp.Close()
+	checked := 0
+	for sym := range tp.jit.Index().All() {
+		cfi, _, ok := tp.jitUn.UnwindInfo(sym.Start+5, 0)
+		if !ok {
+			t.Fatalf("trampoline %s at %#x: no rules", sym.Name, sym.Start)
+		}
+		if row, err := cfi.RowAt(sym.Start + 5); err != nil || row == nil || row.CFAOff != 16 {
+			t.Fatalf("trampoline %s: row %+v (%v), want CFA rsp+16", sym.Name, row, err)
+		}
+		if checked++; checked == 100 {
+			break
+		}
+	}
+	if checked == 0 {
+		t.Fatal("the perf map names no trampoline")
+	}
+	// Code that is not a trampoline gets no rules.
+	if _, _, ok := tp.jitUn.UnwindInfo(0x1000, 0); ok {
+		t.Error("rules for an address that holds no trampoline")
+	}
+}
+
+// FuzzJITUnwinding: a jitdump's unwinding info comes from the target;
+// whatever it holds, it gives rules only for the code it was written for
+// (an FDE that starts at the code), never a panic.
+func FuzzJITUnwinding(f *testing.F) {
+	// CPython 3.13's record for an 11-byte trampoline (.eh_frame part).
+	f.Add([]byte("\x14\x00\x00\x00\x00\x00\x00\x00\x01zR\x00\x01x\x10\x01\x1b\x0c\x07\x08\x90\x01\x00\x00\x14\x00\x00\x00\x1c\x00\x00\x00\xd0\xff\xff\xff\x0b\x00\x00\x00\x00D\x0e\x10F\x0e\x08\x00"), uint64(11))
+	f.Add(trampolineEhFrame(0x1000, 11, 4, 10), uint64(11))
+	f.Fuzz(func(t *testing.T, eh []byte, size uint64) {
+		if len(eh) == 0 || size == 0 || size > 1<<20 {
+			return
+		}
+		const start = 0x7f0000001000
+		j := &jitUnwind{}
+		sym := &jit.Symbol{Start: start, Size: size}
+		cfi := j.published(sym, jit.Unwinding{EhFrame: eh})
+		if cfi == nil {
+			return
+		}
+		row, err := cfi.RowAt(start)
+		if err != nil || row == nil || row.FnStart != start {
+			t.Fatalf("rules kept for code they do not start at: %+v %v", row, err)
+		}
+	})
+}

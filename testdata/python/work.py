@@ -1,0 +1,33 @@
+# work.py spins in pure Python under a known chain of functions,
+# hot_leaf ← middle ← outer ← main, so that profilers have named frames
+# to find: the interpreter's own C frames in between (no frame pointers
+# in Debian's python3) and, under -X perf / -X perf_jit, the trampolines
+# CPython puts before each Python function. It prints "ready <pid>" and
+# runs until killed.
+import os
+import sys
+
+
+def hot_leaf(n):
+    s = 0
+    for i in range(n):
+        s += i * i
+    return s
+
+
+def middle(n):
+    return hot_leaf(n) + 1
+
+
+def outer(n):
+    return middle(n) * 2
+
+
+def main():
+    print("ready", os.getpid(), flush=True)
+    while True:
+        outer(20000)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
