@@ -62,7 +62,7 @@ func (c *fileCache) acquire(id ID, fd *os.File, path string) *File {
 			// ELF file: forget it and parse afresh.
 			delete(c.m, id)
 			c.bytes.Add(-f.bytes.Load())
-			f.cached = false
+			f.cached.Store(false)
 			return nil
 		}
 	} else {
@@ -95,9 +95,9 @@ func (c *fileCache) add(f *File) *File {
 		}
 		old.mu.Unlock()
 		c.bytes.Add(-old.bytes.Load())
-		old.cached = false
+		old.cached.Store(false)
 	}
-	f.cached = true
+	f.cached.Store(true)
 	c.clock++
 	f.used = c.clock
 	c.m[f.id] = f
@@ -137,24 +137,19 @@ func (c *fileCache) trim() {
 		}
 		delete(c.m, oldest.id)
 		c.bytes.Add(-oldest.bytes.Load())
-		oldest.cached = false
+		oldest.cached.Store(false)
 	}
 }
 
-// resetCache forgets every unused File (tests and benchmarks of cold
-// starts).
-func resetCache() {
+// ResetCache forgets every file's parsed tables, so that the next Open of
+// any file parses afresh (benchmarks of a first capture). Files in use
+// stay valid for their users.
+func ResetCache() {
 	cache.mu.Lock()
 	defer cache.mu.Unlock()
 	for id, f := range cache.m {
-		if f.refs == 0 {
-			delete(cache.m, id)
-			cache.bytes.Add(-f.bytes.Load())
-			f.cached = false
-		}
+		delete(cache.m, id)
+		cache.bytes.Add(-f.bytes.Load())
+		f.cached.Store(false)
 	}
 }
-
-// ResetCache forgets the parsed tables of every file no target uses, so
-// that the next Open parses afresh (benchmarks of a first capture).
-func ResetCache() { resetCache() }

@@ -27,7 +27,7 @@ type File struct {
 	BuildID string
 
 	id     ID   // zero for images read from memory
-	cached bool // in the process-wide cache
+	cached atomic.Bool // in the process-wide cache
 
 	mu    sync.Mutex
 	refs  int
@@ -171,7 +171,7 @@ func OpenImage(path, name string, b []byte) (*File, error) {
 // closed; what was parsed stays in the cache for the next Open of the
 // same file.
 func (f *File) Close() {
-	if f.cached {
+	if f.cached.Load() {
 		cache.release(f)
 		return
 	}
@@ -448,7 +448,7 @@ func (f *File) goLocked() (*GoTable, error) {
 // grow accounts parsed data held (f.mu held).
 func (f *File) grow(n int64) {
 	f.bytes.Add(n)
-	if f.cached {
+	if f.cached.Load() {
 		cache.grow(n)
 	}
 }
