@@ -57,7 +57,7 @@ func TestDemangle(t *testing.T) {
 		{"_RNvCs1234_7mycrate3foo", "mycrate::foo"},                    // Rust, v0 mangling
 		{"main.stallingWork", "main.stallingWork"},                     // Go: untouched
 		{"write", "write"}, // C
-		{"pthread_mutex_lock@@GLIBC_2.2.5", "pthread_mutex_lock"},             // versioned symbol
+		{"pthread_mutex_lock@@GLIBC_2.2.5", "pthread_mutex_lock"},        // versioned symbol
 		{"_ZN5stall6Worker4spinEi@GLIBC_PRIVATE", "stall::Worker::spin"}, // both
 		{"_Z", "_Z"}, // broken: as it is
 		{"JS:*fibonacci /app/fib.js:1:1", "JS:*fibonacci /app/fib.js:1:1"},                   // not ours to change

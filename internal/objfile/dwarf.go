@@ -84,7 +84,7 @@ type funcRange struct {
 type scopeNode struct {
 	fn       string
 	name     dieName // how fn is named, until the unit's scopes are known
-	callFile int32 // of an inlined call: where it was called from
+	callFile int32   // of an inlined call: where it was called from
 	callLine int32
 	ranges   [][2]uint64
 	children []int32 // inlined calls directly inside

@@ -26,7 +26,7 @@ type File struct {
 	Name    string
 	BuildID string
 
-	id     ID   // zero for images read from memory
+	id     ID          // zero for images read from memory
 	cached atomic.Bool // in the process-wide cache
 
 	mu    sync.Mutex
