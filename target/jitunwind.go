@@ -26,6 +26,9 @@ type jitUnwind struct {
 	ix      *jit.Index
 	updated time.Time
 	cfis    map[cfiKey]*objfile.CFI // nil value: no usable rules
+	// python: the target's JIT files are CPython's, so code no file
+	// describes yet may be one of its trampolines.
+	python bool
 }
 
 type cfiKey struct {
@@ -42,8 +45,12 @@ const refreshEvery = time.Second
 
 // setIndex takes in the JIT sources' latest index.
 func (j *jitUnwind) setIndex(ix *jit.Index) {
+	python := false
+	for _, s := range j.p.jit.Sources() {
+		python = python || s.Runtime == jit.RuntimeCPython
+	}
 	j.mu.Lock()
-	j.ix = ix
+	j.ix, j.python = ix, python
 	j.mu.Unlock()
 }
 
@@ -57,6 +64,9 @@ func (j *jitUnwind) UnwindInfo(pc, t uint64) (*objfile.CFI, uint64, bool) {
 	defer j.mu.Unlock()
 	sym, ok := j.lookup(pc, t)
 	if !ok {
+		if !j.python {
+			return nil, 0, false
+		}
 		// A JIT that buffers its jitdump (CPython 3.13's -X perf_jit)
 		// may not have written the code's record yet; its trampolines
 		// are known by their bytes.
@@ -155,9 +165,13 @@ func (j *jitUnwind) trampolineAt(pc uint64) *objfile.CFI {
 	if ret < callEnd+uint64(len(endbr64)) {
 		return nil
 	}
+	if cfi, ok := j.cfis[cfiKey{start: ret, eh: &endbr64[0]}]; ok {
+		return cfi // checked before, by its return address
+	}
 	b := make([]byte, len(endbr64)+len(pyTrampoline))
 	at := ret - callEnd - uint64(len(endbr64))
 	if _, err := j.p.space.Memory().ReadAt(b, at); err != nil || !bytes.Equal(b[len(endbr64):], pyTrampoline) {
+		j.keep(cfiKey{start: ret, eh: &endbr64[0]}, nil)
 		return nil
 	}
 	start, size, sub := at+uint64(len(endbr64)), uint64(len(pyTrampoline)), uint64(0)

@@ -43,6 +43,17 @@ type dumpMemory struct {
 // the copy knows, and a sign that the copy was too small.
 var errPastCopy = fmt.Errorf("%w: %w", errOutsideCopy, ErrUnmapped)
 
+// word reads 8 bytes at addr.
+func (d *dumpMemory) word(addr uint64) (uint64, error) {
+	if addr < d.base {
+		return 0, ErrUnmapped
+	}
+	if off := addr - d.base; off < uint64(len(d.b)) && uint64(len(d.b))-off >= 8 {
+		return binary.LittleEndian.Uint64(d.b[off:]), nil
+	}
+	return 0, errPastCopy
+}
+
 func (d *dumpMemory) ReadAt(p []byte, addr uint64) (int, error) {
 	if addr < d.base {
 		return 0, ErrUnmapped

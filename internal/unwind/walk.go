@@ -55,6 +55,21 @@ type walker struct {
 	// signals counts signal frames: their stack pointer may go down
 	// (sigaltstack), so they are bounded rather than required to climb.
 	signals int
+	// last is the code range found last: consecutive frames are often in
+	// one module.
+	last *codeRange
+}
+
+// find is lookup, trying the last range found first.
+func (w *walker) find(pc uint64) *codeRange {
+	if l := w.last; l != nil && pc >= l.start && pc < l.end {
+		return l
+	}
+	cr := w.lookup(pc)
+	if cr != nil {
+		w.last = cr
+	}
+	return cr
 }
 
 // codeMem is where the target's code and data are read.
@@ -115,6 +130,11 @@ var errNeedBP = errors.New("frame pointer needed and unknown")
 
 // read64 reads a word of the stack or of memory the rules point to.
 func (w *walker) read64(addr uint64) (uint64, error) {
+	if d, ok := w.mem.(*dumpMemory); ok {
+		// The common case, without the allocation a read through the
+		// interface costs (its buffer escapes).
+		return d.word(addr)
+	}
 	var b [8]byte
 	if _, err := w.mem.ReadAt(b[:], addr); err != nil {
 		return 0, err
@@ -140,7 +160,7 @@ func (w *walker) step(s *frameState) stepResult {
 		// belong to the next function (calls to noreturn functions).
 		look = pc - 1
 	}
-	cr := w.lookup(look)
+	cr := w.find(look)
 	if cr == nil {
 		return cutAt(NotExecutable, nil, pc)
 	}
@@ -410,7 +430,7 @@ func (w *walker) executable(pc uint64, exact bool) bool {
 		}
 		pc--
 	}
-	return w.lookup(pc) != nil
+	return w.find(pc) != nil
 }
 
 // Scan limits: how far above the stack pointer a saved frame pointer is

@@ -4,7 +4,8 @@
 // frame-pointer walk cannot see past the leaf. Each function is kept out
 // of line and does work after its call so that no call becomes a jump.
 // It prints "ready <pid>" and runs until killed; "-depth N" adds N frames
-// of recurse() between worker and outer (a deep stack).
+// of recurse() between worker and outer (a deep stack), "-threads N" runs
+// N workers.
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +13,7 @@
 #include <unistd.h>
 
 static volatile unsigned long sink;
-static int depth;
+static int depth, threads = 1;
 
 __attribute__((noinline)) static unsigned long leaf(unsigned long x) {
 	unsigned long h = x;
@@ -49,11 +50,19 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-	for (int i = 1; i + 1 < argc; i++)
+	for (int i = 1; i + 1 < argc; i++) {
 		if (strcmp(argv[i], "-depth") == 0)
 			depth = atoi(argv[i + 1]);
+		if (strcmp(argv[i], "-threads") == 0)
+			threads = atoi(argv[i + 1]);
+	}
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
 	pthread_t t;
-	pthread_create(&t, 0, worker, 0);
+	for (int i = 0; i < threads; i++)
+		if (pthread_create(&t, &attr, worker, 0) != 0)
+			return 1;
 	printf("ready %d\n", getpid());
 	fflush(stdout);
 	pthread_join(t, 0);

@@ -1,0 +1,181 @@
+package target
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/internal/unwind"
+	"github.com/stallwatch/stallwatch/sampler"
+)
+
+// rawSamples records pid's on-CPU samples for d with copy bytes of stack
+// each, kept raw (no unwinding as they arrive).
+func rawSamples(b *testing.B, pid, copy int, d time.Duration) []sampler.Sample {
+	b.Helper()
+	s, err := sampler.Start(sampler.Config{PID: pid, Freq: 997, DumpOnCPU: copy, History: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	rec := s.StartRecording()
+	time.Sleep(d)
+	var out []sampler.Sample
+	for _, smp := range rec.Stop() {
+		if len(smp.StackDump) > 0 && len(smp.Stack) > int(smp.Kernel) {
+			out = append(out, smp)
+		}
+	}
+	if len(out) < 50 {
+		b.Fatalf("%d samples with a stack copy", len(out))
+	}
+	return out
+}
+
+// processCPU is this process's CPU time, from the scheduler's own clock
+// (schedstat of every thread).
+func processCPU() time.Duration {
+	tids, _ := procfs.Threads(os.Getpid())
+	var ns uint64
+	for _, tid := range tids {
+		if ss, err := procfs.ReadSchedstat(os.Getpid(), tid); err == nil {
+			ns += ss.RunNanos
+		}
+	}
+	return time.Duration(ns)
+}
+
+func sampleOf(s *sampler.Sample, copy int) unwind.Sample {
+	return unwind.Sample{
+		Regs:  unwind.Regs{IP: s.Regs.IP, SP: s.Regs.SP, BP: s.Regs.BP, BPKnown: true},
+		Stack: s.StackDump[:min(copy, len(s.StackDump))],
+		FP:    s.Stack[s.Kernel:],
+		Time:  s.Time,
+	}
+}
+
+// workloads are programs whose code keeps no frame pointers.
+func workloads(b *testing.B) map[string]*testutil.Target {
+	gcc := testutil.RequireTool(b, "gcc")
+	bin := filepath.Join(b.TempDir(), "nofp")
+	if out, err := exec.Command(gcc, "-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o", bin, testutil.Testdata(b, "nofp", "nofp.c")).CombinedOutput(); err != nil {
+		b.Fatalf("gcc: %v\n%s", err, out)
+	}
+	out := map[string]*testutil.Target{}
+	out["c-depth-20"] = testutil.Start(b, bin, "-depth", "20")
+	out["c-depth-20"].WaitLine(b, "ready", 10*time.Second)
+	py := testutil.RequireTool(b, "/usr/bin/python3")
+	out["debian-python3"] = testutil.Start(b, py, testutil.Testdata(b, "python", "work.py"))
+	out["debian-python3"].WaitLine(b, "ready", 30*time.Second)
+	// Under -X perf every Python call is a C call through a trampoline:
+	// 30 Python frames are 30 runs of the interpreter's C frames.
+	py312 := testutil.RequireTool(b, python312)
+	out["cpython3.12-perf-depth-30"] = testutil.Start(b, py312, "-X", "perf", testutil.Testdata(b, "python", "work.py"), "30")
+	out["cpython3.12-perf-depth-30"].WaitLine(b, "ready", 30*time.Second)
+	node := testutil.RequireTool(b, "node")
+	out["node"] = testutil.Start(b, node, testutil.Testdata(b, "node", "fib.js"))
+	out["node"].WaitLine(b, "ready", 30*time.Second)
+	return out
+}
+
+// BenchmarkUnwindSamples: samples unwound per second on one core, warm
+// (the tables read, the return addresses checked once): what the sampler's
+// reader spends as samples arrive. The goal is 200,000 a second.
+//
+//	go test -run '^$' -bench UnwindSamples ./target
+func BenchmarkUnwindSamples(b *testing.B) {
+	testutil.RequirePerf(b)
+	for name, tg := range workloads(b) {
+		b.Run(name, func(b *testing.B) {
+			raw := rawSamples(b, tg.Pid, 16<<10, 2*time.Second)
+			tp, err := Open(tg.Pid, Options{JIT: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tp.Close()
+			u := tp.Unwinder()
+			var dst []uint64
+			frames := 0
+			for i := range raw { // warm
+				dst, _ = u.UnwindSample(sampleOf(&raw[i], 16<<10), unwind.MaxFrames, dst[:0])
+				frames += len(dst)
+			}
+			b.ResetTimer()
+			cpu0 := processCPU()
+			n := 0
+			for b.Loop() {
+				dst, _ = u.UnwindSample(sampleOf(&raw[n%len(raw)], 16<<10), unwind.MaxFrames, dst[:0])
+				n++
+			}
+			// Per CPU second: wall time on a machine others load says
+			// little of what one core does.
+			b.ReportMetric(float64(n)/(processCPU()-cpu0).Seconds(), "samples/cpu-s")
+			b.ReportMetric(float64(frames)/float64(len(raw)), "frames/sample")
+		})
+	}
+}
+
+// BenchmarkStackCopySize: how much stack a sample must copy. Samples are
+// taken with the largest copy the kernel allows; each is unwound again
+// from the first 4, 8, 16 and 32 KiB of it, and the share that still
+// reaches the thread's first function is reported, with the bytes the
+// walk needed (percentiles). It chose the default --stack-copy.
+//
+//	go test -run '^$' -bench StackCopySize ./target
+func BenchmarkStackCopySize(b *testing.B) {
+	testutil.RequirePerf(b)
+	for name, tg := range workloads(b) {
+		b.Run(name, func(b *testing.B) {
+			raw := rawSamples(b, tg.Pid, sampler.MaxStackCopy, 2*time.Second)
+			tp, err := Open(tg.Pid, Options{JIT: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tp.Close()
+			u := tp.Unwinder()
+			for b.Loop() {
+				var need []int
+				for i := range raw {
+					s := sampleOf(&raw[i], sampler.MaxStackCopy)
+					full, cut := u.UnwindSample(s, unwind.MaxFrames, nil)
+					if cut.Truncated() {
+						continue
+					}
+					// The least copy that gives the same stack.
+					lo, hi := 0, len(s.Stack)
+					for lo < hi {
+						mid := (lo + hi) / 2 &^ 7
+						got, c := u.UnwindSample(sampleOf(&raw[i], mid), unwind.MaxFrames, nil)
+						if !c.Truncated() && slices.Equal(got, full) {
+							hi = mid
+						} else {
+							lo = mid + 8
+						}
+					}
+					need = append(need, hi)
+				}
+				slices.Sort(need)
+				pct := func(p float64) float64 { return float64(need[min(len(need)-1, int(p*float64(len(need))))]) }
+				b.ReportMetric(pct(0.5), "bytes-p50")
+				b.ReportMetric(pct(0.99), "bytes-p99")
+				b.ReportMetric(float64(need[len(need)-1]), "bytes-max")
+				for _, kib := range []int{4, 8, 16, 32} {
+					ok := 0
+					for _, n := range need {
+						if n <= kib<<10 {
+							ok++
+						}
+					}
+					b.ReportMetric(100*float64(ok)/float64(len(raw)), "%-complete-"+strconv.Itoa(kib)+"KiB")
+				}
+			}
+		})
+	}
+}
+
