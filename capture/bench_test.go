@@ -182,5 +182,12 @@ func TestMain(m *testing.M) {
 	if endToPprof.dir != "" {
 		os.RemoveAll(endToPprof.dir)
 	}
+	if t := endToPprofCopies.target; t != nil {
+		t.Process.Kill()
+		t.Wait()
+	}
+	if endToPprofCopies.dir != "" {
+		os.RemoveAll(endToPprofCopies.dir)
+	}
 	os.Exit(code)
 }

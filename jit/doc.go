@@ -20,7 +20,10 @@
 //     and Index.LineAt gives the line of any address from the jitdump's
 //     line table (Options.LineTables);
 //   - a perf map writer (MapFile) that hands a jitdump's names to tools
-//     that read only perf maps.
+//     that read only perf maps;
+//   - the unwinding info a runtime publishes for each piece of code
+//     (CODE_UNWINDING_INFO: .eh_frame and .eh_frame_hdr), kept with it,
+//     moved with it, replaced with it (Index.Unwinding).
 //
 // Typical use, at capture time:
 //

@@ -18,6 +18,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/internal/unwind"
 )
 
 // workMeter follows the spin target's "work ITERATIONS CPU_NS" lines.
@@ -91,10 +92,16 @@ func processCPU(pid int) float64 {
 // own CPU time, the samples it wrote, and the target's CPU seconds while
 // it ran.
 func perfRecord(b *testing.B, perf string, pid, freq int, d time.Duration, during func()) (time.Duration, int, float64) {
+	return perfRecordWith(b, perf, "-g", pid, freq, d, during)
+}
+
+// perfRecordWith is perfRecord with perf's call graph option: "-g"
+// (frame pointers) or "--call-graph=dwarf,16384" (stack copies).
+func perfRecordWith(b *testing.B, perf, callGraph string, pid, freq int, d time.Duration, during func()) (time.Duration, int, float64) {
 	b.Helper()
 	cpu0 := processCPU(pid)
 	out := filepath.Join(b.TempDir(), "perf.data")
-	cmd := exec.Command(perf, "record", "-F", fmt.Sprint(freq), "-g", "-p", fmt.Sprint(pid), "-o", out,
+	cmd := exec.Command(perf, "record", "-F", fmt.Sprint(freq), callGraph, "-p", fmt.Sprint(pid), "-o", out,
 		"--", "sleep", fmt.Sprintf("%.3f", (d+300*time.Millisecond).Seconds()))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -175,6 +182,56 @@ func BenchmarkTargetSlowdown(b *testing.B) {
 		b.ReportMetric((perfSlow/perfRate)/(oursSlow/oursRate), "x-vs-perf")
 		b.Logf("work/cpu-s: none %.0f, stallwatch %.0f (%.0f samples/cpu-s), none %.0f, perf %.0f (%.0f samples/cpu-s), none %.0f; lost %d",
 			base1, ours, oursRate, base2, theirs, perfRate, base3, st.LostRecords)
+	}
+}
+
+// BenchmarkTargetSlowdownStackCopy: the same measure as
+// BenchmarkTargetSlowdown, with a copy of the user stack in every sample
+// (16 KiB, --unwind cfi) beside perf record --call-graph dwarf with the
+// same copy size, and beside frame-pointer callchains alone (--unwind
+// fp). The goal is no worse than perf: x-vs-perf-dwarf of 1 or more.
+func BenchmarkTargetSlowdownStackCopy(b *testing.B) {
+	testutil.RequirePerf(b)
+	perf := testutil.RequireTool(b, "perf")
+	tg := testutil.Start(b, target(b, "spin"), "-threads", "2", "-depth", "24", "-report", "100ms")
+	tg.WaitLine(b, "ready", 30*time.Second)
+	w := meterWork(tg)
+	const window = 2 * time.Second
+	ours := func(copy int) (slow, rate float64) {
+		before, _ := w.rate(window)
+		s, err := Start(Config{PID: tg.Pid, Freq: 997, Kernel: true, DumpOnCPU: copy,
+			UserStack: func(tid int32, t uint64, regs UserRegs, stack []byte, fp, dst []uint64) ([]uint64, unwind.Cut) {
+				return append(dst, fp...), unwind.Cut{} // the copy is made, read and dropped
+			}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		st0, cpu0 := s.Stats(), processCPU(tg.Pid)
+		during, _ := w.rate(window)
+		st, cpu := s.Stats(), processCPU(tg.Pid)-cpu0
+		s.Close()
+		after, _ := w.rate(window)
+		return 1 - during/((before+after)/2), float64(st.Samples-st0.Samples) / cpu
+	}
+	theirs := func(callGraph string) (slow, rate float64) {
+		before, _ := w.rate(window)
+		var during float64
+		_, n, cpu := perfRecordWith(b, perf, callGraph, tg.Pid, 997, window, func() { during, _ = w.rate(window) })
+		after, _ := w.rate(window)
+		return 1 - during/((before+after)/2), float64(n) / cpu
+	}
+	perKHz := func(slow, rate float64) float64 { return 100 * slow / rate * 1000 }
+	for i := 0; i < b.N; i++ {
+		fpSlow, fpRate := ours(-1)
+		cpSlow, cpRate := ours(16 << 10)
+		dwSlow, dwRate := theirs("--call-graph=dwarf,16384")
+		b.ReportMetric(perKHz(fpSlow, fpRate), "fp-%-per-kHz")
+		b.ReportMetric(perKHz(cpSlow, cpRate), "copy16K-%-per-kHz")
+		b.ReportMetric(perKHz(dwSlow, dwRate), "perf-dwarf16K-%-per-kHz")
+		b.ReportMetric(perKHz(dwSlow, dwRate)/perKHz(cpSlow, cpRate), "x-vs-perf-dwarf")
+		b.Logf("slowdown: fp %.1f%% (%.0f samples/cpu-s), stack copies %.1f%% (%.0f), perf dwarf %.1f%% (%.0f)",
+			100*fpSlow, fpRate, 100*cpSlow, cpRate, 100*dwSlow, dwRate)
 	}
 }
 

@@ -7,7 +7,11 @@
 // flight recorder.
 //
 // The sampler only collects raw samples (addresses, thread, time, weight).
-// It knows nothing of heartbeats, symbols or output formats.
+// It knows nothing of heartbeats, symbols or output formats. Where samples
+// carry a copy of the user stack (Config.DumpOnCPU, DumpOffCPU), an
+// unwinder given as Config.UserStack turns each into its user stack as it
+// arrives, so that neither the flight recorder nor a recording holds a
+// copy: their memory is that of stacks of addresses.
 //
 // # Events and rings
 //

@@ -30,7 +30,14 @@
 //
 // An address nobody can name becomes an explicit "file+0xoffset",
 // "[anon] 0xaddr" or "[unknown] 0xaddr" frame, and Stats counts it with
-// the reason, so nothing is dropped silently.
+// the reason, so nothing is dropped silently. A stack whose walk ended
+// before its thread's first function ends with a pseudo-frame saying why
+// (CutLocation: "[truncated: no unwind info in libfoo.so]").
+//
+// Names are those gdb prints: C++ and Rust demangled with their scope and
+// template arguments but no parameters or return type, inlined C++
+// functions qualified by their namespaces and classes, PLT stubs as
+// "name@plt", Go functions without their ABI suffix.
 //
 // Everything read comes from the target and is untrusted: package
 // internal/objfile checks what it parses; names are bounded before they

@@ -10,4 +10,12 @@
 // Object files are parsed once per stallwatch process whatever the number
 // of targets (package internal/objfile); a Process adds only what is
 // particular to one target: where each file is mapped, and its memory.
+//
+// JIT code is unwound with the call frame information its runtime wrote
+// in the jitdump for each piece of code (CODE_UNWINDING_INFO: CPython 3.13
+// -X perf_jit, V8, LLVM's JITLink), at the time of each sample, since code
+// and its tables can be replaced at one address; CPython's perf
+// trampolines, which 3.12's -X perf names only in a perf map (and 3.13
+// writes through a buffered stream), are unwound by their known bytes,
+// checked in the target's memory.
 package target

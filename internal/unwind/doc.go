@@ -16,5 +16,17 @@
 // The tables come from package internal/objfile (parsed once per file for
 // every target); a Process places them where one target maps them (package
 // internal/addrspace), once when it is made and at each Refresh, never
-// during a walk, which may run while a thread is stopped.
+// during a walk, which may run while a thread is stopped. JIT code is
+// unwound with the rules its runtime published (JITCode, set by package
+// target).
+//
+// A sampled stack (UnwindSample) is walked in the copy of the stack the
+// sample carries; beyond it, the kernel's frame-pointer chain is joined
+// where both walks found the same return address, and followed only
+// while each return address is in executable code right after a call.
+// Nothing is made of stack bytes: a caller outside executable code ends a
+// walk. Every walk says why it ended (Cut): complete, or cut short too
+// deep, for want of unwind information in a module, at the end of the
+// stack copy, at an address that is not code, at a bad frame or a stack
+// switch.
 package unwind
