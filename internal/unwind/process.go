@@ -250,7 +250,15 @@ func (p *Process) join(out []uint64, n int, cut Cut, fp []uint64, max int) ([]ui
 		for j := 1; j < len(fp); j++ {
 			if walk[i] == fp[j] {
 				out = out[:len(out)-n+i+1]
-				return p.follow(out, i+1, fp[j+1:], max)
+				more, end := p.follow(out, i+1, fp[j+1:], max)
+				if cut.Reason == CopyExhausted && end.Reason == NoUnwindInfo {
+					// Where the chain ends is frame pointers' limit
+					// (code that has CFI but keeps no frame pointer);
+					// the copy's end is why the walk needed them, and
+					// a larger copy is the fix.
+					end = cut
+				}
+				return more, end
 			}
 		}
 	}
