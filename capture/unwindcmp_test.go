@@ -56,6 +56,56 @@ func TestUnwindAgainstPerf(t *testing.T) {
 	}
 }
 
+// TestStackCopyTooSmall: a stack deeper than the stack copy, in code
+// without frame pointers, ends with a pseudo-frame saying the copy was
+// exhausted (never a guessed frame), and capture.json says which
+// --stack-copy reaches further.
+func TestStackCopyTooSmall(t *testing.T) {
+	testutil.RequirePerf(t)
+	// 300 frames of recurse() under the hot chain: several KiB of stack.
+	tg := startNoFPArgs(t, "-depth", "300")
+	const copySize = 1 << 10
+	_, p, info, _ := recordCPU(t, tg.Pid, time.Second, func(c *Config) {
+		c.NoOffCPU, c.Unwind, c.StackCopy = true, UnwindCFI, copySize
+	})
+	const cut = "[truncated: stack copy of 1 KiB exhausted]"
+	ours, _ := ourStacks(p)
+	deep, exhausted := 0, 0
+	for _, s := range ours {
+		// Only samples below the whole recursion are surely deeper than
+		// the copy (the recursion's own frames come and go).
+		if indexOf(s, "leaf") < 0 && indexOf(s, "middle") < 0 && indexOf(s, "outer") < 0 {
+			continue
+		}
+		deep++
+		last := s[len(s)-1]
+		if isComplete(s) || !strings.HasPrefix(last, "[truncated: ") {
+			t.Fatalf("a stack deeper than the %d-byte copy does not end with why it was cut: %v", copySize, s)
+		}
+		for _, fn := range s {
+			if strings.HasPrefix(fn, "[unknown]") {
+				t.Fatalf("a frame outside every mapping: %v", s)
+			}
+		}
+		if last == cut {
+			exhausted++
+		}
+	}
+	if deep < 20 {
+		t.Fatalf("%d samples under 300 frames of recurse(): too few to judge", deep)
+	}
+	// The walk can end otherwise only where it joined the kernel's
+	// frame-pointer chain (-O2 code keeps no frame pointer: rarely).
+	if float64(exhausted) < 0.99*float64(deep) {
+		t.Errorf("%d of %d samples under 300 frames of recurse() end with %q", exhausted, deep, cut)
+	}
+	notes := strings.Join(info.Notes, "\n")
+	if !strings.Contains(notes, "stacks were deeper than the 1 KiB stack copy: --stack-copy 2KiB reaches further") ||
+		!strings.Contains(notes, "stack copy of 1 KiB exhausted") {
+		t.Errorf("capture.json's notes do not say the copy was too small, and the fix:\n%s", notes)
+	}
+}
+
 func compareWithPerf(t *testing.T, w unwindWorkload) {
 	tg := w.start(t)
 	_, p, info := record(t, tg.Pid, 3*time.Second, func(c *Config) { c.NoOffCPU, c.Unwind = true, UnwindCFI })
@@ -229,14 +279,17 @@ func inOrder(names, want []string) bool {
 	return i == len(want)
 }
 
+func startNoFP(t *testing.T) *testutil.Target { return startNoFPArgs(t) }
 
-func startNoFP(t *testing.T) *testutil.Target {
+// startNoFPArgs builds testdata/nofp as distributions build (-O2, no frame
+// pointers) and runs it with args.
+func startNoFPArgs(t *testing.T, args ...string) *testutil.Target {
 	gcc := testutil.RequireTool(t, "gcc")
 	bin := filepath.Join(t.TempDir(), "nofp")
 	if out, err := exec.Command(gcc, "-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o", bin, testutil.Testdata(t, "nofp", "nofp.c")).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
-	tg := testutil.Start(t, bin)
+	tg := testutil.Start(t, bin, args...)
 	tg.WaitLine(t, "ready", 10*time.Second)
 	return tg
 }
