@@ -359,7 +359,7 @@ func cutNotes(cuts map[unwind.Cut]int, total, copySize int) []string {
 	notes := []string{fmt.Sprintf("%d of %d sampled stacks end before their thread's first function (their last frame says why): %s",
 		n, total, strings.Join(parts, ", "))}
 	if exhausted > 0 && copySize < MaxStackCopy {
-		notes = append(notes, fmt.Sprintf("%d stacks were deeper than the %d KiB stack copy: --stack-copy %dK reaches further (at some CPU cost per sample)",
+		notes = append(notes, fmt.Sprintf("%d stacks were deeper than the %d KiB stack copy: --stack-copy %dKiB reaches further (at some CPU cost per sample)",
 			exhausted, copySize>>10, min(2*copySize, MaxStackCopy)>>10))
 	}
 	return notes

@@ -178,4 +178,3 @@ func BenchmarkStackCopySize(b *testing.B) {
 		})
 	}
 }
-

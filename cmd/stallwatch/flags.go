@@ -60,7 +60,7 @@ func (c *captureFlags) declare(fs *cli.FlagSet) {
 	fs.Choice(&c.unwind, "unwind", string(capture.UnwindAuto), capture.UnwindModes,
 		"how sampled user stacks are walked, `MODE`: cfi (stack copies and call frame information, whole stacks through code without frame pointers), fp (the kernel's frame-pointer chains: cheapest), auto (fp for pure Go programs, else cfi)")
 	c.stackCopy = capture.DefaultStackCopy
-	fs.Var(&c.stackCopy, "stack-copy", "bytes of user stack each sample copies for --unwind cfi (`SIZE`: 8K, 16K, 32K; at most 60K); deeper stacks end with \"[truncated: stack copy … exhausted]\"").Default = c.stackCopy.String()
+	fs.Var(&c.stackCopy, "stack-copy", "bytes of user stack each sample copies for --unwind cfi (`SIZE`: 8KiB, 16KiB, 32KiB; at most 60KiB); deeper stacks end with \"[truncated: stack copy … exhausted]\"").Default = c.stackCopy.String()
 	fs.Bool(&c.noOffCPU, "no-offcpu", "do not sample off-CPU (blocked) time; needs less privilege")
 	fs.Bool(&c.noKernel, "no-kernel", "leave kernel frames out of stacks; needs less privilege")
 	fs.Bool(&c.noPtrace, "no-ptrace", "never stop a thread: the snapshot reads the stacks of blocked threads from /proc only")
