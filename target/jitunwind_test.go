@@ -2,6 +2,7 @@ package target
 
 import (
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,4 +129,68 @@ func FuzzJITUnwinding(f *testing.F) {
 			t.Fatalf("rules kept for code they do not start at: %+v %v", row, err)
 		}
 	})
+}
+
+// TestV8UnwindingInfo: the unwinding info V8 writes under
+// --perf-prof-unwinding-info (CODE_UNWINDING_INFO records) is placed where
+// it describes its code: at the first instruction of fibonacci's
+// optimized code the return address is on top of the stack (CFA rsp+8),
+// and inside it V8's frame rules apply (CFA based on rbp). Node.js 20's V8
+// writes rules for optimized code only; for the rest (builtins, baseline
+// code) an empty table, which gives no rules: frame pointers unwind it.
+func TestV8UnwindingInfo(t *testing.T) {
+	node := testutil.RequireTool(t, "node")
+	cmd := exec.Command(node, "--perf-prof", "--perf-prof-unwinding-info", testutil.Testdata(t, "node", "fib.js"))
+	cmd.Dir = t.TempDir()
+	tg := testutil.StartCmd(t, cmd)
+	tg.WaitLine(t, "ready", 30*time.Second)
+	tp, err := Open(tg.Pid, Options{JIT: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tp.Close()
+	// "ready" follows V8's decision to optimize fibonacci; the optimized
+	// code's records follow in the jitdump.
+	var opt *jit.Symbol
+	err = testutil.Eventually(30*time.Second, func() bool {
+		if err := tp.Refresh(); err != nil {
+			t.Logf("refresh: %v", err)
+		}
+		for sym := range tp.jit.Index().All() {
+			if u, ok := tp.jit.Index().Unwinding(sym); ok && len(u.EhFrame) > 0 && strings.HasPrefix(sym.Name, "JS:*fibonacci") {
+				opt = sym
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		t.Fatal("V8 wrote no unwinding info for fibonacci's optimized code")
+	}
+	cfi, bias, ok := tp.jitUn.UnwindInfo(opt.Start, 0)
+	if !ok || bias != 0 {
+		t.Fatalf("%s at %#x: no rules from its unwinding info", opt.Name, opt.Start)
+	}
+	row, err := cfi.RowAt(opt.Start)
+	if err != nil || row == nil || row.CFAReg != objfile.RegRSP || row.CFAOff != 8 {
+		t.Fatalf("%s at its first instruction: row %+v (%v), want CFA rsp+8", opt.Name, row, err)
+	}
+	framed := false
+	for pc := opt.Start; pc < opt.End() && !framed; pc++ {
+		row, err := cfi.RowAt(pc)
+		framed = err == nil && row != nil && row.CFAReg == objfile.RegRBP && row.CFAOff == 16
+	}
+	if !framed {
+		t.Errorf("%s: no instruction with V8's frame (CFA rbp+16)", opt.Name)
+	}
+	empty := 0
+	for sym := range tp.jit.Index().All() {
+		if u, ok := tp.jit.Index().Unwinding(sym); ok && len(u.EhFrame) == 0 {
+			if _, _, ok := tp.jitUn.UnwindInfo(sym.Start, 0); ok {
+				t.Fatalf("%s at %#x: rules from an empty table", sym.Name, sym.Start)
+			}
+			empty++
+		}
+	}
+	t.Logf("%s: rules placed; %d code objects with an empty table", opt.Name, empty)
 }
