@@ -25,7 +25,10 @@
 // where both walks found the same return address, and followed only
 // while each return address is in executable code right after a call.
 // Nothing is made of stack bytes: a caller outside executable code ends a
-// walk. Every walk says why it ended (Cut): complete, or cut short too
+// walk. A walk that needed the kernel's chain because its copy ran out
+// ends as the copy's end (CopyExhausted) wherever that chain stops: code
+// with call frame information but no frame pointers ends the chain, and a
+// larger copy is what reaches further. Every walk says why it ended (Cut): complete, or cut short too
 // deep, for want of unwind information in a module, at the end of the
 // stack copy, at an address that is not code, at a bad frame or a stack
 // switch.
