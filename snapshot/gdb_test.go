@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/internal/unwind"
 	"github.com/stallwatch/stallwatch/symbolize"
 )
 
@@ -42,6 +43,34 @@ func TestDeepStackMatchesGdb(t *testing.T) {
 				t.Errorf("no ptrace %v: frame %d is %#x, gdb says %#x (%s)", noPtrace, i, th.UserAddrs[i], gdb[i].PC, gdb[i].Name)
 				break
 			}
+		}
+	}
+	assertReleased(t, tg.Pid)
+}
+
+// TestDeeperThanLimit: a thread 1,100 calls deep is read to the
+// snapshot's limit of 1,024 frames, and its stack says it was cut there
+// (the last frame "[truncated: deeper than 1024 frames]"), under a stop
+// and without one.
+func TestDeeperThanLimit(t *testing.T) {
+	testutil.RequirePtrace(t)
+	gcc := testutil.RequireTool(t, "gcc")
+	bin := filepath.Join(t.TempDir(), "deep")
+	if out, err := exec.Command(gcc, "-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o", bin, testutil.Testdata(t, "deep", "deep.c")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	tg := testutil.Start(t, bin, "-depth", "1100")
+	tid, _ := strconv.Atoi(strings.TrimPrefix(tg.WaitLine(t, "ready ", 10*time.Second), "ready "))
+	waitBlocked(t, tg.Pid, tid, 0) // read
+	for _, noPtrace := range []bool{false, true} {
+		th := threadOf(t, take(t, tg.Pid, Options{NoPtrace: noPtrace}), tid)
+		want := unwind.Cut{Reason: unwind.TooDeep, Limit: 1024}
+		if th.UserCut != want || len(th.UserAddrs) != 1024 {
+			t.Errorf("no ptrace %v: %d frames, cut %v; want 1024 frames, cut %v", noPtrace, len(th.UserAddrs), th.UserCut, want)
+		}
+		names := userNames(th)
+		if last := names[len(names)-1]; last != "[truncated: deeper than 1024 frames]" {
+			t.Errorf("no ptrace %v: the stack ends with %q, not with why it was cut", noPtrace, last)
 		}
 	}
 	assertReleased(t, tg.Pid)
