@@ -14,6 +14,9 @@
 
 static volatile unsigned long sink;
 static int depth, threads = 1;
+// Workers spin only once all are created: with a thousand of them
+// spinning, creating the rest would take minutes on a small machine.
+static pthread_barrier_t started;
 
 __attribute__((noinline)) static unsigned long leaf(unsigned long x) {
 	unsigned long h = x;
@@ -44,6 +47,7 @@ __attribute__((noinline)) static unsigned long recurse(int n, unsigned long x) {
 
 static void *worker(void *arg) {
 	(void)arg;
+	pthread_barrier_wait(&started);
 	for (unsigned long i = 0;; i++)
 		sink += recurse(depth, i);
 	return 0;
@@ -60,9 +64,11 @@ int main(int argc, char **argv) {
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
 	pthread_t t;
+	pthread_barrier_init(&started, 0, threads + 1);
 	for (int i = 0; i < threads; i++)
 		if (pthread_create(&t, &attr, worker, 0) != 0)
 			return 1;
+	pthread_barrier_wait(&started);
 	printf("ready %d\n", getpid());
 	fflush(stdout);
 	pthread_join(t, 0);
