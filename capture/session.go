@@ -188,13 +188,13 @@ func (s *Session) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.Resul
 	var lost []string
 	smp := s.smp
 	if !s.canSample() {
-		return s.snapshotOnly(ctx, tr, "no samples: "+s.plan.Summary())
+		return s.snapshotOnly(ctx, tr, "no samples: too few file descriptors for even one thread (the note above has the numbers and the fix)", true)
 	}
 	if smp == nil {
 		var err error
 		if smp, err = sampler.Start(s.samplerConfig(s.cfg.Freq, !s.cfg.NoOffCPU, -1)); err != nil {
 			s.cfg.Logger.Warn("capture: sampling could not start; writing the snapshot alone", "err", err)
-			return s.snapshotOnly(ctx, tr, "no samples: the sampler could not start: "+err.Error())
+			return s.snapshotOnly(ctx, tr, "no samples: the sampler could not start: "+err.Error(), false)
 		}
 		defer smp.Close()
 	} else if err := smp.SetRate(s.cfg.Freq, !s.cfg.NoOffCPU); err != nil {
@@ -225,13 +225,17 @@ func (s *Session) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.Resul
 }
 
 // snapshotOnly writes a capture that has the thread snapshot and no
-// samples, with why in its notes.
-func (s *Session) snapshotOnly(ctx context.Context, tr capdir.Trigger, why string) (*capdir.Result, error) {
+// samples, with why in its notes; overBudget: no thread had room in the
+// descriptor plan, so every thread counts as unsampled.
+func (s *Session) snapshotOnly(ctx context.Context, tr capdir.Trigger, why string, overBudget bool) (*capdir.Result, error) {
 	if err := s.tp.Refresh(); err != nil {
 		s.cfg.Logger.Debug("refreshing what is known of the target", "err", err)
 	}
 	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, notes: slices.Concat(s.notes, []string{why}), exited: !procfs.Alive(s.cfg.PID)}
 	f.snap = s.startSnapshot(ctx, nil)()
+	if f.snap != nil && overBudget {
+		f.stats.ThreadsOverBudget = len(f.snap.Threads)
+	}
 	f.start, f.end = tr.At, time.Now()
 	if f.snap != nil {
 		f.start = f.snap.Time

@@ -85,11 +85,15 @@ func (p FDPlan) Summary() string {
 	if p.DroppedOffCPU {
 		lost = append(lost, "no off-CPU sampling (the thread snapshot still shows where each blocked thread waits)")
 	}
-	if p.Subset() {
+	how := fmt.Sprintf("sampling with %d per thread", p.PerThread)
+	switch {
+	case p.MaxThreads == 0:
+		how, lost = "sampling nothing", []string{"no thread has room for even one event: a capture holds the thread snapshot alone"}
+	case p.Subset():
 		lost = append(lost, fmt.Sprintf("only %d of the %d threads sampled, the busiest by CPU time so far (the main thread always); the snapshot still has every thread", p.MaxThreads, p.Threads))
 	}
-	s := fmt.Sprintf("file descriptors: %d threads × %d perf events each + %d open + %d headroom need %d, RLIMIT_NOFILE allows %d (hard limit %d): sampling with %d per thread: %s",
-		p.Threads, p.Want, p.InUse, p.Headroom, p.Need(), p.Limit, p.HardLimit, p.PerThread, strings.Join(lost, "; "))
+	s := fmt.Sprintf("file descriptors: %d threads × %d perf events each + %d open + %d headroom need %d, RLIMIT_NOFILE allows %d (hard limit %d): %s: %s",
+		p.Threads, p.Want, p.InUse, p.Headroom, p.Need(), p.Limit, p.HardLimit, how, strings.Join(lost, "; "))
 	return s + "; " + NoFileFix(p.Need())
 }
 

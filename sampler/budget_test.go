@@ -51,7 +51,12 @@ func TestPlanFDs(t *testing.T) {
 					t.Errorf("summary lacks %q: %s", w, sum)
 				}
 			}
-			if p.Subset() && !strings.Contains(sum, "busiest by CPU time") {
+			switch {
+			case p.MaxThreads == 0:
+				if !strings.Contains(sum, "sampling nothing") || !strings.Contains(sum, "thread snapshot alone") {
+					t.Errorf("a plan that samples nothing does not say so: %s", sum)
+				}
+			case p.Subset() && !strings.Contains(sum, "busiest by CPU time"):
 				t.Errorf("a subset's summary does not say which threads: %s", sum)
 			}
 		})

@@ -262,3 +262,48 @@ func intField(t *testing.T, log, key string) int {
 	n, _ := strconv.Atoi(m[1])
 	return n
 }
+
+// TestWatchNoRoomToSample: a limit so low that no thread has room for one
+// event. watch still starts, says so once, and a capture is the thread
+// snapshot alone: every thread in it, every thread counted as unsampled,
+// and the notes saying why and how to fix it.
+func TestWatchNoRoomToSample(t *testing.T) {
+	testutil.RequirePerf(t)
+	testutil.RequireRoot(t)
+	prlimit := testutil.RequireTool(t, "prlimit")
+	const idle = 20
+	tg := testutil.Start(t, testutil.BuildC(t, "manythreads/manythreads.c"), strconv.Itoa(idle), "1")
+	tg.WaitLine(t, "ready", 60*time.Second)
+	threads := idle + 2
+	c := watchWithLimit(t, prlimit, tg.Pid, 16)
+	if c.sampled != 0 || !strings.Contains(c.log, "sampling nothing") {
+		t.Errorf("threads_sampled=%d; want the start-up warning to say nothing is sampled", c.sampled)
+	}
+	for _, w := range []string{"RLIMIT_NOFILE allows 16", "a capture holds the thread snapshot alone", "no samples: too few file descriptors", "ulimit -Hn"} {
+		if !strings.Contains(c.notes, w) {
+			t.Errorf("capture.json's notes lack %q: %s", w, c.notes)
+		}
+	}
+	n := c.info.Counts
+	if n.Samples != 0 || n.Threads != threads || n.UnsampledThreads != threads {
+		t.Errorf("capture.json counts %d samples, %d threads, %d unsampled; want 0, %d, %d", n.Samples, n.Threads, n.UnsampledThreads, threads, threads)
+	}
+	var dump struct {
+		Threads []struct {
+			TID int `json:"tid"`
+		} `json:"threads"`
+	}
+	b, err := os.ReadFile(filepath.Join(c.dir, "threads.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &dump); err != nil {
+		t.Fatal(err)
+	}
+	if len(dump.Threads) != threads {
+		t.Errorf("the snapshot has %d threads, want %d", len(dump.Threads), threads)
+	}
+	if !strings.Contains(c.report, fmt.Sprintf("%d threads not sampled (too few file descriptors", threads)) {
+		t.Errorf("report.txt does not say no thread was sampled:\n%.1500s", c.report)
+	}
+}
