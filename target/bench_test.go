@@ -17,7 +17,7 @@ import (
 
 // rawSamples records pid's on-CPU samples for d with copy bytes of stack
 // each, kept raw (no unwinding as they arrive).
-func rawSamples(b *testing.B, pid, copy int, d time.Duration) []sampler.Sample {
+func rawSamples(b testing.TB, pid, copy int, d time.Duration) []sampler.Sample {
 	b.Helper()
 	s, err := sampler.Start(sampler.Config{PID: pid, Freq: 997, DumpOnCPU: copy, History: -1})
 	if err != nil {
@@ -61,7 +61,7 @@ func sampleOf(s *sampler.Sample, copy int) unwind.Sample {
 }
 
 // workloads are programs whose code keeps no frame pointers.
-func workloads(b *testing.B) map[string]*testutil.Target {
+func workloads(b testing.TB) map[string]*testutil.Target {
 	gcc := testutil.RequireTool(b, "gcc")
 	bin := filepath.Join(b.TempDir(), "nofp")
 	if out, err := exec.Command(gcc, "-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o", bin, testutil.Testdata(b, "nofp", "nofp.c")).CombinedOutput(); err != nil {
@@ -85,8 +85,10 @@ func workloads(b *testing.B) map[string]*testutil.Target {
 }
 
 // BenchmarkUnwindSamples: samples unwound per second on one core, warm
-// (the tables read, the return addresses checked once): what the sampler's
-// reader spends as samples arrive. The goal is 200,000 a second.
+// (the tables read, the return addresses checked once, the rule cache
+// filled): what the sampler's reader spends as samples arrive. The goal is
+// 200,000 a second. The same samples are then unwound with the rule cache
+// off (uncached-samples/cpu-s) and the ratio reported.
 //
 //	go test -run '^$' -bench UnwindSamples ./target
 func BenchmarkUnwindSamples(b *testing.B) {
@@ -115,7 +117,23 @@ func BenchmarkUnwindSamples(b *testing.B) {
 			}
 			// Per CPU second: wall time on a machine others load says
 			// little of what one core does.
-			b.ReportMetric(float64(n)/(processCPU()-cpu0).Seconds(), "samples/cpu-s")
+			cached := float64(n) / (processCPU() - cpu0).Seconds()
+			b.StopTimer()
+			// The same walks without the rule cache, for its share.
+			u.SetRuleCache(false)
+			cpu0, n = processCPU(), 0
+			start := time.Now() // processCPU is too dear to call per pass
+			for pass := 0; pass < 10 || time.Since(start) < 300*time.Millisecond; pass++ {
+				for i := range raw {
+					dst, _ = u.UnwindSample(sampleOf(&raw[i], 16<<10), unwind.MaxFrames, dst[:0])
+					n++
+				}
+			}
+			uncached := float64(n) / (processCPU() - cpu0).Seconds()
+			u.SetRuleCache(true)
+			b.ReportMetric(cached, "samples/cpu-s")
+			b.ReportMetric(uncached, "uncached-samples/cpu-s")
+			b.ReportMetric(cached/uncached, "x-vs-uncached")
 			b.ReportMetric(float64(frames)/float64(len(raw)), "frames/sample")
 		})
 	}

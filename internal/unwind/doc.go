@@ -20,6 +20,16 @@
 // unwound with the rules its runtime published (JITCode, set by package
 // target).
 //
+// How a frame at an address is unwound (its mapping and the call frame
+// row in force there) is cached per Process in a fixed table of 4,096
+// entries keyed by the address and the layout generation (each Refresh
+// starts a new one), shared by concurrent walks without a lock: a warm
+// frame costs a probe and the stack reads its rules name, rather than a
+// search of the mappings and the module's FDEs. Only rows from an ELF
+// file's own tables are cached; JIT code is looked up at each sample's
+// time, since code and its rules can be replaced at one address.
+// SetRuleCache(false) walks without it, for comparison.
+//
 // A sampled stack (UnwindSample) is walked in the copy of the stack the
 // sample carries; beyond it, the kernel's frame-pointer chain is joined
 // where both walks found the same return address, and followed only

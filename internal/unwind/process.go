@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/stallwatch/stallwatch/internal/addrspace"
 	"github.com/stallwatch/stallwatch/internal/objfile"
@@ -31,6 +32,12 @@ type Process struct {
 	known    map[*addrspace.Module]codeRange
 	problems []string
 	jit      JITCode
+	// gen is the layout generation: each Refresh starts a new one, and
+	// the rule cache's entries of older ones no longer match.
+	gen uint64
+
+	rules   *ruleCache
+	noRules atomic.Bool // SetRuleCache(false)
 
 	raMu sync.Mutex
 	ras  map[uint64]bool // return addresses checked (returnAddress)
@@ -38,7 +45,7 @@ type Process struct {
 
 // NewProcess prepares to unwind the threads of the target of space.
 func NewProcess(space *addrspace.Space) *Process {
-	p := &Process{space: space, known: map[*addrspace.Module]codeRange{}, ras: map[uint64]bool{}}
+	p := &Process{space: space, known: map[*addrspace.Module]codeRange{}, ras: map[uint64]bool{}, rules: new(ruleCache)}
 	p.Refresh()
 	return p
 }
@@ -70,6 +77,7 @@ func (p *Process) Refresh() {
 	sort.Slice(cur, func(i, j int) bool { return cur[i].start < cur[j].start })
 	p.mu.Lock()
 	p.cur, p.gone, p.known, p.problems = cur, gone, fresh, problems
+	p.gen++
 	p.mu.Unlock()
 }
 
@@ -147,10 +155,20 @@ func (p *Process) UnwindTrace(regs Regs, mem Memory, max int) Trace {
 // walker is a walk of this process's stacks reading mem.
 func (p *Process) walker(mem Memory) walker {
 	p.mu.RLock()
-	j := p.jit
+	j, gen := p.jit, p.gen
 	p.mu.RUnlock()
-	return walker{lookup: p.lookup, mem: mem, code: p.space.Memory(), jit: j}
+	w := walker{proc: p, mem: mem, code: p.space.Memory(), jit: j, gen: gen}
+	if !p.noRules.Load() {
+		w.rules = p.rules
+	}
+	return w
 }
+
+// SetRuleCache turns the cache of per-address unwind rules on (the
+// default) or off. Off, every frame is looked up in the mappings and its
+// module's tables: the reference the cache is tested and measured
+// against. Stacks are the same either way.
+func (p *Process) SetRuleCache(on bool) { p.noRules.Store(!on) }
 
 // SetJIT gives the unwind rules of the target's JIT code (package target
 // sets it from the target's jitdumps).
@@ -219,7 +237,8 @@ func (p *Process) UnwindSample(smp Sample, max int, dst []uint64) ([]uint64, Cut
 	if len(smp.Stack) == 0 {
 		return p.validFP(smp.FP, max, out)
 	}
-	w := p.walker(DumpMemory(smp.Regs.SP, smp.Stack))
+	w := p.walker(nil)
+	w.stack, w.onStack = dumpMemory{base: smp.Regs.SP, b: smp.Stack}, true
 	w.t, w.copySize = smp.Time, len(smp.Stack)
 	s := newFrameState(smp.Regs)
 	out = append(out, smp.Regs.IP)

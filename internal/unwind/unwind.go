@@ -88,6 +88,9 @@ func readU64(mem Memory, addr uint64) (uint64, bool) {
 }
 
 func readWord(mem Memory, addr uint64) (uint64, error) {
+	if d, ok := mem.(*dumpMemory); ok {
+		return d.word(addr) // without the allocation of b below
+	}
 	var b [8]byte
 	if _, err := mem.ReadAt(b[:], addr); err != nil {
 		return 0, err
@@ -205,7 +208,7 @@ func walkFP(regs Regs, mem Memory, max int) Trace {
 	}
 	bp, sp := regs.BP, regs.SP
 	for len(t.PCs) < max {
-		next, err := fpLink(mem, bp, sp)
+		next, err := fpLink(func(a uint64) (uint64, error) { return readWord(mem, a) }, bp, sp)
 		if err != nil {
 			t.Cut = Cut{Reason: NoUnwindInfo, PC: t.PCs[len(t.PCs)-1]}
 			if errors.Is(err, errOutsideCopy) {
@@ -229,15 +232,15 @@ var errNoFrame = errors.New("no frame record")
 // caller's frame pointer and [bp+8] the return address. The chain must
 // climb the stack (a frame lies above the frames it called), which also
 // bounds it.
-func fpLink(mem Memory, bp, sp uint64) (fpFrame, error) {
+func fpLink(read func(addr uint64) (uint64, error), bp, sp uint64) (fpFrame, error) {
 	if bp == 0 || bp < sp || bp&7 != 0 || bp > 1<<63 {
 		return fpFrame{}, errNoFrame
 	}
-	savedBP, err := readWord(mem, bp)
+	savedBP, err := read(bp)
 	if err != nil {
 		return fpFrame{}, err
 	}
-	ra, err := readWord(mem, bp+8)
+	ra, err := read(bp + 8)
 	if err != nil {
 		return fpFrame{}, err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 
 	"github.com/stallwatch/stallwatch/internal/objfile"
 )
@@ -24,9 +25,6 @@ type codeRange struct {
 	problem string
 }
 
-// codeLookup finds the executable mapping holding a run-time address.
-type codeLookup func(pc uint64) *codeRange
-
 // JITCode gives the unwind rules of JIT-compiled code: the call frame
 // information the runtime published for the code live at pc at
 // CLOCK_MONOTONIC time t (0: the latest), with the bias that turns the
@@ -38,8 +36,12 @@ type JITCode interface {
 
 // walker walks one stack.
 type walker struct {
-	lookup codeLookup
-	mem    Memory
+	proc *Process // where code is looked up
+	mem  Memory
+	// stack, when onStack, is the sample's stack copy, read in place of
+	// mem (without the allocation a Memory made of it costs each walk).
+	stack   dumpMemory
+	onStack bool
 	// scan allows the saved-BP search when a frame needs a frame pointer
 	// nobody knows (BlockedStack); it needs the code readable in mem.
 	scan bool
@@ -58,7 +60,14 @@ type walker struct {
 	// last is the code range found last: consecutive frames are often in
 	// one module.
 	last *codeRange
+	// rules caches how frames are unwound, per address, for the layout
+	// generation gen (nil: no cache; see ruleCache).
+	rules *ruleCache
+	gen   uint64
 }
+
+// lookup finds the executable mapping holding a run-time address.
+func (w *walker) lookup(pc uint64) *codeRange { return w.proc.lookup(pc) }
 
 // find is lookup, trying the last range found first.
 func (w *walker) find(pc uint64) *codeRange {
@@ -76,6 +85,14 @@ func (w *walker) find(pc uint64) *codeRange {
 func (w *walker) codeMem() Memory {
 	if w.code != nil {
 		return w.code
+	}
+	return w.memory()
+}
+
+// memory is what the walk reads the stack from.
+func (w *walker) memory() Memory {
+	if w.onStack {
+		return &dumpMemory{base: w.stack.base, b: w.stack.b}
 	}
 	return w.mem
 }
@@ -130,16 +147,10 @@ var errNeedBP = errors.New("frame pointer needed and unknown")
 
 // read64 reads a word of the stack or of memory the rules point to.
 func (w *walker) read64(addr uint64) (uint64, error) {
-	if d, ok := w.mem.(*dumpMemory); ok {
-		// The common case, without the allocation a read through the
-		// interface costs (its buffer escapes).
-		return d.word(addr)
+	if w.onStack {
+		return w.stack.word(addr)
 	}
-	var b [8]byte
-	if _, err := w.mem.ReadAt(b[:], addr); err != nil {
-		return 0, err
-	}
-	return binary.LittleEndian.Uint64(b[:]), nil
+	return readWord(w.mem, addr)
 }
 
 // readCut is the Cut of a failed read at addr: the copy was too small, or
@@ -160,6 +171,12 @@ func (w *walker) step(s *frameState) stepResult {
 		// belong to the next function (calls to noreturn functions).
 		look = pc - 1
 	}
+	if e := w.rules.get(w.gen, look); e != nil {
+		if e.row == nil {
+			return w.fpStepState(s, e.cr)
+		}
+		return w.cfiStep(s, e.cr, e.row, e.ruled, e.fnStart)
+	}
 	cr := w.find(look)
 	if cr == nil {
 		return cutAt(NotExecutable, nil, pc)
@@ -173,6 +190,10 @@ func (w *walker) step(s *frameState) stepResult {
 		}
 	}
 	cfi, bias := cr.cfi, cr.bias
+	// Only a module's own tables are cached: JIT rules depend on the
+	// sample's time, anonymous code's on whether a JIT is known, and Go
+	// code went through its pclntab above.
+	cacheable := w.rules != nil && cr.gotab == nil && !cr.anon
 	if cfi == nil && cr.anon && w.jit != nil {
 		if c, b, ok := w.jit.UnwindInfo(look, w.t); ok {
 			cfi, bias = c, b
@@ -184,14 +205,22 @@ func (w *walker) step(s *frameState) stepResult {
 			return cutAt(BadFrame, cr, pc)
 		}
 		if rr != nil {
-			return w.cfiStep(s, cr, rr, rr.FnStart+bias)
+			ruled, fnStart := ruledRegs(rr), rr.FnStart+bias
+			if cacheable {
+				w.rules.put(&cachedRule{gen: w.gen, pc: look, cr: cr, row: rr, ruled: ruled, fnStart: fnStart})
+			}
+			return w.cfiStep(s, cr, rr, ruled, fnStart)
 		}
+	}
+	if cacheable {
+		w.rules.put(&cachedRule{gen: w.gen, pc: look, cr: cr})
 	}
 	return w.fpStepState(s, cr)
 }
 
-// cfiStep applies the rules of a row.
-func (w *walker) cfiStep(s *frameState, cr *codeRange, rr *objfile.Row, fnStart uint64) stepResult {
+// cfiStep applies the rules of a row; ruled is the set of registers it
+// has a rule for (ruledRegs).
+func (w *walker) cfiStep(s *frameState, cr *codeRange, rr *objfile.Row, ruled uint32, fnStart uint64) stepResult {
 	how := CFI
 	pc := s.ip()
 	cfa, err := w.cfa(s, &rr.Rules)
@@ -211,15 +240,23 @@ func (w *walker) cfiStep(s *frameState, cr *codeRange, rr *objfile.Row, fnStart 
 		return w.readCut(err, cr, pc)
 	}
 	var next objfile.RegState
-	for r := uint64(0); r < objfile.NumRegs; r++ {
-		ru := rr.Regs[r]
+	// Registers without a rule: the stack pointer is the CFA, and
+	// callee-saved registers keep their values.
+	for m := calleeSavedRegs &^ ruled; m != 0; m &= m - 1 {
+		r := uint64(bits.TrailingZeros32(m))
+		if v, ok := s.regs.Get(r); ok {
+			next.Set(r, v)
+		}
+	}
+	if ruled&(1<<objfile.RegRSP) == 0 {
+		next.Set(objfile.RegRSP, cfa)
+	}
+	// Every rule reads the callee's registers (s), never the caller's
+	// being built, so their order does not matter.
+	for m := ruled; m != 0; m &= m - 1 {
+		r := uint64(bits.TrailingZeros32(m))
+		ru := &rr.Regs[r]
 		switch ru.Kind {
-		case objfile.RuleUnset:
-			if r == objfile.RegRSP {
-				next.Set(r, cfa)
-			} else if v, ok := s.regs.Get(r); ok && objfile.CalleeSaved(int(r)) {
-				next.Set(r, v)
-			}
 		case objfile.RuleUndefined:
 		case objfile.RuleSame:
 			if v, ok := s.regs.Get(r); ok {
@@ -238,7 +275,7 @@ func (w *walker) cfiStep(s *frameState, cr *codeRange, rr *objfile.Row, fnStart 
 				next.Set(r, v)
 			}
 		case objfile.RuleExpr, objfile.RuleValExpr:
-			v, err := objfile.EvalExpr(ru.Expr, &s.regs, w.mem, cfa)
+			v, err := objfile.EvalExpr(ru.Expr, &s.regs, w.memory(), cfa)
 			if err == nil && ru.Kind == objfile.RuleExpr {
 				v, err = w.read64(v)
 			}
@@ -278,7 +315,7 @@ func (w *walker) cfiStep(s *frameState, cr *codeRange, rr *objfile.Row, fnStart 
 // cfa computes the canonical frame address of a row.
 func (w *walker) cfa(s *frameState, rw *objfile.Rules) (uint64, error) {
 	if rw.CFAExpr != nil {
-		v, err := objfile.EvalExpr(rw.CFAExpr, &s.regs, w.mem)
+		v, err := objfile.EvalExpr(rw.CFAExpr, &s.regs, w.memory())
 		if err != nil {
 			return 0, fmt.Errorf("CFA expression: %w", err)
 		}
@@ -342,7 +379,7 @@ func (w *walker) fpStepState(s *frameState, cr *codeRange) stepResult {
 // fpStep follows one link of the frame-pointer chain with the walker's
 // memory (see fpLink).
 func (w *walker) fpStep(bp, sp uint64) (fpFrame, error) {
-	return fpLink(w.mem, bp, sp)
+	return fpLink(w.read64, bp, sp)
 }
 
 // goStep unwinds a Go frame at link-time pc with its binary's pclntab: the
@@ -430,7 +467,7 @@ func (w *walker) executable(pc uint64, exact bool) bool {
 		}
 		pc--
 	}
-	return w.find(pc) != nil
+	return w.rules.get(w.gen, pc) != nil || w.find(pc) != nil
 }
 
 // Scan limits: how far above the stack pointer a saved frame pointer is
@@ -451,11 +488,12 @@ const (
 // return address.
 func (w *walker) scanForFrame(sp, fn uint64) (uint64, bool) {
 	buf := make([]byte, scanWindow)
-	n, _ := w.mem.ReadAt(buf, sp)
+	mem := w.memory()
+	n, _ := mem.ReadAt(buf, sp)
 	if n < 16 {
 		// Memories that refuse partial reads get one more, smaller try:
 		// to the end of the page.
-		n, _ = w.mem.ReadAt(buf[:4096-int(sp&4095)], sp)
+		n, _ = mem.ReadAt(buf[:4096-int(sp&4095)], sp)
 	}
 	buf = buf[:n&^7]
 	word := func(i int) uint64 { return binary.LittleEndian.Uint64(buf[i:]) }
@@ -478,7 +516,7 @@ func (w *walker) scanForFrame(sp, fn uint64) (uint64, bool) {
 		if saved <= a || saved-a > maxFrameSize || saved&7 != 0 {
 			continue
 		}
-		if next, ok := readU64(w.mem, saved+8); ok && w.isReturnAddress(next) {
+		if next, ok := readU64(mem, saved+8); ok && w.isReturnAddress(next) {
 			return a, true
 		}
 	}

@@ -1,0 +1,89 @@
+package unwind
+
+import (
+	"sync/atomic"
+
+	"github.com/stallwatch/stallwatch/internal/objfile"
+)
+
+// ruleCacheBits sizes a Process's rule cache: 4,096 slots, direct-mapped.
+// Its memory is bounded by the slots: 32 KiB of pointers and at most one
+// 48-byte entry per slot (the rows they point to are the modules' own,
+// kept by package internal/objfile either way), about 230 KiB a target.
+// A warm stack of a few hundred distinct return addresses fits.
+const ruleCacheBits = 12
+
+// ruleCache remembers, per address looked up, how a frame there is
+// unwound: its executable mapping and the call frame row in force (or
+// none: frame pointers). A warm frame then costs a probe of one slot
+// instead of a search of the mappings, of the module's FDEs and a run of
+// its CFA program. Entries are immutable and published with an atomic
+// store, so walks on any number of goroutines share the cache without a
+// lock; a colliding address replaces the slot's entry.
+//
+// What is cached never changes while its key holds: the key has the
+// Process's layout generation (every Refresh starts a new one, so a
+// mapping replaced at the same address is looked up again), and only
+// frames answered from an ELF file's own tables are cached. JIT code is
+// never cached: its rules depend on the sample's time (code and its
+// tables can be replaced at one address), and each JIT frame asks JITCode
+// for the code live at its time. Go code is unwound from its pclntab,
+// which keeps its own tables, and is not cached either.
+type ruleCache struct {
+	slots [1 << ruleCacheBits]atomic.Pointer[cachedRule]
+}
+
+// cachedRule is how the frame at one address is unwound.
+type cachedRule struct {
+	gen, pc uint64 // the key: the layout generation, the address looked up
+	cr      *codeRange
+	row     *objfile.Row // nil: the module has no row here; frame pointers
+	ruled   uint32       // the registers row has a rule for (ruledRegs)
+	fnStart uint64       // run-time start of the row's function
+}
+
+// slotOf spreads addresses over the slots (Fibonacci hashing: nearby
+// return addresses land far apart).
+func slotOf(pc uint64) uint64 { return (pc * 0x9e3779b97f4a7c15) >> (64 - ruleCacheBits) }
+
+// get returns the entry for pc in layout generation gen, or nil. A nil
+// cache holds nothing.
+func (c *ruleCache) get(gen, pc uint64) *cachedRule {
+	if c == nil {
+		return nil
+	}
+	if e := c.slots[slotOf(pc)].Load(); e != nil && e.pc == pc && e.gen == gen {
+		return e
+	}
+	return nil
+}
+
+func (c *ruleCache) put(e *cachedRule) {
+	if c != nil {
+		c.slots[slotOf(e.pc)].Store(e)
+	}
+}
+
+// ruledRegs is the set of registers a row has a rule for: the others
+// follow the defaults (the stack pointer is the CFA, callee-saved
+// registers keep their values).
+func ruledRegs(rr *objfile.Row) uint32 {
+	var m uint32
+	for r := range rr.Regs {
+		if rr.Regs[r].Kind != objfile.RuleUnset {
+			m |= 1 << r
+		}
+	}
+	return m
+}
+
+// calleeSavedRegs is objfile.CalleeSaved as a set.
+var calleeSavedRegs = func() uint32 {
+	var m uint32
+	for r := 0; r < objfile.NumRegs; r++ {
+		if objfile.CalleeSaved(r) {
+			m |= 1 << r
+		}
+	}
+	return m
+}()

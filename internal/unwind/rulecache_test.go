@@ -1,0 +1,138 @@
+package unwind
+
+import (
+	"encoding/binary"
+	"slices"
+	"sort"
+	"testing"
+
+	"github.com/stallwatch/stallwatch/internal/objfile"
+)
+
+// ehFrame is an .eh_frame (absolute addresses) for code at start: the CFA
+// is rsp+cfa throughout, and the return address is just below it.
+func ehFrame(t *testing.T, start, size uint64, cfa byte) *objfile.CFI {
+	t.Helper()
+	record := func(out, body []byte) []byte {
+		for (4+len(body))%8 != 0 {
+			body = append(body, 0) // DW_CFA_nop
+		}
+		return append(binary.LittleEndian.AppendUint32(out, uint32(len(body))), body...)
+	}
+	cie := []byte{0, 0, 0, 0, 1, 'z', 'R', 0, 1, 0x78, 16, 1, 0, 0x0c, 7, cfa, 0x90, 1}
+	out := record(nil, cie)
+	fde := binary.LittleEndian.AppendUint32(nil, uint32(len(out)+4))
+	fde = binary.LittleEndian.AppendUint64(fde, start)
+	fde = binary.LittleEndian.AppendUint64(fde, size)
+	fde = append(fde, 0)
+	out = binary.LittleEndian.AppendUint32(record(out, fde), 0)
+	cfi, err := objfile.ParseEhFrame("test code", out, 0)
+	if err != nil || cfi.Len() != 1 {
+		t.Fatalf("eh_frame: %v", err)
+	}
+	return cfi
+}
+
+// replacedJIT is JIT code replaced at the same address at time at: its
+// rules before and after (for code at [start, start+size) only).
+type replacedJIT struct {
+	start, size, at uint64
+	before, after   *objfile.CFI
+}
+
+func (j *replacedJIT) UnwindInfo(pc, t uint64) (*objfile.CFI, uint64, bool) {
+	if pc < j.start || pc >= j.start+j.size {
+		return nil, 0, false
+	}
+	if t < j.at {
+		return j.before, 0, true
+	}
+	return j.after, 0, true
+}
+
+// withRange is p with one more executable range, as a Refresh that found
+// it would leave p.
+func withRange(t *testing.T, p *Process, cr codeRange) {
+	t.Helper()
+	if p.lookup(cr.start) != nil || p.lookup(cr.end-1) != nil {
+		t.Fatalf("%#x-%#x is mapped in this process already", cr.start, cr.end)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cur = append(slices.Clone(p.cur), cr)
+	sort.Slice(p.cur, func(i, j int) bool { return p.cur[i].start < p.cur[j].start })
+	p.gen++
+}
+
+// TestReplacedJITCodeNotStale: JIT code replaced at one address by code
+// with other unwind rules (a recompiled function) is unwound by the rules
+// of the code live at each sample's time, however the samples of the two
+// are interleaved and however warm the cache: a rule of the old code is
+// never reused for the new.
+func TestReplacedJITCodeNotStale(t *testing.T) {
+	own(t)
+	p := NewProcess(ownSpace)
+	const (
+		code  = 0x10000000 // anonymous executable memory of a JIT
+		size  = 0x1000
+		fn    = code + 0x100 // the replaced function
+		calls = code + 0x800 // its callers' code, which has no rules
+		sp    = 0x7ffe0000
+	)
+	withRange(t, p, codeRange{start: code, end: code + size, anon: true, name: "[anon:jit]"})
+	j := &replacedJIT{start: fn, size: 0x100, at: 1000,
+		before: ehFrame(t, fn, 0x100, 8),  // a leaf: the return address on top
+		after:  ehFrame(t, fn, 0x100, 24), // a 16-byte frame below it
+	}
+	p.SetJIT(j)
+	stack := make([]byte, 64)
+	retOld, retNew := uint64(calls+0x11), uint64(calls+0x22)
+	binary.LittleEndian.PutUint64(stack[0:], retOld)
+	binary.LittleEndian.PutUint64(stack[16:], retNew)
+	want := map[uint64][]uint64{500: {fn + 4, retOld}, 1500: {fn + 4, retNew}}
+	for round := 0; round < 3; round++ {
+		for _, tm := range []uint64{500, 1500, 1500, 500} {
+			got, _ := p.UnwindSample(Sample{Regs: Regs{IP: fn + 4, SP: sp}, Stack: stack, Time: tm}, MaxFrames, nil)
+			if !slices.Equal(got, want[tm]) {
+				t.Fatalf("round %d, sample at %d: %#x, want %#x (the rules of the code live then)", round, tm, got, want[tm])
+			}
+		}
+	}
+}
+
+// TestRuleCacheNewLayout: a frame cached in one layout of the address
+// space is looked up again in the next: code mapped anew where other code
+// was (dlclose, then dlopen at the same address) is unwound by its own
+// rules.
+func TestRuleCacheNewLayout(t *testing.T) {
+	own(t)
+	p := NewProcess(ownSpace)
+	const (
+		code = 0x10000000
+		size = 0x1000
+		fn   = code + 0x100
+		ret  = code + 0x811
+		sp   = 0x7ffe0000
+	)
+	withRange(t, p, codeRange{start: code, end: code + size, cfi: ehFrame(t, fn, 0x100, 8), name: "old.so"})
+	stack := make([]byte, 64)
+	binary.LittleEndian.PutUint64(stack[0:], ret)
+	binary.LittleEndian.PutUint64(stack[16:], ret+0x11)
+	smp := Sample{Regs: Regs{IP: fn + 4, SP: sp}, Stack: stack}
+	for range 2 { // cold, then warm
+		if got, _ := p.UnwindSample(smp, MaxFrames, nil); !slices.Equal(got, []uint64{fn + 4, ret}) {
+			t.Fatalf("old code: %#x", got)
+		}
+	}
+	if p.rules.get(p.gen, fn+4) == nil {
+		t.Fatal("the frame was not cached")
+	}
+	// The next layout: other code at the same address.
+	p.mu.Lock()
+	p.cur = slices.DeleteFunc(slices.Clone(p.cur), func(cr codeRange) bool { return cr.start == code })
+	p.mu.Unlock()
+	withRange(t, p, codeRange{start: code, end: code + size, cfi: ehFrame(t, fn, 0x100, 24), name: "new.so"})
+	if got, _ := p.UnwindSample(smp, MaxFrames, nil); !slices.Equal(got, []uint64{fn + 4, ret + 0x11}) {
+		t.Fatalf("new code at the old code's address: %#x, want the new code's caller", got)
+	}
+}
