@@ -32,6 +32,13 @@ func IsDescriptorShortage(err error) bool {
 // sockets.
 const DefaultFDHeadroom = 256
 
+// MinFDHeadroom is the least a plan leaves, however small the limit: what
+// writing one capture holds open at once (the output directory and its
+// temporary one, a file being written, the snapshot's /proc files, a
+// symbol file, the heartbeat). Threads get no descriptor that would cut
+// into it — a capture without samples is better than none.
+const MinFDHeadroom = 32
+
 // samplerFDs are the sampler's own descriptors: epoll, eventfd, pidfd.
 const samplerFDs = 3
 
@@ -112,7 +119,8 @@ func roundUp(n int) int { return (n + 999) / 1000 * 1000 }
 // the threads of pid fit: every event asked for when they do; else the
 // tracker folded into the on-CPU event, then off-CPU sampling dropped,
 // then a subset of the threads. headroom 0 means DefaultFDHeadroom, or a
-// quarter of a limit under 1,024. A plan whose MaxThreads is 0 samples
+// quarter of a limit under 1,024 but never less than MinFDHeadroom. A plan
+// whose MaxThreads is 0 samples
 // nothing.
 func PlanFDs(pid int, offCPU bool, headroom int) (FDPlan, error) {
 	tids, err := procfs.Threads(pid)
@@ -126,7 +134,7 @@ func PlanFDs(pid int, offCPU bool, headroom int) (FDPlan, error) {
 	}
 	if headroom <= 0 {
 		// A quarter of a small limit: 256 of 1,024 would leave little.
-		headroom = min(DefaultFDHeadroom, int(min(lim.Cur, 1<<20)/4))
+		headroom = max(min(DefaultFDHeadroom, int(min(lim.Cur, 1<<20)/4)), MinFDHeadroom)
 	}
 	return planFDs(len(tids), lim.Cur, lim.Max, openFDs(), headroom, offCPU), nil
 }

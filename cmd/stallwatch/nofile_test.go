@@ -264,7 +264,8 @@ func intField(t *testing.T, log, key string) int {
 }
 
 // TestWatchNoRoomToSample: a limit so low that no thread has room for one
-// event. watch still starts, says so once, and a capture is the thread
+// event once the capture's own descriptors (sampler.MinFDHeadroom) are set
+// aside. watch still starts, says so once, and a capture is the thread
 // snapshot alone: every thread in it, every thread counted as unsampled,
 // and the notes saying why and how to fix it.
 func TestWatchNoRoomToSample(t *testing.T) {
@@ -275,11 +276,12 @@ func TestWatchNoRoomToSample(t *testing.T) {
 	tg := testutil.Start(t, testutil.BuildC(t, "manythreads/manythreads.c"), strconv.Itoa(idle), "1")
 	tg.WaitLine(t, "ready", 60*time.Second)
 	threads := idle + 2
-	c := watchWithLimit(t, prlimit, tg.Pid, 16)
+	const limit = 40 // stallwatch's own dozen or so, then MinFDHeadroom
+	c := watchWithLimit(t, prlimit, tg.Pid, limit)
 	if c.sampled != 0 || !strings.Contains(c.log, "sampling nothing") {
 		t.Errorf("threads_sampled=%d; want the start-up warning to say nothing is sampled", c.sampled)
 	}
-	for _, w := range []string{"RLIMIT_NOFILE allows 16", "a capture holds the thread snapshot alone", "no samples: too few file descriptors", "ulimit -Hn"} {
+	for _, w := range []string{fmt.Sprintf("RLIMIT_NOFILE allows %d", limit), "a capture holds the thread snapshot alone", "no samples: too few file descriptors", "ulimit -Hn"} {
 		if !strings.Contains(c.notes, w) {
 			t.Errorf("capture.json's notes lack %q: %s", w, c.notes)
 		}
