@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/stallwatch/stallwatch/internal/procfs"
 )
 
@@ -21,9 +23,27 @@ import (
 // from the target's first beat, because a target may take a while to
 // start beating; a process's progress needs no start, and a target frozen
 // already when watching begins must stall stall-after later, not never.
+//
+// One reading is one system call: the process's CPU-time clock
+// (clock_gettime on the clock clock_getcpuclockid names, which the kernel
+// lets anyone read), the nanoseconds every thread of the process, live
+// or ended, has run. Each of the events above moves it: a thread that is
+// switched in runs before it is switched out, and starting or ending a
+// thread is work done by one. Where that clock cannot be read, each
+// thread's schedstat (time on CPU and times scheduled in) is read instead.
+// A reading is the target's only if the target had not exited when it
+// was taken: the pid may name another process by then (pidfd, and Start).
 type Progress struct {
-	PID      int
+	PID int
+	// Start, when not 0, is the target's start time (/proc/PID/stat's
+	// starttime, clock ticks after boot): a process with the pid and
+	// another start time is not the target (the pid was reused), and
+	// nothing of it is read.
+	Start    uint64
 	Interval time.Duration // default 1s
+	// Poller, when set, reads this target in the same wake-ups as its
+	// other targets (a daemon's hundreds); else the source has its own.
+	Poller *Poller
 
 	// quiet is set while a capture runs: its snapshot stops and resumes
 	// the target's threads one by one, which moves their counters even
@@ -31,8 +51,8 @@ type Progress struct {
 	quiet atomic.Bool
 	// captures counts the starts and ends of captures: a comparison
 	// across one (its last moves may come after the last read while it
-	// ran, when this goroutine was not scheduled) is a new baseline, not
-	// a beat.
+	// ran, when the poller was not scheduled) is a new baseline, not a
+	// beat.
 	captures atomic.Uint64
 
 	// polled, when set (by tests), is called after each tick's reading.
@@ -49,88 +69,29 @@ func (p *Progress) String() string { return "proc " + strconv.Itoa(p.PID) }
 
 // Run implements Source.
 func (p *Progress) Run(ctx context.Context, beat func()) error {
-	ticker := time.NewTicker(orDefault(p.Interval, time.Second))
-	defer ticker.Stop()
-	var st progressState
-	if p.baseline(&st) {
-		beat() // watching begins: see the type's doc
+	pl := p.Poller
+	if pl == nil {
+		pl = NewPoller()
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ticker.C:
-		}
-		if p.tick(&st) {
-			beat()
-		}
-		if p.polled != nil {
-			p.polled()
-		}
-	}
+	e := pl.add(p, beat)
+	defer pl.remove(e)
+	<-ctx.Done()
+	return ctx.Err()
 }
 
 // progressState is what the last reading saw.
 type progressState struct {
 	captures uint64 // Progress.captures then
-	ticks    uint64
 	last     progress
 	fresh    bool // last holds a reading to compare with
 }
 
-// baseline reads the counters without judging them, and reports whether
-// the target could be read.
-func (p *Progress) baseline(st *progressState) bool {
-	st.captures = p.captures.Load()
-	st.ticks, _ = processTicks(p.PID)
-	var err error
-	st.last, err = readProgress(p.PID)
-	st.fresh = err == nil
-	return st.fresh
-}
-
-// tick reads the target's progress once and reports whether it moved.
-func (p *Progress) tick(st *progressState) bool {
-	if p.quiet.Load() || p.captures.Load() != st.captures {
-		// Keep the counters current without beating, so that the
-		// first read after the capture compares with what the
-		// capture left.
-		p.baseline(st)
-		return false
-	}
-	// One read answers for a process that uses CPU; the threads are read
-	// only when it did not (their context switches tell a process that
-	// sleeps and wakes).
-	if t, err := processTicks(p.PID); err == nil && t != st.ticks {
-		st.ticks, st.fresh = t, false
-		return true
-	}
-	// A vanished target reads as no progress; the watchdog learns of the
-	// exit from the process itself.
-	cur, err := readProgress(p.PID)
-	if err != nil {
-		return false
-	}
-	moved := st.fresh && cur != st.last
-	st.last, st.fresh = cur, true
-	return moved
-}
-
-// processTicks is the CPU time of the whole process (every thread, live
-// or exited), in clock ticks.
-func processTicks(pid int) (uint64, error) {
-	b, err := procfs.ReadLimited(procfs.PidPath(pid, "stat"), 4096)
-	if err != nil {
-		return 0, err
-	}
-	st, err := procfs.ParseStat(b)
-	return st.Utime + st.Stime, err
-}
-
-// progress sums what only moves when a thread runs. Sums can collide only
-// if one counter goes back, which the kernel's do not, except when a
-// thread exits; the thread count and the sum of ids catch most of that.
+// progress is one reading. Either cpu (the process's CPU clock) is set,
+// or the per-thread sums are: sums can collide only if one counter goes
+// back, which the kernel's do not, except when a thread exits; the thread
+// count and the sum of ids catch most of that.
 type progress struct {
+	cpu             uint64 // ns on CPU of every thread, live or ended
 	threads, tidSum int
 	runNanos        uint64 // schedstat: time on CPU
 	slices          uint64 // schedstat: times scheduled in
@@ -138,7 +99,32 @@ type progress struct {
 	switches        uint64 // status: voluntary+involuntary context switches
 }
 
+// errGone is a target that no longer exists.
+var errGone = errors.New("process gone")
+
+// readProgress reads pid's progress once.
 func readProgress(pid int) (progress, error) {
+	var ts unix.Timespec
+	err := unix.ClockGettime(processCPUClock(pid), &ts)
+	switch err {
+	case nil:
+		return progress{cpu: uint64(ts.Nano())}, nil
+	case unix.EINVAL, unix.ESRCH:
+		return progress{}, errGone
+	}
+	return readThreads(pid)
+}
+
+// processCPUClock is the clock id of a process's CPU time, as
+// clock_getcpuclockid(3) makes it: MAKE_PROCESS_CPUCLOCK(pid,
+// CPUCLOCK_SCHED), the scheduler's nanoseconds.
+func processCPUClock(pid int) int32 {
+	const cpuclockSched = 2
+	return ^int32(pid)<<3 | cpuclockSched
+}
+
+// readThreads sums the progress of every thread from /proc.
+func readThreads(pid int) (progress, error) {
 	tids, err := procfs.Threads(pid)
 	if err != nil {
 		return progress{}, err

@@ -1,6 +1,7 @@
 package watchdog
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -27,8 +28,9 @@ type Status struct {
 type published struct {
 	mu          sync.Mutex
 	state       state
-	oldest      instant // last beat of the most silent source
-	beaten      bool
+	box         *beatBox  // the beats the loop has not taken yet
+	last        []instant // each source's last beat the loop took
+	seen        []bool
 	stallStart  instant
 	inStall     bool
 	captures    int
@@ -42,9 +44,25 @@ func (w *Watchdog) Status() Status {
 	now := w.clk.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := Status{State: p.state.String(), Beaten: p.beaten, Captures: p.captures, LastCapture: p.lastCapture}
-	if p.beaten {
-		st.Age = now.Sub(p.oldest)
+	st := Status{State: p.state.String(), Captures: p.captures, LastCapture: p.lastCapture}
+	// A healthy target's loop takes its beats only at its deadline: the
+	// beats still in the box are newer than what it took.
+	last, seen := slices.Clone(p.last), slices.Clone(p.seen)
+	if p.box != nil {
+		p.box.latest(func(i int, at instant) {
+			if i < len(last) {
+				last[i], seen[i] = at, true
+			}
+		})
+	}
+	var oldest instant
+	for i := range last {
+		if seen[i] && (!st.Beaten || last[i].Before(oldest)) {
+			oldest, st.Beaten = last[i], true
+		}
+	}
+	if st.Beaten {
+		st.Age = now.Sub(oldest)
 	}
 	if p.inStall {
 		st.StallFor = now.Sub(p.stallStart)
@@ -58,11 +76,17 @@ func (l *loop) publish() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.state = d.shown
-	if i := d.oldestBeat(); i >= 0 {
-		p.oldest, p.beaten = d.last[i], true
-	}
+	p.last = append(p.last[:0], d.last...)
+	p.seen = append(p.seen[:0], d.seen...)
 	p.inStall = d.inStall()
 	p.stallStart = d.stallStart
+}
+
+// setBox gives Status the beats a Run has not taken yet.
+func (p *published) setBox(b *beatBox) {
+	p.mu.Lock()
+	p.box = b
+	p.mu.Unlock()
 }
 
 // captured counts a capture written, for Status.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,19 @@ type Config struct {
 
 	clock     clock         // tests inject a fake one
 	lateAfter time.Duration // tests shorten it
+	// grain rounds the detector's deadlines up to its multiples on
+	// CLOCK_MONOTONIC (timerGrain); 0 (a fake clock's tests) fires at
+	// the deadline itself.
+	grain time.Duration
+}
+
+// timerGrain is how far a watchdog's deadline may be put off so that the
+// deadlines of many targets fall on the same instants and cost one
+// wake-up: a hundredth of stall-after, at most 100 ms. A stall is then
+// declared at most that much later than stall-after after the last beat
+// seen.
+func timerGrain(stallAfter time.Duration) time.Duration {
+	return min(stallAfter/100, 100*time.Millisecond)
 }
 
 // ErrTargetExited is returned by Run when the target exits. It is also the
@@ -112,6 +126,7 @@ func New(cfg Config) (*Watchdog, error) {
 	}
 	if w.clk == nil {
 		w.clk = realClock{}
+		w.cfg.grain = timerGrain(cfg.StallAfter)
 	}
 	return w, nil
 }
@@ -143,6 +158,7 @@ func (w *Watchdog) Run(ctx context.Context) error {
 		names[i] = s.String()
 	}
 	box := newBeatBox(len(names), w.clk)
+	w.pub.setBox(box)
 	srcErr := make(chan error, len(names))
 	for i, s := range w.cfg.Sources {
 		wg.Add(1)
@@ -167,14 +183,19 @@ func (w *Watchdog) Run(ctx context.Context) error {
 	}
 	defer l.disarm()
 	var report <-chan time.Time
+	var reportTimer *time.Timer
 	if w.cfg.Events != nil {
-		t := time.NewTicker(w.cfg.ReportEvery)
-		defer t.Stop()
-		report = t.C
+		reportTimer = time.NewTimer(untilReport(w.cfg.ReportEvery))
+		defer reportTimer.Stop()
+		report = reportTimer.C
 	}
 	for {
 		l.arm()
 		l.publish()
+		// A healthy target's beats need no one awake: the deadline's
+		// timer takes them all when it fires. In any other state a beat
+		// is news (the first one, the end of a stall).
+		box.wakeOnBeat(l.d.phase != stateHealthy)
 		select {
 		case <-ctx.Done():
 			l.shutdown("stallwatch is stopping")
@@ -195,6 +216,7 @@ func (w *Watchdog) Run(ctx context.Context) error {
 				continue // a timer stopped too late to stay silent
 			}
 			l.stop = nil
+			syncBoot(w.clk) // a suspend must be seen now, if ever
 			if !l.apply(l.feedBeats()) || !l.apply(l.d.Tick(l.now)) {
 				return ErrTargetExited
 			}
@@ -217,12 +239,22 @@ func (w *Watchdog) Run(ctx context.Context) error {
 				return ErrTargetExited
 			}
 		case <-report:
+			reportTimer.Reset(untilReport(w.cfg.ReportEvery))
 			if !l.apply(l.feedBeats()) {
 				return ErrTargetExited
 			}
 			l.reportHeartbeat()
 		}
 	}
+}
+
+// untilReport is the time to the next multiple of every on
+// CLOCK_MONOTONIC: every watchdog of a process reports at the same
+// instants, so that a daemon's hundreds of targets wake up together
+// rather than one after another.
+func untilReport(every time.Duration) time.Duration {
+	mono := monoBase.mono + time.Since(monoBase.t)
+	return every - mono%every
 }
 
 type captureDone struct {
@@ -279,7 +311,12 @@ func (l *loop) arm() {
 	l.gen++
 	gen := l.gen
 	l.armedAt = at
-	l.stop = l.w.clk.AfterFunc(max(at.Sub(l.w.clk.Now()), 0), func() {
+	now := l.w.clk.Now()
+	wait := max(at.Sub(now), 0)
+	if g := l.w.cfg.grain; g > 0 {
+		wait = (now.Mono+wait+g-1)/g*g - now.Mono
+	}
+	l.stop = l.w.clk.AfterFunc(wait, func() {
 		select {
 		case l.tick <- gen:
 		default:
@@ -395,17 +432,21 @@ func (l *loop) finishCapture(why error, grace time.Duration) {
 }
 
 // beatBox hands beats from the sources' goroutines to the loop without
-// ever blocking a source: it keeps each source's latest beat.
+// ever blocking a source: it keeps each source's latest beat. It wakes the
+// loop only when the loop asked to be (wakeOnBeat): a healthy target's
+// beats wait for the deadline, so that 200 targets beating every second
+// cost no wake-ups of their loops.
 type beatBox struct {
 	clk     clock
 	mu      sync.Mutex
 	at      []instant
 	pending []bool
+	wake    bool
 	ready   chan struct{}
 }
 
 func newBeatBox(n int, clk clock) *beatBox {
-	return &beatBox{clk: clk, at: make([]instant, n), pending: make([]bool, n), ready: make(chan struct{}, 1)}
+	return &beatBox{clk: clk, at: make([]instant, n), pending: make([]bool, n), wake: true, ready: make(chan struct{}, 1)}
 }
 
 // put records a beat of source i now. The time is read under the lock so
@@ -413,10 +454,41 @@ func newBeatBox(n int, clk clock) *beatBox {
 func (b *beatBox) put(i int) {
 	b.mu.Lock()
 	b.at[i], b.pending[i] = b.clk.Now(), true
+	wake := b.wake
 	b.mu.Unlock()
+	if wake {
+		b.notify()
+	}
+}
+
+func (b *beatBox) notify() {
 	select {
 	case b.ready <- struct{}{}:
 	default:
+	}
+}
+
+// wakeOnBeat says whether a beat must wake the loop. Beats that came
+// while it did not are handed over at once when it starts to.
+func (b *beatBox) wakeOnBeat(on bool) {
+	b.mu.Lock()
+	was := b.wake
+	b.wake = on
+	pending := on && !was && slices.Contains(b.pending, true)
+	b.mu.Unlock()
+	if pending {
+		b.notify()
+	}
+}
+
+// latest calls fn with each source's newest beat not yet drained.
+func (b *beatBox) latest(fn func(i int, at instant)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, p := range b.pending {
+		if p {
+			fn(i, b.at[i])
+		}
 	}
 }
 
