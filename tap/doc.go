@@ -20,10 +20,16 @@
 // address that carries DogStatsD's container field (|c:ID, or |c:in-INODE
 // for a cgroup) is given to the one watched process of that container.
 //
+// The packets arrive in a TPACKET_V3 ring shared with the kernel
+// (PACKET_RX_RING): the kernel hands over a block of datagrams when it is
+// full or 100 ms after its first, and one wake-up reads the whole block in
+// place — a host's DogStatsD traffic costs a few wake-ups a second, not
+// one per datagram, and a beat is seen at most 100 ms after it was sent.
+//
 // Packets come from the network and datagrams from processes stallwatch
 // does not trust: headers are checked against the captured length, lines
 // are read in place, nothing is allocated per datagram. What the kernel
-// drops for want of buffer space (PACKET_STATISTICS) is counted and
+// drops for want of room in the ring (PACKET_STATISTICS) is counted and
 // logged: a dropped datagram may be a missed heartbeat.
 //
 // The DogStatsD proxy (watchdog.StatsdProxy) stays for what a packet

@@ -27,6 +27,13 @@ type Tap struct {
 	f    *os.File
 	own  *owners
 
+	// ring is read by Run only; it is unmapped when Run returns, or by
+	// Close when Run never began.
+	ring    *ring
+	ringMu  sync.Mutex
+	running bool
+	closed  bool
+
 	mu   sync.RWMutex
 	subs map[int]*sub // by pid
 
@@ -99,15 +106,17 @@ func Open(addr string, log *slog.Logger) (*Tap, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("tap %s: attaching the packet filter: %w", addr, err)
 	}
-	// Room for a burst; CAP_NET_ADMIN may pass net.core.rmem_max.
-	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 4<<20) != nil {
-		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20)
+	rg, err := setupRing(fd)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("tap %s: %w", addr, err)
 	}
 	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL)}); err != nil {
+		rg.unmap()
 		unix.Close(fd)
 		return nil, fmt.Errorf("tap %s: bind: %w", addr, err)
 	}
-	return &Tap{port: port, addr: addr, log: log, f: os.NewFile(uintptr(fd), "packet-tap"), own: newOwners(), subs: map[int]*sub{}}, nil
+	return &Tap{port: port, addr: addr, log: log, f: os.NewFile(uintptr(fd), "packet-tap"), ring: rg, own: newOwners(), subs: map[int]*sub{}}, nil
 }
 
 // SocketError is a packet socket the kernel refused: CAP_NET_RAW is
@@ -122,18 +131,12 @@ func (e *SocketError) Error() string {
 }
 func (e *SocketError) Unwrap() error { return e.Err }
 
-// htons turns a port or protocol number into network order, as struct
-// sockaddr_ll holds it; ntohs back.
+// htons turns a protocol number into network order, as struct
+// sockaddr_ll holds it.
 func htons(v uint16) uint16 {
 	var b [2]byte
 	binary.BigEndian.PutUint16(b[:], v)
 	return binary.NativeEndian.Uint16(b[:])
-}
-
-func ntohs(v uint16) uint16 {
-	var b [2]byte
-	binary.NativeEndian.PutUint16(b[:], v)
-	return binary.BigEndian.Uint16(b[:])
 }
 
 // Port is the UDP port the tap reads.
@@ -142,7 +145,15 @@ func (t *Tap) Port() uint16 { return t.port }
 // Close closes the socket; Run returns.
 func (t *Tap) Close() error {
 	var err error
-	t.closeOnce.Do(func() { err = t.f.Close() })
+	t.closeOnce.Do(func() {
+		err = t.f.Close()
+		t.ringMu.Lock()
+		t.closed = true
+		if !t.running {
+			t.ring.unmap()
+		}
+		t.ringMu.Unlock()
+	})
 	return err
 }
 
@@ -182,6 +193,18 @@ func (t *Tap) readKernelStats() {
 
 // Run reads datagrams until ctx is done or the tap is closed.
 func (t *Tap) Run(ctx context.Context) error {
+	t.ringMu.Lock()
+	if t.closed || t.running {
+		t.ringMu.Unlock()
+		return nil
+	}
+	t.running = true
+	t.ringMu.Unlock()
+	defer func() {
+		t.ringMu.Lock()
+		t.ring.unmap()
+		t.ringMu.Unlock()
+	}()
 	stop := context.AfterFunc(ctx, func() { t.Close() })
 	defer stop()
 	rc, err := t.f.SyscallConn()
@@ -189,36 +212,29 @@ func (t *Tap) Run(ctx context.Context) error {
 		return err
 	}
 	go t.watchStats(ctx)
-	buf := make([]byte, snapLen)
-	for {
-		var n int
-		var from unix.Sockaddr
-		var rerr error
-		err := rc.Read(func(fd uintptr) bool {
-			n, from, rerr = unix.Recvfrom(int(fd), buf, unix.MSG_TRUNC)
-			return rerr != unix.EAGAIN
-		})
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if errors.Is(err, os.ErrClosed) {
-				return nil
-			}
-			return err
-		}
-		if rerr != nil {
-			if rerr == unix.EINTR || rerr == unix.ENETDOWN {
-				continue
-			}
-			return fmt.Errorf("tap %s: %w", t.addr, rerr)
-		}
-		ll, ok := from.(*unix.SockaddrLinklayer)
-		if !ok || ll.Pkttype == unix.PACKET_OUTGOING {
-			continue
-		}
-		t.handle(buf[:min(n, len(buf))], ntohs(ll.Protocol))
+	// One Read for the tap's life: the poller's readiness is reset only
+	// when a Read begins, so a block handed over between two Reads could
+	// otherwise wait for the next one. f never returns true: Close ends
+	// the wait with an error.
+	err = rc.Read(func(uintptr) bool {
+		t.ring.drain(t.handleFrame)
+		return false
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
+	if err == nil || errors.Is(err, os.ErrClosed) {
+		return nil
+	}
+	return fmt.Errorf("tap %s: %w", t.addr, err)
+}
+
+// handleFrame takes one packet of the ring.
+func (t *Tap) handleFrame(pkt []byte, proto uint16, pkttype uint8) {
+	if pkttype == unix.PACKET_OUTGOING {
+		return
+	}
+	t.handle(pkt, proto)
 }
 
 // watchStats reads the kernel's drop count every 10 s.
