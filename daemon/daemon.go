@@ -166,6 +166,8 @@ type Daemon struct {
 	state *stateFile
 	taps  *taps
 	ctl   *controlServer
+	// poller reads every target's progress in shared wake-ups.
+	poller *watchdog.Poller
 
 	// Owned by Run's goroutine.
 	targets map[int]*target // by pid
@@ -207,7 +209,7 @@ func New(cfg *Config, opts Options) (*Daemon, error) {
 		targets: map[int]*target{}, seen: map[int]seen{},
 		reload: make(chan *Config, 1), do: make(chan func()), exits: make(chan *target, 16),
 		execs: make(chan int, 4096), overrun: make(chan struct{}, 1), stopped: make(chan struct{}),
-		started: time.Now(), out: cfg.Out,
+		started: time.Now(), out: cfg.Out, poller: watchdog.NewPoller(),
 	}
 	d.keep.Store(int64(cfg.Keep))
 	var err error
@@ -332,7 +334,7 @@ func (d *Daemon) startDiscovery(ctx context.Context) time.Duration {
 		d.log.Info("finding processes by a scan of /proc", "every", every)
 		return every
 	}
-	c, err := procwatch.Listen()
+	c, err := procwatch.ListenExec()
 	if err != nil {
 		d.discover = "scan of /proc every " + every.String()
 		d.log.Info("finding processes by a scan of /proc (the process connector needs root in the host's namespaces)", "every", every, "connector", err)
@@ -462,6 +464,14 @@ func (d *Daemon) consider(pid int, now time.Time, force bool) {
 			return
 		}
 	}
+	if id, out := d.cmdlineRulesOut(pid); out {
+		if !ok || s.start != id.Start {
+			s = seen{start: id.Start, first: now}
+		}
+		s.evaluated, s.gen = now, d.gen
+		d.seen[pid] = s
+		return
+	}
 	f, err := procwatch.Read(pid)
 	if err != nil {
 		return
@@ -477,6 +487,33 @@ func (d *Daemon) consider(pid int, now time.Time, force bool) {
 	if r := d.match(&f); r != nil {
 		d.startTarget(f, r)
 	}
+}
+
+// cmdlineRulesOut reports whether process pid's command line alone rules
+// it out: every rule selects by command line, and none matches (an empty
+// one, a kernel thread's or a zombie's, matches none). It reads two files
+// where the facts take six: the daemon looks at every exec on the host.
+func (d *Daemon) cmdlineRulesOut(pid int) (procwatch.ID, bool) {
+	for i := range d.cfg.Rules {
+		if d.cfg.Rules[i].Select.Cmdline == nil {
+			return procwatch.ID{}, false
+		}
+	}
+	id, err := procwatch.StartOf(pid)
+	if err != nil {
+		return id, false
+	}
+	args, err := procfs.Cmdline(pid)
+	if err != nil {
+		return id, false
+	}
+	line := strings.Join(args, " ")
+	for i := range d.cfg.Rules {
+		if len(args) > 0 && d.cfg.Rules[i].Select.Cmdline.MatchString(line) {
+			return id, false
+		}
+	}
+	return id, true
 }
 
 // match is the first rule that selects f.
@@ -571,7 +608,8 @@ func (d *Daemon) stopTarget(t *target, why string) {
 }
 
 // sources builds a target's heartbeats.
-func (d *Daemon) sources(pid int, w *Watch) ([]watchdog.Source, error) {
+func (d *Daemon) sources(id procwatch.ID, w *Watch) ([]watchdog.Source, error) {
+	pid := id.PID
 	hb := &w.Heartbeat
 	poll := watchdog.PollInterval(w.StallAfter)
 	var srcs []watchdog.Source
@@ -582,7 +620,7 @@ func (d *Daemon) sources(pid int, w *Watch) ([]watchdog.Source, error) {
 		srcs = append(srcs, &watchdog.HTTP{URL: expand(hb.HTTP, pid), Interval: hb.HTTPInterval, Timeout: hb.HTTPTimeout})
 	}
 	if hb.Proc {
-		srcs = append(srcs, &watchdog.Progress{PID: pid, Interval: poll})
+		srcs = append(srcs, &watchdog.Progress{PID: pid, Start: id.Start, Interval: poll, Poller: d.poller})
 	}
 	if hb.Tap != "" {
 		src, err := d.taps.source(hb.Tap, pid, hb.Metric, hb.MetricTags)

@@ -42,8 +42,20 @@
 // up every ten scan intervals. A process is watched by the first rule
 // that selects it; one no rule selects is looked at again at every scan
 // for its first minute (it may execute another program) and every 30 s
-// after. A process that exits is dropped when its watchdog sees it go
-// (its pidfd), and everything held on it is closed.
+// after; when every rule selects by command line, a process whose command
+// line matches none is ruled out from its stat and cmdline alone (the
+// daemon looks at every exec of the host). A process that exits is
+// dropped when its watchdog sees it go (its pidfd), and everything held
+// on it is closed.
+//
+// # Costs while idle
+//
+// Every target's process-progress heartbeat is read by one
+// watchdog.Poller (a wake-up per poll interval for all of them, one
+// system call per target), the tap's datagrams arrive in a ring read a
+// block at a time, and the targets' watchdogs sleep while their
+// heartbeats are healthy: an idle daemon costs a few wake-ups a second,
+// not one per target and beat.
 //
 // # Captures
 //

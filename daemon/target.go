@@ -34,7 +34,7 @@ type target struct {
 // recorder opens on the target's own goroutine.
 func (d *Daemon) startTarget(f procwatch.Facts, r *Rule) {
 	log := d.log.With("pid", f.PID, "rule", r.Name)
-	srcs, err := d.sources(f.PID, &r.Watch)
+	srcs, err := d.sources(f.ID, &r.Watch)
 	if err != nil {
 		log.Error("cannot watch the process", "err", err)
 		return

@@ -3,10 +3,10 @@ package procfs
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,20 +24,40 @@ const DefaultLimit = 64 << 20
 
 // ReadLimited reads at most limit bytes of path. A file larger than limit is
 // an error that names it, not a silent truncation.
+//
+// It reads with plain system calls, not an os.File: a /proc file cannot be
+// polled, and os.Open's attempt to register it with Go's poller costs as
+// much as the read (a daemon reads /proc for every process it discovers).
 func ReadLimited(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+	fd, err := ignoringEINTR(func() (int, error) { return syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0) })
 	if err != nil {
-		return nil, wrapGone(err)
+		return nil, wrapGone(&fs.PathError{Op: "open", Path: path, Err: err})
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, wrapGone(fmt.Errorf("read %s: %w", path, err))
+	defer syscall.Close(fd)
+	b := make([]byte, 0, min(limit+1, 4096))
+	for int64(len(b)) <= limit {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, int(min(int64(cap(b)), limit+1-int64(len(b)))))
+		}
+		n, err := ignoringEINTR(func() (int, error) { return syscall.Read(fd, b[len(b):cap(b)]) })
+		if err != nil {
+			return nil, wrapGone(fmt.Errorf("read %s: %w", path, &fs.PathError{Op: "read", Path: path, Err: err}))
+		}
+		if n == 0 {
+			return b, nil
+		}
+		b = b[:len(b)+n]
 	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("read %s: larger than %d bytes", path, limit)
+	return nil, fmt.Errorf("read %s: larger than %d bytes", path, limit)
+}
+
+func ignoringEINTR(f func() (int, error)) (int, error) {
+	for {
+		n, err := f()
+		if err != syscall.EINTR {
+			return n, err
+		}
 	}
-	return b, nil
 }
 
 // wrapGone turns the errors a vanished /proc entry produces into ErrGone

@@ -28,13 +28,25 @@ type Connector struct {
 	f *os.File
 }
 
-// Listen subscribes to the process connector. It needs CAP_NET_ADMIN and
-// the host's network and pid namespaces; without them the error says so
-// and a caller scans /proc instead.
-func Listen() (*Connector, error) {
+// Listen subscribes to the process connector for execs and process exits.
+// It needs CAP_NET_ADMIN and the host's network and pid namespaces;
+// without them the error says so and a caller scans /proc instead.
+func Listen() (*Connector, error) { return listen(true) }
+
+// ListenExec is Listen for execs alone: the kernel drops every other
+// event (forks, exits, threads starting and ending) before it reaches the
+// socket, so a busy host's threads wake no one.
+func ListenExec() (*Connector, error) { return listen(false) }
+
+func listen(exits bool) (*Connector, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.NETLINK_CONNECTOR)
 	if err != nil {
 		return nil, fmt.Errorf("process connector: socket: %w", err)
+	}
+	prog := eventFilter(exits)
+	if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("process connector: attaching the event filter: %w", err)
 	}
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: cnIdxProc}); err != nil {
 		unix.Close(fd)
@@ -149,3 +161,49 @@ func ParseEvents(b []byte) []Event {
 }
 
 func nlmAlign(n int) int { return (n + 3) &^ 3 }
+
+// Offsets in a connector message: the proc_event's what, and its
+// exec/exit payload's pid and tgid (the first two fields of both).
+const (
+	whatAt = nlmsgHdrLen + cnMsgLen
+	pidAt  = whatAt + 16
+	tgidAt = pidAt + 4
+)
+
+// eventFilter is a classic BPF program that keeps only the events
+// ParseEvents reports: execs, and (with exits) the exits of processes,
+// not of their other threads. The connector's fields are in host order
+// and BPF loads words big-endian, so constants are compared as their
+// bytes read big-endian.
+func eventFilter(exits bool) []unix.SockFilter {
+	be := func(v uint32) uint32 {
+		var b [4]byte
+		binary.NativeEndian.PutUint32(b[:], v)
+		return binary.BigEndian.Uint32(b[:])
+	}
+	const (
+		ldW  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		jeqK = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		jeqX = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_X
+		ret  = unix.BPF_RET | unix.BPF_K
+	)
+	if !exits {
+		return []unix.SockFilter{
+			{Code: ldW, K: whatAt},
+			{Code: jeqK, K: be(procEventExec), Jt: 0, Jf: 1},
+			{Code: ret, K: 0xffffffff},
+			{Code: ret, K: 0},
+		}
+	}
+	return []unix.SockFilter{
+		/* 0 */ {Code: ldW, K: whatAt},
+		/* 1 */ {Code: jeqK, K: be(procEventExec), Jt: 5, Jf: 0}, // → 7, keep
+		/* 2 */ {Code: jeqK, K: be(procEventExit), Jt: 0, Jf: 5}, // → 8, drop
+		/* 3 */ {Code: ldW, K: pidAt},
+		/* 4 */ {Code: unix.BPF_MISC | unix.BPF_TAX},
+		/* 5 */ {Code: ldW, K: tgidAt},
+		/* 6 */ {Code: jeqX, Jt: 0, Jf: 1}, // the thread group's leader: keep
+		/* 7 */ {Code: ret, K: 0xffffffff},
+		/* 8 */ {Code: ret, K: 0},
+	}
+}

@@ -1,7 +1,9 @@
 // Package procwatch finds the processes of the host as they come: a scan
 // of /proc, and the kernel's process connector (netlink) that announces
 // each exec at once where stallwatch may listen to it (root in the host's
-// namespaces: it needs CAP_NET_ADMIN). It reads what a daemon's rules
+// namespaces: it needs CAP_NET_ADMIN), with a socket filter so that the
+// host's forks and thread exits wake no one (only the events asked for
+// reach the socket). It reads what a daemon's rules
 // select processes by: the command line, the executable, the effective
 // user, the cgroup and from it the container id and the Kubernetes pod.
 //

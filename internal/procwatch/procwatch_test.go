@@ -2,11 +2,14 @@ package procwatch
 
 import (
 	"context"
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"slices"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stallwatch/stallwatch/internal/testutil"
 )
@@ -133,4 +136,67 @@ func FuzzParseEvents(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestConnectorFilter: the kernel hands the socket only the events asked
+// for. A shell that forks a subshell (a fork and exit with no exec) and
+// runs a program (a fork, an exec and an exit) is watched, with whatever
+// else the host does meanwhile: every datagram that arrives is an exec
+// (ListenExec), or an exec or a process's exit (Listen).
+func TestConnectorFilter(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, exits := range []bool{false, true} {
+		c, err := listen(exits)
+		if err != nil {
+			testutil.Skip(t, "the process connector needs CAP_NET_ADMIN in the host's namespaces: %v", err)
+		}
+		cmd := exec.Command("/bin/sh", "-c", "(:); exec /bin/true")
+		if err := testutil.StartProcess(cmd); err != nil {
+			t.Fatal(err)
+		}
+		sh := cmd.Process.Pid
+		_ = cmd.Wait()
+		rc, err := c.f.SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The shell's last event: its exit, or without exits its second
+		// exec (of /bin/true in its place), after its subshell's.
+		sawShellEnd, shellExecs := false, 0
+		buf := make([]byte, 64<<10)
+		deadline := time.Now().Add(30 * time.Second)
+		for !sawShellEnd && time.Now().Before(deadline) {
+			var n int
+			var rerr error
+			_ = c.f.SetReadDeadline(deadline)
+			if err := rc.Read(func(fd uintptr) bool {
+				n, _, rerr = unix.Recvfrom(int(fd), buf, 0)
+				return rerr != unix.EAGAIN
+			}); err != nil || rerr != nil {
+				break
+			}
+			msg := buf[:n]
+			if len(msg) < tgidAt+4 {
+				t.Errorf("exits %v: a short datagram passed the filter: % x", exits, msg)
+				continue
+			}
+			what := binary.NativeEndian.Uint32(msg[whatAt:])
+			pid := int(int32(binary.NativeEndian.Uint32(msg[pidAt:])))
+			tgid := int(int32(binary.NativeEndian.Uint32(msg[tgidAt:])))
+			switch {
+			case what == procEventExec:
+			case exits && what == procEventExit && pid == tgid:
+			default:
+				t.Errorf("exits %v: event %#x of pid %d (tgid %d) passed the filter", exits, what, pid, tgid)
+			}
+			if tgid == sh && what == procEventExec {
+				shellExecs++
+			}
+			sawShellEnd = tgid == sh && (what == procEventExit || (!exits && shellExecs == 2))
+		}
+		c.Close()
+		if !sawShellEnd {
+			t.Errorf("exits %v: the shell's last event never came", exits)
+		}
+	}
 }
