@@ -75,6 +75,12 @@ beat the target gives, --heartbeat-proc from the start of watching):
   looks frozen too:
     stallwatch watch --heartbeat-proc --stall-after 30s --pid 4242
 
+A stall is declared at most stall-after plus a poll after the last beat:
+a file and the process's progress are looked at every tenth of
+--stall-after (20ms to 1s), an endpoint every --http-interval, the tap's
+datagrams within 100ms; the deadline itself may wait a hundredth of
+--stall-after (at most 100ms), so that many targets wake up together.
+
 Alerts, uploads and hooks (each is off unless configured):
 
   With a DogStatsD address (--statsd, else DD_DOGSTATSD_URL, else
