@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -105,7 +106,14 @@ var errGone = errors.New("process gone")
 // readProgress reads pid's progress once.
 func readProgress(pid int) (progress, error) {
 	var ts unix.Timespec
-	err := unix.ClockGettime(processCPUClock(pid), &ts)
+	// A raw system call: it never blocks, and Go's bookkeeping of one
+	// that might (entersyscall) would let its monitor take the poller's
+	// P away in the middle of a daemon's hundreds of readings.
+	_, _, errno := unix.RawSyscall(unix.SYS_CLOCK_GETTIME, uintptr(processCPUClock(pid)), uintptr(unsafe.Pointer(&ts)), 0)
+	var err error
+	if errno != 0 {
+		err = errno
+	}
 	switch err {
 	case nil:
 		return progress{cpu: uint64(ts.Nano())}, nil
