@@ -1,7 +1,6 @@
 package capture
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -108,8 +107,10 @@ func TestStackCopyTooSmall(t *testing.T) {
 
 func compareWithPerf(t *testing.T, w unwindWorkload) {
 	tg := w.start(t)
+	// perf records the same seconds as we do: the same code on the stacks.
+	run := testutil.StartPerfDwarf(t, tg.Pid, DefaultFreq, DefaultStackCopy, "3", t.TempDir())
 	_, p, info := record(t, tg.Pid, 3*time.Second, func(c *Config) { c.NoOffCPU, c.Unwind = true, UnwindCFI })
-	perf := testutil.PerfDwarf(t, tg.Pid, DefaultFreq, DefaultStackCopy, "3", t.TempDir())
+	perf := run.Stacks(t)
 
 	ours, ourAddrs := ourStacks(p)
 	if len(ours) < 50 || len(perf) < 50 {
@@ -309,13 +310,21 @@ func startPython(py string, args ...string) func(t *testing.T) *testutil.Target 
 // so that xz works in its match finder, not its literal coder) at -9.
 func startXZ(t *testing.T) *testutil.Target {
 	xz := testutil.RequireTool(t, "xz")
-	in := filepath.Join(t.TempDir(), "text")
-	var b bytes.Buffer
-	for i := 0; b.Len() < 64<<20; i++ {
-		fmt.Fprintf(&b, "word%d stall %d watch %x\n", i%9973, i%31, i*2654435761)
-	}
-	if err := os.WriteFile(in, b.Bytes(), 0o644); err != nil {
+	// This test binary is tens of megabytes: xz -9 works on it for far
+	// longer than the recording, and it costs nothing to make.
+	self, err := os.Executable()
+	if err != nil {
 		t.Fatal(err)
+	}
+	in := filepath.Join(t.TempDir(), "input")
+	if err := os.Link(self, in); err != nil {
+		b, err := os.ReadFile(self)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(in, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	tg := testutil.StartCmd(t, exec.Command(xz, "-9", "-T1", "-k", "-f", in))
 	// xz has no ready line: wait until it has used CPU.

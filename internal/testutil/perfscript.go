@@ -27,14 +27,43 @@ type PerfStack struct {
 // compared with.
 func PerfDwarf(t testing.TB, pid, freq, copy int, secs string, dir string) []PerfStack {
 	t.Helper()
-	perf := RequireTool(t, "perf")
-	data := dir + "/perf.data"
-	rec := exec.Command(perf, "record", "-q", "-F", strconv.Itoa(freq), "--call-graph", "dwarf,"+strconv.Itoa(copy),
-		"-k", "mono", "-o", data, "-p", strconv.Itoa(pid), "--", "sleep", secs)
-	if out, err := rec.CombinedOutput(); err != nil {
-		t.Fatalf("perf record: %v\n%s", err, out)
+	return StartPerfDwarf(t, pid, freq, copy, secs, dir).Stacks(t)
+}
+
+// PerfDwarfRun is a perf record started by StartPerfDwarf, running beside
+// what the test records itself: both see the same seconds of the target.
+type PerfDwarfRun struct {
+	perf, data string
+	cmd        *exec.Cmd
+	out        bytes.Buffer
+}
+
+// StartPerfDwarf starts what PerfDwarf does and returns at once.
+func StartPerfDwarf(t testing.TB, pid, freq, copy int, secs string, dir string) *PerfDwarfRun {
+	t.Helper()
+	r := &PerfDwarfRun{perf: RequireTool(t, "perf"), data: dir + "/perf.data"}
+	r.cmd = exec.Command(r.perf, "record", "-q", "-F", strconv.Itoa(freq), "--call-graph", "dwarf,"+strconv.Itoa(copy),
+		"-k", "mono", "-o", r.data, "-p", strconv.Itoa(pid), "--", "sleep", secs)
+	r.cmd.Stdout, r.cmd.Stderr = &r.out, &r.out
+	if err := r.cmd.Start(); err != nil {
+		t.Fatalf("perf record: %v", err)
 	}
-	out, err := exec.Command(perf, "script", "-i", data, "-F", "tid,ip,sym", "--no-inline").Output()
+	t.Cleanup(func() {
+		if r.cmd.ProcessState == nil {
+			_ = r.cmd.Process.Kill()
+			_ = r.cmd.Wait()
+		}
+	})
+	return r
+}
+
+// Stacks waits for the recording to end and returns its samples.
+func (r *PerfDwarfRun) Stacks(t testing.TB) []PerfStack {
+	t.Helper()
+	if err := r.cmd.Wait(); err != nil {
+		t.Fatalf("perf record: %v\n%s", err, r.out.String())
+	}
+	out, err := exec.Command(r.perf, "script", "-i", r.data, "-F", "tid,ip,sym", "--no-inline").Output()
 	if err != nil {
 		t.Fatalf("perf script: %v", err)
 	}
