@@ -46,7 +46,7 @@ type StatsdStats struct {
 	Malformed uint64 // datagrams with a line that is not DogStatsD (still forwarded)
 	Forwarded uint64 // sent on to Forward
 	// Dropped were received but not forwarded: the agent was slow (the
-	// forwarder's batches were all in use), refused them or could not be
+	// forwarder held every batch for longer than 100 ms), refused them or could not be
 	// reached, or the datagram was longer than 64 KiB.
 	Dropped uint64
 	// KernelDropped never reached the proxy: the kernel dropped them at
@@ -324,11 +324,17 @@ func (p *StatsdProxy) Run(ctx context.Context, beat func()) error {
 	go p.logDrops(logDone)
 	defer close(logDone)
 	spare := newBatch() // read into when every batch is with the forwarder, or without one
+	wait := time.NewTimer(time.Hour)
+	wait.Stop()
+	defer wait.Stop()
 	for {
 		b := spare
 		select {
 		case b = <-free:
 		default:
+			if p.fwd != nil {
+				b = p.awaitBatch(free, wait, spare)
+			}
 		}
 		if err := recvBatch(p.rc, b); err != nil {
 			if ctx.Err() != nil {
@@ -348,6 +354,23 @@ func (p *StatsdProxy) Run(ctx context.Context, beat func()) error {
 		case b != spare:
 			p.fwd.queue <- b // never blocks: it holds every batch there is
 		}
+	}
+}
+
+// awaitBatch waits for the forwarder to give a batch back, at most
+// forwardTimeout: meanwhile the kernel's receive buffer (sized at start)
+// holds what arrives, so that a forwarder the scheduler has not run yet
+// costs no datagram. An agent slower than that gets spare, whose
+// datagrams are read for beats and dropped (counted): it never delays
+// reading the target's metrics by more than forwardTimeout.
+func (p *StatsdProxy) awaitBatch(free <-chan *batch, wait *time.Timer, spare *batch) *batch {
+	wait.Reset(forwardTimeout)
+	defer wait.Stop()
+	select {
+	case b := <-free:
+		return b
+	case <-wait.C:
+		return spare
 	}
 }
 
@@ -433,9 +456,9 @@ func (p *StatsdProxy) logDrops(done <-chan struct{}) {
 }
 
 // forwarder sends the received batches to the agent from a goroutine of
-// its own, so that a slow or absent agent never delays reading the
-// target's metrics: while it holds every batch, the receiver drops (and
-// counts) what it reads.
+// its own, so that a slow or absent agent delays reading the target's
+// metrics by forwardTimeout at most: once it has held every batch that long, the
+// receiver drops (and counts) what it reads.
 type forwarder struct {
 	network, addr string
 	log           *slog.Logger
