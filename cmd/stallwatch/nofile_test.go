@@ -185,21 +185,7 @@ func (c *limitedCapture) check(t *testing.T, threads, spinner int) {
 		t.Errorf("capture.json counts %d threads, %d unsampled; want %d, %d", n.Threads, n.UnsampledThreads, threads, threads-c.sampled)
 	}
 
-	var dump struct {
-		Threads []struct {
-			TID int `json:"tid"`
-		} `json:"threads"`
-	}
-	b, err := os.ReadFile(filepath.Join(c.dir, "threads.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &dump); err != nil {
-		t.Fatal(err)
-	}
-	if len(dump.Threads) != threads {
-		t.Errorf("the snapshot has %d threads, want %d", len(dump.Threads), threads)
-	}
+	c.checkSnapshot(t, threads)
 
 	f, err := os.Open(filepath.Join(c.dir, "profile.pb.gz"))
 	if err != nil {
@@ -290,6 +276,16 @@ func TestWatchNoRoomToSample(t *testing.T) {
 	if n.Samples != 0 || n.Threads != threads || n.UnsampledThreads != threads {
 		t.Errorf("capture.json counts %d samples, %d threads, %d unsampled; want 0, %d, %d", n.Samples, n.Threads, n.UnsampledThreads, threads, threads)
 	}
+	c.checkSnapshot(t, threads)
+	if !strings.Contains(c.report, fmt.Sprintf("%d threads not sampled (too few file descriptors", threads)) {
+		t.Errorf("report.txt does not say no thread was sampled:\n%.1500s", c.report)
+	}
+}
+
+// checkSnapshot asserts that the capture's thread snapshot has every
+// thread.
+func (c *limitedCapture) checkSnapshot(t *testing.T, threads int) {
+	t.Helper()
 	var dump struct {
 		Threads []struct {
 			TID int `json:"tid"`
@@ -304,8 +300,5 @@ func TestWatchNoRoomToSample(t *testing.T) {
 	}
 	if len(dump.Threads) != threads {
 		t.Errorf("the snapshot has %d threads, want %d", len(dump.Threads), threads)
-	}
-	if !strings.Contains(c.report, fmt.Sprintf("%d threads not sampled (too few file descriptors", threads)) {
-		t.Errorf("report.txt does not say no thread was sampled:\n%.1500s", c.report)
 	}
 }
