@@ -50,7 +50,9 @@ func TestParseCgroup(t *testing.T) {
 }
 
 func TestRead(t *testing.T) {
-	tg := testutil.Start(t, "/bin/sleep", "1000", "procwatch-read-test")
+	// An argument sleep accepts (GNU sleep exits at once on one it does
+	// not, and a test that read it then saw a zombie).
+	tg := testutil.Start(t, "/bin/sleep", "1000.125")
 	f, err := Read(tg.Pid)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +60,7 @@ func TestRead(t *testing.T) {
 	if f.PID != tg.Pid || f.Start == 0 || f.Comm != "sleep" || f.UID != os.Geteuid() {
 		t.Errorf("facts %+v", f)
 	}
-	if got := f.CommandLine(); got != "/bin/sleep 1000 procwatch-read-test" {
+	if got := f.CommandLine(); got != "/bin/sleep 1000.125" {
 		t.Errorf("command line %q", got)
 	}
 	if exe, _ := os.Readlink("/proc/self/exe"); f.Exe == "" || f.Exe == exe {
