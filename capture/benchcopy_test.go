@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stallwatch/stallwatch/capdir"
-	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/internal/unwind"
 	"github.com/stallwatch/stallwatch/sampler"
@@ -139,36 +137,7 @@ func BenchmarkEndToPprofStackCopies(b *testing.B) {
 	setupEndToPprofCopies(b)
 	e := &endToPprofCopies
 	pid := e.target.Process.Pid
-	cfg := Config{PID: pid, Out: b.TempDir(), Freq: 10000}
-	if err := cfg.fill(); err != nil {
-		b.Fatal(err)
-	}
-	root, err := capdir.OpenRoot(cfg.Out)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer root.Close()
-	cpu0 := processCPU()
-	for b.Loop() {
-		tp, err := target.Open(pid, target.Options{Kernel: true, JIT: true})
-		if err != nil {
-			b.Fatal(err)
-		}
-		r := &resolver{tp: tp, names: map[int]string{}}
-		f := &facts{cfg: cfg, tg: readTarget(pid), trigger: capdir.Trigger{Kind: capdir.Manual}, sampled: true, unwind: UnwindCFI}
-		f.samples = r.resolve([]window{{"", e.samples}})
-		f.cuts, f.userStacks = r.cuts, r.total
-		f.start, f.end = monotime.ToTime(e.samples[0].Time), monotime.ToTime(e.samples[len(e.samples)-1].Time)
-		f.symStats = tp.Symbols().Stats()
-		res, err := f.write(root)
-		if err != nil {
-			b.Fatal(err)
-		}
-		tp.Close()
-		os.RemoveAll(res.Dir)
-	}
-	end := b.Elapsed().Seconds() / float64(b.N)
-	endCPU := (processCPU() - cpu0).Seconds() / float64(b.N)
+	end, endCPU := writeCaptures(b, pid, e.samples, UnwindCFI)
 	b.ReportMetric(float64(len(e.samples)), "samples")
 	b.ReportMetric(end, "s/pprof")
 	b.ReportMetric(endCPU, "cpu-s/pprof")
