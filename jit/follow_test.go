@@ -4,7 +4,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 )
 
@@ -198,7 +200,9 @@ func TestFollowGrowingPerfMap(t *testing.T) {
 }
 
 // Lookups on Indexes handed out earlier run while Update reads more (run
-// with -race).
+// with -race). The writer waits for a pass of the reader after each
+// update, so the two interleave however the scheduler runs them, and
+// each of the reader's passes overlaps the next update.
 func TestConcurrentLookupsDuringUpdate(t *testing.T) {
 	full := sampleDump()
 	path := filepath.Join(t.TempDir(), "jit-1.dump")
@@ -208,14 +212,14 @@ func TestConcurrentLookupsDuringUpdate(t *testing.T) {
 	}
 	defer f.Close()
 	p := followFiles(t, KindJitdump, path)
+	var passes, seen atomic.Int64
 	stop := make(chan struct{})
-	done := make(chan int)
+	done := make(chan struct{})
 	go func() {
-		n := 0
+		defer close(done)
 		for {
 			select {
 			case <-stop:
-				done <- n
 				return
 			default:
 			}
@@ -224,9 +228,10 @@ func TestConcurrentLookupsDuringUpdate(t *testing.T) {
 				if got, ok := ix.LookupAt(s.Start, s.Loaded); ok && !got.Contains(s.Start) {
 					panic("wrong symbol")
 				}
-				n++
+				seen.Add(1)
 			}
 			_ = p.Sources()
+			passes.Add(1)
 		}
 	}()
 	for off := 0; off < len(full); off += 7 {
@@ -234,9 +239,13 @@ func TestConcurrentLookupsDuringUpdate(t *testing.T) {
 		if err := p.Update(); err != nil {
 			t.Fatal(err)
 		}
+		for n := passes.Load(); passes.Load() == n; {
+			runtime.Gosched()
+		}
 	}
 	close(stop)
-	if n := <-done; n == 0 {
+	<-done
+	if seen.Load() == 0 {
 		t.Error("the reader never saw a symbol")
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stallwatch/stallwatch/internal/monotime"
 )
 
 // instant is one reading of the clocks the detector needs: CLOCK_MONOTONIC
@@ -42,8 +44,11 @@ type clock interface {
 // realClock is the system's clocks. Go's timers run on CLOCK_MONOTONIC,
 // the same clock as instant.Mono.
 //
-// Every beat reads the clock, so it must be cheap: CLOCK_MONOTONIC and the
-// wall clock come from time.Now (the vDSO, no system call), and
+// Every beat reads the clock, so it must be cheap. instant.Mono is
+// CLOCK_MONOTONIC itself, read as the runtime reads it (package
+// internal/monotime: the vDSO, no system call), because perf stamps
+// samples with that clock and a trigger's moment is compared with them
+// (capdir.Trigger.Mono); the wall clock comes from time.Now.
 // CLOCK_BOOTTIME, which the vDSO gives Go no way to read, is kept as its
 // offset from CLOCK_MONOTONIC, read again by a system call at most once a
 // second of CLOCK_MONOTONIC, and whenever a deadline fires (syncBoot): the
@@ -53,23 +58,6 @@ type clock interface {
 // suspend, and the watchdog re-arms once (a stall-after later than
 // needed, never a false stall).
 type realClock struct{}
-
-// monoBase pairs a time.Time, whose monotonic reading Go keeps, with
-// CLOCK_MONOTONIC read at the same moment (between two time.Now calls a
-// system call apart): instant.Mono must be CLOCK_MONOTONIC itself, the
-// clock perf stamps samples with (capdir.Trigger.Mono).
-var monoBase = func() struct {
-	t    time.Time
-	mono time.Duration
-} {
-	t1 := time.Now()
-	m := clockNow(unix.CLOCK_MONOTONIC)
-	t2 := time.Now()
-	return struct {
-		t    time.Time
-		mono time.Duration
-	}{t1.Add(t2.Sub(t1) / 2), m}
-}()
 
 // bootReading is CLOCK_BOOTTIME − CLOCK_MONOTONIC as read at Mono.
 type bootReading struct {
@@ -82,8 +70,8 @@ var bootCache atomic.Pointer[bootReading]
 const bootRefresh = time.Second
 
 func (realClock) Now() instant {
+	mono := monotime.Duration()
 	w := time.Now()
-	mono := monoBase.mono + w.Sub(monoBase.t)
 	r := bootCache.Load()
 	if r == nil || mono-r.mono >= bootRefresh || mono < r.mono {
 		r = readBoot(mono)
@@ -92,13 +80,27 @@ func (realClock) Now() instant {
 }
 
 // syncBoot reads CLOCK_BOOTTIME afresh: a deadline fired.
-func (realClock) syncBoot() {
-	w := time.Now()
-	readBoot(monoBase.mono + w.Sub(monoBase.t))
-}
+func (realClock) syncBoot() { readBoot(monotime.Duration()) }
 
+// readBoot reads CLOCK_BOOTTIME − CLOCK_MONOTONIC, the time the host
+// spent suspended: CLOCK_BOOTTIME read between two CLOCK_MONOTONIC
+// readings, against their midpoint, so the offset is good to half the
+// system call's length — retried a few times when a preemption came in
+// between, keeping the closest pair. mono is when it applies.
 func readBoot(mono time.Duration) *bootReading {
-	r := &bootReading{mono: mono, offset: clockNow(unix.CLOCK_BOOTTIME) - mono}
+	best, width := time.Duration(0), time.Duration(-1)
+	for range 4 {
+		m1 := monotime.Duration()
+		b := clockNow(unix.CLOCK_BOOTTIME)
+		m2 := monotime.Duration()
+		if w := m2 - m1; width < 0 || w < width {
+			best, width = b-(m1+(m2-m1)/2), w
+		}
+		if width <= 50*time.Microsecond {
+			break
+		}
+	}
+	r := &bootReading{mono: mono, offset: best}
 	bootCache.Store(r)
 	return r
 }

@@ -80,6 +80,9 @@ func (l *loop) publish() {
 	p.seen = append(p.seen[:0], d.seen...)
 	p.inStall = d.inStall()
 	p.stallStart = d.stallStart
+	if p.box != nil {
+		p.box.published()
+	}
 }
 
 // setBox gives Status the beats a Run has not taken yet.

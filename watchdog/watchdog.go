@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stallwatch/stallwatch/capdir"
+	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 )
 
@@ -253,7 +254,7 @@ func (w *Watchdog) Run(ctx context.Context) error {
 // instants, so that a daemon's hundreds of targets wake up together
 // rather than one after another.
 func untilReport(every time.Duration) time.Duration {
-	mono := monoBase.mono + time.Since(monoBase.t)
+	mono := monotime.Duration()
 	return every - mono%every
 }
 
@@ -436,17 +437,24 @@ func (l *loop) finishCapture(why error, grace time.Duration) {
 // loop only when the loop asked to be (wakeOnBeat): a healthy target's
 // beats wait for the deadline, so that 200 targets beating every second
 // cost no wake-ups of their loops.
+//
+// A beat drained by the loop stays visible to latest until the loop has
+// published what it made of it (published), so that Status, which reads
+// the published state and then the box under one lock, never misses a
+// beat that is in neither.
 type beatBox struct {
 	clk     clock
 	mu      sync.Mutex
 	at      []instant
 	pending []bool
+	taken   []bool // drained, not yet published
 	wake    bool
 	ready   chan struct{}
 }
 
 func newBeatBox(n int, clk clock) *beatBox {
-	return &beatBox{clk: clk, at: make([]instant, n), pending: make([]bool, n), wake: true, ready: make(chan struct{}, 1)}
+	return &beatBox{clk: clk, at: make([]instant, n), pending: make([]bool, n), taken: make([]bool, n),
+		wake: true, ready: make(chan struct{}, 1)}
 }
 
 // put records a beat of source i now. The time is read under the lock so
@@ -481,15 +489,23 @@ func (b *beatBox) wakeOnBeat(on bool) {
 	}
 }
 
-// latest calls fn with each source's newest beat not yet drained.
+// latest calls fn with each source's newest beat not yet published.
 func (b *beatBox) latest(fn func(i int, at instant)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i, p := range b.pending {
-		if p {
+		if p || b.taken[i] {
 			fn(i, b.at[i])
 		}
 	}
+}
+
+// published says that the beats drained so far are in the published
+// state.
+func (b *beatBox) published() {
+	b.mu.Lock()
+	clear(b.taken)
+	b.mu.Unlock()
 }
 
 func (b *beatBox) drain(fn func(i int, at instant)) instant {
@@ -506,7 +522,7 @@ func (b *beatBox) drain(fn func(i int, at instant)) instant {
 				i  int
 				at instant
 			}{i, b.at[i]})
-			b.pending[i] = false
+			b.pending[i], b.taken[i] = false, true
 		}
 	}
 	b.mu.Unlock()
