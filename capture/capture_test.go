@@ -2,6 +2,7 @@ package capture
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -507,5 +508,29 @@ func TestRecordMainThreadExited(t *testing.T) {
 	}
 	if info.Counts.MissingSymbols != 0 {
 		t.Errorf("capture.json counts %d missing symbol sources; notes %q", info.Counts.MissingSymbols, info.Notes)
+	}
+}
+
+// TestOpenTargetExited: a target gone before its session opens — a
+// zombie whose parent has not reaped it yet, as a child that exits at
+// once is to `watch -- CMD` — is capdir.ErrTargetExited, so that watch
+// answers with the child's status rather than a failure of its own.
+func TestOpenTargetExited(t *testing.T) {
+	testutil.EndToEnd(t)
+	cmd := exec.Command("/bin/sh", "-c", "exit 5")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	pid := cmd.Process.Pid
+	if err := testutil.Eventually(10*time.Second, func() bool {
+		st, err := procfs.ReadStat(pid, pid)
+		return err == nil && st.State == 'Z'
+	}); err != nil {
+		t.Fatal("the child never became a zombie")
+	}
+	_, err := Open(Config{PID: pid, Out: t.TempDir()})
+	if !errors.Is(err, capdir.ErrTargetExited) {
+		t.Errorf("Open of an exited target: %v, want capdir.ErrTargetExited", err)
 	}
 }

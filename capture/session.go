@@ -43,7 +43,18 @@ type Session struct {
 // refused now, not at the first stall, when it is unsafe or unwritable),
 // symbol sources are found and, unless cfg.NoFlightRecorder, the flight
 // recorder starts sampling.
+//
+// A target that exits before its session is open is
+// capdir.ErrTargetExited, whatever reading found it gone.
 func Open(cfg Config) (*Session, error) {
+	s, err := open(cfg)
+	if errors.Is(err, procfs.ErrGone) {
+		return nil, fmt.Errorf("pid %d: %w", cfg.PID, capdir.ErrTargetExited)
+	}
+	return s, err
+}
+
+func open(cfg Config) (*Session, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}

@@ -259,10 +259,14 @@ func watch(ctx context.Context, inv *cli.Invocation, f *watchFlags, g *globals) 
 		return err
 	}
 	if err := watchTarget(ctx, f, kid.Pid, sources, stack, kid, sigs, log); err != nil {
-		select {
-		case <-kid.Done():
+		if errors.Is(err, watchdog.ErrTargetExited) {
 			// It exited before it could be watched: its status is
 			// the answer.
+			log.Warn("the target exited before stallwatch could watch it")
+			return statusOf(kid.Wait())
+		}
+		select {
+		case <-kid.Done():
 			log.Warn("the target exited before stallwatch could watch it", "err", err)
 			return statusOf(kid.Wait())
 		default:
