@@ -50,7 +50,11 @@ func New(w io.Writer, o Options) *slog.Logger {
 	}
 	switch {
 	case o.Format == "json":
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl, ReplaceAttr: jsonAttr}))
+		// slog escapes C0 controls as JSON does (\n, \u001b); the
+		// writer adds what encoding/json leaves as it is (DEL, C1
+		// controls, bidirectional characters), so every string keeps
+		// its text whole when decoded and none acts on a terminal.
+		return slog.New(slog.NewJSONHandler(termsafe.NewJSONWriter(w), &slog.HandlerOptions{Level: lvl, ReplaceAttr: jsonAttr}))
 	case o.Plain:
 		return slog.New(&plainHandler{w: w, prefix: o.Prefix, level: lvl, mu: new(sync.Mutex)})
 	}
@@ -60,23 +64,19 @@ func New(w io.Writer, o Options) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl}))
 }
 
-// jsonAttr writes durations as strings and escapes strings as
-// termsafe.NewJSONWriter does (encoding/json leaves C1 controls and the
-// bidirectional characters alone).
+// jsonAttr writes durations and other Stringers as strings ("1.5s"), as
+// people read them. Strings are left as they are: escaping is JSON's own
+// (a newline is \n), done by slog and the writer New wraps.
 func jsonAttr(groups []string, a slog.Attr) slog.Attr {
 	switch v := a.Value; v.Kind() {
 	case slog.KindDuration:
 		a.Value = slog.StringValue(v.Duration().String())
-	case slog.KindString:
-		a.Value = slog.StringValue(termsafe.String(v.String()))
 	case slog.KindAny:
-		switch x := v.Any().(type) {
-		case error:
-			a.Value = slog.StringValue(termsafe.String(x.Error()))
-		case fmt.Stringer:
-			a.Value = slog.StringValue(termsafe.String(x.String()))
-		case []string:
-			a.Value = slog.AnyValue(termsafe.Strings(append([]string(nil), x...)))
+		if _, isErr := v.Any().(error); isErr {
+			break // slog writes its Error()
+		}
+		if x, ok := v.Any().(fmt.Stringer); ok {
+			a.Value = slog.StringValue(x.String())
 		}
 	}
 	return a

@@ -57,3 +57,27 @@ func TestPlain(t *testing.T) {
 		t.Errorf("got %q, want %q", buf.String(), want)
 	}
 }
+
+// A newline in a message or a value is JSON's \n: decoded, the text is
+// whole (it was \x0a, which a log shipper shows as four characters).
+func TestJSONKeepsNewlines(t *testing.T) {
+	var buf bytes.Buffer
+	log := New(&buf, Options{Format: "json"})
+	log.Info("two\nlines", "detail", "a\nb\tc", "err", errors.New("x\ny"), "names", []string{"p\nq"})
+	out := buf.String()
+	if strings.Count(out, "\n") != 1 || strings.Contains(out, `\x0a`) {
+		t.Errorf("not one line with JSON escapes: %q", out)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for k, want := range map[string]any{"msg": "two\nlines", "detail": "a\nb\tc", "err": "x\ny"} {
+		if rec[k] != want {
+			t.Errorf("%s = %q, want %q", k, rec[k], want)
+		}
+	}
+	if names, _ := rec["names"].([]any); len(names) != 1 || names[0] != "p\nq" {
+		t.Errorf("names = %#v, want [\"p\\nq\"]", rec["names"])
+	}
+}
