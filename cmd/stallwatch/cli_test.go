@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stallwatch/stallwatch/internal/child"
 	"github.com/stallwatch/stallwatch/internal/cli"
 	"github.com/stallwatch/stallwatch/internal/cli/clitest"
 	"github.com/stallwatch/stallwatch/internal/perms"
@@ -130,6 +131,8 @@ func TestExitCodes(t *testing.T) {
 		{&cli.CommandError{Path: "stallwatch x", Err: fmt.Errorf("capture: %w", pe)}, exitNotPermitted},
 		{exitStatus(42), 42},
 		{&cli.CommandError{Path: "stallwatch watch", Err: exitStatus(143)}, 143},
+		{&cli.CommandError{Path: "stallwatch watch", Err: &child.StartError{Name: "/x", Err: unix.ENOENT}}, 127},
+		{&cli.CommandError{Path: "stallwatch watch", Err: &child.StartError{Name: "/x", Err: unix.EACCES}}, 126},
 		// A message that reads like one of them is still a failure.
 		{errors.New("not permitted: usage"), exitFailure},
 	}

@@ -50,7 +50,8 @@ const appFooter = `
 Exit codes: 0 done, 1 failure, 2 bad usage or configuration, 3 not
 permitted (the message names every missing capability or setting and the
 command that grants them), 4 the process watch --pid watched exited.
-watch -- CMD exits with CMD's status.`
+watch -- CMD exits with CMD's status, or as a shell does when CMD cannot
+run: 127 not found, 126 not executable.`
 
 // manSections are the man page's sections beyond the commands.
 var manSections = [][2]string{

@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/stallwatch/stallwatch/daemon"
+	"github.com/stallwatch/stallwatch/internal/child"
 	"github.com/stallwatch/stallwatch/internal/cli"
 	"github.com/stallwatch/stallwatch/internal/logfmt"
 	"github.com/stallwatch/stallwatch/internal/perms"
@@ -67,6 +68,7 @@ func exitCode(err error) int {
 	var pfe *preflight.Error
 	var te *targetExitedError
 	var ce *daemon.ConfigError
+	var se *child.StartError
 	switch {
 	case err == nil:
 		return exitOK
@@ -87,6 +89,8 @@ func exitCode(err error) int {
 		return exitTargetExited
 	case errors.As(err, &ce):
 		return exitUsage
+	case errors.As(err, &se):
+		return se.ExitCode() // 127 or 126, as a shell says of CMD
 	}
 	return exitFailure
 }

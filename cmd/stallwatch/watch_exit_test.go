@@ -121,3 +121,30 @@ func TestWatchSIGUSR1Burst(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestWatchCommandNotRunnable: watch -- CMD answers as a shell does when
+// CMD cannot run: 127 when there is none, 126 when it is not executable,
+// with one line naming it.
+func TestWatchCommandNotRunnable(t *testing.T) {
+	testutil.RequirePerf(t)
+	dir := t.TempDir()
+	noExec := filepath.Join(dir, "not-executable")
+	if err := os.WriteFile(noExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cmd  string
+		want int
+	}{{"/nonexistent", 127}, {"stallwatch-no-such-command", 127}, {noExec, 126}} {
+		cmd := exec.Command(stallwatchBin(t), "watch", "--heartbeat-proc", "--out", filepath.Join(dir, "out"), "--", tc.cmd)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != tc.want {
+			t.Errorf("watch -- %s: %v, want exit %d; stderr:\n%s", tc.cmd, err, tc.want, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), "cannot run "+tc.cmd) || strings.Count(stderr.String(), tc.cmd) != 1 {
+			t.Errorf("watch -- %s: stderr does not name it once:\n%s", tc.cmd, stderr.String())
+		}
+	}
+}

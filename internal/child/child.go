@@ -16,6 +16,7 @@ package child
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -69,12 +70,52 @@ func Start(cfg Config) (*Process, error) {
 	}
 	reapers.Unlock()
 	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", cfg.Args[0], err)
+		return nil, startError(cfg.Args[0], err)
 	}
 	p := &Process{Pid: cmd.Process.Pid, cmd: cmd, log: log, done: make(chan struct{})}
 	go p.reap()
 	log.Info("started", "pid", p.Pid, "cmd", strings.Join(cfg.Args, " "))
 	return p, nil
+}
+
+// StartError is a command that could not be started. Its ExitCode is
+// what a shell, env or timeout exits with for the same command: 127 when
+// there is no such command (ENOENT, or a name not in $PATH), 126 when it
+// was there but could not be executed (EACCES, ENOEXEC, EISDIR, ENOTDIR
+// on the way …).
+type StartError struct {
+	Name string // the command as given
+	Err  error  // the system's reason: an errno, or exec.ErrNotFound
+}
+
+func (e *StartError) Error() string {
+	if errors.Is(e.Err, exec.ErrNotFound) {
+		return fmt.Sprintf("cannot run %s: no such command in $PATH", e.Name)
+	}
+	return fmt.Sprintf("cannot run %s: %v", e.Name, e.Err)
+}
+
+func (e *StartError) Unwrap() error { return e.Err }
+
+// ExitCode is 127 when the command was not found, else 126.
+func (e *StartError) ExitCode() int {
+	if errors.Is(e.Err, exec.ErrNotFound) || errors.Is(e.Err, syscall.ENOENT) {
+		return 127
+	}
+	return 126
+}
+
+// startError keeps cmd.Start's reason without its repeat of the path.
+func startError(name string, err error) *StartError {
+	var pe *fs.PathError
+	var ee *exec.Error
+	switch {
+	case errors.As(err, &pe):
+		err = pe.Err
+	case errors.As(err, &ee):
+		err = ee.Err
+	}
+	return &StartError{Name: name, Err: err}
 }
 
 func orFile(f, def *os.File) *os.File {

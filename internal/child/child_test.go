@@ -2,6 +2,7 @@ package child
 
 import (
 	"bufio"
+	"errors"
 	"os"
 	"os/exec"
 	"runtime"
@@ -78,11 +79,54 @@ func TestExitStatus(t *testing.T) {
 }
 
 func TestStartFails(t *testing.T) {
-	if _, err := Start(Config{Args: []string{"/nonexistent/cmd"}}); err == nil || !strings.Contains(err.Error(), "/nonexistent/cmd") {
-		t.Errorf("err %v, want one naming the command", err)
+	if _, err := Start(Config{Args: []string{"/nonexistent/cmd"}}); err == nil || strings.Count(err.Error(), "/nonexistent/cmd") != 1 {
+		t.Errorf("err %v, want one naming the command once", err)
 	}
 	if _, err := Start(Config{}); err == nil {
 		t.Error("no command started without error")
+	}
+}
+
+// A command that cannot start gives the exit code a shell gives, and the
+// test asks the machine's sh for it: 127 not found, 126 not executable.
+func TestStartErrorExitCode(t *testing.T) {
+	dir := t.TempDir()
+	noExec := dir + "/no-exec"
+	garbage := dir + "/garbage"
+	if err := os.WriteFile(noExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(garbage, []byte("\x7fELF\x00\x01garbage"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cmd  string
+		want int
+	}{
+		{"/nonexistent", 127},
+		{"stallwatch-no-such-command", 127},
+		{dir + "/missing/deeper", 127},
+		{noExec, 126},
+		{dir, 126},
+		{garbage, 126},
+	} {
+		t.Run(tc.cmd, func(t *testing.T) {
+			_, err := Start(Config{Args: []string{tc.cmd, "arg"}})
+			var se *StartError
+			if !errors.As(err, &se) {
+				t.Fatalf("err %v (%T), want a *StartError", err, err)
+			}
+			if got := se.ExitCode(); got != tc.want {
+				t.Errorf("%v: exit code %d, want %d", err, got, tc.want)
+			}
+			sh := exec.Command("sh", "-c", `"$0" arg 2>/dev/null`, tc.cmd)
+			if err := sh.Run(); sh.ProcessState == nil || sh.ProcessState.ExitCode() != tc.want {
+				t.Errorf("sh exits %v (%v) where this test expects %d", sh.ProcessState, err, tc.want)
+			}
+			if strings.Count(err.Error(), tc.cmd) != 1 {
+				t.Errorf("%q names the command other than once", err)
+			}
+		})
 	}
 }
 
