@@ -147,7 +147,7 @@ func (s *Sampler) targetExited() {
 	s.gone = true
 	s.stats.TargetExited = true
 	s.stats.ExitTime = now
-	s.log.Info("target exited")
+	s.log.Debug("target exited") // Stats say it; the watchdog logs it once
 	close(s.done)
 }
 

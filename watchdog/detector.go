@@ -372,8 +372,12 @@ func (d *detector) CaptureDone(now instant, res *capdir.Result, err error) actio
 		d.log.Error("capture failed", "state", d.shown, "trigger", kindOf(tr), "err", err)
 	}
 	if res != nil {
-		d.log.Info("capture written", "state", d.shown, "dir", res.Dir, "trigger", kindOf(tr),
-			"took", round(now.Sub(d.lastCapture)), "cut_short", res.Info.CutShort, "why", res.Info.CutShortWhy)
+		attrs := []any{"state", d.shown, "dir", res.Dir, "trigger", kindOf(tr),
+			"took", round(now.Sub(d.lastCapture)), "cut_short", res.Info.CutShort}
+		if res.Info.CutShort {
+			attrs = append(attrs, "why", res.Info.CutShortWhy)
+		}
+		d.log.Info("capture written", attrs...)
 		if d.forStall {
 			d.stallResults = append(d.stallResults, res)
 		}

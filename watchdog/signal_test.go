@@ -113,7 +113,8 @@ func TestWatchdogAbandon(t *testing.T) {
 	startFileBeater(t, path, 20*time.Millisecond)
 	fc := newStubbornCapturer()
 	rec := &logRecorder{}
-	w, cancel, done := runWatchdog(t, Config{Sources: []Source{&File{Path: path}}, StallAfter: 5 * time.Second, MaxCaptures: 6, Capturer: fc, Logger: slog.New(rec)})
+	w, cancel, done := runWatchdog(t, Config{Sources: []Source{&File{Path: path}}, StallAfter: 5 * time.Second, MaxCaptures: 6, Capturer: fc, Logger: slog.New(rec),
+		AbandonHint: "signal again to leave it"})
 	w.CaptureNow()
 	<-fc.started
 	cancel()
@@ -132,7 +133,32 @@ func TestWatchdogAbandon(t *testing.T) {
 	if _, ok := rec.find("leaving the capture in progress unfinished"); !ok {
 		t.Errorf("leaving the capture was not logged:\n%s", rec.dump())
 	}
+	if _, ok := rec.find("stopping: the capture in progress is finished and written first; signal again to leave it"); !ok {
+		t.Errorf("stopping during a capture did not say it is finished first, and how to leave it:\n%s", rec.dump())
+	}
 	close(fc.release)
+}
+
+// TestWatchdogStopWithoutCapture: a watchdog stopped while no capture runs
+// says nothing of one (every SIGINT said "a capture in progress is
+// finished first").
+func TestWatchdogStopWithoutCapture(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "beat")
+	startFileBeater(t, path, 20*time.Millisecond)
+	rec := &logRecorder{}
+	w, cancel, done := runWatchdog(t, Config{Sources: []Source{&File{Path: path}}, StallAfter: 5 * time.Second, MaxCaptures: 6,
+		Capturer: newFakeCapturer(time.Hour), Logger: slog.New(rec), AbandonHint: "signal again to leave it"})
+	if err := testutil.Eventually(5*time.Second, func() bool { return w.Status().State == "healthy" }); err != nil {
+		t.Fatalf("never healthy: %+v", w.Status())
+	}
+	cancel()
+	<-done
+	if _, ok := rec.find("watchdog stopping"); !ok {
+		t.Errorf("stopping was not logged:\n%s", rec.dump())
+	}
+	if strings.Contains(rec.dump(), "capture in progress") {
+		t.Errorf("a stop without a capture speaks of one:\n%s", rec.dump())
+	}
 }
 
 // stubbornCapturer takes as long as the test says to finish a capture,

@@ -47,6 +47,10 @@ type Config struct {
 	// called from the watchdog's goroutine and must return quickly.
 	Events      func(Event)
 	ReportEvery time.Duration
+	// AbandonHint says how the caller's user leaves a capture in
+	// progress unfinished (Abandon; watch: "signal again to leave it"),
+	// told only when the watchdog stops during a capture.
+	AbandonHint string
 
 	clock     clock         // tests inject a fake one
 	lateAfter time.Duration // tests shorten it
@@ -408,6 +412,13 @@ func (l *loop) targetExited() {
 
 func (l *loop) shutdown(why string) {
 	l.w.log.Info("watchdog stopping", "why", why, "state", l.d.State())
+	if l.cancel != nil {
+		msg := "stopping: the capture in progress is finished and written first"
+		if h := l.w.cfg.AbandonHint; h != "" {
+			msg += "; " + h
+		}
+		l.w.log.Info(msg, "within", shutdownGrace)
+	}
 	l.finishCapture(errors.New(why), shutdownGrace)
 }
 

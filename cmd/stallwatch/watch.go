@@ -263,26 +263,32 @@ func watch(ctx context.Context, inv *cli.Invocation, f *watchFlags, g *globals) 
 			// It exited before it could be watched: its status is
 			// the answer.
 			log.Warn("the target exited before stallwatch could watch it")
-			return statusOf(kid.Wait())
+			return statusOf(kid.Wait(), log)
 		}
 		select {
 		case <-kid.Done():
 			log.Warn("the target exited before stallwatch could watch it", "err", err)
-			return statusOf(kid.Wait())
+			return statusOf(kid.Wait(), log)
 		default:
 			kid.Stop(childGrace) // we cannot watch it: do not leave it running unwatched
 			return err
 		}
 	}
-	return statusOf(kid.Wait())
+	return statusOf(kid.Wait(), log)
 }
 
 // childGrace is how long a child stallwatch cannot watch has to end after
 // SIGTERM before it is killed.
 const childGrace = 3 * time.Second
 
-// statusOf passes a child's exit status on as stallwatch's.
-func statusOf(st child.Status) error {
+// statusOf passes a child's exit status on as stallwatch's, and says it
+// (the watchdog said the exit itself, once).
+func statusOf(st child.Status, log *slog.Logger) error {
+	if st.Signal != 0 {
+		log.Info("exiting as the command did: killed by a signal", "signal", st.Signal, "exit_code", st.ExitCode())
+	} else {
+		log.Info("exiting with the command's status", "exit_code", st.ExitCode())
+	}
 	if code := st.ExitCode(); code != 0 {
 		return exitStatus(code)
 	}
@@ -350,7 +356,7 @@ func watchTarget(ctx context.Context, f *watchFlags, pid int, sources []watchdog
 	wd, err := watchdog.New(watchdog.Config{
 		PID: pid, Sources: sources, StallAfter: pol.stallAfter, RecaptureAfter: pol.recaptureAfter,
 		MaxCaptures: pol.maxCaptures, Capturer: sess, Logger: log,
-		Events: stack.For(stack.Target(pid)),
+		Events: stack.For(stack.Target(pid)), AbandonHint: "signal again to leave it",
 	})
 	if err != nil {
 		return err
@@ -407,7 +413,7 @@ func relaySignals(ctx context.Context, sigs <-chan os.Signal, wd *watchdog.Watch
 				continue
 			}
 			stopping = true
-			log.Info("stopping: a capture in progress is finished first; signal again to leave it", "signal", s)
+			log.Info("stopping", "signal", s) // the watchdog says whether a capture is finished first
 			stop()
 		}
 	}

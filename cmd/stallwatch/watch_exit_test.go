@@ -148,3 +148,53 @@ func TestWatchCommandNotRunnable(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchLogSaysEachThingOnce: the log a user reads says each thing
+// once and only when true: a capture not cut short has no why="", a
+// target's exit is one "target exited" line, and a SIGINT with no
+// capture running says nothing of finishing one.
+func TestWatchLogSaysEachThingOnce(t *testing.T) {
+	testutil.RequirePerf(t)
+	testutil.RequirePtrace(t)
+	t.Run("child", func(t *testing.T) {
+		dir := t.TempDir()
+		beat := filepath.Join(dir, "beat")
+		cmd := exec.Command(stallwatchBin(t), append(append([]string{"watch"}, quiet(beat)...),
+			"--stall-after", "300ms", "--capture-for", "300ms", "--", beaterPath(t), "-file", beat, "-interval", "20ms")...)
+		control, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sw := testutil.StartCmd(t, cmd)
+		waitLog(t, sw, "heartbeat healthy", 30*time.Second)
+		fmt.Fprintln(control, "stop")
+		waitLog(t, sw, "capture written", 30*time.Second)
+		fmt.Fprintln(control, "exit 0")
+		if got := exitStatusOf(t, sw, 20*time.Second); got != 0 {
+			t.Errorf("exit %d, want the child's 0; log:\n%s", got, sw.Stderr())
+		}
+		log := sw.Stderr()
+		for _, line := range strings.Split(log, "\n") {
+			if strings.Contains(line, `msg="capture written"`) && strings.Contains(line, "cut_short=false") && strings.Contains(line, "why=") {
+				t.Errorf("a capture not cut short has a why: %s", line)
+			}
+		}
+		if n := strings.Count(log, `msg="target exited"`); n != 1 {
+			t.Errorf(`%d "target exited" lines, want 1; log:\n%s`, n, log)
+		}
+	})
+	t.Run("SIGINT without a capture", func(t *testing.T) {
+		dir := t.TempDir()
+		beat := filepath.Join(dir, "beat")
+		target, _ := controlledBeater(t, beat, "20ms")
+		sw := startWatch(t, append(quiet(beat), "--pid", strconv.Itoa(target.Pid))...)
+		waitLog(t, sw, "heartbeat healthy", 30*time.Second)
+		_ = sw.Cmd.Process.Signal(syscall.SIGINT)
+		if got := exitStatusOf(t, sw, 20*time.Second); got != 0 {
+			t.Errorf("exit %d after SIGINT, want 0; log:\n%s", got, sw.Stderr())
+		}
+		if log := sw.Stderr(); strings.Contains(log, "capture in progress") || !strings.Contains(log, "watchdog stopping") {
+			t.Errorf("a SIGINT with no capture running speaks of one (or stopping was not said):\n%s", log)
+		}
+	})
+}

@@ -35,8 +35,6 @@ type Process struct {
 	log  *slog.Logger
 	done chan struct{} // closed once the child exited and was reaped
 	err  error         // cmd.Wait's, once done is closed
-
-	logged sync.Once // the end was logged
 }
 
 // Config says what to start.
@@ -163,8 +161,8 @@ func (p *Process) Signal(sig os.Signal) {
 	}
 }
 
-// Wait waits for the child to exit and returns its status. The first
-// call logs how it ended.
+// Wait waits for the child to exit and returns its status. How it ended
+// is the caller's to say: the watchdog has already logged the exit.
 func (p *Process) Wait() Status {
 	select {
 	case <-p.done:
@@ -172,15 +170,7 @@ func (p *Process) Wait() Status {
 		p.log.Info("waiting for the target to exit", "pid", p.Pid)
 		<-p.done
 	}
-	st := statusOf(p.err)
-	p.logged.Do(func() {
-		if st.Signal != 0 {
-			p.log.Info("target killed by a signal", "pid", p.Pid, "signal", st.Signal)
-		} else {
-			p.log.Info("target exited", "pid", p.Pid, "status", st.Code)
-		}
-	})
-	return st
+	return statusOf(p.err)
 }
 
 // Stop ends a child that stallwatch cannot watch after all: SIGTERM, then
