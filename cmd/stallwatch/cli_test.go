@@ -237,3 +237,23 @@ func TestREADMECommands(t *testing.T) {
 		}
 	}
 }
+
+// TestShortFlags: the short forms a user tries first work in every
+// command that has the flag: record -d 1s was "unknown flag -d".
+func TestShortFlags(t *testing.T) {
+	app := newApp(&globals{})
+	want := map[string]string{"pid": "p", "duration": "d", "freq": "F", "quiet": "q", "output": "o", "config": "c"}
+	for _, path := range leaves() {
+		for _, f := range app.FlagSet(path[len(path)-1]).Flags() {
+			if s, ok := want[f.Name]; ok && f.Short != s {
+				t.Errorf("%s --%s: short form %q, want -%s", strings.Join(names(path), " "), f.Name, f.Short, s)
+			}
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	// A pid that cannot exist: parsed, the command fails for want of
+	// the process (1), not for a flag it does not know (2).
+	if code := run([]string{"record", "-d", "1s", "-F", "99", "-q", "-p", "999999999"}, &stdout, &stderr); code != exitFailure {
+		t.Errorf("record -d 1s -F 99 -q -p 999999999: exit %d, want %d; stderr: %s", code, exitFailure, stderr.String())
+	}
+}

@@ -213,7 +213,7 @@ type daemonFlags struct {
 }
 
 func (f *daemonFlags) declare(fs *cli.FlagSet) {
-	fs.String(&f.config, "config", "/etc/stallwatch/stallwatch.yaml", "read the rules from `FILE`").Alias("c").Completes(cli.File)
+	fs.String(&f.config, "config", "/etc/stallwatch/stallwatch.yaml", "read the rules from `FILE`").Completes(cli.File)
 	fs.Bool(&f.checkOnly, "check", "read and check the configuration, say what it selects, and exit (0 when it can be used)")
 	fs.String(&f.controlSocket, "control-socket", "/run/stallwatch/control.sock", "serve stallwatch ctl on the unix socket at `PATH` (under systemd, $RUNTIME_DIRECTORY/control.sock; \"\": none)").Completes(cli.File)
 	fs.String(&f.stateDir, "state-dir", "/var/lib/stallwatch", "keep state across restarts in `DIR` (under systemd, $STATE_DIRECTORY)").Completes(cli.Dir)

@@ -30,7 +30,7 @@ import (
 
 // declarePID declares -p, --pid.
 func declarePID(fs *cli.FlagSet, p *int, usage string) {
-	f := fs.Int(p, "pid", 0, usage).Alias("p").Completes(cli.PID)
+	f := fs.Int(p, "pid", 0, usage).Completes(cli.PID)
 	f.Arg = "PID"
 }
 
@@ -292,12 +292,13 @@ func (p *policyFlags) apply(cfg *capture.Config) {
 
 // logger returns the logger of a command: slog's text lines for watch,
 // plain lines for the commands a person runs and reads (prefix names the
-// command), JSON with --log-format json. quiet leaves warnings and
-// errors only.
+// command), JSON with --log-format json. quiet leaves errors only: what a
+// warning says of a capture is in its capture.json's notes, and a script
+// reading the directory's path wants nothing else.
 func (g *globals) logger(w io.Writer, prefix string, quiet bool) *slog.Logger {
 	lvl := slog.LevelInfo
 	if quiet {
-		lvl = slog.LevelWarn
+		lvl = slog.LevelError
 	}
 	return logfmt.New(w, logfmt.Options{Format: g.logFormat, Plain: prefix != "", Prefix: prefix, Level: lvl})
 }

@@ -227,7 +227,7 @@ process exits or stallwatch is interrupted (the map stays).`,
 		Flags: func(fs *cli.FlagSet) {
 			declarePID(fs, &f.pid, "the process")
 			fs.Bool(&f.follow, "follow", "keep the map current until the process exits")
-			fs.String(&f.output, "output", "", "write the map to `PATH` instead (a path in stallwatch's own file system)").Alias("o").Completes(cli.File)
+			fs.String(&f.output, "output", "", "write the map to `PATH` instead (a path in stallwatch's own file system)").Completes(cli.File)
 			fs.Duration(&f.every, "interval", time.Second, "with --follow, how often to look for new code")
 			fs.Bool(&f.display, "display-names", "write the names people read (fibonacci) instead of the runtime's (JS:*fibonacci /app/fib.js:1:1)")
 		},

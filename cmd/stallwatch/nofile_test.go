@@ -302,3 +302,35 @@ func (c *limitedCapture) checkSnapshot(t *testing.T, threads int) {
 		t.Errorf("the snapshot has %d threads, want %d", len(dump.Threads), threads)
 	}
 }
+
+// TestRecordQuiet: record -q prints the capture directory's path and
+// nothing else, even when a warning comes (too few file descriptors to
+// sample every thread as asked); the warning is in capture.json's notes.
+func TestRecordQuiet(t *testing.T) {
+	testutil.RequirePerf(t)
+	testutil.RequireRoot(t)
+	prlimit := testutil.RequireTool(t, "prlimit")
+	tg := testutil.Start(t, testutil.BuildC(t, "manythreads/manythreads.c"), "20", "1")
+	tg.WaitLine(t, "ready", 60*time.Second)
+	out := filepath.Join(t.TempDir(), "out")
+	cmd := exec.Command(prlimit, "--nofile=80:80", "--", stallwatchBin(t), "record", "-q", "-d", "300ms", "-p", strconv.Itoa(tg.Pid), "--out", out)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("record -q: %v; stderr:\n%s", err, stderr.String())
+	}
+	dir := strings.TrimSuffix(stdout.String(), "\n")
+	if strings.Contains(dir, "\n") || !strings.HasPrefix(dir, out+"/") {
+		t.Errorf("stdout is not the capture directory alone: %q", stdout.String())
+	}
+	if stderr.Len() != 0 {
+		t.Errorf("record -q wrote to standard error:\n%s", stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "capture.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "RLIMIT_NOFILE allows 80") {
+		t.Errorf("capture.json's notes do not keep the warning record -q did not print:\n%.2000s", b)
+	}
+}

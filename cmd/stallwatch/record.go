@@ -67,7 +67,7 @@ func (f *recordFlags) declare(fs *cli.FlagSet) {
 	declarePID(fs, &f.pid, "the process to record")
 	fs.Duration(&f.duration, "duration", 10*time.Second, "how long to record")
 	fs.Bool(&f.snapshot, "snapshot", "also take a thread snapshot (threads.pb.gz) at the start")
-	fs.Bool(&f.quiet, "quiet", "print only the capture directory's path: no progress, no summary").Alias("q")
+	fs.Bool(&f.quiet, "quiet", "print only the capture directory's path: no progress, no summary, no warnings (capture.json's notes keep them); errors only on standard error")
 	f.capture.declare(fs)
 	f.output.declare(fs, capture.DefaultOut)
 	f.datadog.withQueue = true

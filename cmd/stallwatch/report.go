@@ -85,7 +85,7 @@ type reportFlags struct {
 
 func (f *reportFlags) declare(fs *cli.FlagSet) {
 	fs.Choice(&f.format, "format", "text", []string{"text", "html", "folded", "speedscope"}, "render as `FORMAT`: text, html, folded or speedscope")
-	fs.String(&f.output, "output", "", "write to `FILE` (atomically) instead of standard output").Alias("o").Completes(cli.File)
+	fs.String(&f.output, "output", "", "write to `FILE` (atomically) instead of standard output").Completes(cli.File)
 	fs.String(&f.sampleType, "sample-type", "", "with --format folded or speedscope: the value to sum, e.g. off-cpu-time (default: the profile's default)").
 		Completes(cli.Words("wall-time", "cpu-time", "cpu-samples", "off-cpu-time", "threads"))
 	fs.String(&f.phase, "phase", "", "with --format folded or speedscope: only the samples of `PHASE`, before (the flight recorder) or during (after the trigger)").

@@ -44,8 +44,8 @@ func newTestApp() *testApp {
 		Usage:   "-p PID [flags] [-- CMD]",
 		Help:    "Runs something.\n\nExample:\n  prog run -p 1",
 		Flags: func(fs *FlagSet) {
-			fs.Int(&ta.pid, "pid", 0, "the process").Alias("p").Completes(PID).Arg = "PID"
-			fs.Bool(&ta.quiet, "quiet", "say less").Alias("q")
+			fs.Int(&ta.pid, "pid", 0, "the process").Completes(PID).Arg = "PID"
+			fs.Bool(&ta.quiet, "quiet", "say less")
 			fs.Group("Output")
 			fs.String(&ta.out, "out", "./out", "write under `DIR`").Completes(Dir)
 			fs.Duration(&ta.every, "every", 5*time.Minute, "how often")
@@ -267,5 +267,26 @@ func TestWrap(t *testing.T) {
 		if !strings.HasPrefix(line, "  --x") && !strings.HasPrefix(line, "          word") {
 			t.Errorf("line not aligned: %q", line)
 		}
+	}
+}
+
+// TestShortNames: a letter names one flag, and never -h or -v, which are
+// help and version in every command.
+func TestShortNames(t *testing.T) {
+	seen := map[string]string{}
+	for long, short := range shortNames {
+		if len(short) != 1 || short == "h" || short == "v" {
+			t.Errorf("--%s: short form -%s is not one free letter", long, short)
+		}
+		if other, dup := seen[short]; dup {
+			t.Errorf("-%s is both --%s and --%s", short, long, other)
+		}
+		seen[short] = long
+	}
+	fs := NewFlagSet()
+	var d time.Duration
+	fs.Duration(&d, "duration", time.Second, "how long")
+	if _, err := fs.parse([]string{"-d", "1500ms"}); err != nil || d != 1500*time.Millisecond {
+		t.Errorf("-d 1500ms: %v, %v", d, err)
 	}
 }

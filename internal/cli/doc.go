@@ -4,7 +4,8 @@
 // zsh completion scripts, so that the four never disagree.
 //
 // It adds to package flag what people expect of a command line: flags
-// listed as --pid with a short form -p, help on standard output when asked
+// listed as --pid with a short form -p (one table of short forms for
+// every command, short.go, so that a letter means one flag everywhere), help on standard output when asked
 // for and on standard error only after a mistake, flags before or after
 // the arguments, "--" ending the flags, and usage errors told apart from
 // failures by type (UsageError) so that the caller maps them to exit

@@ -13,7 +13,7 @@ import (
 // completion scripts know of it.
 type Flag struct {
 	Name    string // long name, without dashes: "pid"
-	Short   string // one letter, or "": "p"
+	Short   string // one letter, or "": "p" (from shortNames)
 	Arg     string // the value's name in help ("PID"); "" for a boolean flag
 	Usage   string // one sentence, lower case
 	Default string // the default as help shows it; "" when there is none to show
@@ -24,12 +24,6 @@ type Flag struct {
 	Complete Completion
 
 	value flag.Value
-}
-
-// Alias gives the flag a one-letter short form (-p for --pid).
-func (f *Flag) Alias(short string) *Flag {
-	f.Short = short
-	return f
 }
 
 // Completes says what the flag's value completes to in a shell.
@@ -137,7 +131,7 @@ func (s *FlagSet) Var(v flag.Value, name, usage string) *Flag {
 		panic("cli: flag --" + name + " declared twice")
 	}
 	arg, text := unquoteUsage(usage)
-	f := &Flag{Name: name, Usage: text, Group: s.group, value: v}
+	f := &Flag{Name: name, Short: shortNames[name], Usage: text, Group: s.group, value: v}
 	if !f.IsBool() {
 		f.Arg = arg
 		if f.Arg == "" {
