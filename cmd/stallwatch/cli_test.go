@@ -257,3 +257,25 @@ func TestShortFlags(t *testing.T) {
 		t.Errorf("record -d 1s -F 99 -q -p 999999999: exit %d, want %d; stderr: %s", code, exitFailure, stderr.String())
 	}
 }
+
+// TestOneJSONSpelling: output a program reads is --format json in every
+// command (snapshot had --format json, jit inspect and ctl status --json).
+func TestOneJSONSpelling(t *testing.T) {
+	app := newApp(&globals{})
+	var withJSON []string
+	for _, path := range leaves() {
+		fs := app.FlagSet(path[len(path)-1])
+		name := strings.Join(names(path), " ")
+		if fs.Lookup("json") != nil {
+			t.Errorf("%s has --json; JSON output is --format json", name)
+		}
+		if f := fs.Lookup("format"); f != nil && slices.Contains(f.Complete.Words, "json") {
+			withJSON = append(withJSON, name)
+		}
+	}
+	for _, want := range []string{"snapshot", "jit inspect", "ctl status"} {
+		if !slices.Contains(withJSON, want) {
+			t.Errorf("%s has no --format json (commands with it: %v)", want, withJSON)
+		}
+	}
+}

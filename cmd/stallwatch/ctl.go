@@ -32,12 +32,11 @@ func declareSocket(fs *cli.FlagSet, p *string) {
 }
 
 func ctlStatusCommand() *cli.Command {
-	var socket string
-	var asJSON bool
+	var socket, format string
 	return &cli.Command{
 		Name:    "status",
 		Summary: "the processes the daemon watches: rule, state, heartbeat age, captures",
-		Usage:   "[--json] [--control-socket PATH]",
+		Usage:   "[--format text|json] [--control-socket PATH]",
 		Help: `
 Lists every watched process with its rule, its state (waiting, healthy,
 stalled, capturing, cooldown, recovered), the age of its most silent
@@ -45,7 +44,7 @@ heartbeat, and its captures; then the host-wide counts: captures running
 and in the last hour, the disk the captures use, and what each DogStatsD
 tap read and what the kernel dropped.`,
 		Flags: func(fs *cli.FlagSet) {
-			fs.Bool(&asJSON, "json", "print the status as JSON")
+			declareFormat(fs, &format, "the status")
 			declareSocket(fs, &socket)
 		},
 		Run: func(ctx context.Context, inv *cli.Invocation) error {
@@ -58,7 +57,7 @@ tap read and what the kernel dropped.`,
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if format == "json" {
 				enc := json.NewEncoder(termsafe.NewJSONWriter(inv.Stdout))
 				enc.SetIndent("", "  ")
 				return enc.Encode(resp.Status)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -220,6 +221,12 @@ rules:
 	out, err = exec.Command(stallwatchBin(t), "ctl", "status", "--control-socket", e.socket).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "cooldown") || !strings.Contains(string(out), strconv.Itoa(tgs[3].Pid)) {
 		t.Errorf("ctl status: %v\n%s", err, out)
+	}
+	// and as data: --format json, as snapshot and jit inspect spell it.
+	out, err = exec.Command(stallwatchBin(t), "ctl", "status", "--format", "json", "--control-socket", e.socket).Output()
+	var st daemon.Status
+	if err != nil || json.Unmarshal(out, &st) != nil || len(st.Targets) == 0 {
+		t.Errorf("ctl status --format json: %v\n%s", err, out)
 	}
 
 	// SIGTERM: a clean stop, exit 0.

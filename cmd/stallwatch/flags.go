@@ -290,6 +290,13 @@ func (p *policyFlags) apply(cfg *capture.Config) {
 	cfg.NoFlightRecorder = p.baselineFreq == 0
 }
 
+// declareFormat declares --format text|json: the one spelling, in every
+// command, of output a program reads (report's --format adds its other
+// renderings). what names the output in the usage.
+func declareFormat(fs *cli.FlagSet, p *string, what string) {
+	fs.Choice(p, "format", "text", []string{"text", "json"}, "print "+what+" as `FORMAT`: text or json")
+}
+
 // logger returns the logger of a command: slog's text lines for watch,
 // plain lines for the commands a person runs and reads (prefix names the
 // command), JSON with --log-format json. quiet leaves errors only: what a

@@ -48,11 +48,11 @@ reads. Turning them on:
   python3.12 -X perf app.py              perf map`
 
 func jitInspectCommand(g *globals) *cli.Command {
-	var asJSON bool
+	var format string
 	return &cli.Command{
 		Name:    "inspect",
 		Summary: "what a jitdump or perf map holds, and its defects with their offsets",
-		Usage:   "FILE [--json]",
+		Usage:   "FILE [--format text|json]",
 		Help: `
 Reads a whole jitdump or perf map (told apart by the jitdump magic) and
 prints its header, how many records of each type it holds, the time span
@@ -61,10 +61,10 @@ offset: records whose sizes contradict themselves, a last record still
 being written, garbage where a record should start.
 
 The exit code is 1 when the file could not be read to its end.`,
-		Flags: func(fs *cli.FlagSet) { fs.Bool(&asJSON, "json", "print the summary as JSON") },
+		Flags: func(fs *cli.FlagSet) { declareFormat(fs, &format, "the summary") },
 		Args:  cli.File,
 		Run: func(ctx context.Context, inv *cli.Invocation) error {
-			return jitInspect(inv, asJSON)
+			return jitInspect(inv, format == "json")
 		},
 	}
 }

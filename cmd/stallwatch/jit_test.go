@@ -140,7 +140,7 @@ func TestJitInspect(t *testing.T) {
 			t.Errorf("inspect output lacks %q:\n%s", want, out)
 		}
 	}
-	code, out, _ = runJitCmd("inspect", "--json", dump)
+	code, out, _ = runJitCmd("inspect", "--format", "json", dump)
 	var sum struct {
 		Symbols int `json:"symbols"`
 		Records int `json:"records"`
@@ -155,7 +155,7 @@ func TestJitInspect(t *testing.T) {
 		} `json:"largest"`
 	}
 	if err := json.Unmarshal([]byte(out), &sum); code != 0 || err != nil {
-		t.Fatalf("inspect --json: exit %d, %v\n%s", code, err, out)
+		t.Fatalf("inspect --format json: exit %d, %v\n%s", code, err, out)
 	}
 	want, _ := jit.Inspect(dump, jit.Options{})
 	if sum.Symbols != want.Symbols || sum.Symbols < 300 || sum.Records != want.Info.Records || sum.Header.Pid == 0 ||

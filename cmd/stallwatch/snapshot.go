@@ -51,7 +51,7 @@ type snapshotFlags struct {
 func (f *snapshotFlags) declare(fs *cli.FlagSet) {
 	declarePID(fs, &f.pid, "the process to snapshot")
 	fs.String(&f.out, "out", "", "also write a capture directory under `DIR`").Completes(cli.Dir)
-	fs.Choice(&f.format, "format", "text", []string{"text", "json"}, "print the snapshot as `FORMAT`: text or json")
+	declareFormat(fs, &f.format, "the snapshot")
 	fs.Bool(&f.noPtrace, "no-ptrace", "never stop a thread: user stacks of blocked threads from /proc only")
 }
 

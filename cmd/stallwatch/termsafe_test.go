@@ -101,14 +101,14 @@ func TestTargetNamesEscaped(t *testing.T) {
 		t.Fatalf("jit inspect: exit %d: %s", code, errOut)
 	}
 	noTerminalControl(t, "jit inspect", out+errOut)
-	// jit inspect --json: escaped as JSON escapes, so the name is whole.
-	code, out, errOut = runCLI("jit", "inspect", "--json", perfMap)
-	noTerminalControl(t, "jit inspect --json", out+errOut)
+	// jit inspect --format json: escaped as JSON escapes, so the name is whole.
+	code, out, errOut = runCLI("jit", "inspect", "--format", "json", perfMap)
+	noTerminalControl(t, "jit inspect --format json", out+errOut)
 	var sum struct {
 		Largest []struct{ Name string } `json:"largest"`
 	}
 	if err := json.Unmarshal([]byte(out), &sum); code != exitOK || err != nil {
-		t.Fatalf("jit inspect --json: exit %d, %v", code, err)
+		t.Fatalf("jit inspect --format json: exit %d, %v", code, err)
 	}
 	// jit symbolize: the name, escaped, on its one line.
 	code, out, errOut = runCLI("jit", "symbolize", "-p", pid, addr)
