@@ -614,10 +614,10 @@ func (d *Daemon) sources(id procwatch.ID, w *Watch) ([]watchdog.Source, error) {
 	poll := watchdog.PollInterval(w.StallAfter)
 	var srcs []watchdog.Source
 	for _, p := range hb.Files {
-		srcs = append(srcs, &watchdog.File{Path: expand(p, pid), Poll: poll})
+		srcs = append(srcs, &watchdog.File{Path: watchdog.ExpandTarget(p, pid), Poll: poll})
 	}
 	if hb.HTTP != "" {
-		srcs = append(srcs, &watchdog.HTTP{URL: expand(hb.HTTP, pid), Interval: hb.HTTPInterval, Timeout: hb.HTTPTimeout})
+		srcs = append(srcs, &watchdog.HTTP{URL: watchdog.ExpandTarget(hb.HTTP, pid), Interval: hb.HTTPInterval, Timeout: hb.HTTPTimeout})
 	}
 	if hb.Proc {
 		srcs = append(srcs, &watchdog.Progress{PID: pid, Start: id.Start, Interval: poll, Poller: d.poller})
@@ -630,10 +630,4 @@ func (d *Daemon) sources(id procwatch.ID, w *Watch) ([]watchdog.Source, error) {
 		srcs = append(srcs, src)
 	}
 	return srcs, nil
-}
-
-// expand replaces {pid} and {root} in a heartbeat's path or URL.
-func expand(s string, pid int) string {
-	p := strconv.Itoa(pid)
-	return strings.NewReplacer("{pid}", p, "{root}", procfs.PidPath(pid, "root")).Replace(s)
 }

@@ -120,13 +120,13 @@ type heartbeatFlags struct {
 
 func (h *heartbeatFlags) declare(fs *cli.FlagSet) {
 	fs.Group("Heartbeat")
-	fs.Strings(&h.files, "heartbeat-file", "a file at `PATH` whose mtime, size or content changes at each beat").Completes(cli.File)
+	fs.Strings(&h.files, "heartbeat-file", "a file at `PATH` whose mtime, size or content changes at each beat ({pid}: the target's pid, {root}: its root directory)").Completes(cli.File)
 	fs.String(&h.tap, "heartbeat-tap", "", "read the DogStatsD datagrams the target sends to the agent at `ADDR` (udp://:8125) from a packet socket, standing in nobody's path (CAP_NET_RAW)")
 	fs.String(&h.statsdAddr, "heartbeat-statsd", "", "receive DogStatsD on `ADDR` in the agent's place and forward it (udp://127.0.0.1:8125 or unix:///path; a UDP address without host is loopback)")
 	fs.String(&h.metric, "metric", "", "with --heartbeat-tap or --heartbeat-statsd: metric name `GLOB` that is a beat ('*' any run, '?' one char; default any metric)")
 	fs.Strings(&h.metricTags, "metric-tag", "with --heartbeat-tap or --heartbeat-statsd: the metric must also carry tag `K:V`")
 	fs.String(&h.forward, "forward", "", "with --heartbeat-statsd: forward every datagram to `ADDR` (default $DD_DOGSTATSD_URL, else $DD_AGENT_HOST:8125, else none)")
-	fs.String(&h.httpURL, "heartbeat-http", "", "a 2xx answer from GET `URL`")
+	fs.String(&h.httpURL, "heartbeat-http", "", "a 2xx answer from GET `URL` ({pid}, {root} as in --heartbeat-file)")
 	fs.Duration(&h.httpTimeout, "http-timeout", 2*time.Second, "with --heartbeat-http: the answer must come within this long")
 	fs.Duration(&h.httpInterval, "http-interval", time.Second, "with --heartbeat-http: time between probes")
 	fs.Bool(&h.proc, "heartbeat-proc", "any CPU time or context switch of the target's threads")

@@ -58,6 +58,10 @@ beat the target gives, --heartbeat-proc from the start of watching):
 
   A file the target touches or replaces (inotify, plus a stat poll for NFS):
     stallwatch watch --heartbeat-file /run/app/heartbeat --pid 4242
+  In --heartbeat-file and --heartbeat-http, {pid} is the target's pid and
+  {root} its root directory (/proc/PID/root: a container's files), as in
+  the daemon's rules; with '-- CMD', the child's:
+    stallwatch watch --heartbeat-file '/tmp/app-{pid}.beat' -- ./app
 
   A DogStatsD metric: stallwatch receives the target's metrics in place of
   the agent, forwards every datagram unchanged to --forward, and a datagram
@@ -295,18 +299,12 @@ func statusOf(st child.Status, log *slog.Logger) error {
 	return nil
 }
 
-// sources builds the heartbeats that do not need the target's pid. The
-// DogStatsD proxy binds its socket here, before a child starts.
+// sources builds the heartbeats that do not need the target's pid: the
+// DogStatsD proxy binds its socket here, before a child starts, so that
+// the child is told its address.
 func (f *watchFlags) sources(log *slog.Logger) ([]watchdog.Source, *watchdog.StatsdProxy, error) {
 	h := &f.rule.heartbeat
 	var srcs []watchdog.Source
-	poll := watchdog.PollInterval(f.rule.policy.stallAfter)
-	for _, p := range h.files {
-		srcs = append(srcs, &watchdog.File{Path: p, Poll: poll})
-	}
-	if h.httpURL != "" {
-		srcs = append(srcs, &watchdog.HTTP{URL: h.httpURL, Interval: h.httpInterval, Timeout: h.httpTimeout, Logger: log})
-	}
 	var proxy *watchdog.StatsdProxy
 	if h.statsdAddr != "" {
 		var err error
@@ -325,6 +323,13 @@ func (f *watchFlags) sources(log *slog.Logger) ([]watchdog.Source, *watchdog.Sta
 // target exits or a signal stops it.
 func watchTarget(ctx context.Context, f *watchFlags, pid int, sources []watchdog.Source, stack *notify.Stack, kid *child.Process, sigs <-chan os.Signal, log *slog.Logger) error {
 	pol, h := &f.rule.policy, &f.rule.heartbeat
+	poll := watchdog.PollInterval(pol.stallAfter)
+	for _, p := range h.files {
+		sources = append(sources, &watchdog.File{Path: watchdog.ExpandTarget(p, pid), Poll: poll})
+	}
+	if h.httpURL != "" {
+		sources = append(sources, &watchdog.HTTP{URL: watchdog.ExpandTarget(h.httpURL, pid), Interval: h.httpInterval, Timeout: h.httpTimeout, Logger: log})
+	}
 	if h.proc {
 		sources = append(sources, &watchdog.Progress{PID: pid, Interval: watchdog.PollInterval(pol.stallAfter)})
 	}

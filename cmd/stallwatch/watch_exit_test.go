@@ -198,3 +198,24 @@ func TestWatchLogSaysEachThingOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestWatchHeartbeatPathOfTheChild: {pid} in --heartbeat-file is the
+// target's pid, here a child's that nobody knew before it started, as in
+// the daemon's rules; watch --help says so.
+func TestWatchHeartbeatPathOfTheChild(t *testing.T) {
+	testutil.RequirePerf(t)
+	dir := t.TempDir()
+	sw := startWatch(t, "--heartbeat-file", filepath.Join(dir, "{pid}.beat"), "--baseline-freq", "0", "--out", filepath.Join(dir, "out"),
+		"--", "/bin/sh", "-c", `while :; do touch "$0/$$.beat"; sleep 0.05; done`, dir)
+	waitLog(t, sw, "heartbeat healthy", 30*time.Second)
+	m := startedPid.FindStringSubmatch(sw.Stderr())
+	if m == nil || !strings.Contains(sw.Stderr(), filepath.Join(dir, m[1]+".beat")) {
+		t.Errorf("the heartbeat is not the child's file; log:\n%s", sw.Stderr())
+	}
+	var stdout, stderr strings.Builder
+	help := exec.Command(stallwatchBin(t), "watch", "--help")
+	help.Stdout, help.Stderr = &stdout, &stderr
+	if err := help.Run(); err != nil || !strings.Contains(stdout.String(), "{pid} is the target's pid") || !strings.Contains(stdout.String(), "{root}") {
+		t.Errorf("watch --help does not document {pid} and {root} (%v):\n%s", err, stdout.String())
+	}
+}
