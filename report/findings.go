@@ -67,7 +67,7 @@ func findingsOf(c *Capture, a *analysis) []capdir.Finding {
 	var fs []finding
 	for _, detect := range []func() []finding{
 		e.stopped, e.deadlocks, e.runtimePause, e.eventLoop, e.gil, e.convoys,
-		e.uninterruptible, e.starvation, e.spinningOrHot, e.missingJIT, e.allWaiting,
+		e.uninterruptible, e.starvation, e.spinningOrHot, e.missingJIT, e.unnamedPythonFrames, e.allWaiting,
 	} {
 		fs = append(fs, detect()...)
 	}

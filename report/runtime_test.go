@@ -239,3 +239,46 @@ func TestFindingPythonGIL(t *testing.T) {
 	// whole native stack: this CPython has no frame pointers, so neither
 	// the samples nor the snapshot reach its perf trampolines here.
 }
+
+// TestFindingPythonJitdumpBuffered: CPython 3.13 -X perf_jit, live. Its
+// jitdump is buffered until exit, so the hot functions' trampolines have
+// no names; the finding says why, how many, and that -X perf names them.
+// With -X perf the same program's functions are named and nothing is said.
+func TestFindingPythonJitdumpBuffered(t *testing.T) {
+	py := "/root/.pyenv/versions/3.13.0/bin/python3"
+	if _, err := os.Stat(py); err != nil {
+		testutil.Skip(t, "no CPython 3.13 with symbols at %s: %v", py, err)
+	}
+	start := func(t *testing.T, mode string) *testutil.Target {
+		tg := testutil.StartCmd(t, exec.Command(py, "-X", mode, testutil.Testdata(t, "stalls", "pyhot.py")))
+		tg.WaitLine(t, "ready", 20*time.Second)
+		t.Cleanup(func() {
+			os.Remove(fmt.Sprintf("/tmp/perf-%d.map", tg.Pid))
+			os.Remove(fmt.Sprintf("/tmp/jit-%d.dump", tg.Pid))
+		})
+		return tg
+	}
+	t.Run("perf_jit", func(t *testing.T) {
+		c := record(t, start(t, "perf_jit").Pid)
+		if c.Info.Counts.JITSources == 0 {
+			t.Fatalf("no JIT source read: %+v", c.Info.Counts)
+		}
+		f := mustFinding(t, c, capdir.FindingMissingJITSymbols)
+		var n, m int
+		if _, err := fmt.Sscanf(f.Summary, "CPython functions without names: %d of the %d", &n, &m); err != nil || n < 1 || n > m {
+			t.Errorf("the summary does not count the unnamed functions (%v): %s", err, f.Summary)
+		}
+		for _, w := range []string{"jitdump", "only when the interpreter exits", "-X perf "} {
+			if !strings.Contains(f.Detail, w) {
+				t.Errorf("the detail does not say %q: %s", w, f.Detail)
+			}
+		}
+		if f.Runtime != "python" {
+			t.Errorf("runtime %q, want python", f.Runtime)
+		}
+	})
+	t.Run("perf", func(t *testing.T) {
+		c := record(t, start(t, "perf").Pid)
+		mustNotFinding(t, c, capdir.FindingMissingJITSymbols)
+	})
+}
