@@ -178,6 +178,8 @@ type Daemon struct {
 	do       chan func()
 	exits    chan *target
 	execs    chan int
+	named    chan int      // pids a pid file named, at once (pidfileWatch)
+	pidWatch *pidfileWatch // of the configuration in force
 	overrun  chan struct{}
 	stopped  chan struct{}
 	discover string // how processes are found, for status
@@ -208,7 +210,7 @@ func New(cfg *Config, opts Options) (*Daemon, error) {
 		opts: opts, log: opts.Logger, self: os.Getpid(), cfg: cfg,
 		targets: map[int]*target{}, seen: map[int]seen{},
 		reload: make(chan *Config, 1), do: make(chan func()), exits: make(chan *target, 16),
-		execs: make(chan int, 4096), overrun: make(chan struct{}, 1), stopped: make(chan struct{}),
+		execs: make(chan int, 4096), named: make(chan int, 64), overrun: make(chan struct{}, 1), stopped: make(chan struct{}),
 		started: time.Now(), out: cfg.Out, poller: watchdog.NewPoller(),
 	}
 	d.keep.Store(int64(cfg.Keep))
@@ -288,6 +290,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	scanEvery := d.startDiscovery(ctx)
 	scan := time.NewTicker(scanEvery)
 	defer scan.Stop()
+	d.watchPIDFiles()
+	defer func() { d.pidWatch.close() }()
 	d.scan()
 	var ping <-chan time.Time
 	if d.opts.WatchdogEvery > 0 {
@@ -310,6 +314,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.log.Warn("process events were lost; scanning /proc")
 			d.scan()
 		case pid := <-d.execs:
+			d.consider(pid, time.Now(), true)
+		case pid := <-d.named:
 			d.consider(pid, time.Now(), true)
 		case t := <-d.exits:
 			d.targetEnded(t)
@@ -408,6 +414,18 @@ func (d *Daemon) scan() {
 			delete(d.seen, pid)
 		}
 	}
+}
+
+// watchPIDFiles watches the pid files of the rules in force, in place of
+// those of the configuration before.
+func (d *Daemon) watchPIDFiles() {
+	d.pidWatch.close()
+	d.pidWatch = watchPIDFiles(d.cfg.Rules, d.log, func(pid int) {
+		select {
+		case d.named <- pid:
+		default: // full: the scan reads the pid file too
+		}
+	})
 }
 
 // pidfiles reads every rule's pid file: the pids they name.
@@ -562,6 +580,7 @@ func (d *Daemon) apply(cfg *Config) {
 			stopped++
 		}
 	}
+	d.watchPIDFiles()
 	d.log.Info("configuration reloaded", "config", cfg.File, "rules", len(cfg.Rules), "kept", kept, "restarted", restarted, "stopped", stopped)
 	d.scan()
 	d.notifyReady()

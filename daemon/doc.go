@@ -29,7 +29,8 @@
 // settings resolved). Errors name the file and the line (ConfigError).
 //
 // Selectors (match:, every one given must match): cmdline and exe
-// (regular expressions, unanchored), pidfile (read at every scan), cgroup
+// (regular expressions, unanchored), pidfile (read when it is written —
+// inotify on its directory, pidfiles.go — and at every scan), cgroup
 // (a regular expression on the cgroup path), container (a container id or
 // its beginning) and pod (a Kubernetes pod UID), both found in the cgroup
 // path (package procwatch), and user (name or number, the effective uid).

@@ -72,10 +72,10 @@ starts from:
       stall-after: 2m
 
 Selectors (every one given must match): cmdline, exe and cgroup (regular
-expressions), pidfile, container (an id or its beginning), pod (a
-Kubernetes pod UID) and user. In heartbeat-file and heartbeat-http, {pid}
-is the process's pid and {root} its root directory (/proc/PID/root: a
-container's files). The daemon's rules have no flight recorder unless they
+expressions), pidfile (read the moment it is written), container (an id
+or its beginning), pod (a Kubernetes pod UID) and user. In heartbeat-file
+and heartbeat-http, {pid} is the process's pid and {root} its root
+directory (/proc/PID/root: a container's files). The daemon's rules have no flight recorder unless they
 set baseline-freq: with hundreds of processes, sampling each one between
 stalls costs more than it tells. heartbeat-statsd (a proxy for one process)
 is watch's; the daemon reads DogStatsD passively with heartbeat-tap.

@@ -456,3 +456,45 @@ rules:
 		t.Logf("note: a /tmp/perf-1.map exists on the host too (not this test's)")
 	}
 }
+
+// TestDaemonPIDFileAtOnce: a pidfile: target is watched the moment its
+// pid file names it, written in place or renamed into place, not at the
+// next backstop scan (every ten scan intervals with exec events: here 10
+// minutes; it was 20 s by default).
+func TestDaemonPIDFileAtOnce(t *testing.T) {
+	testutil.RequirePerf(t)
+	testutil.RequirePtrace(t)
+	runDir := t.TempDir()
+	inPlace, renamed := filepath.Join(runDir, "in-place.pid"), filepath.Join(runDir, "renamed.pid")
+	e := newDaemonEnv(t, `
+out: OUT
+scan-interval: 1m
+rules:
+  - name: in-place
+    match: {pidfile: `+inPlace+`}
+    heartbeat-proc: true
+  - name: renamed
+    match: {pidfile: `+renamed+`}
+    heartbeat-proc: true
+`)
+	e.start(t)
+	if !strings.Contains(e.sw.Stderr(), "exec events") {
+		t.Logf("the daemon scans /proc only; this test then shows the pid file watch alone:\n%s", e.sw.Stderr())
+	}
+	a, b := startBeater(t, marker()), startBeater(t, marker())
+	if err := os.WriteFile(inPlace, []byte(strconv.Itoa(a.Pid)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tmp := renamed + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(b.Pid)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, renamed); err != nil {
+		t.Fatal(err)
+	}
+	e.waitTarget(t, a.Pid, "watched (pid file written in place)", 10*time.Second, watched)
+	e.waitTarget(t, b.Pid, "watched (pid file renamed into place)", 10*time.Second, watched)
+	if ts := e.target(t, a.Pid); ts.Rule != "in-place" {
+		t.Errorf("pid %d watched by rule %q, want in-place", a.Pid, ts.Rule)
+	}
+}
