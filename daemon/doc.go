@@ -35,6 +35,15 @@
 // its beginning) and pod (a Kubernetes pod UID), both found in the cgroup
 // path (package procwatch), and user (name or number, the effective uid).
 //
+// A cmdline pattern never selects a wrapper — timeout, sudo, env, nohup,
+// setsid, xargs, sh -c and the like (WrapperOf) — whose arguments hold
+// the command line it matches: the program the wrapper runs is selected
+// by its own command line, as the wrapper's child or as the same process
+// once the wrapper executes it, and a capture of the wrapper would show
+// only its wait. An exe pattern naming the wrapper selects it. SelectNow
+// says what each rule selects at this moment (daemon --check), and which
+// selected processes are wrappers.
+//
 // # Finding processes
 //
 // The kernel's process connector announces each exec at once where

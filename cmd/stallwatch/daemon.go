@@ -18,6 +18,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/ddtags"
 	"github.com/stallwatch/stallwatch/internal/preflight"
 	"github.com/stallwatch/stallwatch/internal/sdnotify"
+	"github.com/stallwatch/stallwatch/internal/termsafe"
 	"github.com/stallwatch/stallwatch/notify"
 )
 
@@ -72,13 +73,17 @@ starts from:
       stall-after: 2m
 
 Selectors (every one given must match): cmdline, exe and cgroup (regular
-expressions), pidfile (read the moment it is written), container (an id
-or its beginning), pod (a Kubernetes pod UID) and user. In heartbeat-file
-and heartbeat-http, {pid} is the process's pid and {root} its root
-directory (/proc/PID/root: a container's files). The daemon's rules have no flight recorder unless they
-set baseline-freq: with hundreds of processes, sampling each one between
-stalls costs more than it tells. heartbeat-statsd (a proxy for one process)
-is watch's; the daemon reads DogStatsD passively with heartbeat-tap.
+expressions), pidfile (read the moment it is written), container (an id or
+its beginning), pod (a Kubernetes pod UID) and user. A cmdline pattern
+never selects a wrapper (timeout, sudo, env, nohup, setsid, xargs, sh -c
+…) whose arguments it matches: the program the wrapper runs is selected by
+its own command line. In heartbeat-file and heartbeat-http, {pid} is the
+process's pid and {root} its root directory (/proc/PID/root: a container's
+files). The daemon's rules have no flight recorder unless they set
+baseline-freq: with hundreds of processes, sampling each one between
+stalls costs more than it tells. heartbeat-statsd (a proxy for one
+process) is watch's; the daemon reads DogStatsD passively with
+heartbeat-tap.
 
 Alerts, uploads and hooks are watch's. Where they go (statsd, upload,
 with Datadog's DD_* variables as watch reads them), the tags on
@@ -214,7 +219,7 @@ type daemonFlags struct {
 
 func (f *daemonFlags) declare(fs *cli.FlagSet) {
 	fs.String(&f.config, "config", "/etc/stallwatch/stallwatch.yaml", "read the rules from `FILE`").Completes(cli.File)
-	fs.Bool(&f.checkOnly, "check", "read and check the configuration, say what it selects, and exit (0 when it can be used)")
+	fs.Bool(&f.checkOnly, "check", "read and check the configuration, list the processes each rule selects now (warning of wrappers such as timeout or sh -c), and exit (0 when it can be used)")
 	fs.String(&f.controlSocket, "control-socket", "/run/stallwatch/control.sock", "serve stallwatch ctl on the unix socket at `PATH` (under systemd, $RUNTIME_DIRECTORY/control.sock; \"\": none)").Completes(cli.File)
 	fs.String(&f.stateDir, "state-dir", "/var/lib/stallwatch", "keep state across restarts in `DIR` (under systemd, $STATE_DIRECTORY)").Completes(cli.Dir)
 	fs.Bool(&f.scanOnly, "scan-only", "find processes by scanning /proc only, never by the kernel's exec events")
@@ -348,14 +353,51 @@ func daemonNeeds(cfg *daemon.Config) preflight.Needs {
 	return n
 }
 
-// describeConfig is --check: what the configuration says.
+// describeConfig is --check: what the configuration says, and the
+// processes each rule selects now (a process is watched by the first rule
+// that selects it), with a warning on every wrapper among them and the
+// wrappers a cmdline: passes over.
 func describeConfig(inv *cli.Invocation, cfg *daemon.Config) error {
-	fmt.Fprintf(inv.Stdout, "%s: %d rules; captures under %s (keep %d, disk quota %s), at most %d at once and %d stall captures an hour on the host\n",
+	w := termsafe.NewWriter(inv.Stdout) // command lines are the processes'
+	defer w.Flush()
+	fmt.Fprintf(w, "%s: %d rules; captures under %s (keep %d, disk quota %s), at most %d at once and %d stall captures an hour on the host\n",
 		cfg.File, len(cfg.Rules), cfg.Out, cfg.Keep, quotaString(cfg.DiskQuota), cfg.MaxConcurrent, cfg.MaxPerHour)
+	selected, passed, err := cfg.SelectNow(os.Getpid())
+	if err != nil {
+		return fmt.Errorf("listing the processes the rules select: %w", err)
+	}
 	for _, r := range cfg.Rules {
-		fmt.Fprintf(inv.Stdout, "  %s (line %d): %s; stall after %v\n", r.Name, r.Line, r.Select.String(), r.Watch.StallAfter)
+		fmt.Fprintf(w, "  %s (line %d): %s; stall after %v\n", r.Name, r.Line, r.Select.String(), r.Watch.StallAfter)
+		n := 0
+		for _, s := range selected {
+			if s.Rule != r.Name {
+				continue
+			}
+			n++
+			fmt.Fprintf(w, "    selects pid %d: %s\n", s.PID, truncateCommand(s.Command))
+			if s.Wrapper != "" {
+				fmt.Fprintf(w, "      warning: pid %d is a wrapper (%s): its threads wait for the program it runs; select that program instead, by its own command line\n", s.PID, s.Wrapper)
+			}
+		}
+		for _, s := range passed {
+			if s.Rule == r.Name {
+				fmt.Fprintf(w, "    passes over pid %d, a wrapper (%s) whose arguments match: %s\n", s.PID, s.Wrapper, truncateCommand(s.Command))
+			}
+		}
+		if n == 0 {
+			fmt.Fprintf(w, "    selects no process now\n")
+		}
 	}
 	return nil
+}
+
+// truncateCommand keeps a command line to one screen line.
+func truncateCommand(s string) string {
+	const max = 120
+	if r := []rune(s); len(r) > max {
+		return string(r[:max-1]) + "…"
+	}
+	return s
 }
 
 func quotaString(n int64) string {

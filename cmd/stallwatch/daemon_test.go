@@ -498,3 +498,70 @@ rules:
 		t.Errorf("pid %d watched by rule %q, want in-place", a.Pid, ts.Rule)
 	}
 }
+
+// TestDaemonWrappers: `timeout 120 beater …` is two processes whose
+// command lines both match 'beater .*-metric TAG'. The rule selects the
+// beater, never timeout (whose threads only wait for it); --check lists
+// what each rule selects now, says it passes over the wrapper, and warns
+// when another selector (a pid file) names a wrapper all the same.
+func TestDaemonWrappers(t *testing.T) {
+	testutil.RequirePerf(t)
+	testutil.RequirePtrace(t)
+	timeout := testutil.RequireTool(t, "timeout")
+	tag := marker()
+	startWrapped := func() (wrapper, child int) {
+		tg := testutil.StartCmd(t, exec.Command(timeout, "120", beaterPath(t), "-interval", "50ms", "-metric", tag))
+		tg.WaitLine(t, "ready", 20*time.Second)
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", tg.Pid, tg.Pid))
+		kids := strings.Fields(string(b))
+		if err != nil || len(kids) != 1 {
+			t.Fatalf("timeout's children: %q, %v", b, err)
+		}
+		child, _ = strconv.Atoi(kids[0])
+		t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) }) // timeout's SIGKILL leaves it
+		return tg.Pid, child
+	}
+	wrapA, childA := startWrapped()
+	wrapB, childB := startWrapped()
+	pidfile := filepath.Join(t.TempDir(), "wrapper.pid")
+	if err := os.WriteFile(pidfile, []byte(strconv.Itoa(wrapB)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := newDaemonEnv(t, `
+out: OUT
+rules:
+  - name: beaters
+    match: {cmdline: 'beater .*-metric `+tag+`'}
+    heartbeat-proc: true
+  - name: by-pidfile
+    match: {pidfile: `+pidfile+`}
+    heartbeat-proc: true
+`)
+	var stdout, stderr strings.Builder
+	if code := run([]string{"daemon", "--config", e.config, "--check"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("--check: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		fmt.Sprintf("selects pid %d: %s", childA, beaterPath(t)),
+		fmt.Sprintf("selects pid %d: %s", childB, beaterPath(t)),
+		fmt.Sprintf("passes over pid %d, a wrapper (timeout) whose arguments match: %s 120 ", wrapA, timeout),
+		fmt.Sprintf("selects pid %d: %s 120 ", wrapB, timeout),
+		fmt.Sprintf("warning: pid %d is a wrapper (timeout)", wrapB),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--check does not say %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, fmt.Sprintf("selects pid %d:", wrapA)) {
+		t.Errorf("--check selects the wrapper %d by its arguments:\n%s", wrapA, out)
+	}
+
+	e.start(t)
+	e.waitTarget(t, childA, "watched", 30*time.Second, watched)
+	e.waitTarget(t, childB, "watched", 30*time.Second, watched)
+	e.waitTarget(t, wrapB, "watched (its pid file names it)", 30*time.Second, watched)
+	if ts := e.target(t, wrapA); ts != nil {
+		t.Errorf("the daemon watches the wrapper %d (timeout) by its arguments: %+v", wrapA, ts)
+	}
+}
