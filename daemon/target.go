@@ -10,6 +10,7 @@ import (
 
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/capture"
+	"github.com/stallwatch/stallwatch/internal/ddtags"
 	"github.com/stallwatch/stallwatch/internal/procwatch"
 	"github.com/stallwatch/stallwatch/notify"
 	"github.com/stallwatch/stallwatch/watchdog"
@@ -85,7 +86,7 @@ func (d *Daemon) events(f procwatch.Facts, r *Rule) func(watchdog.Event) {
 		return nil
 	}
 	n := &r.Watch.Notify
-	return d.opts.Events(notify.Target{PID: f.PID, Process: f.Comm, Service: n.Service, Tags: n.Tags,
+	return d.opts.Events(notify.Target{PID: f.PID, Process: ddtags.ProcessName(f.Exe, f.Cmdline, f.Comm), Service: n.Service, Tags: n.Tags,
 		OnCapture: n.OnCapture, OnRecover: n.OnRecover})
 }
 

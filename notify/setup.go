@@ -175,11 +175,14 @@ func NewUploader(o Options) (*upload.Uploader, error) {
 	return upload.New(upload.Config{URL: r.url, Tags: r.tags, Logger: r.log})
 }
 
-// Target describes pid for alerts, hooks and uploads: its command name,
-// and the service the options name.
+// Target describes pid for alerts, hooks and uploads: its name as the
+// uploads' process tag gives it (ddtags.ProcessName), and the service the
+// options name.
 func (s *Stack) Target(pid int) Target {
 	comm, _ := procfs.Comm(pid, pid)
-	return Target{PID: pid, Process: comm, Service: s.Service}
+	exe, _ := procfs.Exe(pid)
+	args, _ := procfs.Cmdline(pid)
+	return Target{PID: pid, Process: ddtags.ProcessName(exe, args, comm), Service: s.Service}
 }
 
 // Close acts on the events handed over, gives the uploads queued up to

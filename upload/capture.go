@@ -81,13 +81,7 @@ func CaptureTags(info *capdir.Info) []string {
 }
 
 func processName(info *capdir.Info) string {
-	if info.Executable != "" {
-		return path.Base(info.Executable)
-	}
-	if len(info.Command) > 0 {
-		return path.Base(info.Command[0])
-	}
-	return ""
+	return ddtags.ProcessName(info.Executable, info.Command, "")
 }
 
 // runtimes maps an executable's name to the runtime Datadog's tag

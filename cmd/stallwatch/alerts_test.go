@@ -296,3 +296,40 @@ func testCaptureInfo() capdir.Info {
 	info.Start, info.End = now.Add(-time.Second), now
 	return info
 }
+
+// TestProcessTagSame: a process started as python3 runs /usr/bin/python3.11
+// (a link): its comm is python3, its executable python3.11. DogStatsD
+// events and uploads give it one process tag (they said python3 and
+// python3.11).
+func TestProcessTagSame(t *testing.T) {
+	testutil.RequirePerf(t)
+	testutil.RequirePtrace(t)
+	py := "/usr/bin/python3" // Debian's: a link to python3.11
+	exe, err := filepath.EvalSymlinks(py)
+	if err != nil || filepath.Base(exe) == "python3" {
+		testutil.Skip(t, "python3 (%s → %s, %v) is not a link to a versioned executable", py, exe, err)
+	}
+	tg := testutil.StartCmd(t, exec.Command(py, "-c", "import time; print('ready', flush=True); time.sleep(600)"))
+	tg.WaitLine(t, "ready", 20*time.Second)
+	dsd := dsdtest.ListenUDP(t)
+	intake := intaketest.Start(t)
+	sw := startWatch(t, "--pid", strconv.Itoa(tg.Pid), "--heartbeat-proc", "--stall-after", "1h", "--capture-for", "200ms",
+		"--baseline-freq", "0", "--out", filepath.Join(t.TempDir(), "out"), "--statsd", dsd.Addr, "--upload", intake.URL)
+	waitLog(t, sw, "heartbeat healthy", 20*time.Second)
+	_ = sw.Cmd.Process.Signal(syscall.SIGUSR1)
+	var ev *dsdtest.Event
+	dsd.Collect(t, 30*time.Second, func(m []dsdtest.Message) bool {
+		for _, x := range m {
+			if x.Event != nil && strings.Contains(x.Event.Title, "capture written") {
+				ev = x.Event
+				return true
+			}
+		}
+		return false
+	})
+	up := intake.Wait(t, 1, 30*time.Second)[0]
+	want := "process:" + filepath.Base(exe)
+	if !slices.Contains(ev.Tags, want) || !slices.Contains(up.Tags, want) {
+		t.Errorf("want %s on both: event tags %v, upload tags %v", want, ev.Tags, up.Tags)
+	}
+}
