@@ -1,7 +1,12 @@
 package watchdog
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"testing"
+
+	"github.com/stallwatch/stallwatch/internal/testutil"
 )
 
 func TestGlobMatch(t *testing.T) {
@@ -161,4 +166,25 @@ func FuzzScanDatagram(f *testing.F) {
 			t.Errorf("datagram %q ending in matching line %q is no beat", dg, line)
 		}
 	})
+}
+
+// TestREADMEJuliaHeartbeat: the datagram the README's dependency-free
+// Julia heartbeat sends is a beat of the metric the README's rule names
+// (Julia cannot run here: the snippet is checked as text).
+func TestREADMEJuliaHeartbeat(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`Sockets\.send\(sock, ip"127\.0\.0\.1", 8125, "([^"]+)"\)`).FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("the README has no Julia Sockets.send heartbeat")
+	}
+	mm, err := NewMetricMatcher("myapp.exporter.*", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if beat, malformed := mm.Scan(m[1]); !beat || malformed != "" {
+		t.Errorf("%q: beat %v, malformed %q; want a beat of myapp.exporter.*", m[1], beat, malformed)
+	}
 }
