@@ -46,12 +46,17 @@
 //
 // # report.html
 //
-// One file: the findings with links, a timeline of every thread (from the
-// samples' end_timestamp_ns; and from the snapshot, since when a blocked
-// thread had been off the CPU), a flame graph or icicle with zoom, search
-// and the matched share, on-CPU, off-CPU or wall time before or during the
-// stall, a time range picked in the timeline, the thread table and the
-// dump one thread at a time. The data is JSON in the page (page.go: one
+// One file: the findings with links, then the notes (folded: what the
+// capture could not see is never louder than what it found), a timeline of
+// every thread (from the samples' end_timestamp_ns; and from the snapshot,
+// since when a blocked thread had been off the CPU), a flame graph or
+// icicle with zoom, search and the matched share, on-CPU, off-CPU or wall
+// time before or during the stall — opening on on-CPU time during the
+// stall when anything ran, else off-CPU —, a time range picked in the
+// timeline, the thread table and the dump one thread at a time. A stack
+// cut short enters the flame graph at its outermost known frame, marked as
+// having unknown callers with the reason, not at its "[truncated: …]"
+// marker. The data is JSON in the page (page.go: one
 // string table, frames and a call tree as integers, samples as columns);
 // the viewer is assets/report.js, with every name the target chose written
 // as text, never as HTML. Nothing is fetched.

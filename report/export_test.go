@@ -1,6 +1,10 @@
 package report
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stallwatch/stallwatch/symbolize"
+)
 
 // FixtureCapture is the fixture of the package's own tests, for the
 // end-to-end tests of package report_test.
@@ -9,3 +13,19 @@ func FixtureCapture(t *testing.T) *Capture { return fixtureCapture(t) }
 // BenchCapture is the 100,000-sample capture of the package's
 // benchmarks, for the page load benchmark of package report_test.
 func BenchCapture(b *testing.B) *Capture { return benchCapture(b) }
+
+// FixtureCaptureCut is the fixture with 200 more on-CPU samples during
+// the stall of a thread whose stacks were cut short (spin's callers
+// unknown: "[truncated: no unwind info in libfoo.so]").
+func FixtureCaptureCut(t *testing.T) *Capture {
+	cut := &symbolize.Location{Kind: symbolize.KindUnknown, Lines: []symbolize.Line{{Function: "[truncated: no unwind info in libfoo.so]", SystemName: "[truncated: no unwind info in libfoo.so]"}}}
+	s := fixtureSamples()
+	for range 200 {
+		s = append(s, Sample{Stack: []*symbolize.Location{aSpin, cut}, TID: 19, ThreadName: "unwound", Phase: PhaseDuring, Count: 1})
+	}
+	p, err := BuildProfile(s, fixtureMeta())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Capture{Info: fixtureInfo(), Profile: p, Threads: fixtureSnapshot()}
+}

@@ -33,11 +33,8 @@ var pageScript string
 var pageStyle string
 
 func writeHTMLView(w io.Writer, v *view) error {
-	data := htmlData{Title: v.title, Facts: v.facts, Threads: v.threads, Comments: v.comments,
-		Script: template.JS(pageScript), Style: template.CSS(pageStyle)}
-	if len(v.notes) > screenNotes+1 {
-		data.Notes = v.notes
-	}
+	data := htmlData{Title: v.title, Facts: factsAboveFindings(v), Threads: v.threads, Comments: v.comments,
+		Notes: v.notes, Script: template.JS(pageScript), Style: template.CSS(pageStyle)}
 	names := threadNames(v)
 	for _, f := range v.findings {
 		data.Findings = append(data.Findings, htmlFinding{f, names})
@@ -48,12 +45,33 @@ func writeHTMLView(w io.Writer, v *view) error {
 	if v.snap != nil {
 		data.Dump = dumpHTML(v.snap)
 	}
-	pd, err := pageJSON(buildPageData(v, v.c))
+	page := buildPageData(v, v.c)
+	data.Recovered, data.LastBeat, data.Cut = page.RecoverUS >= 0, page.LastBeat >= 0, len(page.Cuts) > 0
+	pd, err := pageJSON(page)
 	if err != nil {
 		return err
 	}
 	data.JSON = template.JS(pd) // json.Marshal escaped <, > and &: no "</script"
 	return htmlPage.Execute(w, data)
+}
+
+// factsAboveFindings are the facts the page opens with. The notes — what
+// the capture could not do: stacks cut short, symbols missing — are told
+// after the findings, in a quieter box (report.txt lists the first few
+// among its facts): a note about unwinding in red above them was the
+// loudest thing on the page, louder than the deadlock it did not hide.
+// One fact says how many notes there are and where.
+func factsAboveFindings(v *view) []fact {
+	var out []fact
+	for _, f := range v.facts {
+		if f.key != "note" {
+			out = append(out, f)
+		}
+	}
+	if n := len(v.notes); n > 0 {
+		out = append(out, fact{key: "notes", value: plural(n, "note", "notes") + " on what this capture could not see, after the findings"})
+	}
+	return out
 }
 
 // threadNames names threads for links: the snapshot's names, else the
@@ -146,11 +164,15 @@ type htmlData struct {
 	Threads  []threadRow
 	Sections []htmlSection
 	Dump     *dumpData
-	Notes    []string // all notes, when the facts show only the first
+	Notes    []string // every note, after the findings
 	Comments []string
-	JSON     template.JS
-	Script   template.JS
-	Style    template.CSS
+	// Recovered and LastBeat: the timeline marks them (the legend
+	// names only the marks drawn).
+	Recovered, LastBeat bool
+	Cut                 bool // the flame graph has frames whose callers are unknown
+	JSON                template.JS
+	Script              template.JS
+	Style               template.CSS
 }
 
 type htmlSection struct {
@@ -235,15 +257,16 @@ var htmlPage = template.Must(template.New("report").Parse(`<!DOCTYPE html>
 {{if .Detail}}<div class="det">{{.Detail}}</div>{{end}}
 {{if or .TIDs .Functions}}<div class="refs">{{if .TIDs}}threads: {{range .Threads}}<a href="#timeline" class="focus-thread" data-tid="{{.TID}}" title="show this thread in the timeline and the flame graph">{{.TID}}{{if .Name}} "{{.Name}}"{{end}}</a><a href="#thread-{{.TID}}" data-tid="{{.TID}}" title="its stack in the thread dump">[stack]</a> {{end}}{{end}}{{if .Functions}} functions: {{range .Functions}}<a href="#flame" data-fn="{{.}}" title="find it in the flame graph">{{.}}</a>{{end}}{{end}}</div>{{end}}
 </li>{{end}}</ol>{{end}}
+{{if .Notes}}<details class="notes" id="notes"><summary>Notes ({{len .Notes}}): what this capture could not see</summary><ul>{{range .Notes}}<li>{{.}}</li>{{end}}</ul></details>{{end}}
 <div id="sw-tl"><h2 id="timeline">Timeline <small>(one row per thread; drag to select a time range)</small></h2>
-<div class="panel"><div class="legend"><span style="background:#2f9e44;color:#fff">on CPU</span><span style="background:#f08c00">runnable, waiting for a CPU</span><span style="background:#74a9cf">blocked</span><span style="background:repeating-linear-gradient(135deg,#b7d3e9 0 3px,#74a9cf 3px 4px)">off the CPU since (thread snapshot)</span><span style="color:#e03131">| trigger</span><span style="color:#2b8a3e">| recovered</span></div>
+<div class="panel"><div class="legend"><span style="background:#2f9e44;color:#fff">on CPU</span><span style="background:#f08c00">runnable, waiting for a CPU</span><span style="background:#74a9cf">blocked</span><span style="background:repeating-linear-gradient(135deg,#b7d3e9 0 3px,#74a9cf 3px 4px)">off the CPU since (thread snapshot)</span><span style="color:#e03131">| trigger</span>{{if .LastBeat}}<span style="color:#868e96">| last beat</span>{{end}}{{if .Recovered}}<span style="color:#2b8a3e">| recovered</span>{{end}}</div>
 <div class="tl"><div id="sw-tl-labels"></div><canvas id="sw-timeline"></canvas></div><div id="sw-tl-axis"></div></div></div>
 <h2 id="flame">Flame graph <small>(click a frame to zoom; hover for values)</small></h2>
 <div class="panel"><div class="bar"><span class="seg" id="sw-mode"></span><span class="seg" id="sw-phase"></span><span class="seg" id="sw-orient"></span>
 <input id="sw-search" type="search" placeholder="search functions (regexp)" aria-label="search functions"><button id="sw-reset" type="button" disabled>reset zoom</button><span id="sw-chips"></span></div>
 <div class="bar"><span id="sw-total"></span><span id="sw-matched"></span></div>
 <div id="sw-crumbs"></div>
-<div class="legend"><span style="background:hsl(20,75%,66%)">native</span><span style="background:hsl(30,85%,60%)">kernel</span><span style="background:hsl(110,50%,58%)">JIT</span><span style="background:hsl(0,0%,74%)">unknown</span><span style="background:#b197fc">search match</span></div>
+<div class="legend"><span style="background:hsl(20,75%,66%)">native</span><span style="background:hsl(30,85%,60%)">kernel</span><span style="background:hsl(110,50%,58%)">JIT</span><span style="background:hsl(0,0%,74%)">unknown</span><span style="background:#b197fc">search match</span>{{if .Cut}}<span class="cutkey">callers unknown (the stack was cut short: hover for why)</span>{{end}}</div>
 <div id="sw-flame"></div>
 <noscript><p>The flame graph and the timeline need JavaScript; the top stacks below do not.</p></noscript></div>
 {{if .Threads}}<h2 id="threads">Threads ({{len .Threads}}; waiting first)</h2>
@@ -261,7 +284,6 @@ var htmlPage = template.Must(template.New("report").Parse(`<!DOCTYPE html>
 <table><tr><th class="num">flat</th><th class="num">flat%</th><th class="num">cum</th><th class="num">cum%</th><th>function</th></tr>
 {{range .Funcs}}<tr><td class="num">{{.Flat}}</td><td class="num">{{.FlatPct}}</td><td class="num">{{.Cum}}</td><td class="num">{{.CumPct}}</td><td class="mono">{{.Name}}</td></tr>{{end}}
 </table></details>{{end}}{{end}}
-{{if .Notes}}<h2>Notes</h2><ul>{{range .Notes}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{if .Comments}}<h2>Profile comments</h2><ul>{{range .Comments}}<li class="mono">{{.}}</li>{{end}}</ul>{{end}}
 <p class="mod">Written by stallwatch. The same data: <code>go tool pprof -http=: profile.pb.gz</code>, <code>stallwatch report DIR --format folded</code>, <code>--format speedscope</code>.</p>
 <div id="sw-tip" role="tooltip"></div>

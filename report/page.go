@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/symbolize"
@@ -37,6 +38,12 @@ type pageData struct {
 	// children and the children of a node come in the order a flame
 	// graph draws them.
 	Nodes column `json:"nodes"`
+	// Cuts are (frame, string) pairs: the frame is the outermost one
+	// known of stacks cut short, the string why ("[truncated: …]"). The
+	// marker itself is not a frame of the tree: the graph opens on the
+	// functions a stack reached, never on a row of markers, and the frame
+	// says its callers are unknown.
+	Cuts column `json:"cuts"`
 	// Period is the weight of an on-CPU sample written as 0 (µs): most
 	// are one sampling period.
 	Period int64 `json:"period"`
@@ -129,6 +136,21 @@ func (c *column) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// cutMarker takes the truncation marker off the outer end of a stack
+// (innermost first) and says it; a stack that is the marker alone keeps
+// it, having nothing else to show.
+func cutMarker(fr []frame) ([]frame, string) {
+	if n := len(fr); n > 1 && isCutMarker(fr[n-1]) {
+		return fr[:n-1], fr[n-1].name
+	}
+	return fr, ""
+}
+
+// isCutMarker reports whether f is symbolize.CutLocation's pseudo-frame.
+func isCutMarker(f frame) bool {
+	return f.kind == kindUnknown && f.module == "" && strings.HasPrefix(f.name, "[truncated: ")
+}
+
 // Sample classes, as the script reads them.
 const (
 	classOnCPU = iota
@@ -152,7 +174,7 @@ func buildPageData(v *view, c *Capture) *pageData {
 		d.Strings = st.list
 		d.Modes = []pageMode{}
 		d.Phases = []string{}
-		d.Frames, d.Nodes = column{}, column{0, -1}
+		d.Frames, d.Nodes, d.Cuts = column{}, column{0, -1}, column{}
 		base := d.fillTimes(c, 0, 0)
 		d.snapshotSpans(v, base, st)
 		return d
@@ -181,23 +203,35 @@ func buildPageData(v *view, c *Capture) *pageData {
 	d.Phases = phasesOf(p)
 
 	// Frames and the call tree, from the analysis's distinct stacks.
-	frameIdx := map[frame]int{}
+	type frameKey struct {
+		frame
+		cut string // the outermost frame of a stack cut short: why
+	}
+	frameIdx := map[frameKey]int{}
 	var frameNames []string
 	type edge struct{ parent, frame int }
 	nodeIdx := map[edge]int{}
 	parent, nframe := []int{-1}, []int{-1}
 	leaf := make([]int, len(a.stacks))
+	d.Cuts = column{}
 	for id, fr := range a.stacks {
+		fr, cut := cutMarker(fr)
 		n := 0
 		for i := len(fr) - 1; i >= 0; i-- {
 			f := fr[i]
-			key := frame{name: f.name, module: f.module, kind: f.kind}
+			key := frameKey{frame: frame{name: f.name, module: f.module, kind: f.kind}}
+			if i == len(fr)-1 {
+				key.cut = cut
+			}
 			fi, ok := frameIdx[key]
 			if !ok {
 				fi = len(d.Frames) / 3
 				frameIdx[key] = fi
 				d.Frames = append(d.Frames, int64(st.id(f.name)), int64(f.kind), int64(st.id(f.module)))
 				frameNames = append(frameNames, f.name)
+				if key.cut != "" {
+					d.Cuts = append(d.Cuts, int64(fi), int64(st.id(key.cut)))
+				}
 			}
 			e := edge{n, fi}
 			c, ok := nodeIdx[e]

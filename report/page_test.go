@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,13 +51,14 @@ func TestPageInChromium(t *testing.T) {
 		t.Fatalf("the page logged errors: %v", errs)
 	}
 
-	// Wall time during the stall is the default: 91ms on a CPU and 18s off.
+	// On-CPU time during the stall is the default (it was wall time,
+	// where 18s of waits hid the 91ms that ran).
+	if got := b.total(); got != 91000 {
+		t.Errorf("the page opens on %vµs (%s), want on-CPU during the stall, 91000", got, b.text("#sw-total"))
+	}
+	b.do("wall", chromedp.Click(chromedp.CSS("#sw-mode-wall")))
 	if got := b.total(); got != 18091000 {
 		t.Errorf("wall time during the stall: %vµs, want 18091000", got)
-	}
-	b.do("on-CPU", chromedp.Click(chromedp.CSS("#sw-mode-cpu")))
-	if got := b.total(); got != 91000 {
-		t.Errorf("on-CPU during the stall: %vµs, want 91000", got)
 	}
 	b.do("off-CPU", chromedp.Click(chromedp.CSS("#sw-mode-off")))
 	if got := b.total(); got != 18000000 {
@@ -110,4 +112,51 @@ func TestPageInChromium(t *testing.T) {
 	if errs := b.pageErrors(); len(errs) > 0 {
 		t.Fatalf("the page logged errors: %v", errs)
 	}
+}
+
+// TestPageOpensOnWhatMatters: the first screen of report.html, in a real
+// browser. The flame graph opens on on-CPU time during the stall, its
+// first row the functions the stacks reached, never truncation markers
+// (a stack cut short shows its outermost known frame, marked, the reason
+// in its tooltip); the notes come after the findings, not in red above
+// them; the timeline's legend names only the marks it draws (no
+// "recovered" for a stall that did not end).
+func TestPageOpensOnWhatMatters(t *testing.T) {
+	b := newBrowser(t, 1400, 1000)
+	b.open(writeHTMLFile(t, report.FixtureCaptureCut(t)))
+	if errs := b.pageErrors(); len(errs) > 0 {
+		t.Fatalf("the page logged errors: %v", errs)
+	}
+	if got := b.total(); got != 291000 {
+		t.Errorf("the page opens on %vµs (%s), want on-CPU during the stall, 291000", got, b.text("#sw-total"))
+	}
+	if n := eval[int](b, `Array.from(document.querySelectorAll('#sw-flame .fr')).filter(e => e.textContent.startsWith('[truncated')).length`); n != 0 {
+		t.Errorf("%d truncation markers drawn in the flame graph", n)
+	}
+	top := eval[[]string](b, `Array.from(document.querySelectorAll('#sw-flame .fr')).filter(e => e.style.top === '18px').map(e => e.textContent)`)
+	if !slices.Contains(top, "spin") || !slices.Contains(top, "__clone3") {
+		t.Errorf("the first row of the graph is %q, want __clone3 (whole stacks) and spin (callers unknown)", top)
+	}
+	cut := b.box(`document.querySelector('#sw-flame .fr.cut')`)
+	if cut.W <= 0 {
+		t.Fatal("no frame marked as having unknown callers")
+	}
+	b.hover(cut.X+cut.W/2, cut.Y+cut.H/2)
+	b.waitAttr("#sw-tip", "style", func(v string) bool { return strings.Contains(v, "display: block") })
+	if tip := b.text("#sw-tip"); !strings.Contains(tip, "callers unknown: [truncated: no unwind info in libfoo.so]") {
+		t.Errorf("the cut frame's tooltip does not say why its callers are unknown:\n%s", tip)
+	}
+	// The notes: after the findings, none in the facts above them.
+	order := eval[string](b, `(function(){var f=document.getElementById('findings'), n=document.getElementById('notes'); return f&&n ? (f.compareDocumentPosition(n) & Node.DOCUMENT_POSITION_FOLLOWING ? 'after' : 'before') : 'missing'})()`)
+	if order != "after" {
+		t.Errorf("the notes are %s the findings", order)
+	}
+	if red := eval[string](b, `Array.from(document.querySelectorAll('table.facts tr.warn')).map(e => e.textContent).join(' | ')`); strings.Contains(red, "sched is absent") {
+		t.Errorf("a note is a red fact above the findings: %s", red)
+	}
+	legend := b.text("#sw-tl .legend")
+	if strings.Contains(legend, "recovered") || !strings.Contains(legend, "trigger") || !strings.Contains(legend, "last beat") {
+		t.Errorf("the timeline's legend of a stall not recovered: %q", legend)
+	}
+	b.screenshot("fixture-cut-1400.png")
 }

@@ -35,6 +35,9 @@
     nframe[i] = ND[2 * i + 1];
     depth[i] = i === 0 ? 0 : depth[parent[i]] + 1;
   }
+  // frames whose callers are unknown (the stack was cut short): why
+  var CUT = {}, CU = col(D.cuts);
+  for (i = 0; i < CU.length; i += 2) CUT[CU[i]] = S[CU[i + 1]];
   function fname(f) { return S[FR[3 * f]]; }
   function fkind(f) { return FR[3 * f + 1]; }
   function fmod(f) { return S[FR[3 * f + 2]]; }
@@ -68,7 +71,7 @@
 
   // ---- state
   var st = {
-    mode: D.modes.length ? (hasMode('wall') ? 'wall' : D.modes[0].id) : '',
+    mode: '',
     phase: D.phases.indexOf('during') >= 0 ? 'during' : 'all',
     range: null, // [fromUs, toUs]
     thread: -1, // index into threads, -1: all
@@ -76,7 +79,19 @@
     search: '',
     flame: false // false: icicle (root on top)
   };
+  st.mode = firstMode();
   function hasMode(id) { return D.modes.some(function (m) { return m.id === id; }); }
+  // What a user wants first: where the CPU went in the phase shown, when
+  // any did; else where the threads waited. Wall time adds every idle
+  // thread's wait to the few that matter.
+  function firstMode() {
+    if (!D.modes.length) return '';
+    if (hasMode('cpu')) {
+      for (var j = 0; j < N; j++) if (sK[j] === 0 && phaseIn(sP[j])) return 'cpu';
+    }
+    if (hasMode('off')) return 'off';
+    return D.modes[0].id;
+  }
   function unit() {
     for (var j = 0; j < D.modes.length; j++) if (D.modes[j].id === st.mode) return D.modes[j].unit;
     return 'us';
@@ -218,6 +233,7 @@
       if (searching && f >= 0 && matchFrame[f]) cls += ' match';
       if (nd !== 0 && b[3] <= base && nd !== focus) cls += ' anc';
       if (nd === 0 && focus !== 0) cls += ' anc';
+      if (f >= 0 && CUT[f] !== undefined) cls += ' cut';
       div.className = cls;
       var top = st.flame ? H - (b[3] + 1) * ROW : b[3] * ROW;
       div.style.cssText = 'left:' + b[1].toFixed(1) + 'px;width:' + Math.max(b[2] - 1, 0.5).toFixed(1) + 'px;top:' + top + 'px';
@@ -288,6 +304,7 @@
     var lines = [nodeName(n)];
     var f = n === 0 ? -1 : nframe[n];
     if (f >= 0 && fmod(f)) lines.push(fmod(f) + (fkind(f) === 1 ? ' (kernel)' : fkind(f) === 2 ? ' (JIT)' : ''));
+    if (f >= 0 && CUT[f] !== undefined) lines.push('callers unknown: ' + CUT[f]);
     lines.push(fmtVal(total[n]) + ' — ' + pctOf(total[n], total[0]) + ' of all, ' + pctOf(total[n], total[n === 0 ? 0 : parent[n]]) + ' of its caller');
     lines.push('click to focus');
     showTip(ev, lines);
