@@ -34,4 +34,11 @@
 // ran on to CLOCK_MONOTONIC by package internal/schedclock (the two differ
 // by the steal time since boot on a virtual machine); else from a running
 // sampler (Options.OffCPUSince); else it is unknown and a note says so.
+// Our own stop wakes a blocked thread, and both then date its time off the
+// CPU from the stop; a StopBook (stops.go) remembers since when each
+// thread a snapshot stopped had been blocked, with its context-switch
+// counts, and a later snapshot that finds the counts unchanged keeps that
+// time and says it runs from before an earlier stallwatch stop
+// (Options.Stops; by default the book of this stallwatch process;
+// `stallwatch snapshot` keeps it in its runtime directory between runs).
 package snapshot

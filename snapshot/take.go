@@ -36,7 +36,12 @@ type Options struct {
 	// ns) a thread has been off the CPU. Used where the kernel's own
 	// accounting (/proc/<pid>/task/<tid>/sched) is absent.
 	OffCPUSince func(tid int) (since uint64, ok bool)
-	Logger      *slog.Logger
+	// Stops remembers across snapshots since when the threads they
+	// stopped had been off the CPU, which our stop resets in the
+	// kernel's accounting (stops.go). Nil: this stallwatch process's
+	// book, shared by all its snapshots.
+	Stops  *StopBook
+	Logger *slog.Logger
 }
 
 // maxFrames bounds each user stack.
@@ -77,6 +82,12 @@ type taker struct {
 	notes    map[string]bool
 	denied   map[string]bool // /proc files of threads we may not read
 	vanished int             // threads that exited while being read
+
+	book    *StopBook
+	key     bookKey
+	stops   []stopped        // threads stopped, as they were before
+	carried map[int]stopMark // marks of threads read without a stop
+	since   map[int]stopMark // each thread's off-CPU start and counts, before any stop
 }
 
 func (tk *taker) note(format string, args ...any) {
@@ -104,6 +115,12 @@ func (tk *taker) take(ctx context.Context) (*Snapshot, error) {
 	tk.denied = map[string]bool{}
 	tk.snap.Command, _ = procfs.Cmdline(pid)
 	tk.isParent = child.StopSeenByWait(pid, st.PPid)
+	tk.book = tk.opts.Stops
+	if tk.book == nil {
+		tk.book = processStops
+	}
+	tk.key, _ = keyOf(pid)
+	tk.carried, tk.since = map[int]stopMark{}, map[int]stopMark{}
 	tk.sched = hasSchedFile(pid)
 	tk.clock = schedclock.New()
 	tk.prepare()
@@ -132,6 +149,9 @@ func (tk *taker) take(ctx context.Context) (*Snapshot, error) {
 	}
 	tk.finish(tids, exited)
 	tk.snap.Duration = time.Since(start)
+	if tk.key.Start != 0 {
+		tk.book.set(tk.key, marksAfter(pid, tk.stops, tk.carried))
+	}
 	return tk.snap, nil
 }
 
@@ -227,29 +247,61 @@ func (tk *taker) thread(tid int) (Thread, bool) {
 		tk.note("kernel stack of thread %d: %v", tid, err)
 	}
 	tk.userStack(&t, st, sc)
+	if m, ok := tk.since[tid]; ok {
+		if t.Stopped {
+			tk.stops = append(tk.stops, stopped{tid: tid, since: m.Since, vol: m.Vol, invol: m.Invol})
+			delete(tk.carried, tid) // the stop makes its mark anew
+		} else if _, fromMark := tk.carried[tid]; fromMark {
+			tk.carried[tid] = m // still blocked since then, and still unstopped
+		}
+	}
 	if t.Stopped && t.Stop > tk.snap.MaxStop {
 		tk.snap.MaxStop = t.Stop
 	}
 	return t, true
 }
 
-// offCPU fills how long a sleeping thread has been off the CPU.
+// offCPU fills how long a sleeping thread has been off the CPU: from the
+// kernel's accounting or the sampler, unless an earlier snapshot's stop
+// reset both and the thread has stayed blocked since (stops.go).
 func (tk *taker) offCPU(t *Thread) {
 	if t.State == 'R' {
 		return
 	}
 	now := monotime.Now()
-	if tk.sched {
-		if at, ok := schedSleepStart(tk.clock, tk.pid, t.TID); ok && at <= now {
-			t.OffCPUFor, t.OffCPUKnown, t.OffCPUSource = time.Duration(now-at), true, "sched"
-			return
-		}
+	var since uint64
+	switch {
+	case tk.sched && tk.schedSince(t, now, &since):
+		t.OffCPUSource = "sched"
+	case tk.opts.OffCPUSince != nil && tk.samplerSince(t, now, &since):
+		t.OffCPUSource = "sampler"
 	}
-	if tk.opts.OffCPUSince != nil {
-		if since, ok := tk.opts.OffCPUSince(t.TID); ok && since <= now {
-			t.OffCPUFor, t.OffCPUKnown, t.OffCPUSource = time.Duration(now-since), true, "sampler"
-		}
+	if earlier, ok := tk.book.since(tk.key, t.TID, t.VoluntarySwitches, t.InvoluntarySwitches); ok && earlier <= now && (since == 0 || earlier < since) {
+		since = earlier
+		t.OffCPUSource = strings.TrimPrefix(t.OffCPUSource+", ", ", ") + "blocked since before an earlier stallwatch stop"
+		tk.carried[t.TID] = stopMark{}
 	}
+	if since == 0 {
+		return
+	}
+	t.OffCPUFor, t.OffCPUKnown = time.Duration(now-since), true
+	tk.since[t.TID] = stopMark{Since: since, Vol: t.VoluntarySwitches, Invol: t.InvoluntarySwitches}
+}
+
+func (tk *taker) schedSince(t *Thread, now uint64, since *uint64) bool {
+	at, ok := schedSleepStart(tk.clock, tk.pid, t.TID)
+	if ok && at <= now {
+		*since = at
+	}
+	return ok && at <= now
+}
+
+func (tk *taker) samplerSince(t *Thread, now uint64, since *uint64) bool {
+	at, ok := tk.opts.OffCPUSince(t.TID)
+	if ok && at <= now {
+		*since = at
+	}
+	return ok && at <= now
 }
 
 // userStack reads the thread's user stack: under a brief ptrace stop

@@ -2,12 +2,21 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/stallwatch/stallwatch/capture"
 	"github.com/stallwatch/stallwatch/internal/cli"
 	"github.com/stallwatch/stallwatch/internal/preflight"
+	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/internal/safedir"
 	"github.com/stallwatch/stallwatch/internal/termsafe"
 	reports "github.com/stallwatch/stallwatch/report"
 	"github.com/stallwatch/stallwatch/snapshot"
@@ -70,10 +79,13 @@ func runSnapshot(ctx context.Context, inv *cli.Invocation, f *snapshotFlags, g *
 	if err := startChecks(log, needs); err != nil {
 		return err
 	}
-	snap, err := snapshot.Take(ctx, f.pid, snapshot.Options{NoPtrace: f.noPtrace})
+	marks := stopMarksDir(os.Geteuid(), os.Getenv)
+	book := loadStopMarks(marks, f.pid, log)
+	snap, err := snapshot.Take(ctx, f.pid, snapshot.Options{NoPtrace: f.noPtrace, Stops: book})
 	if err != nil {
 		return err
 	}
+	saveStopMarks(marks, f.pid, book, log)
 	if snap.PtraceErr != nil {
 		log.Warn(fmt.Sprintf("without ptrace stops: %v", snap.PtraceErr))
 	}
@@ -103,4 +115,89 @@ func writeSnapshot(w io.Writer, snap *snapshot.Snapshot, format string) error {
 		return err
 	}
 	return tw.Flush()
+}
+
+// stopMarksDir is where snapshot keeps, from one run to the next, since
+// when the threads it stopped had been blocked: its stop wakes them, and
+// the kernel then dates their time off the CPU from it (snapshot's
+// StopBook). A runtime directory, emptied at boot as pids and start
+// times are: $XDG_RUNTIME_DIR/stallwatch/stops, else, as root,
+// /run/stallwatch/stops; "" when there is none (a run then knows its own
+// stops only). One file a process, removed by a later run once the
+// process is gone.
+func stopMarksDir(euid int, getenv func(string) string) string {
+	if d := getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
+		return filepath.Join(d, "stallwatch", "stops")
+	}
+	if euid == 0 {
+		return "/run/stallwatch/stops"
+	}
+	return ""
+}
+
+// maxStopMarks bounds a marks file (16 bytes and more a thread).
+const maxStopMarks = 4 << 20
+
+func stopMarksFile(pid int) string { return strconv.Itoa(pid) + ".json" }
+
+// loadStopMarks reads the marks an earlier run left for pid. Without them
+// a snapshot is still right, only blind to the earlier stop: a failure is
+// logged at debug level.
+func loadStopMarks(dir string, pid int, log *slog.Logger) *snapshot.StopBook {
+	book := snapshot.NewStopBook()
+	if dir == "" {
+		return book
+	}
+	d, err := safedir.Open(dir) // only a directory no other user can write
+	if err != nil {
+		return book // none yet, or not to be trusted
+	}
+	defer d.Close()
+	b, err := d.ReadFile(stopMarksFile(pid), maxStopMarks)
+	if err == nil {
+		err = book.Import(b)
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		log.Debug("earlier stop marks not read", "dir", dir, "err", err)
+	}
+	return book
+}
+
+// saveStopMarks keeps this run's marks for the next (see stopMarksDir).
+func saveStopMarks(dir string, pid int, book *snapshot.StopBook, log *slog.Logger) {
+	if dir == "" {
+		return
+	}
+	b, err := book.Export(pid)
+	if err != nil || b == nil {
+		return // the process is gone, or no thread was left blocked by a stop
+	}
+	d, err := safedir.MkdirAll(dir, 0o700)
+	if err != nil {
+		log.Debug("stop marks not kept", "dir", dir, "err", err)
+		return
+	}
+	defer d.Close()
+	if err := d.WriteFile(stopMarksFile(pid), 0o600, func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
+		log.Debug("stop marks not kept", "dir", dir, "err", err)
+	}
+	pruneStopMarks(d)
+}
+
+// pruneStopMarks removes the marks of processes that are gone.
+func pruneStopMarks(d *safedir.Dir) {
+	names, err := d.ReadDir()
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		id, ok := strings.CutSuffix(n, ".json")
+		pid, err := strconv.Atoi(id)
+		if !ok || err != nil || pid <= 0 {
+			continue
+		}
+		if _, err := os.Stat(procfs.PidPath(pid, "stat")); errors.Is(err, fs.ErrNotExist) {
+			_ = d.Remove(n)
+		}
+	}
 }

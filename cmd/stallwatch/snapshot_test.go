@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +18,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	reports "github.com/stallwatch/stallwatch/report"
+	"github.com/stallwatch/stallwatch/snapshot"
 )
 
 var snapshotBin struct {
@@ -172,4 +175,76 @@ func TestSnapshotUsage(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d; stderr %s", tc.args, code, tc.code, stderr.String())
 		}
 	}
+}
+
+// TestSnapshotTwice: a second `stallwatch snapshot` of a permanent
+// deadlock says how long its threads have been blocked, not how long
+// since the first run's ptrace stop woke them (3.35 s became 692 ms): the
+// first run leaves what its stops reset in the runtime directory, and a
+// later run removes the marks of a process that is gone.
+func TestSnapshotTwice(t *testing.T) {
+	tg, ids := snapshotDeadlock(t)
+	bin := stallwatchForSnapshot(t)
+	pid := strconv.Itoa(tg.Pid)
+	runtime := t.TempDir() // $XDG_RUNTIME_DIR, where the marks are kept
+	snap := func() *snapshot.Snapshot {
+		cmd := exec.Command(bin, "snapshot", "-p", pid, "--format", "json")
+		cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+runtime)
+		js, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("snapshot: %v", err)
+		}
+		s, err := reports.ReadThreadDumpJSON(bytes.NewReader(js), "stdout")
+		if err != nil {
+			t.Fatalf("JSON output: %v\n%s", err, js)
+		}
+		return s
+	}
+	// Spans to measure, not synchronization.
+	const before, between = 600 * time.Millisecond, 300 * time.Millisecond
+	time.Sleep(before)
+	first := snap()
+	time.Sleep(between)
+	second := snap()
+	carried := 0
+	for _, k := range []string{"a", "b", "waiter"} {
+		t1, t2 := dumpThread(t, first, ids[k]), dumpThread(t, second, ids[k])
+		if t2.VoluntarySwitches != t1.VoluntarySwitches+2 {
+			t.Logf("thread %s did more than the first run's stop (switches %d → %d): its time is the kernel's", k, t1.VoluntarySwitches, t2.VoluntarySwitches)
+			continue
+		}
+		carried++
+		if t1.OffCPUFor < before || t2.OffCPUFor < t1.OffCPUFor+between-10*time.Millisecond {
+			t.Errorf("thread %s: off the CPU %v, then %v after %v more: the first run's stop reset it", k, t1.OffCPUFor, t2.OffCPUFor, between)
+		}
+		if !strings.Contains(t2.OffCPUSource, "earlier stallwatch stop") {
+			t.Errorf("thread %s: off-CPU source %q does not say it runs from before the earlier stop", k, t2.OffCPUSource)
+		}
+	}
+	if carried == 0 {
+		t.Fatal("every deadlocked thread did more than the first run's stop")
+	}
+	marks := filepath.Join(runtime, "stallwatch", "stops")
+	if _, err := os.Stat(filepath.Join(marks, pid+".json")); err != nil {
+		t.Errorf("no marks kept for pid %s: %v", pid, err)
+	}
+	gone := filepath.Join(marks, "999999999.json") // no such pid
+	if err := os.WriteFile(gone, []byte(`{}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	snap()
+	if _, err := os.Stat(gone); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the marks of a process that is gone were kept: %v", err)
+	}
+}
+
+func dumpThread(t *testing.T, s *snapshot.Snapshot, tid int) *snapshot.Thread {
+	t.Helper()
+	for i := range s.Threads {
+		if s.Threads[i].TID == tid {
+			return &s.Threads[i]
+		}
+	}
+	t.Fatalf("thread %d is not in the snapshot", tid)
+	return nil
 }
