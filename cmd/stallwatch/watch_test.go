@@ -285,8 +285,8 @@ func TestWatchChildExitsAtOnce(t *testing.T) {
 		t.Errorf("exit %d, want the child's 5; log:\n%s", got, sw.Stderr())
 	}
 	sw = startWatch(t, "--heartbeat-proc", "--", "/nonexistent/cmd")
-	if got := exitStatusOf(t, sw, 20*time.Second); got != exitFailure || !strings.Contains(sw.Stderr(), "/nonexistent/cmd") {
-		t.Errorf("missing command: exit %d; log:\n%s", got, sw.Stderr())
+	if got := exitStatusOf(t, sw, 20*time.Second); got != 127 || !strings.Contains(sw.Stderr(), "/nonexistent/cmd") {
+		t.Errorf("missing command: exit %d, want 127 as a shell; log:\n%s", got, sw.Stderr())
 	}
 }
 
