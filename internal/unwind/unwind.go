@@ -151,6 +151,11 @@ type Trace struct {
 	// it), and the instruction a signal interrupted. Symbolizers look up
 	// return addresses minus one, and exact addresses as they are.
 	Exact []bool
+	// FPs[i] is the frame pointer (rbp) of the frame PCs[i] runs in, 0
+	// where the walk did not know it: a runtime that keeps its own frame
+	// records beside the frame pointer (V8's function slot below it) is
+	// read from there.
+	FPs []uint64
 	// Cut says why the walk stopped: Complete when the outermost frame's
 	// rules said so, otherwise the reason it could go no further.
 	Cut Cut
@@ -180,10 +185,11 @@ func (t Trace) Methods() string {
 	return s
 }
 
-func (t *Trace) push(pc uint64, how Method) {
+func (t *Trace) push(pc uint64, how Method, fp uint64) {
 	t.PCs = append(t.PCs, pc)
 	t.How = append(t.How, how)
 	t.Exact = append(t.Exact, how == Registers)
+	t.FPs = append(t.FPs, fp)
 }
 
 // FramePointer returns the unwinder that follows the frame-pointer chain
@@ -201,7 +207,7 @@ func walkFP(regs Regs, mem Memory, max int) Trace {
 	if max <= 0 {
 		return t
 	}
-	t.push(regs.IP, Registers)
+	t.push(regs.IP, Registers, knownBP(regs))
 	if !regs.BPKnown {
 		t.Cut = Cut{Reason: NoUnwindInfo, PC: regs.IP}
 		return t
@@ -216,11 +222,19 @@ func walkFP(regs Regs, mem Memory, max int) Trace {
 			}
 			return t
 		}
-		t.push(next.ip, FramePointerChain)
+		t.push(next.ip, FramePointerChain, next.bp)
 		bp, sp = next.bp, next.sp
 	}
 	t.Cut = Cut{Reason: TooDeep, Limit: max}
 	return t
+}
+
+// knownBP is regs' frame pointer, 0 when it is not known.
+func knownBP(regs Regs) uint64 {
+	if regs.BPKnown {
+		return regs.BP
+	}
+	return 0
 }
 
 type fpFrame struct{ ip, sp, bp uint64 }

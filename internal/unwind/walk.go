@@ -437,7 +437,7 @@ func (w *walker) walk(regs Regs, max int) Trace {
 		return t
 	}
 	s := newFrameState(regs)
-	t.push(regs.IP, Registers)
+	t.push(regs.IP, Registers, knownBP(regs))
 	for len(t.PCs) < max {
 		res := w.step(&s)
 		if res.end {
@@ -451,7 +451,8 @@ func (w *walker) walk(regs Regs, max int) Trace {
 		if res.signal {
 			t.Exact[len(t.Exact)-1] = true
 		}
-		t.push(s.ip(), res.how)
+		bp, _ := s.regs.Get(objfile.RegRBP)
+		t.push(s.ip(), res.how, bp)
 		t.Exact[len(t.Exact)-1] = res.signal
 	}
 	t.Cut = Cut{Reason: TooDeep, Limit: max}

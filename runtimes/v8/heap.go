@@ -1,0 +1,170 @@
+package v8
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Memory reads the target's memory; a short read returns an error.
+// internal/addrspace.Memory and internal/unwind's stack copies are ones.
+type Memory interface {
+	ReadAt(p []byte, addr uint64) (int, error)
+}
+
+// Every question asked of a Reader is bounded, whatever the target's
+// memory holds: at most maxReads reads of at most maxReadBytes together.
+// A frame needs a dozen reads; a script's line table, when V8 has not
+// computed it, a read of its source per chunk.
+const (
+	maxReads     = 4096
+	maxReadBytes = 32 << 20
+	chunk        = 64 << 10 // the largest single read
+)
+
+// ErrBudget is wrapped by the error of a question that would have read
+// more than its bound: a structure too large to be real, or a cycle.
+var ErrBudget = errors.New("read bound reached")
+
+// ReadError is a read of the target's memory that failed: what was being
+// read, where, and why.
+type ReadError struct {
+	What string // "JSFunction", "string", …
+	Addr uint64
+	Err  error
+}
+
+func (e *ReadError) Error() string { return fmt.Sprintf("%s at %#x: %v", e.What, e.Addr, e.Err) }
+func (e *ReadError) Unwrap() error { return e.Err }
+
+// ErrNotFrame is wrapped by the error of a frame pointer whose slots do
+// not hold what a V8 frame holds: the frame is not V8's, or not yet (a
+// function's prologue), or the memory is not what it was.
+var ErrNotFrame = errors.New("not a V8 frame")
+
+// TypeError is an object that is not of the type its referrer promises:
+// garbage, a freed object, or a layout this reader got wrong.
+type TypeError struct {
+	What string // what was expected: "SharedFunctionInfo"
+	Addr uint64 // the tagged value found
+	Type uint16 // its instance type, 0 when it is no heap object
+}
+
+func (e *TypeError) Error() string {
+	if e.Type == 0 {
+		return fmt.Sprintf("%s expected, %#x is not a heap object", e.What, e.Addr)
+	}
+	return fmt.Sprintf("%s expected at %#x, instance type %d", e.What, e.Addr, e.Type)
+}
+
+// heap reads V8 objects within one question's budget.
+type heap struct {
+	l     *Layout
+	mem   Memory
+	reads int
+	bytes int
+	buf   [8]byte
+}
+
+func (h *heap) reset() { h.reads, h.bytes = 0, 0 }
+
+// read fills p from addr, charged to the budget.
+func (h *heap) read(what string, p []byte, addr uint64) error {
+	if len(p) > chunk {
+		return &ReadError{What: what, Addr: addr, Err: fmt.Errorf("%d bytes at once: %w", len(p), ErrBudget)}
+	}
+	h.reads++
+	h.bytes += len(p)
+	if h.reads > maxReads || h.bytes > maxReadBytes {
+		return &ReadError{What: what, Addr: addr, Err: ErrBudget}
+	}
+	if addr == 0 || addr+uint64(len(p)) < addr || addr+uint64(len(p)) > maxUserAddr {
+		return &ReadError{What: what, Addr: addr, Err: errNotUser}
+	}
+	if _, err := h.mem.ReadAt(p, addr); err != nil {
+		return &ReadError{What: what, Addr: addr, Err: err}
+	}
+	return nil
+}
+
+// maxUserAddr bounds user-space addresses on x86-64 and arm64 (47 and 48
+// bits); anything above is garbage, not a pointer.
+const maxUserAddr = 1 << 48
+
+var errNotUser = errors.New("not a user-space address")
+
+func (h *heap) word(what string, addr uint64) (uint64, error) {
+	if err := h.read(what, h.buf[:8], addr); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(h.buf[:8]), nil
+}
+
+func (h *heap) u16(what string, addr uint64) (uint16, error) {
+	if err := h.read(what, h.buf[:2], addr); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint16(h.buf[:2]), nil
+}
+
+func (h *heap) i32(what string, addr uint64) (int32, error) {
+	if err := h.read(what, h.buf[:4], addr); err != nil {
+		return 0, err
+	}
+	return int32(binary.LittleEndian.Uint32(h.buf[:4])), nil
+}
+
+// isSmi reports whether a tagged value is a small integer.
+func (l *Layout) isSmi(v uint64) bool { return v&l.smiTagMask == 0 }
+
+// smi is a Smi's value (a word whose low 32 bits are zero on x86-64).
+func (l *Layout) smi(v uint64) int64 { return int64(v) >> l.smiShift }
+
+// object is the address of the heap object a tagged value points to, or
+// false when it points to none.
+func (l *Layout) object(v uint64) (uint64, bool) {
+	if v&l.heapObjectTagMask != l.heapObjectTag {
+		return 0, false
+	}
+	a := v &^ l.heapObjectTagMask
+	return a, a != 0 && a < maxUserAddr && a&7 == 0
+}
+
+// typeOf returns the address and instance type of the object v points to.
+func (h *heap) typeOf(what string, v uint64) (uint64, uint16, error) {
+	obj, ok := h.l.object(v)
+	if !ok {
+		return 0, 0, &TypeError{What: what, Addr: v}
+	}
+	m, err := h.word(what+" map", obj+uint64(h.l.offMap))
+	if err != nil {
+		return 0, 0, err
+	}
+	mobj, ok := h.l.object(m)
+	if !ok {
+		return 0, 0, &TypeError{What: what + " map", Addr: m}
+	}
+	t, err := h.u16(what+" map", mobj+uint64(h.l.offInstanceType))
+	if err != nil {
+		return 0, 0, err
+	}
+	return obj, t, nil
+}
+
+// typed returns the address of the object v points to when it is of
+// instance type in [lo, hi].
+func (h *heap) typed(what string, v uint64, lo, hi uint16) (uint64, error) {
+	obj, t, err := h.typeOf(what, v)
+	if err != nil {
+		return 0, err
+	}
+	if t < lo || t > hi {
+		return 0, &TypeError{What: what, Addr: v, Type: t}
+	}
+	return obj, nil
+}
+
+// field reads the tagged field at off of the object at obj.
+func (h *heap) field(what string, obj uint64, off int64) (uint64, error) {
+	return h.word(what, obj+uint64(off))
+}
