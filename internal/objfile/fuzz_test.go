@@ -76,6 +76,14 @@ func exerciseELF(t *testing.T, data []byte) {
 			cfi.RowAt(a)
 		}
 	}
+	// A runtime's data symbols: as many as the tables hold at most, no
+	// table longer than the file.
+	if ints, err := f.DataInts(""); len(ints) > MaxInts || (err == nil && len(ints) > len(data)/16) {
+		t.Fatalf("%d data symbols (%v) in a file of %d bytes", len(ints), err, len(data))
+	}
+	if b, _ := f.DataBytes("table"); len(b) > MaxDataBytes {
+		t.Fatalf("a data symbol of %d bytes in a file of %d", len(b), len(data))
+	}
 }
 
 func FuzzELF(f *testing.F) {

@@ -192,14 +192,14 @@ func (f *File) dataBytes(sec *elf.Section, name string) ([]byte, bool, error) {
 		if e.addr < s.Addr || e.addr-s.Addr > s.Size || s.Size-(e.addr-s.Addr) < e.size {
 			return nil, true, fmt.Errorf("%s: symbol %s: address %#x outside its section %s", f.Name, name, e.addr, s.Name)
 		}
-		b := make([]byte, e.size)
 		if s.Type == elf.SHT_NOBITS {
-			return b, true, nil
+			return make([]byte, e.size), true, nil
 		}
 		off := s.Offset + (e.addr - s.Addr)
 		if off > uint64(f.size) || uint64(f.size)-off < e.size {
 			return nil, true, fmt.Errorf("%s: symbol %s: offset %#x past the end of the file", f.Name, name, off)
 		}
+		b := make([]byte, e.size)
 		if _, err := f.r.ReadAt(b, int64(off)); err != nil {
 			return nil, true, fmt.Errorf("%s: symbol %s at offset %#x: %w", f.Name, name, off, err)
 		}

@@ -115,12 +115,5 @@ func (r *Reader) bytecodes(obj uint64) ([]byte, error) {
 	if !r.l.isSmi(n) || r.l.smi(n) < 0 || r.l.smi(n) > maxBytecodes {
 		return nil, &ReadError{What: "BytecodeArray", Addr: obj, Err: fmt.Errorf("length %#x", n)}
 	}
-	b := make([]byte, r.l.smi(n))
-	at := obj + uint64(r.l.offBytecodeData)
-	for off := 0; off < len(b); off += chunk {
-		if err := r.h.read("bytecodes", b[off:min(off+chunk, len(b))], at+uint64(off)); err != nil {
-			return nil, err
-		}
-	}
-	return b, nil
+	return r.h.readBytes("bytecodes", obj+uint64(r.l.offBytecodeData), int(r.l.smi(n)))
 }

@@ -215,8 +215,8 @@ func (r *Reader) fixedArray(what string, v uint64, max int64) ([]uint64, error) 
 		return nil, &ReadError{What: what, Addr: obj, Err: fmt.Errorf("length %#x", n)}
 	}
 	count := min(r.l.smi(n), max)
-	b := make([]byte, 8*count)
-	if err := r.h.read(what, b, obj+uint64(r.l.offArrayData)); err != nil {
+	b, err := r.h.readBytes(what, obj+uint64(r.l.offArrayData), int(8*count))
+	if err != nil {
 		return nil, err
 	}
 	out := make([]uint64, count)
@@ -249,14 +249,15 @@ func inliningPosition(b []byte, id int) (sourcePosition, int, bool) {
 // optimizedFunctions names the functions at pc in optimized code,
 // innermost first: the function inlined there, each caller it was
 // inlined into, the function compiled last; each at its position.
-func (r *Reader) optimizedFunctions(c *code, pc uint64, ret bool) ([]Function, error) {
+// lineErr says why a line is missing where one is.
+func (r *Reader) optimizedFunctions(c *code, pc uint64, ret bool) (fns []Function, lineErr, err error) {
 	off := int64(pc - c.start)
 	if ret && off > 0 {
 		off-- // a return address: the call is before it
 	}
 	pos, err := positionAt(c.spt, off)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []Function
 	id := pos.inliningID()
@@ -265,25 +266,31 @@ func (r *Reader) optimizedFunctions(c *code, pc uint64, ret bool) ([]Function, e
 		if id >= 0 {
 			_, lit, ok := inliningPosition(c.inlining, id)
 			if !ok || lit < 0 || lit >= len(c.literals) {
-				return out, fmt.Errorf("inlining id %d: no inlined function", id)
+				return nil, nil, fmt.Errorf("inlining id %d: no inlined function", id)
 			}
 			sfiV = r.l.weakTarget(c.literals[lit])
 		}
 		f, err := r.sfi(sfiV)
 		if err != nil {
-			return out, err
+			return nil, nil, err
 		}
 		fn := Function{Name: f.name}
+		if f.script == nil && lineErr == nil {
+			lineErr = errNoScript
+		}
 		if f.script != nil {
 			fn.Script = f.script.name
-			fn.Line, fn.Column, _ = r.position(f.script, pos.scriptOffset())
+			var e error
+			if fn.Line, fn.Column, e = r.position(f.script, pos.scriptOffset()); e != nil && lineErr == nil {
+				lineErr = e
+			}
 		}
 		out = append(out, fn)
 		if id < 0 {
-			return out, nil
+			return out, lineErr, nil
 		}
 		pos, _, _ = inliningPosition(c.inlining, id)
 		id = pos.inliningID()
 	}
-	return out, fmt.Errorf("inlining chain longer than its %d entries", len(c.inlining)/16)
+	return nil, nil, fmt.Errorf("inlining chain longer than its %d entries", len(c.inlining)/16)
 }

@@ -91,17 +91,31 @@ func NewReader(l *Layout, mem Memory) *Reader {
 		functions: map[sfiKey]*function{}, scripts: map[uint64]*script{}, codes: map[codeKey]*code{}}
 }
 
+// Code says what code a pc is in, as far as the caller can tell.
+type Code uint8
+
+const (
+	// CodeUnknown: in V8's binary, but whether in its builtins or in its
+	// C++ is not known (a stripped binary). Only a frame that proves to
+	// be interpreted (its context, function, BytecodeArray and bytecode
+	// offset all check) is read: C++ keeps V8's objects on its stack too.
+	CodeUnknown Code = iota
+	// CodeBuiltins: in the builtins built into the binary (the
+	// Builtins_* symbols): Ignition's handlers and the builtins written
+	// in V8's own languages.
+	CodeBuiltins
+	// CodeJIT: in code V8 compiled at run time (anonymous executable
+	// memory): Sparkplug's, Maglev's, Turbofan's.
+	CodeJIT
+)
+
 // At is where a frame is: its frame pointer and the pc its code is at.
 type At struct {
 	FP, PC uint64
 	// Return says PC is a return address (the frame's call is just
 	// before it), not the next instruction to run.
 	Return bool
-	// JIT says PC is in code V8 compiled at run time (anonymous
-	// executable memory), not in the builtins built into the binary:
-	// Ignition's handlers and the builtins written in V8's own
-	// languages run there.
-	JIT bool
+	Code   Code
 }
 
 // Frame reads the V8 frame at at: a typed frame's type, or a JavaScript
@@ -130,9 +144,17 @@ func (r *Reader) Frame(at At) (Frame, error) {
 		}
 		return Frame{Kind: Typed, Type: name}, nil
 	}
+	if _, err := r.h.typed("Context", marker, r.l.typeContextFirst, r.l.typeContextLast); err != nil {
+		return Frame{}, fmt.Errorf("frame at %#x: %w: %w", fp, ErrNotFrame, err)
+	}
 	fnObj, err := r.h.typed("JSFunction", slot(r.l.fpFunction), r.l.typeJSFunctionFirst, r.l.typeJSFunctionLast)
 	if err != nil {
 		return Frame{}, fmt.Errorf("frame at %#x: %w: %w", fp, ErrNotFrame, err)
+	}
+	bytecode, offset := slot(r.l.fpBytecodeArray), slot(r.l.fpBytecodeOffset)
+	interpreted := at.Code != CodeJIT && r.isInterpreted(bytecode, offset)
+	if at.Code == CodeUnknown && !interpreted {
+		return Frame{}, fmt.Errorf("frame at %#x: in V8's binary but not interpreted: %w", fp, ErrNotFrame)
 	}
 	shared, err := r.h.field("JSFunction", fnObj, r.l.offJSFunctionShared)
 	if err != nil {
@@ -147,15 +169,15 @@ func (r *Reader) Frame(at At) (Frame, error) {
 		fn.Script = f.script.name
 	}
 	fr := Frame{Functions: []Function{fn}}
-	bytecode, offset := slot(r.l.fpBytecodeArray), slot(r.l.fpBytecodeOffset)
-	if !at.JIT {
-		fr.Kind, fr.LineErr = Builtin, errBuiltin
-		if r.isBytecodeArray(bytecode) && r.l.isSmi(offset) {
-			fr.Kind, fr.LineErr = Interpreted, errNoScript
-			if f.script != nil {
-				fr.Functions[0].Line, fr.Functions[0].Column, fr.LineErr = r.interpretedLine(f.script, bytecode, offset)
-			}
+	switch {
+	case interpreted:
+		fr.Kind, fr.LineErr = Interpreted, errNoScript
+		if f.script != nil {
+			fr.Functions[0].Line, fr.Functions[0].Column, fr.LineErr = r.interpretedLine(f.script, bytecode, offset)
 		}
+		return fr, nil
+	case at.Code == CodeBuiltins:
+		fr.Kind, fr.LineErr = Builtin, errBuiltin
 		return fr, nil
 	}
 	if r.l.code == nil {
@@ -175,13 +197,26 @@ func (r *Reader) Frame(at At) (Frame, error) {
 		return fr, nil
 	}
 	fr.Kind = Optimized
-	fns, err := r.optimizedFunctions(c, at.PC, at.Return)
+	fns, lineErr, err := r.optimizedFunctions(c, at.PC, at.Return)
 	if err != nil {
 		fr.LineErr = err
 		return fr, nil
 	}
-	fr.Functions = fns
+	fr.Functions, fr.LineErr = fns, lineErr
 	return fr, nil
+}
+
+// isInterpreted reports whether a frame's slots are an interpreted
+// frame's: a BytecodeArray, and a bytecode offset in it (from the tagged
+// pointer, as Ignition keeps it; -1 while the function is entered).
+func (r *Reader) isInterpreted(bytecode, offset uint64) bool {
+	obj, t, err := r.h.typeOf("BytecodeArray", bytecode)
+	if err != nil || t != r.l.typeBytecodeArray || !r.l.isSmi(offset) {
+		return false
+	}
+	n, err := r.h.field("BytecodeArray", obj, r.l.offArrayLength)
+	off := r.l.smi(offset) - (r.l.offBytecodeData - int64(r.l.heapObjectTag))
+	return err == nil && r.l.isSmi(n) && off >= -1 && off < r.l.smi(n)
 }
 
 // isBytecodeArray reports whether v points to a BytecodeArray.

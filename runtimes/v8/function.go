@@ -84,8 +84,9 @@ func (r *Reader) functionName(v uint64) (string, error) {
 // not published: the saved class variable (a Smi), the function variable
 // (its name, or Smi 0 when the function has no shared name, then its
 // slot index) and the inferred name. So the first string after the
-// locals is the function's own name, else the inferred one: DebugName.
-// Its position slots and outer scope follow: no string.
+// locals is the function's own name, and when it is empty the next is
+// the inferred one: DebugName. Its position slots and outer scope
+// follow: no string.
 func (r *Reader) scopeInfoName(obj uint64) (string, error) {
 	slot := func(i int64) (uint64, error) {
 		return r.h.word("ScopeInfo", obj+uint64(r.l.offScopeInfoSlots+8*i))
@@ -102,7 +103,7 @@ func (r *Reader) scopeInfoName(obj uint64) (string, error) {
 	if locals >= inlinedLocalNames {
 		first = r.l.scopeFirstVars + 1 + locals
 	}
-	for i := first; i < first+maxScanSlots; i++ {
+	for i, strings := first, 0; i < first+maxScanSlots && strings < 2; i++ {
 		v, err := slot(i)
 		if err != nil {
 			return "", err
@@ -114,8 +115,15 @@ func (r *Reader) scopeInfoName(obj uint64) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if t < r.l.firstNonString {
-			return r.h.str(v, maxNameBytes)
+		if t >= r.l.firstNonString {
+			continue
+		}
+		// The function's name, or its inferred name when it has none
+		// (Smi 0) or an empty one.
+		strings++
+		name, err := r.h.str(v, maxNameBytes)
+		if err != nil || name != "" {
+			return name, err
 		}
 	}
 	return "", nil

@@ -114,6 +114,20 @@ func (h *heap) i32(what string, addr uint64) (int32, error) {
 	return int32(binary.LittleEndian.Uint32(h.buf[:4])), nil
 }
 
+// readBytes reads n bytes at addr a chunk at a time, growing what it returns
+// only by what was read: a size from the target allocates nothing ahead.
+func (h *heap) readBytes(what string, addr uint64, n int) ([]byte, error) {
+	var out []byte
+	for off := 0; off < n; off += chunk {
+		k := min(chunk, n-off)
+		out = append(out, make([]byte, k)...)
+		if err := h.read(what, out[off:off+k], addr+uint64(off)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // isSmi reports whether a tagged value is a small integer.
 func (l *Layout) isSmi(v uint64) bool { return v&l.smiTagMask == 0 }
 

@@ -95,6 +95,7 @@ type Layout struct {
 	typeSFI, typeScopeInfo, typeScript      uint16
 	typeBytecodeArray, typeByteArray        uint16
 	typeFixedArray                          uint16
+	typeContextFirst, typeContextLast       uint16
 	firstNonString                          uint16
 
 	// String instance type bits.
@@ -195,6 +196,8 @@ func NewLayout(c Constants, bytecodeSizes []byte) (*Layout, error) {
 	l.typeByteArray = uint16(g.get("type_ByteArray__BYTE_ARRAY_TYPE"))
 	l.typeFixedArray = uint16(g.get("type_FixedArray__FIXED_ARRAY_TYPE"))
 	l.firstNonString = uint16(g.get("FirstNonstringType"))
+	l.typeContextFirst = uint16(g.get("FirstContextType"))
+	l.typeContextLast = uint16(g.get("LastContextType"))
 
 	l.strRepMask = uint16(g.get("StringRepresentationMask"))
 	l.strSeq = uint16(g.get("SeqStringTag"))

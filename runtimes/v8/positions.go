@@ -90,12 +90,5 @@ func (r *Reader) byteArray(what string, v uint64) ([]byte, error) {
 	if !r.l.isSmi(n) || r.l.smi(n) < 0 || r.l.smi(n) > maxPositionTable {
 		return nil, &ReadError{What: what, Addr: obj, Err: fmt.Errorf("length %#x", n)}
 	}
-	b := make([]byte, r.l.smi(n))
-	at := obj + uint64(r.l.offArrayData)
-	for off := 0; off < len(b); off += chunk {
-		if err := r.h.read(what, b[off:min(off+chunk, len(b))], at+uint64(off)); err != nil {
-			return nil, err
-		}
-	}
-	return b, nil
+	return r.h.readBytes(what, obj+uint64(r.l.offArrayData), int(r.l.smi(n)))
 }

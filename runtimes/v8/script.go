@@ -115,12 +115,11 @@ func (r *Reader) smiArray(obj uint64) ([]int32, error) {
 	if !r.l.isSmi(n) || r.l.smi(n) < 0 || r.l.smi(n) > maxLines {
 		return nil, &ReadError{What: "line ends", Addr: obj, Err: fmt.Errorf("length %#x", n)}
 	}
-	out := make([]int32, 0, r.l.smi(n))
-	buf := make([]byte, min(8*r.l.smi(n), chunk))
+	var out []int32
 	at := obj + uint64(r.l.offArrayData)
 	for left := 8 * r.l.smi(n); left > 0; {
-		b := buf[:min(left, int64(len(buf)))]
-		if err := r.h.read("line ends", b, at); err != nil {
+		b, err := r.h.readBytes("line ends", at, int(min(left, chunk)))
+		if err != nil {
 			return nil, err
 		}
 		for i := 0; i+8 <= len(b); i += 8 {
