@@ -158,11 +158,14 @@ func allDigits(s string) bool {
 	return true
 }
 
-// juliaName strips Julia's code generator decorations: "julia_f_123" and
-// "japi1_f_123" hold the body of f; wrappers (jfptr_, jlcapi_) keep their
-// prefix so that a stack does not show f twice.
+// juliaName strips Julia's code generator decorations as Julia's own
+// jl_demangle does (src/debuginfo.cpp): "julia_f_123", "japi1_f_123" and
+// "japi3_f_123" (specialized and generic entry points compiled at run
+// time), "jsys1_f_123" and "jlsys_f_123" (the same from a system or
+// package image) hold the body of f; wrappers (jfptr_, jlcapi_, jlplt_,
+// tojlinvoke) keep their prefix so that a stack does not show f twice.
 func juliaName(raw string) (Name, bool) {
-	for _, p := range []string{"julia_", "japi1_", "japi3_"} {
+	for _, p := range []string{"julia_", "japi1_", "japi3_", "jsys1_", "jlsys_"} {
 		if rest, ok := strings.CutPrefix(raw, p); ok {
 			return Name{Name: trimJuliaCounter(rest)}, true
 		}

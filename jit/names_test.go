@@ -31,6 +31,8 @@ func TestDisplayName(t *testing.T) {
 		{RuntimeLLVM, "julia_#3_456", Name{"#3", "", 0}},
 		{RuntimeLLVM, "japi1_getindex_99.1", Name{"getindex", "", 0}},
 		{RuntimeLLVM, "jfptr_fibonacci_1235", Name{"jfptr_fibonacci", "", 0}},
+		{RuntimeUnknown, "jlsys_println_4412", Name{"println", "", 0}},
+		{RuntimeLLVM, "jsys1_show_77", Name{"show", "", 0}},
 		{RuntimeUnknown, "long Hot.fibonacci(long)", Name{"Hot.fibonacci(long)", "", 0}},
 		{RuntimeJVM, "java.lang.Object jdk.internal.misc.Unsafe.getReferenceVolatile(java.lang.Object, long)", Name{"jdk.internal.misc.Unsafe.getReferenceVolatile(java.lang.Object, long)", "", 0}},
 		{RuntimeJVM, "I2C/C2I adapters", Name{"I2C/C2I adapters", "", 0}},

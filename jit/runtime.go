@@ -48,8 +48,9 @@ var v8Prefixes = []string{
 }
 
 // llvmPrefixes are the symbol prefixes Julia's code generator gives the
-// functions it hands to LLVM.
-var llvmPrefixes = []string{"julia_", "jfptr_", "japi1_", "japi3_", "jlcapi_", "jlplt_", "tojlinvoke", "jl_"}
+// functions it hands to LLVM (those src/debuginfo.cpp's jl_demangle
+// knows, and its wrappers'), and its runtime's own (jl_).
+var llvmPrefixes = []string{"julia_", "jfptr_", "japi1_", "japi3_", "jsys1_", "jlsys_", "jlcapi_", "jlplt_", "tojlinvoke", "jl_"}
 
 // detectRuntime guesses the writer from one raw name; RuntimeUnknown when
 // the name says nothing decisive. It only looks at prefixes and a few

@@ -203,16 +203,28 @@ var pauseSpecs = []pauseSpec{
 		advice:     "dotnet-counters (time in GC, GC count) and dotnet-trace's GC events show each suspension; DOTNET_gcServer and fewer allocations shorten them",
 	},
 	{
-		// Julia: the thread that collects waits for every thread to set
-		// its gc_state (jl_gc_wait_for_the_world, after
-		// jl_safepoint_start_gc); the others, at a safepoint, wait in
-		// jl_safepoint_wait_gc (from jl_set_gc_and_wait in the signal
-		// handler, or from jl_gc_collect when another thread collects).
+		// Julia (JuliaLang/julia's src/safepoint.c, and src/gc-stock.c,
+		// formerly src/gc.c): the thread that collects, in jl_gc_collect
+		// → _jl_gc_collect, wins jl_safepoint_start_gc and waits for
+		// every other thread to set its ptls->gc_state in
+		// jl_gc_wait_for_the_world (in older releases a static function
+		// of gc.c spinning in jl_cpu_pause, which the compiler may inline
+		// into _jl_gc_collect; in current sources a function of
+		// safepoint.c sleeping on safepoint_cond_begin), then marks
+		// (gc_mark_loop, or its _serial and _parallel variants where
+		// marking is parallel). The others, at a safepoint,
+		// wait for it to end in jl_safepoint_wait_gc, on
+		// safepoint_cond_end: from jl_set_gc_and_wait (the safepoint
+		// page's fault handler) or from jl_safepoint_start_gc when
+		// another thread won the collection. A thread in
+		// jl_safepoint_wait_thread_resume waits for a suspension
+		// (jl_safepoint_suspend_thread) to end, not for a GC: it is not
+		// one of these.
 		rt: rtJulia, what: "GC safepoint",
 		collector:  []string{"jl_gc_wait_for_the_world", "jl_safepoint_start_gc"},
 		operation:  []string{"_jl_gc_collect", "jl_gc_collect", "gc_mark_loop"},
-		waiter:     []string{"jl_safepoint_wait_gc", "jl_set_gc_and_wait", "jl_safepoint_wait_thread_resume"},
-		notReached: "runs without reaching a safepoint (a loop that neither allocates nor calls a function, or a long ccall that did not mark itself GC-safe)",
+		waiter:     []string{"jl_safepoint_wait_gc", "jl_set_gc_and_wait"},
+		notReached: "runs without reaching a safepoint (Julia polls for one when it allocates and at GC.safepoint(), not on each iteration of a loop: a loop that does not allocate holds every other thread; so does a long ccall not marked GC-safe)",
 		advice:     "GC.enable_logging(true) prints each collection; put GC.safepoint() in long loops that do not allocate, and mark long ccalls `@threadcall` or gc-safe",
 	},
 }
