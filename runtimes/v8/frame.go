@@ -85,6 +85,12 @@ type Reader struct {
 	istreamMap uint64 // the InstructionStream map, once seen
 }
 
+// Forget drops what the Reader holds of the target's memory as it was:
+// call it whenever the target may have run since the last Frame (before
+// each stop of a thread). What it remembers of functions and scripts it
+// checks against memory read afresh.
+func (r *Reader) Forget() { r.h.forget() }
+
 // NewReader reads the memory of a process whose V8 has layout l.
 func NewReader(l *Layout, mem Memory) *Reader {
 	return &Reader{l: l, h: heap{l: l, mem: mem},

@@ -57,34 +57,106 @@ func (e *TypeError) Error() string {
 	return fmt.Sprintf("%s expected at %#x, instance type %d", e.What, e.Addr, e.Type)
 }
 
-// heap reads V8 objects within one question's budget.
+// heap reads V8 objects within one question's budget, through a cache of
+// whole pages: the objects of one frame (a function, its shared info,
+// their maps) lie on a few pages, read once each. The cache holds what
+// the target's memory was when read; forget drops it.
 type heap struct {
 	l     *Layout
 	mem   Memory
-	reads int
-	bytes int
+	reads int // reads of the target's memory this question
+	bytes int // bytes read of it
+	ops   int // reads asked for, cached or not
 	buf   [8]byte
+
+	pages [cachePages]cachedPage
+	epoch uint64 // pages of an older epoch are stale
+	next  int    // the page to replace next
 }
 
-func (h *heap) reset() { h.reads, h.bytes = 0, 0 }
+const (
+	pageSize   = 4096
+	cachePages = 64
+	// maxOps bounds the reads one question asks for, cached or not: a
+	// cycle through cached pages costs no memory read but must end.
+	maxOps = 1 << 16
+)
+
+type cachedPage struct {
+	addr  uint64
+	epoch uint64
+	data  [pageSize]byte
+}
+
+func (h *heap) reset() { h.reads, h.bytes, h.ops = 0, 0, 0 }
+
+// forget drops the cached pages: the target may have run since.
+func (h *heap) forget() { h.epoch++ }
 
 // read fills p from addr, charged to the budget.
 func (h *heap) read(what string, p []byte, addr uint64) error {
 	if len(p) > chunk {
 		return &ReadError{What: what, Addr: addr, Err: fmt.Errorf("%d bytes at once: %w", len(p), ErrBudget)}
 	}
-	h.reads++
-	h.bytes += len(p)
-	if h.reads > maxReads || h.bytes > maxReadBytes {
+	if h.ops++; h.ops > maxOps {
 		return &ReadError{What: what, Addr: addr, Err: ErrBudget}
 	}
 	if addr == 0 || addr+uint64(len(p)) < addr || addr+uint64(len(p)) > maxUserAddr {
 		return &ReadError{What: what, Addr: addr, Err: errNotUser}
 	}
-	if _, err := h.mem.ReadAt(p, addr); err != nil {
+	if len(p) <= pageSize {
+		if err := h.cached(p, addr); err == nil {
+			return nil
+		}
+	}
+	if err := h.readTarget(p, addr); err != nil {
 		return &ReadError{What: what, Addr: addr, Err: err}
 	}
 	return nil
+}
+
+// cached reads p from cached pages, filling the cache as it goes; it
+// fails where a page cannot be read whole (the read is then made as
+// asked).
+func (h *heap) cached(p []byte, addr uint64) error {
+	for len(p) > 0 {
+		base := addr &^ (pageSize - 1)
+		pg, err := h.page(base)
+		if err != nil {
+			return err
+		}
+		n := copy(p, pg.data[addr-base:])
+		p, addr = p[n:], addr+uint64(n)
+	}
+	return nil
+}
+
+// page returns the cached page at base, reading it when it is not.
+func (h *heap) page(base uint64) (*cachedPage, error) {
+	for i := range h.pages {
+		if pg := &h.pages[i]; pg.addr == base && pg.epoch == h.epoch && base != 0 {
+			return pg, nil
+		}
+	}
+	pg := &h.pages[h.next]
+	if err := h.readTarget(pg.data[:], base); err != nil {
+		pg.addr = 0
+		return nil, err
+	}
+	h.next = (h.next + 1) % cachePages
+	pg.addr, pg.epoch = base, h.epoch
+	return pg, nil
+}
+
+// readTarget reads the target's memory, charged to the budget.
+func (h *heap) readTarget(p []byte, addr uint64) error {
+	h.reads++
+	h.bytes += len(p)
+	if h.reads > maxReads || h.bytes > maxReadBytes {
+		return ErrBudget
+	}
+	_, err := h.mem.ReadAt(p, addr)
+	return err
 }
 
 // maxUserAddr bounds user-space addresses on x86-64 and arm64 (47 and 48
