@@ -23,6 +23,15 @@
 // capability the user can grant (*perms.Error); a refusal although
 // permitted (*RefusedError, naming what was checked).
 //
+// A Node.js target's JavaScript frames are read from its memory
+// (package runtimes/v8) while each thread is stopped, or blocked in the
+// kernel, and named in place of the native frames V8's code runs them in:
+// JIT code ("[anon] 0x…") and the interpreter's trampoline become the
+// function, script and line, as V8's own stack trace gives them, with the
+// functions optimized code inlined. It needs no flag at the target's
+// start; a stack needing more than maxJSReads reads of its memory keeps
+// the rest native, and a note says so.
+//
 // Lock owners come from the futex words: a glibc pthread_mutex_t keeps
 // its owner's tid beside the word, a priority-inheritance futex holds it
 // in the word, pthread_join waits on the joined thread's tid. They make

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stallwatch/stallwatch/internal/perms"
+	"github.com/stallwatch/stallwatch/symbolize"
 )
 
 // Helper processes: some tests need a snapshot taken by another process
@@ -57,6 +58,7 @@ func helperMain() bool {
 // helperSnapshot is what a helper reports of a snapshot: errors as text,
 // and whether PtraceErr was a *perms.Error (a fix the user can apply).
 type helperSnapshot struct {
+	MaxStop        time.Duration
 	PtraceUsed     bool
 	PtraceErr      string
 	PtraceErrPerms bool
@@ -71,10 +73,13 @@ type helperThread struct {
 	Stopped  bool
 	Unwinder string
 	User     []string // the user frames' names
+	Lines    []symbolize.Line
+	Stop     time.Duration // at most
+	StopHeld time.Duration // at least
 }
 
 func encodeHelper(snap *Snapshot) helperSnapshot {
-	h := helperSnapshot{PtraceUsed: snap.PtraceUsed, Notes: snap.Notes}
+	h := helperSnapshot{MaxStop: snap.MaxStop, PtraceUsed: snap.PtraceUsed, Notes: snap.Notes}
 	if snap.PtraceErr != nil {
 		h.PtraceErr = snap.PtraceErr.Error()
 		var pe *perms.Error
@@ -82,7 +87,7 @@ func encodeHelper(snap *Snapshot) helperSnapshot {
 	}
 	for _, t := range snap.Threads {
 		h.Threads = append(h.Threads, helperThread{TID: t.TID, Name: t.Name, State: t.State,
-			Stopped: t.Stopped, Unwinder: t.Unwinder, User: userNames(&t)})
+			Stopped: t.Stopped, Unwinder: t.Unwinder, User: userNames(&t), Lines: userLines(&t), Stop: t.Stop, StopHeld: t.StopHeld})
 	}
 	return h
 }

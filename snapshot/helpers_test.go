@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"github.com/stallwatch/stallwatch/symbolize"
 	"strconv"
 	"strings"
 	"sync"
@@ -142,6 +143,16 @@ func userNames(th *Thread) []string {
 		for _, ln := range l.Lines {
 			out = append(out, ln.Function)
 		}
+	}
+	return out
+}
+
+// userLines lists the lines of a user stack, inlined ones included,
+// innermost first.
+func userLines(th *Thread) []symbolize.Line {
+	var out []symbolize.Line
+	for _, l := range th.User {
+		out = append(out, l.Lines...)
 	}
 	return out
 }

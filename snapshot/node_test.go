@@ -2,11 +2,16 @@ package snapshot
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/stallwatch/stallwatch/symbolize"
 
 	"github.com/stallwatch/stallwatch/internal/testutil"
 )
@@ -53,4 +58,113 @@ func TestNodeBlocked(t *testing.T) {
 		t.Errorf("main thread under ptrace: %+v, want stopped and %v", hm, want)
 	}
 	assertReleased(t, tg.Pid)
+}
+
+// TestNodeJSFrames: Node.js started with no flag, its main thread inside
+// outer → middle → inner → block (Atomics.wait) or spin (a busy loop),
+// after writing the stack V8 gives of that moment (new Error().stack) to
+// a file. The snapshot names every JavaScript frame of the main thread in
+// place of "[anon] 0x…" and the interpreter's frames, as V8's own stack
+// trace does, in order: read without a stop (the thread sleeps in the
+// kernel; we are its parent) and under a ptrace stop (from a helper that
+// is not), and for the spinning thread, which only a stop can read, as
+// interpreted code and as the optimized code of a warmed-up chain.
+func TestNodeJSFrames(t *testing.T) {
+	testutil.RequirePtrace(t)
+	node := testutil.RequireTool(t, "node")
+	for _, tc := range []struct {
+		name, mode string
+		warm, stop bool
+	}{
+		{"blocked, no stop", "block", false, false},
+		{"blocked, stopped", "block", false, true},
+		{"blocked, optimized and inlined, stopped", "block", true, true},
+		{"spinning, stopped", "spin", false, true},
+		{"spinning, optimized, stopped", "spin", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stackFile := filepath.Join(t.TempDir(), "stack")
+			args := []string{testutil.Testdata(t, "node", "jsstack.js"), stackFile, tc.mode}
+			if tc.warm {
+				args = append(args, "warm")
+			}
+			tg := testutil.StartCmd(t, exec.Command(node, args...))
+			if tc.mode == "block" {
+				tg.WaitLine(t, "blocking", 60*time.Second)
+				waitBlocked(t, tg.Pid, tg.Pid, sysFutex)
+			} else {
+				tg.WaitLine(t, "spinning", 60*time.Second)
+				testutil.WaitCPU(t, tg.Pid, 200*time.Millisecond, 30*time.Second)
+			}
+			want := testutil.ReadErrorStack(t, stackFile)
+			var lines []symbolize.Line
+			if tc.stop {
+				hs := helperTakeSnapshot(t, tg.Pid)
+				for _, th := range hs.Threads {
+					if th.TID == tg.Pid {
+						if !th.Stopped {
+							t.Fatalf("main thread not stopped: %+v", th)
+						}
+						lines = th.Lines
+						t.Logf("main thread stopped %v at most, %v at least (JavaScript read in the stop)", th.Stop, th.StopHeld)
+					}
+				}
+			} else {
+				lines = userLines(threadOf(t, take(t, tg.Pid, Options{}), tg.Pid))
+			}
+			compareJS(t, jsLines(lines), want)
+			assertReleased(t, tg.Pid)
+		})
+	}
+}
+
+// helperTakeSnapshot has a helper process (not the target's parent, so it
+// may stop its main thread) take a snapshot of pid.
+func helperTakeSnapshot(t *testing.T, pid int) helperSnapshot {
+	t.Helper()
+	helper := exec.Command(os.Args[0], "-test.run=^$")
+	helper.Env = append(os.Environ(), helperEnv+"="+helperTake, "SNAPSHOT_TEST_PID="+strconv.Itoa(pid))
+	out, err := helper.Output()
+	if err != nil {
+		t.Fatalf("helper: %v", err)
+	}
+	var hs helperSnapshot
+	if err := json.Unmarshal(out, &hs); err != nil {
+		t.Fatal(err)
+	}
+	return hs
+}
+
+// jsLines are the lines of a stack that name JavaScript: of a script of
+// the program's or of Node.js's own.
+func jsLines(lines []symbolize.Line) []symbolize.Line {
+	var out []symbolize.Line
+	for _, l := range lines {
+		if strings.HasSuffix(l.File, ".js") || strings.HasPrefix(l.File, "node:") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// compareJS checks the JavaScript lines of a stack against V8's own
+// stack trace of the same moment: the same functions, scripts and lines,
+// in order.
+func compareJS(t *testing.T, got []symbolize.Line, want []testutil.JSFrame) {
+	t.Helper()
+	ok := len(got) == len(want)
+	for i := 0; ok && i < len(want); i++ {
+		ok = got[i].File == want[i].Script && got[i].Line == int64(want[i].Line) && testutil.SameJSName(got[i].Function, want[i].Name)
+	}
+	if !ok {
+		var b strings.Builder
+		for _, l := range got {
+			fmt.Fprintf(&b, "  %s (%s:%d)\n", l.Function, l.File, l.Line)
+		}
+		b.WriteString("V8's:\n")
+		for _, f := range want {
+			fmt.Fprintf(&b, "  %s (%s:%d)\n", f.Name, f.Script, f.Line)
+		}
+		t.Errorf("the snapshot's JavaScript frames differ from V8's stack:\n%s", b.String())
+	}
 }

@@ -57,7 +57,8 @@ var testHookStopped func(tid int)
 
 // stopThread stops one thread of pid with PTRACE_SEIZE and
 // PTRACE_INTERRUPT, reads its registers and the top of its stack, unwinds
-// it with u, and detaches at once.
+// it with u, calls during (when not nil) with the walk while the thread
+// is still stopped (a runtime's frames are read there), and detaches.
 //
 // ptrace binds a tracee to the OS thread that seized it, so the sequence
 // runs on a goroutine locked to its OS thread. On every path that returns
@@ -67,27 +68,27 @@ var testHookStopped func(tid int)
 // kernel detaches every tracee of an exiting tracer. The same holds if
 // stallwatch itself dies, by any signal: no path leaves a thread stopped
 // or traced. PTRACE_O_EXITKILL is never set.
-func stopThread(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrames int) stopResult {
+func stopThread(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrames int, during func(unwind.Trace)) stopResult {
 	ch := make(chan stopResult, 1)
-	go tracer(ch, pid, tid, u, live, maxFrames)
+	go tracer(ch, pid, tid, u, live, maxFrames, during)
 	return <-ch
 }
 
 // tracer runs traceOnce on a locked OS thread that is not the process's
 // main thread: Go parks rather than ends the main thread when a locked
 // goroutine exits on it, so it could never hand its tracees back.
-func tracer(ch chan<- stopResult, pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrames int) {
+func tracer(ch chan<- stopResult, pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrames int, during func(unwind.Trace)) {
 	runtime.LockOSThread()
 	if unix.Gettid() == os.Getpid() {
 		// While this goroutine holds the main thread locked, the one
 		// it starts runs on another.
 		inner := make(chan stopResult, 1)
-		go tracer(inner, pid, tid, u, live, maxFrames)
+		go tracer(inner, pid, tid, u, live, maxFrames, during)
 		ch <- <-inner
 		runtime.UnlockOSThread()
 		return
 	}
-	res := traceOnce(pid, tid, u, live, maxFrames)
+	res := traceOnce(pid, tid, u, live, maxFrames, during)
 	ch <- res
 	if !res.abandoned {
 		runtime.UnlockOSThread()
@@ -96,7 +97,7 @@ func tracer(ch chan<- stopResult, pid, tid int, u *unwind.Process, live *addrspa
 }
 
 // traceOnce is stopThread's body, on the locked OS thread.
-func traceOnce(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrames int) (res stopResult) {
+func traceOnce(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrames int, during func(unwind.Trace)) (res stopResult) {
 	if err := unix.PtraceSeize(tid); err != nil {
 		if errors.Is(err, unix.ESRCH) {
 			return stopResult{exited: true}
@@ -188,6 +189,9 @@ func traceOnce(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrame
 	n := live.ReadPartial(dump, res.regs.SP)
 	mem := unwind.Fallback(unwind.DumpMemory(res.regs.SP, dump[:n]), live)
 	res.trace = u.UnwindTrace(res.regs, mem, maxFrames)
+	if during != nil {
+		during(res.trace)
+	}
 	detach()
 	return res
 }

@@ -83,11 +83,13 @@ type taker struct {
 	denied   map[string]bool // /proc files of threads we may not read
 	vanished int             // threads that exited while being read
 
-	book    *StopBook
-	key     bookKey
-	stops   []stopped        // threads stopped, as they were before
-	carried map[int]stopMark // marks of threads read without a stop
-	since   map[int]stopMark // each thread's off-CPU start and counts, before any stop
+	book     *StopBook
+	key      bookKey
+	stops    []stopped        // threads stopped, as they were before
+	carried  map[int]stopMark // marks of threads read without a stop
+	since    map[int]stopMark // each thread's off-CPU start and counts, before any stop
+	js       *jsReader        // nil: the target runs no V8
+	jsFrames map[int][]jsFrame
 }
 
 func (tk *taker) note(format string, args ...any) {
@@ -175,6 +177,7 @@ func (tk *taker) prepare() {
 	}
 	if tk.tg != nil {
 		tk.unw, tk.sym, tk.mem = tk.tg.Unwinder(), tk.tg.Symbols(), tk.tg.Memory()
+		tk.js, tk.jsFrames = tk.newJSReader(), map[int][]jsFrame{}
 		for _, p := range tk.unw.Problems() {
 			tk.note("unwinding: %s", p)
 		}
@@ -331,7 +334,11 @@ func (tk *taker) userStack(t *Thread, st procfs.Status, sc procfs.Syscall) {
 		tk.note("thread %d (main thread) was read without a stop: stallwatch is the target's parent, and would see the stop as its child stopping", t.TID)
 	}
 	if stop {
-		res := stopThread(tk.pid, t.TID, tk.unw, tk.tg.Memory(), maxFrames)
+		var during func(unwind.Trace)
+		if tk.js != nil {
+			during = func(tr unwind.Trace) { tk.readJS(t.TID, tr) }
+		}
+		res := stopThread(tk.pid, t.TID, tk.unw, tk.tg.Memory(), maxFrames, during)
 		switch {
 		case res.exited:
 			t.Err = errors.Join(t.Err, ErrExited)
@@ -367,6 +374,8 @@ func (tk *taker) userStack(t *Thread, st procfs.Status, sc procfs.Syscall) {
 		return
 	}
 	t.UserAddrs, t.UserExact, t.UserCut = tr.PCs, tr.Exact, tr.Cut
+	// Blocked in the kernel, the thread's JavaScript frames stand still.
+	tk.readJS(t.TID, tr)
 	t.Unwinder = tr.Methods()
 	if t.Unwinder != "pc only" {
 		t.Unwinder += " (no stop)"
@@ -461,6 +470,9 @@ func (tk *taker) name() {
 				continue
 			}
 			l := tk.sym.Locate(symbolize.Addr{PC: pc, Time: tk.snap.Mono, Return: !exact})
+			if fr, ok := jsAt(tk.jsFrames[t.TID], j); ok {
+				l = jsLocation(l, fr)
+			}
 			t.User = append(t.User, l)
 			if symbolize.Outermost(l) {
 				// Nothing called a thread's first function: what a

@@ -11,6 +11,10 @@
 // of targets (package internal/objfile); a Process adds only what is
 // particular to one target: where each file is mapped, and its memory.
 //
+// The language runtimes a target runs are found here once, before any
+// stop, for the readers of their state in its memory: V8 (Process.V8: the
+// layout its binary publishes, and which addresses are its code).
+//
 // JIT code is unwound with the call frame information its runtime wrote
 // in the jitdump for each piece of code (CODE_UNWINDING_INFO: CPython 3.13
 // -X perf_jit, V8, LLVM's JITLink), at the time of each sample, since code

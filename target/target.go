@@ -35,6 +35,7 @@ type Process struct {
 	sym   *symbolize.Process
 	unw   *unwind.Process
 	jitUn *jitUnwind
+	js    v8Runtime
 	notes []string
 }
 

@@ -91,6 +91,11 @@ type Reader struct {
 // checks against memory read afresh.
 func (r *Reader) Forget() { r.h.forget() }
 
+// Reads is how many reads of the target's memory the Reader made since
+// it was made or last forgot: what a caller bounding the time a thread
+// stays stopped counts.
+func (r *Reader) Reads() int { return r.h.since }
+
 // NewReader reads the memory of a process whose V8 has layout l.
 func NewReader(l *Layout, mem Memory) *Reader {
 	return &Reader{l: l, h: heap{l: l, mem: mem},

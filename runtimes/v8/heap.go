@@ -72,6 +72,7 @@ type heap struct {
 	pages [cachePages]cachedPage
 	epoch uint64 // pages of an older epoch are stale
 	next  int    // the page to replace next
+	since int    // reads of the target's memory since forget
 }
 
 const (
@@ -91,7 +92,7 @@ type cachedPage struct {
 func (h *heap) reset() { h.reads, h.bytes, h.ops = 0, 0, 0 }
 
 // forget drops the cached pages: the target may have run since.
-func (h *heap) forget() { h.epoch++ }
+func (h *heap) forget() { h.epoch++; h.since = 0 }
 
 // read fills p from addr, charged to the budget.
 func (h *heap) read(what string, p []byte, addr uint64) error {
@@ -151,6 +152,7 @@ func (h *heap) page(base uint64) (*cachedPage, error) {
 // readTarget reads the target's memory, charged to the budget.
 func (h *heap) readTarget(p []byte, addr uint64) error {
 	h.reads++
+	h.since++
 	h.bytes += len(p)
 	if h.reads > maxReads || h.bytes > maxReadBytes {
 		return ErrBudget

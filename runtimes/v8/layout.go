@@ -1,6 +1,7 @@
 package v8
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -20,6 +21,10 @@ const (
 	versionBuild = "_ZN2v88internal7Version6build_E"
 	versionPatch = "_ZN2v88internal7Version6patch_E"
 )
+
+// ErrNotV8 says a process runs no V8 this reader can find: no binary of
+// it (the executable, libnode) holds V8's postmortem symbols.
+var ErrNotV8 = errors.New("no V8 with postmortem symbols in the process (node, libnode)")
 
 // Symbols is what the reader needs of the binary that holds V8 (node,
 // libnode.so): the values of its integer data symbols with a prefix, and

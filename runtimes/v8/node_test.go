@@ -5,8 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +49,7 @@ func TestNodeBlocked(t *testing.T) {
 			tg := testutil.StartCmd(t, exec.Command(node, args...))
 			tg.WaitLine(t, "blocking", 60*time.Second)
 			waitFutex(t, tg.Pid)
-			want := readErrorStack(t, stackFile)
+			want := testutil.ReadErrorStack(t, stackFile)
 
 			frames, kinds := readJSFrames(t, tg.Pid)
 			compareStacks(t, frames, want)
@@ -142,40 +140,6 @@ func codeAt(p *target.Process, pc uint64, ret bool) v8.Code {
 	return v8.CodeUnknown
 }
 
-var (
-	stackLine   = regexp.MustCompile(`^\s+at (?:(.*) \()?(.*):(\d+):(\d+)\)?$`)
-	builtinLine = regexp.MustCompile(`^\s+at (.*) \(<anonymous>\)$`)
-)
-
-// readErrorStack parses an Error.stack: "    at name (file:line:col)",
-// "    at file:line:col" for an anonymous function, "    at name
-// (<anonymous>)" for a builtin.
-func readErrorStack(t *testing.T, path string) []v8.Function {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []v8.Function
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n")[1:] {
-		if m := builtinLine.FindStringSubmatch(line); m != nil {
-			out = append(out, v8.Function{Name: m[1]})
-			continue
-		}
-		m := stackLine.FindStringSubmatch(line)
-		if m == nil {
-			t.Fatalf("stack line %q", line)
-		}
-		l, _ := strconv.Atoi(m[3])
-		c, _ := strconv.Atoi(m[4])
-		out = append(out, v8.Function{Name: m[1], Script: m[2], Line: l, Column: c})
-	}
-	if len(out) < 5 {
-		t.Fatalf("stack of %d frames:\n%s", len(out), b)
-	}
-	return out
-}
-
 // compareStacks checks frames read from outside against V8's own stack
 // trace: the same scripts, lines and columns in the same order (the top
 // frame's column aside: the stack was taken on the line, the thread
@@ -183,8 +147,12 @@ func readErrorStack(t *testing.T, path string) []v8.Function {
 // receiver's type a method call's trace puts before its name
 // ("Module._load" for _load) and the alias after it ("[as runMain]"). A
 // builtin has neither script nor line.
-func compareStacks(t *testing.T, got, want []v8.Function) {
+func compareStacks(t *testing.T, got []v8.Function, trace []testutil.JSFrame) {
 	t.Helper()
+	want := make([]v8.Function, len(trace))
+	for i, f := range trace {
+		want[i] = v8.Function{Name: f.Name, Script: f.Script, Line: f.Line, Column: f.Column}
+	}
 	if len(got) != len(want) {
 		t.Fatalf("%d JavaScript frames read, V8's stack has %d:\nread:\n%s\nV8's:\n%s", len(got), len(want), fmtStack(got), fmtStack(want))
 	}
@@ -193,27 +161,11 @@ func compareStacks(t *testing.T, got, want []v8.Function) {
 		if i == 0 {
 			w.Column, g.Column = 0, 0
 		}
-		if g.Script != w.Script || g.Line != w.Line || g.Column != w.Column || !sameName(g.Name, w.Name) {
+		if g.Script != w.Script || g.Line != w.Line || g.Column != w.Column || !testutil.SameJSName(g.Name, w.Name) {
 			t.Errorf("frame %d: read %s, V8 says %s\nread:\n%s\nV8's:\n%s", i, fmtFunction(g), fmtFunction(w), fmtStack(got), fmtStack(want))
 			return
 		}
 	}
-}
-
-// sameName compares a function's debug name with how a stack trace
-// names its frame.
-func sameName(name, trace string) bool {
-	trace, _, _ = strings.Cut(trace, " [as ")
-	trace = strings.TrimPrefix(trace, "new ")
-	switch {
-	case name == trace:
-		return true
-	case name == "":
-		// An anonymous function: V8 names the frame by its receiver,
-		// or not at all.
-		return trace == "" || strings.HasSuffix(trace, ".<anonymous>")
-	}
-	return strings.HasSuffix(trace, "."+name)
 }
 
 func fmtFunction(f v8.Function) string {
