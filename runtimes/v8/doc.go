@@ -50,6 +50,13 @@
 //     collected lazily, when a stack trace or a profiler needs them) has
 //     no line: Frame.LineErr says so.
 //   - The receiver's type in method calls (above); async stack traces.
+//   - Sampled stacks: they are resolved after the capture, and a frame's
+//     JSFunction is often a young object that the next scavenge moves, so
+//     what its address holds by then may be another function. Reading
+//     sound names needs the read at the sample's moment (an eBPF reader
+//     does it in the kernel); stallwatch reads frames for the snapshot,
+//     while each thread stands still, and samples keep the JIT's own names
+//     (--perf-prof, --perf-basic-prof).
 //
 // # Untrusted memory
 //

@@ -241,7 +241,7 @@ func (f *fakeHeap) byteArray(b []byte) uint64 {
 // locals (names and infos, or a hash table past 75), then a saved class
 // variable slot, the function variable (name, or Smi 0, and its index),
 // the inferred name (a string or undefined), the position info.
-func (f *fakeHeap) scopeInfo(locals int, name, inferred uint64) uint64 {
+func (f *fakeHeap) scopeInfo(locals int, name, inferred uint64, more ...uint64) uint64 {
 	var slots []uint64
 	slots = append(slots, smi(0), smi(1), smi(int64(locals)))
 	if locals < inlinedLocalNames {
@@ -255,6 +255,7 @@ func (f *fakeHeap) scopeInfo(locals int, name, inferred uint64) uint64 {
 		slots = append(slots, smi(7))
 	}
 	slots = append(slots, smi(0), name, smi(3), inferred, smi(10), smi(99))
+	slots = append(slots, more...)
 	v, a := f.object(261, 8+8*len(slots))
 	for i, s := range slots {
 		f.put64(a+8+uint64(8*i), s)

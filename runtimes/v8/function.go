@@ -85,8 +85,9 @@ func (r *Reader) functionName(v uint64) (string, error) {
 // (its name, or Smi 0 when the function has no shared name, then its
 // slot index) and the inferred name. So the first string after the
 // locals is the function's own name, and when it is empty the next is
-// the inferred one: DebugName. Its position slots and outer scope
-// follow: no string.
+// the inferred one: DebugName. Its position slots and the outer scope's
+// ScopeInfo follow, where the scan ends: a ScopeInfo's parts are not all
+// present, and past its last the words are another object's.
 func (r *Reader) scopeInfoName(obj uint64) (string, error) {
 	slot := func(i int64) (uint64, error) {
 		return r.h.word("ScopeInfo", obj+uint64(r.l.offScopeInfoSlots+8*i))
@@ -106,14 +107,16 @@ func (r *Reader) scopeInfoName(obj uint64) (string, error) {
 	for i, strings := first, 0; i < first+maxScanSlots && strings < 2; i++ {
 		v, err := slot(i)
 		if err != nil {
-			return "", err
+			break // past the last page of the object
 		}
 		if _, ok := r.l.object(v); !ok {
 			continue
 		}
 		_, t, err := r.h.typeOf("ScopeInfo slot", v)
-		if err != nil {
-			return "", err
+		if err != nil || t == r.l.typeScopeInfo {
+			// The outer scope's ScopeInfo follows the name and the
+			// positions: past it lie other parts, or the next object.
+			break
 		}
 		if t >= r.l.firstNonString {
 			continue

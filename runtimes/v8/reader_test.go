@@ -120,6 +120,10 @@ func TestFunctionNames(t *testing.T) {
 		{"empty name, inferred name", f.scopeInfo(0, f.str(""), f.cons(f.str("Module."), f.str("_compile"), 15)), "Module._compile"},
 		{"locals in a hash table", f.scopeInfo(80, f.str("big"), undefined), "big"},
 		{"anonymous", f.scopeInfo(1, smi(0), undefined), ""},
+		// The outer scope's ScopeInfo ends the parts read; past the last
+		// part lies another object (a word that looks tagged and points
+		// nowhere), never read as a name.
+		{"anonymous, an outer scope, then another object", f.scopeInfo(0, f.str(""), undefined, f.scopeInfo(0, f.str("outer"), undefined), 0x39, f.str("local")), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := NewReader(l, f)

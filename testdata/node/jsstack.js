@@ -5,7 +5,7 @@
 // the truth to compare with. The stack is taken on the line that then
 // blocks or spins, so its top frame's line is where the thread is.
 //
-//   node [V8 flags] jsstack.js STACKFILE [block|spin] [warm|shapes]
+//   node [V8 flags] jsstack.js STACKFILE [block|spin] [warm|shapes|worker]
 //
 // block: Atomics.wait on memory nobody changes (a futex sleep, for about
 // eleven days); spin: a busy loop that never ends. warm: first run the
@@ -15,13 +15,16 @@
 // differently: a class's constructor, method and static method, an
 // object literal's method, a function assigned to a property (V8 infers
 // its name), an arrow called by a builtin (Array.prototype.forEach).
+// worker: the main thread starts a worker thread that runs the chain and
+// blocks or spins, and idles in its event loop meanwhile.
 // It prints "blocking" or "spinning" just before the last call.
 'use strict';
 
 const fs = require('fs');
+const { Worker, isMainThread, workerData } = require('worker_threads');
 
 Error.stackTraceLimit = Infinity;
-const [out, mode = 'block', how] = process.argv.slice(2);
+const [out, mode = 'block', how] = isMainThread ? process.argv.slice(2) : workerData;
 const fd = fs.openSync(out, 'w');
 const cell = new Int32Array(new SharedArrayBuffer(4));
 let sink = 0;
@@ -78,7 +81,12 @@ routes.handle = function () {
   return outer(true);
 };
 
-if (how === 'warm') for (let i = 0; i < 20000; i++) outer(false);
-fs.writeSync(1, (mode === 'spin' ? 'spinning' : 'blocking') + '\n');
-if (how === 'shapes') new Server();
-else outer(true);
+if (how === 'worker' && isMainThread) {
+  new Worker(__filename, { workerData: [out, mode, 'in worker'], stdout: false });
+  setInterval(() => {}, 1000);
+} else {
+  if (how === 'warm') for (let i = 0; i < 20000; i++) outer(false);
+  fs.writeSync(1, (mode === 'spin' ? 'spinning' : 'blocking') + '\n');
+  if (how === 'shapes') new Server();
+  else outer(true);
+}
