@@ -63,7 +63,7 @@ type PendingUploads interface {
 	Pending(dir string) bool
 }
 
-// Defaults, as the README and every command's --help state them.
+// Defaults, as docs/commands.md and every command's --help state them.
 const (
 	DefaultFreq         = 997
 	DefaultBaselineFreq = 49
@@ -97,7 +97,7 @@ const (
 var UnwindModes = []string{string(UnwindAuto), string(UnwindCFI), string(UnwindFP)}
 
 // DefaultStackCopy is the stack copied per sample for CFI unwinding: see
-// the README's benchmarks for the measurement that chose it.
+// docs/testing.md's benchmarks for the measurement that chose it.
 const DefaultStackCopy = 16 << 10
 
 // MaxStackCopy is the largest stack copy the kernel can put in a sample.

@@ -168,17 +168,17 @@ func FuzzScanDatagram(f *testing.F) {
 	})
 }
 
-// TestREADMEJuliaHeartbeat: the datagram the README's dependency-free
-// Julia heartbeat sends is a beat of the metric the README's rule names
-// (Julia cannot run here: the snippet is checked as text).
+// TestREADMEJuliaHeartbeat: the datagram the dependency-free Julia
+// heartbeat of docs/deploy.md sends is a beat of the metric the page's
+// rule names (Julia cannot run here: the snippet is checked as text).
 func TestREADMEJuliaHeartbeat(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), "README.md"))
+	readme, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), "docs", "deploy.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile(`Sockets\.send\(sock, ip"127\.0\.0\.1", 8125, "([^"]+)"\)`).FindSubmatch(readme)
 	if m == nil {
-		t.Fatal("the README has no Julia Sockets.send heartbeat")
+		t.Fatal("docs/deploy.md has no Julia Sockets.send heartbeat")
 	}
 	mm, err := NewMetricMatcher("myapp.exporter.*", nil)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -213,10 +214,17 @@ func TestManPage(t *testing.T) {
 	}
 }
 
-// TestREADMECommands: the README shows the real output of --help, and
-// names every flag of every command.
+// TestREADMECommands: the command reference (docs/commands.md) shows the
+// real output of --help, the README and the pages under docs/ together
+// name every flag of every command, and every page the README links to
+// exists.
 func TestREADMECommands(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), "README.md"))
+	root := testutil.RepoRoot(t)
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commands, err := os.ReadFile(filepath.Join(root, "docs", "commands.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,16 +232,33 @@ func TestREADMECommands(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		run(args, &stdout, &stderr)
 		block := "$ stallwatch " + strings.Join(args, " ") + "\n" + stdout.String() + "```"
-		if !bytes.Contains(readme, []byte(block)) {
-			t.Errorf("the README does not show what 'stallwatch %s' prints now:\n%s", strings.Join(args, " "), stdout.String())
+		if !bytes.Contains(commands, []byte(block)) {
+			t.Errorf("docs/commands.md does not show what 'stallwatch %s' prints now:\n%s", strings.Join(args, " "), stdout.String())
 		}
+	}
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := slices.Clone(readme)
+	for _, p := range pages {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
 	}
 	app := newApp(&globals{})
 	for _, path := range leaves() {
 		for _, f := range app.FlagSet(path[len(path)-1]).Flags() {
-			if !regexp.MustCompile(`--` + regexp.QuoteMeta(f.Name) + `\b`).Match(readme) {
-				t.Errorf("the README does not mention --%s (%s)", f.Name, strings.Join(names(path), " "))
+			if !regexp.MustCompile(`--` + regexp.QuoteMeta(f.Name) + `\b`).Match(all) {
+				t.Errorf("neither the README nor docs/ mentions --%s (%s)", f.Name, strings.Join(names(path), " "))
 			}
+		}
+	}
+	for _, m := range regexp.MustCompile(`\]\((docs/[^)#]+)`).FindAllSubmatch(readme, -1) {
+		if _, err := os.Stat(filepath.Join(root, string(m[1]))); err != nil {
+			t.Errorf("the README links to %s: %v", m[1], err)
 		}
 	}
 }
@@ -276,6 +301,43 @@ func TestOneJSONSpelling(t *testing.T) {
 	for _, want := range []string{"snapshot", "jit inspect", "ctl status"} {
 		if !slices.Contains(withJSON, want) {
 			t.Errorf("%s has no --format json (commands with it: %v)", want, withJSON)
+		}
+	}
+}
+
+// TestPackageMap: docs/how-it-works.md's package map names every package
+// of the module, and no package that is gone.
+func TestPackageMap(t *testing.T) {
+	root := testutil.RepoRoot(t)
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "how-it-works.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || rel == "deploy") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			have[filepath.ToSlash(filepath.Dir(rel))] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pkg := range have {
+		if !bytes.Contains(doc, []byte("| `"+pkg+"` |")) {
+			t.Errorf("docs/how-it-works.md's package map lacks %s", pkg)
+		}
+	}
+	for _, m := range regexp.MustCompile("(?m)^\\| [^|]*\\| `([^`]+)` \\|").FindAllSubmatch(doc, -1) {
+		if !have[string(m[1])] {
+			t.Errorf("docs/how-it-works.md's package map names %s, which is no package", m[1])
 		}
 	}
 }

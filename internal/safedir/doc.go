@@ -30,7 +30,7 @@
 // others may add entries to it but cannot rename or remove ours. The error
 // is an *UnsafeError (errors.Is ErrUnsafe) that says how to fix it. Only
 // the directory itself is checked: the directories above it are the
-// operator's (the README's Security section says what not to do). Wrap
+// operator's (docs/security.md says what not to do). Wrap
 // takes a directory descriptor opened elsewhere without the check, for a
 // directory that is shared by design (a target's /tmp for its perf map).
 //
