@@ -11,14 +11,35 @@
 // received by this host — not the outgoing copy of a loopback datagram,
 // so each is seen once.
 //
-// A datagram's sender is found from its source address and port: the
-// watched processes' sockets (/proc/PID/fd, socket:[inode]) are looked up
-// in their network namespace's UDP tables (/proc/PID/net/udp and udp6),
-// which give each socket's local address. The table is cached and read
-// again, at most once a second, when a datagram comes from an address it
-// does not know, and when a process is added. A datagram from an unknown
-// address that carries DogStatsD's container field (|c:ID, or |c:in-INODE
-// for a cgroup) is given to the one watched process of that container.
+// A datagram beats only for the socket that can have sent it — never for
+// a port alone. Its sender's network namespace is the tap's own when it
+// arrived on loopback (nothing sent from this namespace to this host
+// arrives any other way), else the namespace of a watched process whose
+// own address is the datagram's source (a container's); in it, the
+// sockets of the datagram's family bound to its source address, or to
+// the wildcard, and its port (/proc/PID/net/udp and udp6) are the ones
+// that can have sent it. An AF_INET6 wildcard socket counts for IPv4 only
+// when it is not IPV6_V6ONLY (asked of a watched process's own socket
+// through a duplicate of its descriptor, pidfd_getfd). When every such
+// socket is held by watched processes (/proc/PID/fd, socket:[inode]),
+// each of them beats; when one is held by a process not watched, the
+// datagram is no one's — the other process may have sent it. A socket
+// shared by several watched processes (a prefork server's) is logged
+// once: the tap cannot tell their datagrams apart. The tables are read
+// again when the watched processes change and at most once a second
+// while datagrams come, so a socket closed and its port taken by another
+// process stays its old holder's for at most a second.
+//
+// DogStatsD's container field (|c:ID, or |c:in-INODE for a cgroup) is
+// believed only from a datagram that came from the named container's own
+// network namespace (not the tap's: any process of the host can write a
+// container's id, which /proc/PID/cgroup shows to everyone), for the one
+// watched process of that container there.
+//
+// What the tap cannot see: who sent from a socket that was closed before
+// its datagram was read (a client that opens a socket per datagram); a
+// host on the network that forges a container's source address (that
+// needs raw sockets on the path, and is the network's to stop).
 //
 // The packets arrive in a TPACKET_V3 ring shared with the kernel
 // (PACKET_RX_RING): the kernel hands over a block of datagrams when it is

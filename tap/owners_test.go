@@ -4,8 +4,25 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"testing"
 )
+
+// loopbackIndex is the index of this namespace's loopback interface.
+func loopbackIndex(t *testing.T) int {
+	t.Helper()
+	ifs, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range ifs {
+		if i.Flags&net.FlagLoopback != 0 {
+			return i.Index
+		}
+	}
+	t.Fatal("no loopback interface")
+	return 0
+}
 
 const udpTableSample = `   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops
   123: 0100007F:1FBD 0100007F:9C41 01 00000000:00000000 00:00000000 00000000     0        0 4242 2 0000000000000000 0
@@ -20,12 +37,12 @@ const udp6TableSample = `  sl  local_address                         remote_addr
 
 func TestParseUDPTable(t *testing.T) {
 	got := ParseUDPTable([]byte(udpTableSample), false)
-	want := []UDPSocket{{netip.MustParseAddrPort("127.0.0.1:8125"), 4242}, {netip.MustParseAddrPort("0.0.0.0:5353"), 4343}}
+	want := []UDPSocket{{netip.MustParseAddrPort("127.0.0.1:8125"), 4242, false}, {netip.MustParseAddrPort("0.0.0.0:5353"), 4343, false}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("udp: %v, want %v", got, want)
 	}
 	got = ParseUDPTable([]byte(udp6TableSample), true)
-	want = []UDPSocket{{netip.MustParseAddrPort("[::1]:8125"), 5151}, {netip.MustParseAddrPort("127.0.0.1:40960"), 5252}}
+	want = []UDPSocket{{netip.MustParseAddrPort("[::1]:8125"), 5151, true}, {netip.MustParseAddrPort("127.0.0.1:40960"), 5252, true}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("udp6: %v, want %v", got, want)
 	}
@@ -47,12 +64,19 @@ func TestOwnersOwnSocket(t *testing.T) {
 		local := c.LocalAddr().(*net.UDPAddr).AddrPort()
 		o := newOwners()
 		pids := func() []int { return []int{os.Getpid()} }
-		if pid := o.lookup(local, pids); pid != os.Getpid() {
-			t.Errorf("%s: %v sent by pid %d, want ours %d", network, local, pid, os.Getpid())
+		lo := loopbackIndex(t)
+		from := func(src netip.AddrPort) origin { return origin{ifindex: lo, v6: network == "udp6", src: src} }
+		if got := o.lookup(from(local), pids); !slices.Equal(got, []int{os.Getpid()}) {
+			t.Errorf("%s: %v sent by pids %v, want ours %d", network, local, got, os.Getpid())
 		}
 		other := netip.AddrPortFrom(local.Addr(), local.Port()+1)
-		if pid := o.lookup(other, pids); pid != 0 {
-			t.Errorf("%s: %v, a port we do not hold, attributed to %d", network, other, pid)
+		if got := o.lookup(from(other), pids); got != nil {
+			t.Errorf("%s: %v, a port we do not hold, attributed to %v", network, other, got)
+		}
+		notLo := from(local)
+		notLo.ifindex = lo + 1000
+		if got := o.lookup(notLo, pids); got != nil {
+			t.Errorf("%s: %v arriving off loopback attributed to %v", network, local, got)
 		}
 	}
 }
@@ -77,5 +101,39 @@ func TestFdinfoInodes(t *testing.T) {
 	}
 	if n, ok := fdinfoInode([]byte("pos:\t0\nflags:\t02\nmnt_id:\t9\nino:\t4242\n")); !ok || n != 4242 {
 		t.Errorf("fdinfoInode = %d, %v", n, ok)
+	}
+}
+
+func TestLocalAddrParsers(t *testing.T) {
+	const trie = `Main:
+  +-- 0.0.0.0/0 3 0 5
+     +-- 127.0.0.0/8 2 0 2
+           |-- 127.0.0.1
+              /32 host LOCAL
+        |-- 127.255.255.255
+           /32 link BROADCAST
+     +-- 198.18.0.0/30 2 0 2
+           |-- 198.18.0.0
+              /30 link UNICAST
+           |-- 198.18.0.2
+              /32 host LOCAL
+`
+	got := parseFibTrieLocal([]byte(trie))
+	for _, a := range []string{"127.0.0.1", "198.18.0.2"} {
+		if _, ok := got[netip.MustParseAddr(a)]; !ok {
+			t.Errorf("fib_trie: %s missing from %v", a, got)
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("fib_trie: %v, want 2 local addresses (not the broadcast or the network)", got)
+	}
+	v6 := parseIfInet6([]byte("00000000000000000000000000000001 01 80 10 80       lo\nfd000000000000000000000000000002 04 40 00 82     eth0\nshort\n"))
+	for _, a := range []string{"::1", "fd00::2"} {
+		if _, ok := v6[netip.MustParseAddr(a)]; !ok {
+			t.Errorf("if_inet6: %s missing from %v", a, v6)
+		}
+	}
+	if len(v6) != 2 {
+		t.Errorf("if_inet6: %v", v6)
 	}
 }

@@ -40,6 +40,7 @@ const (
 	pktNet          = 26
 	sockaddrLLAt    = 48 // TPACKET_ALIGN(sizeof(struct tpacket3_hdr))
 	llProtocol      = 2  // in struct sockaddr_ll, network order
+	llIfindex       = 4  // in struct sockaddr_ll
 	llPkttype       = 10 // in struct sockaddr_ll
 	sockaddrLLBytes = 12
 )
@@ -84,9 +85,9 @@ func (r *ring) status(block int) *uint32 {
 }
 
 // drain reads every block the kernel has handed over, in order, calls fn
-// with each packet's network-layer bytes, protocol and packet type, and
-// gives the blocks back. It reports whether it read any.
-func (r *ring) drain(fn func(pkt []byte, proto uint16, pkttype uint8)) bool {
+// with each packet's network-layer bytes, protocol, packet type and the
+// interface it arrived on, and gives the blocks back. It reports whether it read any.
+func (r *ring) drain(fn func(pkt []byte, proto uint16, pkttype uint8, ifindex int)) bool {
 	read := false
 	for {
 		st := r.status(r.next)
@@ -102,7 +103,7 @@ func (r *ring) drain(fn func(pkt []byte, proto uint16, pkttype uint8)) bool {
 
 // readBlock walks one block's packets. The kernel wrote it, but every
 // offset is still checked against the block.
-func (r *ring) readBlock(b []byte, fn func(pkt []byte, proto uint16, pkttype uint8)) {
+func (r *ring) readBlock(b []byte, fn func(pkt []byte, proto uint16, pkttype uint8, ifindex int)) {
 	le := binary.NativeEndian
 	n := le.Uint32(b[blockNumPkts:])
 	off := int(le.Uint32(b[blockFirstPkt:]))
@@ -117,7 +118,7 @@ func (r *ring) readBlock(b []byte, fn func(pkt []byte, proto uint16, pkttype uin
 		ll := h[sockaddrLLAt:]
 		proto := binary.BigEndian.Uint16(ll[llProtocol:])
 		if net >= sockaddrLLAt+sockaddrLLBytes && net+snap <= len(h) {
-			fn(h[net:net+snap], proto, ll[llPkttype])
+			fn(h[net:net+snap], proto, ll[llPkttype], int(int32(le.Uint32(ll[llIfindex:]))))
 		}
 		if next == 0 {
 			return

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -116,7 +117,12 @@ func Open(addr string, log *slog.Logger) (*Tap, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("tap %s: bind: %w", addr, err)
 	}
-	return &Tap{port: port, addr: addr, log: log, f: os.NewFile(uintptr(fd), "packet-tap"), ring: rg, own: newOwners(), subs: map[int]*sub{}}, nil
+	own := newOwners()
+	own.onShared = func(inode uint64, pids []int) {
+		log.Warn("watched processes share a socket: the tap cannot tell their datagrams apart, and each beats them all",
+			"tap", addr, "socket", inode, "pids", pids)
+	}
+	return &Tap{port: port, addr: addr, log: log, f: os.NewFile(uintptr(fd), "packet-tap"), ring: rg, own: own, subs: map[int]*sub{}}, nil
 }
 
 // SocketError is a packet socket the kernel refused: CAP_NET_RAW is
@@ -230,11 +236,11 @@ func (t *Tap) Run(ctx context.Context) error {
 }
 
 // handleFrame takes one packet of the ring.
-func (t *Tap) handleFrame(pkt []byte, proto uint16, pkttype uint8) {
+func (t *Tap) handleFrame(pkt []byte, proto uint16, pkttype uint8, ifindex int) {
 	if pkttype == unix.PACKET_OUTGOING {
 		return
 	}
-	t.handle(pkt, proto)
+	t.handle(pkt, proto, ifindex)
 }
 
 // watchStats reads the kernel's drop count every 10 s.
@@ -252,7 +258,7 @@ func (t *Tap) watchStats(ctx context.Context) {
 }
 
 // handle attributes one packet and beats its sender's heartbeat.
-func (t *Tap) handle(pkt []byte, proto uint16) {
+func (t *Tap) handle(pkt []byte, proto uint16, ifindex int) {
 	dg, ok := ParsePacket(pkt, proto)
 	if !ok || dg.DstPort != t.port {
 		t.malformed.Add(1)
@@ -267,16 +273,26 @@ func (t *Tap) handle(pkt []byte, proto uint16) {
 	if len(t.subs) == 0 {
 		return
 	}
-	s := t.subs[t.own.lookup(dg.Src, t.pidsLocked)]
-	if s == nil {
-		s = t.byContainer(ContainerField(dg.Payload))
+	or := origin{ifindex: ifindex, v6: proto == protoIPv6, src: dg.Src}
+	pids := t.own.lookup(or, t.pidsLocked)
+	if len(pids) == 0 {
+		if s := t.byContainer(ContainerField(dg.Payload), or); s != nil {
+			pids = []int{s.pid}
+		}
 	}
-	if s == nil {
-		return
-	}
-	t.attributed.Add(1)
-	if beat, _ := s.match.Scan(dg.Payload); beat {
-		s.beat()
+	counted := false
+	for _, pid := range pids {
+		s := t.subs[pid]
+		if s == nil {
+			continue
+		}
+		if !counted {
+			t.attributed.Add(1)
+			counted = true
+		}
+		if beat, _ := s.match.Scan(dg.Payload); beat {
+			s.beat()
+		}
 	}
 }
 
@@ -286,18 +302,25 @@ func (t *Tap) pidsLocked() []int {
 	for pid := range t.subs {
 		pids = append(pids, pid)
 	}
+	slices.Sort(pids)
 	return pids
 }
 
 // byContainer finds the one watched process of the container a
-// datagram's |c: field names; nil when none, or several, are.
-func (t *Tap) byContainer(c []byte) *sub {
+// datagram's |c: field names, when the datagram came from that process's
+// own network namespace (not the tap's: anyone on the host can write a
+// container's id); nil when none, or several, are.
+func (t *Tap) byContainer(c []byte, or origin) *sub {
 	if len(c) == 0 {
+		return nil
+	}
+	ns := t.own.originNamespace(or)
+	if ns == 0 {
 		return nil
 	}
 	var found *sub
 	for _, s := range t.subs {
-		if (s.container != "" && string(c) == s.container) || (s.cgroupIno != "" && string(c) == s.cgroupIno) {
+		if ((s.container != "" && string(c) == s.container) || (s.cgroupIno != "" && string(c) == s.cgroupIno)) && t.own.inNamespace(s.pid, ns) {
 			if found != nil {
 				return nil
 			}
