@@ -194,6 +194,18 @@ type seen struct {
 	gen       int
 }
 
+// Warnings are what the configuration allows that an operator should
+// know: a rule any user's processes can match.
+func (c *Config) Warnings() []string {
+	var out []string
+	for _, r := range c.Rules {
+		if r.Select.ChosenByAnyone() {
+			out = append(out, fmt.Sprintf("rule %s (line %d) selects by command line or executable alone, which whoever runs a process chooses: any user's process named so is watched and captured (within its user's share of max-captures-per-hour); add user: or pidfile:", r.Name, r.Line))
+		}
+	}
+	return out
+}
+
 // New prepares a daemon: the capture directory (refused now if unsafe),
 // the quota's count, the saved capture history and the control socket.
 func New(cfg *Config, opts Options) (*Daemon, error) {
@@ -214,6 +226,9 @@ func New(cfg *Config, opts Options) (*Daemon, error) {
 		started: time.Now(), out: cfg.Out, poller: watchdog.NewPoller(),
 	}
 	d.keep.Store(int64(cfg.Keep))
+	for _, w := range cfg.Warnings() {
+		d.log.Warn(w)
+	}
 	var err error
 	var pending func(string) bool
 	if opts.Uploads != nil {
@@ -226,7 +241,7 @@ func New(cfg *Config, opts Options) (*Daemon, error) {
 		d.quota.close()
 		return nil, err
 	}
-	d.lim = newLimits(cfg.MaxConcurrent, cfg.MaxPerHour, d.state, d.quota)
+	d.lim = newLimits(cfg.MaxConcurrent, cfg.MaxPerHour, len(cfg.Rules), d.state, d.quota)
 	d.taps = newTaps(d.log)
 	if opts.ControlSocket != "" {
 		if d.ctl, err = listenControl(opts.ControlSocket, d); err != nil {
@@ -560,23 +575,23 @@ func (d *Daemon) apply(cfg *Config) {
 	}
 	d.cfg = cfg
 	d.gen++
-	d.lim.set(cfg.MaxConcurrent, cfg.MaxPerHour)
+	d.lim.set(cfg.MaxConcurrent, cfg.MaxPerHour, len(cfg.Rules))
 	d.keep.Store(int64(cfg.Keep))
 	d.quota.setLimit(cfg.DiskQuota)
 	kept, restarted, stopped := 0, 0, 0
-	for pid, t := range d.targets {
+	for _, t := range d.targets {
 		r := d.match(&t.facts)
 		switch {
 		case r != nil && r.Name == t.rule.Name && reflect.DeepEqual(r.Watch, t.rule.Watch):
 			kept++ // t.rule stays: its watch is the same, and its goroutines read it
 		case r != nil:
 			d.stopTarget(t, "its rule changed")
-			delete(d.targets, pid)
+			d.forget(t)
 			d.startTarget(t.facts, r)
 			restarted++
 		default:
 			d.stopTarget(t, "no rule selects it now")
-			delete(d.targets, pid)
+			d.forget(t)
 			stopped++
 		}
 	}
@@ -586,12 +601,18 @@ func (d *Daemon) apply(cfg *Config) {
 	d.notifyReady()
 }
 
+// forget drops a target from the targets watched.
+func (d *Daemon) forget(t *target) {
+	delete(d.targets, t.facts.PID)
+	d.lim.watching(t.facts.UID, -1)
+}
+
 // targetEnded forgets a target whose watchdog returned.
 func (d *Daemon) targetEnded(t *target) {
 	if d.targets[t.facts.PID] != t {
 		return // stopped by a reload, and already replaced
 	}
-	delete(d.targets, t.facts.PID)
+	d.forget(t)
 	t.release()
 	d.consider(t.facts.PID, time.Now(), true) // a new process may have its pid
 }

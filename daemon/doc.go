@@ -72,8 +72,13 @@
 // Each target has the per-process policy of `watch` (stall-after,
 // recapture-after, max-captures an hour) and the host has its own bounds:
 // max-concurrent-captures at once (a capture waits for a slot),
-// max-captures-per-hour stall captures across every target (kept across
-// restarts in the state directory), and a disk quota: after each capture
+// max-captures-per-hour stall captures written across every target (kept
+// across restarts in the state directory, each with its rule and user) —
+// of which, while several users' processes are watched, no user's take
+// more than half, nor, while several rules are in force, any rule's (a
+// rule that selects by command line selects what anyone can start: their
+// processes cannot spend the captures of another user's) — and a disk
+// quota: after each capture
 // the oldest captures are removed until the rest fit, and while they do
 // not, captures are refused. A target's capture session (symbol tables,
 // the flight recorder) opens when first needed and, without a flight

@@ -15,6 +15,8 @@ import (
 
 var discard = slog.New(slog.DiscardHandler)
 
+var root = owner{Rule: "r", UID: 0}
+
 // writeCapture makes a capture directory of n bytes under out.
 func writeCapture(t *testing.T, out, name string, n int) {
 	t.Helper()
@@ -76,18 +78,18 @@ func TestLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newLimits(1, 2, st, q)
+	l := newLimits(1, 2, 1, st, q)
 	ctx := context.Background()
-	rel, err := l.acquire(ctx, capdir.Stall, discard)
+	rel, err := l.acquire(ctx, capdir.Stall, root, discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The one slot is taken: a second capture waits for it.
 	got := make(chan error, 1)
 	go func() {
-		r, err := l.acquire(ctx, capdir.Signal, discard)
+		r, err := l.acquire(ctx, capdir.Signal, root, discard)
 		if err == nil {
-			r()
+			r(false)
 		}
 		got <- err
 	}()
@@ -96,37 +98,37 @@ func TestLimits(t *testing.T) {
 		t.Fatalf("a second capture did not wait for the slot: %v", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	rel()
+	rel(true)
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
 	// Two stall captures an hour: the third is refused; signals are not counted.
-	r, err := l.acquire(ctx, capdir.Stall, discard)
+	r, err := l.acquire(ctx, capdir.Stall, root, discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r()
-	_, err = l.acquire(ctx, capdir.Stall, discard)
+	r(true)
+	_, err = l.acquire(ctx, capdir.Stall, root, discard)
 	var le *LimitError
 	if !errors.As(err, &le) || le.What != "max-captures-per-hour" || !strings.Contains(err.Error(), "2 stall captures") {
 		t.Errorf("third stall capture: %v", err)
 	}
-	if r, err := l.acquire(ctx, capdir.Signal, discard); err != nil {
+	if r, err := l.acquire(ctx, capdir.Signal, root, discard); err != nil {
 		t.Errorf("a capture asked for is not bounded by the hour: %v", err)
 	} else {
-		r()
+		r(false)
 	}
 	// The history survives a restart.
-	l2 := newLimits(1, 2, st, q)
+	l2 := newLimits(1, 2, 1, st, q)
 	if _, n := l2.counts(); n != 2 {
 		t.Errorf("after a restart, %d stall captures in the last hour, want 2", n)
 	}
 	// Waiting is cut short by the context.
-	hold, _ := l2.acquire(ctx, capdir.Signal, discard)
-	defer hold()
+	hold, _ := l2.acquire(ctx, capdir.Signal, root, discard)
+	defer hold(false)
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
-	if _, err := l2.acquire(cctx, capdir.Signal, discard); err == nil {
+	if _, err := l2.acquire(cctx, capdir.Signal, root, discard); err == nil {
 		t.Errorf("waiting for a slot outlived its context")
 	}
 }
@@ -163,5 +165,68 @@ func TestQuotaSparesPendingUploads(t *testing.T) {
 	}
 	if used, _, n := q.usage(); used != 400 || n != 1 {
 		t.Errorf("usage %d in %d, want 400 in 1", used, n)
+	}
+}
+
+// TestLimitShares: no user's processes, and no rule of several, take more
+// than half the host's stall captures an hour; a capture that was not
+// written costs nothing.
+func TestLimitShares(t *testing.T) {
+	q, err := openQuota(t.TempDir(), 0, nil, discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.close()
+	st, _ := openState("")
+	l := newLimits(4, 6, 2, st, q)
+	l.watching(0, 1)
+	l.watching(65534, 12)
+	ctx := context.Background()
+	take := func(who owner, written bool) error {
+		r, err := l.acquire(ctx, capdir.Stall, who, discard)
+		if err == nil {
+			r(written)
+		}
+		return err
+	}
+	nobody := owner{Rule: "app", UID: 65534}
+	for i := range 10 {
+		if err := take(nobody, false); err != nil {
+			t.Fatalf("capture %d not written, yet counted: %v", i, err)
+		}
+	}
+	for i := range 3 {
+		if err := take(nobody, true); err != nil {
+			t.Fatalf("nobody's capture %d of its share 3: %v", i, err)
+		}
+	}
+	var le *LimitError
+	if err := take(nobody, true); !errors.As(err, &le) || !strings.Contains(err.Error(), "user 65534") {
+		t.Errorf("nobody's fourth: %v, want its user's share refused", err)
+	}
+	if err := take(owner{Rule: "app", UID: 0}, true); !errors.As(err, &le) || !strings.Contains(err.Error(), `rule "app"`) {
+		t.Errorf("root's under the same rule: %v, want the rule's share refused", err)
+	}
+	for i := range 3 {
+		if err := take(owner{Rule: "db", UID: 0}, true); err != nil {
+			t.Fatalf("root's capture %d under another rule: %v", i, err)
+		}
+	}
+	if err := take(owner{Rule: "other", UID: 1000}, true); !errors.As(err, &le) || !strings.Contains(err.Error(), "on this host") {
+		t.Errorf("past the host's 6: %v", err)
+	}
+	if _, n := l.counts(); n != 6 {
+		t.Errorf("%d counted, want the 6 written", n)
+	}
+	// With one rule and one user's processes, they may take the host's
+	// whole hour.
+	l1 := newLimits(4, 4, 1, st, q)
+	l1.watching(1, 2)
+	for i := range 4 {
+		r, err := l1.acquire(ctx, capdir.Stall, owner{Rule: "only", UID: 1}, discard)
+		if err != nil {
+			t.Fatalf("capture %d under the only rule: %v", i, err)
+		}
+		r(true)
 	}
 }

@@ -32,6 +32,14 @@ func (s *Selector) empty() bool {
 	return s.Cmdline == nil && s.Exe == nil && s.Cgroup == nil && s.PIDFile == "" && s.Container == "" && s.Pod == "" && s.User == ""
 }
 
+// ChosenByAnyone reports whether only what the process's own user
+// chooses selects it: a command line or an executable's path, without a
+// user, a pid file, a cgroup, a container or a pod. Any user can start a
+// process that matches (exec -a), have it watched and spend captures.
+func (s *Selector) ChosenByAnyone() bool {
+	return (s.Cmdline != nil || s.Exe != nil) && s.User == "" && s.PIDFile == "" && s.Cgroup == nil && s.Container == "" && s.Pod == ""
+}
+
 // Match reports whether process f is selected. pidfile is the pid the
 // selector's PIDFile held at this scan (0 when it could not be read).
 func (s *Selector) Match(f *procwatch.Facts, pidfile int) bool {

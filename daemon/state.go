@@ -20,7 +20,17 @@ type stateFile struct {
 const stateName = "state.json"
 
 type stateJSON struct {
+	// StallCaptures are the times alone, as a daemon before budgets by
+	// owner wrote them (and reads them).
 	StallCaptures []time.Time `json:"stall_captures"`
+	// Captures are the same captures with their rule and user.
+	Captures []spentJSON `json:"captures,omitempty"`
+}
+
+type spentJSON struct {
+	At   time.Time `json:"at"`
+	Rule string    `json:"rule"`
+	UID  int       `json:"uid"`
 }
 
 func openState(path string) (*stateFile, error) {
@@ -41,7 +51,7 @@ func (s *stateFile) close() {
 }
 
 // history returns the saved stall captures since since.
-func (s *stateFile) history(since time.Time) []time.Time {
+func (s *stateFile) history(since time.Time) []spent {
 	if s.dir == nil {
 		return nil
 	}
@@ -53,21 +63,32 @@ func (s *stateFile) history(since time.Time) []time.Time {
 	if json.Unmarshal(b, &st) != nil {
 		return nil
 	}
-	var h []time.Time
+	all := st.Captures
+	if len(all) == 0 {
+		for _, t := range st.StallCaptures {
+			all = append(all, spentJSON{At: t, UID: -1})
+		}
+	}
+	var h []spent
 	now := time.Now()
-	for _, t := range st.StallCaptures {
-		if t.After(since) && !t.After(now) {
-			h = append(h, t)
+	for _, c := range all {
+		if c.At.After(since) && !c.At.After(now) {
+			h = append(h, spent{At: c.At, owner: owner{Rule: c.Rule, UID: c.UID}})
 		}
 	}
 	return h
 }
 
-func (s *stateFile) saveHistory(h []time.Time) {
+func (s *stateFile) saveHistory(h []spent) {
 	if s.dir == nil {
 		return
 	}
+	st := stateJSON{StallCaptures: make([]time.Time, len(h)), Captures: make([]spentJSON, len(h))}
+	for i, c := range h {
+		st.StallCaptures[i] = c.At
+		st.Captures[i] = spentJSON{At: c.At, Rule: c.Rule, UID: c.UID}
+	}
 	_ = s.dir.WriteFile(stateName, 0o600, func(w io.Writer) error {
-		return json.NewEncoder(w).Encode(stateJSON{StallCaptures: h})
+		return json.NewEncoder(w).Encode(st)
 	})
 }

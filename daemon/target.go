@@ -58,6 +58,7 @@ func (d *Daemon) startTarget(f procwatch.Facts, r *Rule) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.cancel = cancel
 	d.targets[f.PID] = t
+	d.lim.watching(f.UID, 1)
 	log.Info("watching", "command", commandLine(f.Cmdline, 120), "heartbeats", t.heartbeats)
 	go func() {
 		defer close(t.done)
@@ -228,17 +229,18 @@ func (c *capturer) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.Resu
 }
 
 func (c *capturer) capture(ctx context.Context, tr capdir.Trigger) (*capdir.Result, error) {
-	release, err := c.d.lim.acquire(ctx, tr.Kind, c.t.log)
+	release, err := c.d.lim.acquire(ctx, tr.Kind, owner{Rule: c.t.rule.Name, UID: c.t.facts.UID}, c.t.log)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
+	var res *capdir.Result
+	defer func() { release(res != nil) }()
 	s, err := c.session()
 	if err != nil {
 		return nil, err
 	}
 	defer c.done()
-	res, err := s.Capture(ctx, tr)
+	res, err = s.Capture(ctx, tr)
 	if res != nil {
 		c.d.quota.written(res.Dir)
 	}

@@ -111,7 +111,7 @@ type detector struct {
 	lastCapture  instant
 	limitLogged  bool
 
-	history  []time.Duration // monotonic starts of stall captures, last hour
+	history  []time.Duration // monotonic starts of stall captures, last hour (a failed one is taken out)
 	deadline instant         // when the detector asked to be ticked
 	hasDL    bool
 	offset   time.Duration // CLOCK_BOOTTIME − CLOCK_MONOTONIC at the last event
@@ -370,6 +370,10 @@ func (d *detector) CaptureDone(now instant, res *capdir.Result, err error) actio
 	d.inflight = nil
 	if err != nil {
 		d.log.Error("capture failed", "state", d.shown, "trigger", kindOf(tr), "err", err)
+	}
+	if res == nil && tr != nil && tr.Kind == capdir.Stall && len(d.history) > 0 {
+		// Nothing was written: max-captures counts captures, not tries.
+		d.history = d.history[:len(d.history)-1]
 	}
 	if res != nil {
 		attrs := []any{"state", d.shown, "dir", res.Dir, "trigger", kindOf(tr),

@@ -2,6 +2,7 @@ package watchdog
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
@@ -268,6 +269,37 @@ func TestDetectorRecaptureAndRateLimit(t *testing.T) {
 	}
 	if act := d.Tick(at); act.capture == nil || act.capture.Seq != 3 {
 		t.Fatalf("no recapture when the hour window frees a slot: %+v", act.capture)
+	}
+}
+
+// TestDetectorFailedCapturesAreFree: a capture that wrote nothing (the
+// host refused it, the target could not be read) does not spend the
+// target's --max-captures.
+func TestDetectorFailedCapturesAreFree(t *testing.T) {
+	p := defaultPolicy
+	p.MaxCaptures = 2
+	p.RecaptureAfter = time.Minute
+	d, _ := newTestDetector(t, p)
+	d.Beat(0, t0(0))
+	now := 10 * s
+	written := 0
+	for i := range 6 {
+		d.Deadline(t0(0))
+		act := d.Tick(t0(now))
+		if act.capture == nil {
+			t.Fatalf("try %d: no capture after %d written", i, written)
+		}
+		if i < 4 {
+			d.CaptureDone(t0(now+s), nil, errors.New("max-captures-per-hour: refused"))
+		} else {
+			d.CaptureDone(t0(now+s), &capdir.Result{Trigger: *act.capture}, nil)
+			written++
+		}
+		now += time.Minute
+	}
+	d.Deadline(t0(0))
+	if act := d.Tick(t0(now)); act.capture != nil {
+		t.Errorf("a third capture written within the hour with --max-captures 2")
 	}
 }
 

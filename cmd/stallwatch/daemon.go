@@ -388,6 +388,9 @@ func describeConfig(inv *cli.Invocation, cfg *daemon.Config) error {
 			fmt.Fprintf(w, "    selects no process now\n")
 		}
 	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(inv.Stdout, "warning: %s\n", w)
+	}
 	return nil
 }
 
