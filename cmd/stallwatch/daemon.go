@@ -249,6 +249,8 @@ func runDaemon(ctx context.Context, inv *cli.Invocation, f *daemonFlags, g *glob
 		return err
 	}
 	f.settle(inv.Flags.Changed, os.Getenv)
+	stopSIGPIPE := ignoreSIGPIPE()
+	defer stopSIGPIPE()
 	log := g.logger(inv.Stderr, "", false)
 	load := func() (*daemon.Config, *hostFlags, error) { return loadDaemonConfig(f.config, inv.Flags, f) }
 	cfg, host, err := load()

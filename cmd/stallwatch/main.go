@@ -60,6 +60,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
+// ignoreSIGPIPE keeps a log on a closed pipe (watch … 2>&1 | head)
+// from killing a command that must outlive it: the Go runtime ends the
+// program on SIGPIPE from a write to descriptor 1 or 2 unless the signal
+// is asked for, and asked for, the write fails with EPIPE instead. (Not
+// signal.Ignore: an ignored SIGPIPE would be inherited by the child and
+// the hooks, which must die of it as any program does.) Under systemd,
+// SIGPIPE is a clean exit that Restart=on-failure would not restart.
+func ignoreSIGPIPE() (stop func()) {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGPIPE)
+	return func() { signal.Stop(c) }
+}
+
 // exitCode maps an error to the exit code, by its type.
 func exitCode(err error) int {
 	var st exitStatus

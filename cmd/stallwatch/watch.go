@@ -225,6 +225,8 @@ func watch(ctx context.Context, inv *cli.Invocation, f *watchFlags, g *globals) 
 	}
 	f.ddEnv(os.Getenv)
 	f.output.settle(inv.Flags.Changed, os.Getenv)
+	stopSIGPIPE := ignoreSIGPIPE()
+	defer stopSIGPIPE()
 	log := g.logger(inv.Stderr, "", false)
 	if err := startChecks(log, f.needs()); err != nil {
 		return err
@@ -387,7 +389,10 @@ func watchTarget(ctx context.Context, f *watchFlags, pid int, sources []watchdog
 
 // relaySignals turns SIGUSR1 into a capture and, for a child, passes
 // SIGHUP, SIGINT and SIGTERM on to it (without a child, SIGHUP is logged
-// and ignored: it must not end watch unseen). SIGINT and SIGTERM also stop
+// and ignored: it must not end watch unseen) — but not a SIGINT while
+// stallwatch is in its terminal's foreground: the terminal sent Ctrl-C to
+// the whole group, the child included, and a second one would be the
+// child's "force quit". SIGINT and SIGTERM also stop
 // the watchdog (without a child, main's context does that too), which
 // finishes a capture in progress first; a second one leaves it unfinished.
 func relaySignals(ctx context.Context, sigs <-chan os.Signal, wd *watchdog.Watchdog, kid *child.Process, stop func(), log *slog.Logger) {
@@ -411,7 +416,11 @@ func relaySignals(ctx context.Context, sigs <-chan os.Signal, wd *watchdog.Watch
 				continue
 			}
 			if kid != nil {
-				kid.Signal(s)
+				if s == syscall.SIGINT && child.InForeground() {
+					log.Info("SIGINT from the terminal: the target has it too", "pid", kid.Pid)
+				} else {
+					kid.Signal(s)
+				}
 			}
 			if stopping {
 				wd.Abandon()

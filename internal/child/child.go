@@ -1,6 +1,9 @@
 // Package child runs a target that stallwatch starts itself (`watch -- CMD`):
-// it starts the command, passes signals on to it, ends it when stallwatch
-// cannot watch it, and gives back its exit status as a shell would.
+// it starts the command in stallwatch's own process group (a terminal's
+// Ctrl-C reaches both, as a shell's job), passes signals on to it (the
+// caller leaves out the ones the terminal gave the group: InForeground),
+// ends it when stallwatch cannot watch it, and gives back its exit status
+// as a shell would.
 //
 // It also owns the one rule that makes a child different from any other
 // target. A ptrace stop of a process's main thread is reported to whoever
@@ -152,6 +155,20 @@ func waitExited(pid int) {
 
 // Done is closed once the child has exited and been reaped.
 func (p *Process) Done() <-chan struct{} { return p.done }
+
+// InForeground reports whether this process's group is the foreground
+// group of its controlling terminal: a SIGINT (Ctrl-C) or SIGQUIT then
+// came from the terminal to the whole group, a child started by Start
+// (which stays in the group, as a shell's job does) included.
+func InForeground() bool {
+	fd, err := unix.Open("/dev/tty", unix.O_RDONLY|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false // no controlling terminal
+	}
+	defer unix.Close(fd)
+	pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+	return err == nil && pgrp == unix.Getpgrp()
+}
 
 // Signal passes sig on to the child; a child already gone is no error.
 func (p *Process) Signal(sig os.Signal) {
