@@ -2,6 +2,7 @@ package hook
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Defaults of Config.
@@ -20,6 +23,10 @@ const (
 	DefaultMaxRunning = 4
 	// killGrace is how long a hook has between SIGTERM and SIGKILL.
 	killGrace = 2 * time.Second
+	// detachGrace is how long what a hook started in the background has,
+	// once the hook exited, to leave its process group (setsid) before
+	// the group is ended.
+	detachGrace = 100 * time.Millisecond
 	// maxOutput bounds what one run puts in the log.
 	maxOutput = 64 << 10
 )
@@ -163,6 +170,7 @@ func (r *Runner) run(name, command string, env Env) {
 		close(killed)
 		r.kill(cmd)
 	})
+	left := r.endGroup(cmd)
 	err = cmd.Wait()
 	timer.Stop()
 	select {
@@ -176,6 +184,10 @@ func (r *Runner) run(name, command string, env Env) {
 	r.mu.Unlock()
 
 	took := time.Since(begin).Round(time.Millisecond)
+	if left > 0 {
+		r.log.Warn("hook left processes behind in its group: ended with it (start what must outlive the hook in a session of its own: setsid CMD >/dev/null 2>&1 &)",
+			"hook", name, "pid", env.PID, "processes", left)
+	}
 	select {
 	case <-killed:
 		r.count(func(s *Stats) { s.Killed++ })
@@ -195,6 +207,80 @@ func (r *Runner) run(name, command string, env Env) {
 		r.count(func(s *Stats) { s.Failed++ })
 		r.log.Warn("hook failed", "hook", name, "pid", env.PID, "err", err, "took", took)
 	}
+}
+
+// endGroup waits for the hook's shell to exit, without reaping it (its
+// zombie keeps the group's id from being reused), then ends what it left
+// in its process group detachGrace later: SIGTERM, and SIGKILL to
+// whatever is still there after killGrace. It returns how many processes
+// were left.
+func (r *Runner) endGroup(cmd *exec.Cmd) int {
+	pid := cmd.Process.Pid
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			if err != nil {
+				return 0
+			}
+			break
+		}
+	}
+	if groupMembers(pid) == 0 {
+		return 0
+	}
+	// A child on its way out of the group (setsid, between fork and
+	// setsid()) is given a moment to leave it.
+	time.Sleep(detachGrace)
+	left := groupMembers(pid)
+	if left == 0 {
+		return 0
+	}
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	deadline := time.Now().Add(killGrace)
+	for groupMembers(pid) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond) // polling a group that has no event to wait on
+	}
+	if groupMembers(pid) > 0 {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+	return left
+}
+
+// groupMembers counts the live processes of process group pgid other than
+// its leader, from /proc/PID/stat.
+func groupMembers(pgid int) int {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return 0
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	n := 0
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil || pid == pgid {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + name + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp …: comm may hold anything but its
+		// last ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := bytes.Fields(b[i+1:])
+		if len(f) < 3 || string(f[0]) == "Z" {
+			continue
+		}
+		if g, err := strconv.Atoi(string(f[2])); err == nil && g == pgid {
+			n++
+		}
+	}
+	return n
 }
 
 // kill ends a hook's whole process group: SIGTERM, then SIGKILL after

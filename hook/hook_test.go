@@ -139,3 +139,50 @@ func TestClose(t *testing.T) {
 		t.Errorf("log:\n%s", logs.String())
 	}
 }
+
+// TestBackgroundChildrenEnd: a hook that leaves `sleep 300 &` behind and
+// exits takes it with it (one left per capture would outlive stallwatch);
+// one started in a session of its own (setsid), on purpose, stays.
+func TestBackgroundChildrenEnd(t *testing.T) {
+	dir := t.TempDir()
+	bg, detached := filepath.Join(dir, "bg"), filepath.Join(dir, "detached")
+	var logs testutil.Buffer
+	r := New(Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	r.Start("on-capture", "sleep 300 & echo $! > '"+bg+"'; setsid sleep 300 >/dev/null 2>&1 & echo $! > '"+detached+"'", Env{Event: "capture", PID: 1})
+	wait(t, r, func(s Stats) bool { return s.Succeeded == 1 })
+	r.Close(time.Second)
+	pidOf := func(path string) int {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pid
+	}
+	left, kept := pidOf(bg), pidOf(detached)
+	defer syscall.Kill(kept, syscall.SIGKILL)
+	defer syscall.Kill(left, syscall.SIGKILL)
+	if alive(left) {
+		t.Errorf("the hook's background sleep (pid %d) outlived it; log:\n%s", left, logs.String())
+	}
+	if !alive(kept) {
+		t.Errorf("the sleep the hook detached with setsid (pid %d) was ended", kept)
+	}
+	if !strings.Contains(logs.String(), "hook left processes behind") || !strings.Contains(logs.String(), "processes=1") {
+		t.Errorf("no word of what the hook left behind; log:\n%s", logs.String())
+	}
+}
+
+// alive reports whether pid is a process that has not exited (a zombie
+// has).
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i > 0 && !strings.HasPrefix(string(b[i+1:]), " Z")
+}
