@@ -14,7 +14,7 @@
 // would otherwise leave a process per capture, outliving stallwatch) and
 // logged; a command the hook means to outlive it runs in a session of
 // its own, its output elsewhere: `setsid CMD >/dev/null 2>&1 &`. Start
-// never waits for a hook, so
-// a hook that hangs never holds up the watchdog; at most MaxRunning run
-// at once, and the others wait their turn.
+// never waits for a hook, so a hook that hangs never holds up the
+// watchdog; at most MaxRunning run at once, and the others wait their
+// turn.
 package hook
