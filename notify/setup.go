@@ -68,6 +68,15 @@ type Stack struct {
 	runDone chan struct{}
 }
 
+// Check says what is wrong with o (an address, a URL, a port of
+// Datadog's environment) without starting anything: what Setup would
+// refuse, for a configuration checked before it is used (daemon --check,
+// SIGHUP).
+func Check(o Options) error {
+	_, err := o.resolve()
+	return err
+}
+
 // Setup resolves o and starts what it asks for: alerts when a DogStatsD
 // address is found, uploads (and their queue, delivering from now on)
 // when an agent URL is, hooks when given. Each is logged once with where

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -93,6 +94,11 @@ func ParseURL(s string) (string, error) {
 		}
 		if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 			return "", fmt.Errorf("%q: %w: a query, fragment or user is not expected", s, ErrBadURL)
+		}
+		if p := u.Port(); p != "" || strings.HasSuffix(u.Host, ":") {
+			if n, err := strconv.Atoi(p); err != nil || n <= 0 || n > 65535 {
+				return "", fmt.Errorf("%q: %w: port %q (1 to 65535)", s, ErrBadURL, p)
+			}
 		}
 		path := strings.TrimSuffix(strings.TrimSuffix(u.EscapedPath(), "/"), Path)
 		return u.Scheme + "://" + u.Host + strings.TrimSuffix(path, "/"), nil

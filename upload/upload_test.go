@@ -299,6 +299,10 @@ func TestResolveURL(t *testing.T) {
 		{name: "flag udp", flag: "udp://agent:8126", from: FromFlag, bad: true},
 		{name: "flag no host", flag: "http:///x", from: FromFlag, bad: true},
 		{name: "bad DD_TRACE_AGENT_URL", env: map[string]string{"DD_TRACE_AGENT_URL": "agent:8126"}, from: FromURL, bad: true},
+		{name: "DD_TRACE_AGENT_PORT past 65535", env: map[string]string{"DD_AGENT_HOST": "agent", "DD_TRACE_AGENT_PORT": "99999"}, from: FromHost, bad: true},
+		{name: "DD_TRACE_AGENT_PORT zero", env: map[string]string{"DD_AGENT_HOST": "agent", "DD_TRACE_AGENT_PORT": "0"}, from: FromHost, bad: true},
+		{name: "DD_TRACE_AGENT_PORT not a number", env: map[string]string{"DD_AGENT_HOST": "agent", "DD_TRACE_AGENT_PORT": "apm"}, from: FromHost, bad: true},
+		{name: "a URL's empty port", flag: "http://agent:/", from: FromFlag, bad: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			getenv := func(k string) string { return tc.env[k] }

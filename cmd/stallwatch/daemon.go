@@ -252,7 +252,7 @@ func runDaemon(ctx context.Context, inv *cli.Invocation, f *daemonFlags, g *glob
 	stopSIGPIPE := ignoreSIGPIPE()
 	defer stopSIGPIPE()
 	log := g.logger(inv.Stderr, "", false)
-	load := func() (*daemon.Config, *hostFlags, error) { return loadDaemonConfig(f.config, inv.Flags, f) }
+	load := func() (*daemon.Config, *hostFlags, error) { return checkedDaemonConfig(f.config, inv.Flags, f) }
 	cfg, host, err := load()
 	if err != nil {
 		return err
@@ -341,9 +341,9 @@ func daemonNeeds(cfg *daemon.Config) preflight.Needs {
 		n.OffCPU = n.OffCPU || !c.NoOffCPU
 		n.Ptrace = n.Ptrace || !c.NoPtrace
 		n.PacketSocket = n.PacketSocket || r.Watch.Heartbeat.Tap != ""
-		n.Rates = append(n.Rates, preflight.Rate{Flag: "rule " + r.Name + ": freq", Hz: c.Freq})
+		n.Rates = append(n.Rates, preflight.Rate{Flag: fmt.Sprintf("rule %s (line %d): freq", r.Name, r.Line), Hz: c.Freq})
 		if c.BaselineFreq > 0 && !c.NoFlightRecorder {
-			n.Rates = append(n.Rates, preflight.Rate{Flag: "rule " + r.Name + ": baseline-freq", Hz: c.BaselineFreq})
+			n.Rates = append(n.Rates, preflight.Rate{Flag: fmt.Sprintf("rule %s (line %d): baseline-freq", r.Name, r.Line), Hz: c.BaselineFreq})
 		}
 	}
 	if n.Kernel {
@@ -410,6 +410,24 @@ func quotaString(n int64) string {
 		return "none"
 	}
 	return humanBytes(n)
+}
+
+// checkedDaemonConfig is loadDaemonConfig with everything checked that
+// can be before it is used — the rules' sampling rates against the
+// kernel's limit, the alert and upload addresses with Datadog's
+// environment — at start, by --check and on SIGHUP alike.
+func checkedDaemonConfig(path string, cmdline *cli.FlagSet, f *daemonFlags) (*daemon.Config, *hostFlags, error) {
+	cfg, host, err := loadDaemonConfig(path, cmdline, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := preflight.CheckRates("run the daemon", daemonNeeds(cfg).Rates); err != nil {
+		return nil, nil, err
+	}
+	if err := notify.Check(host.notifyOptions(cfg.Out, slog.New(slog.DiscardHandler))); err != nil {
+		return nil, nil, cli.UsageErrorf("%v", err) // a restart would not mend it
+	}
+	return cfg, host, nil
 }
 
 // loadDaemonConfig reads the configuration file and resolves its

@@ -149,6 +149,11 @@ func (h *heartbeatFlags) check(changed func(string) bool) error {
 	case h.httpURL != "" && (h.httpTimeout <= 0 || h.httpInterval <= 0):
 		return cli.UsageErrorf("--http-timeout and --http-interval must be positive")
 	}
+	for _, f := range h.files {
+		if f == "" {
+			return cli.UsageErrorf("--heartbeat-file: an empty path")
+		}
+	}
 	if h.tap != "" {
 		if _, err := tap.ParseAddr(h.tap); err != nil {
 			return cli.UsageErrorf("--heartbeat-tap: %v", err)
@@ -267,12 +272,16 @@ func (p *policyFlags) declare(fs *cli.FlagSet) {
 	fs.Duration(&p.history, "history", capture.DefaultHistory, "background samples from before the trigger that go into a capture")
 }
 
+// maxCaptureFor bounds --capture-for: a capture holds its samples until
+// it is written, and a stall's evidence is in its first minutes.
+const maxCaptureFor = 10 * time.Minute
+
 func (p *policyFlags) check() error {
 	switch {
 	case p.stallAfter <= 0:
 		return cli.UsageErrorf("--stall-after %v: must be positive", p.stallAfter)
-	case p.captureFor <= 0:
-		return cli.UsageErrorf("--capture-for %v: must be positive", p.captureFor)
+	case p.captureFor <= 0 || p.captureFor > maxCaptureFor:
+		return cli.UsageErrorf("--capture-for %v: must be positive and at most %v (a longer recording is stallwatch record's)", p.captureFor, maxCaptureFor)
 	case p.recaptureAfter <= 0:
 		return cli.UsageErrorf("--recapture-after %v: must be positive", p.recaptureAfter)
 	case p.history < 0:

@@ -89,6 +89,8 @@ func TestWatchUsageErrors(t *testing.T) {
 		{[]string{"--pid", "1", "--heartbeat-proc", "--http-timeout", "1s"}, "go with --heartbeat-http"},
 		{[]string{"--pid", "1", "--heartbeat-proc", "--max-captures", "-1"}, "cannot be negative"},
 		{[]string{"--pid", "1", "--heartbeat-proc", "--freq", "0"}, "--freq"},
+		{[]string{"--pid", "1", "--heartbeat-file", ""}, "--heartbeat-file: an empty path"},
+		{[]string{"--pid", "1", "--heartbeat-proc", "--capture-for", "100000h"}, "--capture-for 100000h0m0s: must be positive and at most 10m0s"},
 		{[]string{"--pid", "1", "--no-such-flag"}, "no-such-flag"},
 		{[]string{"--pid", "1", "--heartbeat-http", "localhost:8080/health"}, "--heartbeat-http: \"localhost:8080/health\" is not an http:// or https:// URL (write it whole: http://localhost:8080/health)"},
 	}

@@ -225,6 +225,25 @@ func whoAmI() string {
 	return fmt.Sprintf("uid %d", uid)
 }
 
+// CheckRates refuses the sampling rates above what the kernel allows now
+// (kernel.perf_event_max_sample_rate, cpu-clock's 100 kHz): the settings
+// part of Check, for a configuration read before it is used and again at
+// each reload (daemon --check, SIGHUP), when no probe runs.
+func CheckRates(verb string, rates []Rate) error {
+	var f facts
+	f.rateLimit, f.rateSysctl = sampler.FreqLimit()
+	var problems []Problem
+	for _, r := range rates {
+		if r.Hz > f.rateLimit {
+			problems = append(problems, rateProblem(r, f))
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return &Error{Verb: verb, Problems: problems, anyTarget: true}
+}
+
 // Check looks at everything n needs. It returns an error when the command
 // cannot start: a *NoProcessError, or an *Error listing every problem.
 // Otherwise the warnings are what will be missing; the command says them
