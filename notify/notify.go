@@ -305,7 +305,8 @@ func Retryable(err error) bool {
 
 // UploadDir uploads a capture directory at once (stallwatch upload),
 // trying again after 1 s, 2 s, 4 s … up to tries times in all while the
-// failure may pass (upload.Retryable).
+// failure may pass (upload.Retryable) and the agent cannot have it yet
+// (not upload.Unanswered).
 func UploadDir(ctx context.Context, u *upload.Uploader, dir string, tries int) error {
 	p, err := upload.Load(dir)
 	if err != nil {
@@ -314,7 +315,7 @@ func UploadDir(ctx context.Context, u *upload.Uploader, dir string, tries int) e
 	wait := time.Second
 	for try := 1; ; try++ {
 		err = u.Upload(ctx, p)
-		if err == nil || !upload.Retryable(err) || try >= tries {
+		if err == nil || !upload.Retryable(err) || upload.Unanswered(err) || try >= tries {
 			return err
 		}
 		select {

@@ -36,6 +36,9 @@ type Options struct {
 	// alerts).
 	NoAlerts, NoUploads bool
 
+	// UploadTimeout bounds one upload request (upload's default when 0).
+	UploadTimeout time.Duration
+
 	OnCapture, OnRecover string
 	HookTimeout          time.Duration
 	// TargetHooks starts the hook runner even without OnCapture and
@@ -98,7 +101,7 @@ func Setup(o Options) (*Stack, error) {
 		s.Hooks = hook.New(hook.Config{Timeout: o.HookTimeout, Logger: log})
 	}
 	if r.url != "" {
-		if s.Uploader, err = upload.New(upload.Config{URL: r.url, Tags: r.tags, Logger: log}); err != nil {
+		if s.Uploader, err = upload.New(upload.Config{URL: r.url, Tags: r.tags, Timeout: o.UploadTimeout, Logger: log}); err != nil {
 			s.Alerts.Close()
 			return nil, err
 		}
@@ -107,7 +110,7 @@ func Setup(o Options) (*Stack, error) {
 			return nil, errors.New("notify: uploads need a queue directory")
 		}
 		s.Queue, err = spool.Open(spool.Config{Dir: o.QueueDir, MaxAge: o.MaxAge, MaxBytes: o.MaxBytes,
-			Deliver: Deliver(s.Uploader), Retryable: Retryable, Logger: log})
+			Deliver: Deliver(s.Uploader), Retryable: Retryable, Unconfirmed: upload.Unanswered, Logger: log})
 		if err != nil {
 			s.Alerts.Close()
 			return nil, fmt.Errorf("upload queue: %w", err)
@@ -181,7 +184,7 @@ func NewUploader(o Options) (*upload.Uploader, error) {
 	if r.url == "" {
 		return nil, ErrNoAgent
 	}
-	return upload.New(upload.Config{URL: r.url, Tags: r.tags, Logger: r.log})
+	return upload.New(upload.Config{URL: r.url, Tags: r.tags, Timeout: o.UploadTimeout, Logger: r.log})
 }
 
 // Target describes pid for alerts, hooks and uploads: its name as the

@@ -4,11 +4,21 @@
 // a crash or a restart of stallwatch — the queue is the directory, not
 // memory.
 //
-// Run delivers the oldest item first. A failure the deliverer calls
-// retryable (the agent is down, slow or failing) keeps the item and waits
-// before the next try: exponential backoff from MinBackoff to MaxBackoff
-// with jitter, so that many stallwatch processes do not hit a recovering
-// agent at once. Any other failure drops the item, logged and counted.
+// The order: Run delivers the oldest item that is not waiting out its own
+// backoff. A failure the deliverer calls retryable (the agent is down,
+// slow or failing) keeps the item and gives it a wait of its own —
+// exponential backoff from MinBackoff to MaxBackoff with jitter, so that
+// many stallwatch processes do not hit a recovering agent at once — while
+// the items queued after it go on, oldest first: one profile the agent
+// keeps refusing never holds back the stall that came after it. Once its
+// wait is over, it goes before the newer ones again. When different items
+// fail one after another, the agent is failing them all, and the whole
+// queue waits the same backoff: a down agent gets the tries of one item,
+// not of the queue. A failure that may have delivered the item all the
+// same (Unconfirmed: the agent took the whole upload and answered after
+// the timeout) is not tried again — the agent would have it twice — and
+// is counted and logged. Any other failure drops the item, logged and
+// counted.
 //
 // The queue is bounded by age (MaxAge) and bytes (MaxBytes: the sum of
 // the items' sizes, the bytes they stand for, not their small files).

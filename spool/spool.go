@@ -37,6 +37,11 @@ type Item struct {
 	Data json.RawMessage `json:"data,omitempty"`
 
 	name string // its file in the spool
+
+	// Its own backoff, in memory: failed tries in a row, and when it may
+	// be tried again.
+	failures int
+	next     time.Time
 }
 
 // Deliver delivers one item; nil means done.
@@ -50,7 +55,12 @@ type Config struct {
 	Deliver  Deliver
 	// Retryable says whether a failed delivery may succeed later; nil
 	// retries every failure.
-	Retryable              func(error) bool
+	Retryable func(error) bool
+	// Unconfirmed says whether a failure may have delivered the item all
+	// the same (the agent took the whole upload and did not answer in
+	// time): it is not tried again, so that the agent does not get it
+	// twice, and it is counted and said. nil: none is.
+	Unconfirmed            func(error) bool
 	MinBackoff, MaxBackoff time.Duration
 	Logger                 *slog.Logger
 
@@ -62,13 +72,16 @@ type Config struct {
 
 // Stats count what happened to the items since Open.
 type Stats struct {
-	Queued     int   // waiting now
-	Bytes      int64 // their sizes
-	Delivered  int
-	Retries    int // failed tries that were retried
-	Dropped    int // over a bound (age or bytes)
-	Refused    int // failures retrying cannot fix
-	Unreadable int // entry files that could not be read
+	Queued    int   // waiting now
+	Bytes     int64 // their sizes
+	Delivered int
+	Retries   int // failed tries that were retried
+	Dropped   int // over a bound (age or bytes)
+	Refused   int // failures retrying cannot fix
+	// Unconfirmed items were sent whole but not answered in time: the
+	// agent may have them; they are not sent again.
+	Unconfirmed int
+	Unreadable  int // entry files that could not be read
 }
 
 // Spool is an on-disk queue with one deliverer.
@@ -111,6 +124,9 @@ func Open(cfg Config) (*Spool, error) {
 	}
 	if cfg.Retryable == nil {
 		cfg.Retryable = func(error) bool { return true }
+	}
+	if cfg.Unconfirmed == nil {
+		cfg.Unconfirmed = func(error) bool { return false }
 	}
 	if cfg.after == nil {
 		cfg.after = time.After
@@ -330,10 +346,18 @@ func (s *Spool) Stats() Stats {
 	return st
 }
 
-// Run delivers until ctx is done, the oldest item first. It returns
-// ctx's error, or ErrClosed once Close was called.
+// Run delivers until ctx is done, the oldest item first — of those not
+// waiting out their own backoff: an item whose delivery failed waits
+// alone, and the ones queued after it go on, in the order they were
+// queued; once its wait is over it goes before them again. When
+// deliveries of different items fail one after another the agent is
+// failing them all, and the whole queue waits, with the same backoff,
+// before the next try. It returns ctx's error, or ErrClosed once Close
+// was called.
 func (s *Spool) Run(ctx context.Context) error {
-	failures := 0
+	var hold time.Time // the whole queue waits until then
+	inARow := 0        // failed deliveries in a row, of any items
+	var lastFailed *Item
 	for {
 		s.mu.Lock()
 		if s.closing {
@@ -346,55 +370,93 @@ func (s *Spool) Run(ctx context.Context) error {
 				s.log.Warn("upload queue lock", "spool", s.cfg.Dir, "err", err)
 			}
 		}
-		var head *Item
+		now := s.cfg.now()
+		var pick *Item
+		var soonest time.Time
 		if s.locked {
 			s.applyBoundsLocked()
-			if len(s.items) > 0 {
-				head = s.items[0]
-			}
+			pick, soonest = s.readyLocked(now, hold)
 		}
 		s.mu.Unlock()
-		if head == nil {
+		if pick == nil {
+			wait := s.cfg.rescan
+			if !soonest.IsZero() {
+				wait = max(soonest.Sub(now), 0)
+			}
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
 			case <-s.wake:
-			case <-s.cfg.after(s.cfg.rescan):
-				if err := s.scan(); err != nil {
-					s.log.Warn("upload queue scan", "err", err)
+			case <-s.cfg.after(wait):
+				if soonest.IsZero() {
+					if err := s.scan(); err != nil {
+						s.log.Warn("upload queue scan", "err", err)
+					}
 				}
 			}
 			continue
 		}
-		err := s.cfg.Deliver(ctx, *head)
+		err := s.cfg.Deliver(ctx, *pick)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if err == nil || !s.cfg.Retryable(err) || s.cfg.Unconfirmed(err) {
+			inARow, lastFailed = 0, nil
+		}
 		switch {
 		case err == nil:
-			failures = 0
-			s.finish(head, func(st *Stats) { st.Delivered++ })
+			s.finish(pick, func(st *Stats) { st.Delivered++ })
+		case s.cfg.Unconfirmed(err):
+			s.log.Warn("upload sent but not answered in time: the agent may have it; it is not sent again", "key", pick.Key, "err", err)
+			s.finish(pick, func(st *Stats) { st.Unconfirmed++ })
 		case !s.cfg.Retryable(err):
-			failures = 0
-			s.log.Error("upload refused; it will not be tried again", "key", head.Key, "err", err)
-			s.finish(head, func(st *Stats) { st.Refused++ })
+			s.log.Error("upload refused; it will not be tried again", "key", pick.Key, "err", err)
+			s.finish(pick, func(st *Stats) { st.Refused++ })
 		default:
-			failures++
-			wait := s.backoff(failures)
-			s.mu.Lock()
-			s.stats.Retries++
-			queued := len(s.items)
-			s.mu.Unlock()
-			if failures == 1 || wait >= s.cfg.MaxBackoff/2 && failures%10 == 0 {
-				s.log.Warn("upload failed; it stays queued and is tried again", "key", head.Key, "err", err,
-					"retry_in", wait.Round(time.Millisecond), "queued", queued, "failures", failures)
+			inARow++
+			if lastFailed != nil && lastFailed != pick {
+				hold = now.Add(s.backoff(inARow - 1)) // the agent fails every item
 			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-s.cfg.after(wait):
-			}
+			lastFailed = pick
+			s.retryLater(pick, now, err)
 		}
+	}
+}
+
+// readyLocked picks the oldest item whose own wait is over (none before
+// hold), and else says when the soonest will be.
+func (s *Spool) readyLocked(now, hold time.Time) (pick *Item, soonest time.Time) {
+	if len(s.items) == 0 {
+		return nil, time.Time{}
+	}
+	for _, it := range s.items {
+		at := it.next
+		if hold.After(at) {
+			at = hold
+		}
+		if !at.After(now) {
+			return it, time.Time{}
+		}
+		if soonest.IsZero() || at.Before(soonest) {
+			soonest = at
+		}
+	}
+	return nil, soonest
+}
+
+// retryLater gives a failed item its own backoff.
+func (s *Spool) retryLater(it *Item, now time.Time, err error) {
+	s.mu.Lock()
+	it.failures++
+	wait := s.backoff(it.failures)
+	it.next = now.Add(wait)
+	s.stats.Retries++
+	queued := len(s.items)
+	failures := it.failures
+	s.mu.Unlock()
+	if failures == 1 || wait >= s.cfg.MaxBackoff/2 && failures%10 == 0 {
+		s.log.Warn("upload failed; it stays queued and is tried again, the others go on meanwhile", "key", it.Key, "err", err,
+			"retry_in", wait.Round(time.Millisecond), "queued", queued, "failures", failures)
 	}
 }
 

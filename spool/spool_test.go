@@ -236,6 +236,8 @@ func TestBackoff(t *testing.T) {
 	}
 	cfg := Config{Dir: t.TempDir(), Deliver: deliver, MinBackoff: minB, MaxBackoff: maxB, Logger: slog.New(slog.DiscardHandler)}
 	cfg.rescan = time.Hour
+	clock := time.Now()
+	cfg.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	cfg.after = func(d time.Duration) <-chan time.Time {
 		if d == time.Hour {
 			cancel() // idle: everything was delivered
@@ -243,6 +245,7 @@ func TestBackoff(t *testing.T) {
 		}
 		mu.Lock()
 		waits = append(waits, d)
+		clock = clock.Add(d)
 		mu.Unlock()
 		c := make(chan time.Time, 1)
 		c <- time.Now()
@@ -499,5 +502,57 @@ func TestCloseWhileRunning(t *testing.T) {
 	<-added
 	if err := s.Add(Item{Key: "late", Size: 1}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Add after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestAgentDownHoldsAll: an agent that fails every upload gets no more
+// tries from a queue of five than from a queue of one (within 2×): the
+// items failing one after another hold the whole queue, with the same
+// backoff, and per-item backoff does not become five times the load.
+func TestAgentDownHoldsAll(t *testing.T) {
+	tries := func(items int) int {
+		var mu sync.Mutex
+		clock := time.Now()
+		start := clock
+		n := 0
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		cfg := Config{Dir: t.TempDir(), MinBackoff: 100 * time.Millisecond, MaxBackoff: 3200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+			Deliver: func(context.Context, Item) error {
+				mu.Lock()
+				defer mu.Unlock()
+				n++
+				if clock.Sub(start) > time.Minute {
+					cancel()
+				}
+				return errors.New("agent down")
+			}}
+		cfg.rescan = time.Hour
+		cfg.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+		cfg.after = func(d time.Duration) <-chan time.Time {
+			mu.Lock()
+			clock = clock.Add(d)
+			mu.Unlock()
+			c := make(chan time.Time, 1)
+			c <- time.Now()
+			return c
+		}
+		s, err := Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		for i := range items {
+			if err := s.Add(Item{Key: fmt.Sprint("k", i), Size: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.Run(ctx)
+		return n
+	}
+	one, five := tries(1), tries(5)
+	t.Logf("tries in a minute of a down agent: %d for one item, %d for five", one, five)
+	if five > 2*one {
+		t.Errorf("five items made %d tries in a minute, one item %d: the queue does not back off as a whole", five, one)
 	}
 }

@@ -11,9 +11,11 @@ import (
 	"mime/multipart"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/textproto"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/stallwatch/stallwatch/internal/version"
@@ -129,6 +131,26 @@ func Retryable(err error) bool {
 	return !errors.As(err, &be)
 }
 
+// NoAnswerError is an upload sent whole that the agent did not answer
+// within the timeout: it may have taken it (an agent answering late, not
+// one that is down). Sending it again could give it twice.
+type NoAnswerError struct {
+	Timeout time.Duration
+	Err     error
+}
+
+func (e *NoAnswerError) Error() string {
+	return fmt.Sprintf("sent, no answer within %v: %v", e.Timeout, e.Err)
+}
+func (e *NoAnswerError) Unwrap() error { return e.Err }
+
+// Unanswered says whether err is a NoAnswerError: the profile may have
+// arrived, and is not to be sent again.
+func Unanswered(err error) bool {
+	var na *NoAnswerError
+	return errors.As(err, &na)
+}
+
 // buildError is a request that could not be made: retrying cannot help.
 type buildError struct{ err error }
 
@@ -141,8 +163,19 @@ func (u *Uploader) Upload(ctx context.Context, p *Profile) error {
 	if err != nil {
 		return err
 	}
+	// Whether the whole request went out: a timeout after it is not a
+	// failure to send but an agent that did not answer in time, and may
+	// have the profile.
+	var wrote atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(i httptrace.WroteRequestInfo) { wrote.Store(i.Err == nil) },
+	}))
 	resp, err := u.client.Do(req)
 	if err != nil {
+		var ne net.Error
+		if wrote.Load() && (errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()) {
+			err = &NoAnswerError{Timeout: u.cfg.Timeout, Err: err}
+		}
 		return fmt.Errorf("upload to %s: %w", u.cfg.URL, err)
 	}
 	defer resp.Body.Close()

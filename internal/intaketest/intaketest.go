@@ -77,6 +77,8 @@ type Server struct {
 	status atomic.Int32 // answer to give; 0: 200
 	mu     sync.Mutex
 	got    []*Upload
+	tries  []*Upload
+	decide func(*Upload) (int, time.Duration)
 	bad    []error
 	notify chan struct{}
 }
@@ -133,6 +135,23 @@ func (s *Server) Close() {
 // (0: accept).
 func (s *Server) Answer(code int) { s.status.Store(int32(code)) }
 
+// Decide makes the server answer each well-formed request as f says: a
+// status (0: accept) after a delay (an agent that fails one profile, or
+// answers late). nil: accept at once.
+func (s *Server) Decide(f func(*Upload) (code int, delay time.Duration)) {
+	s.mu.Lock()
+	s.decide = f
+	s.mu.Unlock()
+}
+
+// Tries returns every well-formed request received so far, accepted or
+// not.
+func (s *Server) Tries() []*Upload {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*Upload(nil), s.tries...)
+}
+
 // Uploads returns what was accepted so far.
 func (s *Server) Uploads() []*Upload {
 	s.mu.Lock()
@@ -175,12 +194,32 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	u, err := Read(r)
 	s.mu.Lock()
-	if err != nil {
+	decide := s.decide
+	if err == nil {
+		s.tries = append(s.tries, u)
+	}
+	s.mu.Unlock()
+	code := 0
+	if err == nil && decide != nil {
+		var delay time.Duration
+		code, delay = decide(u)
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done(): // the client gave up; the agent has it all the same
+		}
+	}
+	s.mu.Lock()
+	switch {
+	case err != nil:
 		s.bad = append(s.bad, err)
-	} else {
+	case code == 0 || code/100 == 2:
 		s.got = append(s.got, u)
 	}
 	s.mu.Unlock()
+	if err == nil && code != 0 && code/100 != 2 {
+		http.Error(w, "stand-in intake told to refuse this one", code)
+		return
+	}
 	select {
 	case s.notify <- struct{}{}:
 	default:
