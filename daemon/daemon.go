@@ -171,8 +171,11 @@ type Daemon struct {
 
 	// Owned by Run's goroutine.
 	targets map[int]*target // by pid
-	seen    map[int]seen
-	gen     int // configuration generation
+	// stopping are the pids of targets stopped whose capture in progress
+	// is still being written: they are looked at again once released.
+	stopping map[int]bool
+	seen     map[int]seen
+	gen      int // configuration generation
 
 	reload   chan *Config
 	do       chan func()
@@ -181,6 +184,9 @@ type Daemon struct {
 	named    chan int      // pids a pid file named, at once (pidfileWatch)
 	pidWatch *pidfileWatch // of the configuration in force
 	overrun  chan struct{}
+	released chan int       // a stopped target's pid, once all it held is closed
+	closing  chan struct{}  // closed when Run ends: releases no longer report
+	releases sync.WaitGroup // targets being released
 	stopped  chan struct{}
 	discover string // how processes are found, for status
 	started  time.Time
@@ -220,7 +226,8 @@ func New(cfg *Config, opts Options) (*Daemon, error) {
 	}
 	d := &Daemon{
 		opts: opts, log: opts.Logger, self: os.Getpid(), cfg: cfg,
-		targets: map[int]*target{}, seen: map[int]seen{},
+		targets: map[int]*target{}, stopping: map[int]bool{}, seen: map[int]seen{},
+		released: make(chan int, 16), closing: make(chan struct{}),
 		reload: make(chan *Config, 1), do: make(chan func()), exits: make(chan *target, 16),
 		execs: make(chan int, 4096), named: make(chan int, 64), overrun: make(chan struct{}, 1), stopped: make(chan struct{}),
 		started: time.Now(), out: cfg.Out, poller: watchdog.NewPoller(),
@@ -336,6 +343,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.targetEnded(t)
 		case cfg := <-d.reload:
 			d.apply(cfg)
+		case pid := <-d.released:
+			delete(d.stopping, pid)
+			d.consider(pid, time.Now(), true) // under the rule that selects it now
 		case f := <-d.do:
 			f()
 		case <-ping:
@@ -482,7 +492,7 @@ const (
 // consider starts watching pid if a rule selects it. force looks at it
 // even if it was looked at recently (an exec, a pid file naming it).
 func (d *Daemon) consider(pid int, now time.Time, force bool) {
-	if pid == d.self {
+	if pid == d.self || d.stopping[pid] {
 		return
 	}
 	if _, ok := d.targets[pid]; ok {
@@ -585,13 +595,12 @@ func (d *Daemon) apply(cfg *Config) {
 		case r != nil && r.Name == t.rule.Name && reflect.DeepEqual(r.Watch, t.rule.Watch):
 			kept++ // t.rule stays: its watch is the same, and its goroutines read it
 		case r != nil:
-			d.stopTarget(t, "its rule changed")
-			d.forget(t)
-			d.startTarget(t.facts, r)
+			// Watched again under its new rule once the old watchdog's
+			// capture in progress is written (Run takes the release).
+			d.retire(t, "its rule changed")
 			restarted++
 		default:
-			d.stopTarget(t, "no rule selects it now")
-			d.forget(t)
+			d.retire(t, "no rule selects it now")
 			stopped++
 		}
 	}
@@ -612,14 +621,39 @@ func (d *Daemon) targetEnded(t *target) {
 	if d.targets[t.facts.PID] != t {
 		return // stopped by a reload, and already replaced
 	}
+	d.retire(t, "") // a new process may have its pid: looked at once released
+}
+
+// retire stops a target off Run's goroutine: its watchdog is told to
+// stop (a capture in progress is cut short), and once it returned and
+// its capture was written, everything it held is closed and Run hears of
+// it (released) — a capture of a 300-thread target cut short takes
+// seconds, in which exec events, control requests and systemd's pings
+// must not wait.
+func (d *Daemon) retire(t *target, why string) {
+	pid := t.facts.PID
+	if why != "" {
+		t.log.Info("no longer watching", "why", why)
+	}
+	t.cancel()
 	d.forget(t)
-	t.release()
-	d.consider(t.facts.PID, time.Now(), true) // a new process may have its pid
+	d.stopping[pid] = true
+	d.releases.Add(1)
+	go func() {
+		defer d.releases.Done()
+		<-t.done
+		t.release()
+		select {
+		case d.released <- pid:
+		case <-d.closing:
+		}
+	}()
 }
 
 // closeAll stops every target and waits for them, then closes what the
 // daemon holds.
 func (d *Daemon) closeAll() {
+	close(d.closing)
 	var wg sync.WaitGroup
 	for _, t := range d.targets {
 		wg.Add(1)
@@ -629,6 +663,7 @@ func (d *Daemon) closeAll() {
 		}()
 	}
 	wg.Wait()
+	d.releases.Wait()
 	d.targets = nil
 	if d.ctl != nil {
 		d.ctl.close()

@@ -97,7 +97,12 @@
 //
 // Reload puts a new configuration in force (SIGHUP: the command reads and
 // checks it first, and a bad one never gets here); targets whose rule is
-// unchanged keep their state. CaptureAll captures every target (SIGUSR1).
+// unchanged keep their state. A target whose rule changed (or that no
+// rule selects now, or that exited) is stopped off the daemon's loop: its
+// capture in progress is cut short and written (its session is closed
+// only after, within a minute), and then it is watched under its new
+// rule — exec events, control requests and systemd's pings never wait
+// for a capture. CaptureAll captures every target (SIGUSR1).
 // The control socket (a unix socket in a directory only the daemon's user
 // may enter; connections from root and that user only) answers "status"
 // and "capture" requests, one JSON line each way (Dial).

@@ -116,11 +116,13 @@ type capturer struct {
 	t    *target
 	idle time.Duration
 
-	mu      sync.Mutex
-	sess    *capture.Session
-	timer   *time.Timer
-	closed  bool
-	waiters []*waiter
+	mu       sync.Mutex
+	sess     *capture.Session
+	timer    *time.Timer
+	closed   bool
+	waiters  []*waiter
+	inflight int           // captures running
+	settled  chan struct{} // closed when inflight drops to 0
 }
 
 // waiter is a control request waiting for a capture asked for at asked.
@@ -196,9 +198,23 @@ func (c *capturer) closeIdle() {
 	}
 }
 
+// finishGrace bounds how long closing a target waits for its capture in
+// progress (cut short) to be written.
+const finishGrace = time.Minute
+
 func (c *capturer) close() {
 	c.mu.Lock()
 	c.closed = true
+	if c.inflight > 0 {
+		settled := c.settled
+		c.mu.Unlock()
+		select {
+		case <-settled:
+		case <-time.After(finishGrace):
+			c.t.log.Error("the capture in progress was not written in time; closing its session", "waited", finishGrace)
+		}
+		c.mu.Lock()
+	}
 	if c.timer != nil {
 		c.timer.Stop()
 	}
@@ -229,6 +245,19 @@ func (c *capturer) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.Resu
 }
 
 func (c *capturer) capture(ctx context.Context, tr capdir.Trigger) (*capdir.Result, error) {
+	c.mu.Lock()
+	if c.inflight == 0 {
+		c.settled = make(chan struct{})
+	}
+	c.inflight++
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		if c.inflight--; c.inflight == 0 {
+			close(c.settled)
+		}
+		c.mu.Unlock()
+	}()
 	release, err := c.d.lim.acquire(ctx, tr.Kind, owner{Rule: c.t.rule.Name, UID: c.t.facts.UID}, c.t.log)
 	if err != nil {
 		return nil, err
