@@ -52,11 +52,14 @@ type Status struct {
 	MaxPerHour       int `json:"max_captures_per_hour"`
 	// DiskUsed bytes in DiskCaptures captures under Out; DiskQuota 0
 	// when unbounded.
-	DiskUsed     int64          `json:"disk_used_bytes"`
-	DiskQuota    int64          `json:"disk_quota_bytes"`
-	DiskCaptures int            `json:"disk_captures"`
-	Taps         []TapStatus    `json:"taps,omitempty"`
-	Targets      []TargetStatus `json:"targets"`
+	DiskUsed     int64 `json:"disk_used_bytes"`
+	DiskQuota    int64 `json:"disk_quota_bytes"`
+	DiskCaptures int   `json:"disk_captures"`
+	// ExecsOverBudget are processes whose exec event was over the
+	// daemon's bound for a second, left to the next scan.
+	ExecsOverBudget uint64         `json:"execs_over_budget"`
+	Taps            []TapStatus    `json:"taps,omitempty"`
+	Targets         []TargetStatus `json:"targets"`
 }
 
 // TapStatus is one DogStatsD tap's counts.
@@ -262,6 +265,7 @@ func (d *Daemon) Status() (*Status, bool) {
 		st.CapturesRunning, st.CapturesLastHour = d.lim.counts()
 		st.DiskUsed, st.DiskQuota, st.DiskCaptures = d.quota.usage()
 		st.Taps = d.taps.status()
+		st.ExecsOverBudget = d.execBudget.over
 		for _, t := range d.targets {
 			st.Targets = append(st.Targets, t.status())
 		}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -175,6 +176,11 @@ type Daemon struct {
 	// is still being written: they are looked at again once released.
 	stopping map[int]bool
 	seen     map[int]seen
+	// cmdlineBytes is how much of a command line is read to select by
+	// (cmdlineNeed, and enough to show); execs bounds the work exec
+	// events make.
+	cmdlineBytes int
+	execBudget   execBudget
 	gen      int // configuration generation
 
 	reload   chan *Config
@@ -233,6 +239,7 @@ func New(cfg *Config, opts Options) (*Daemon, error) {
 		started: time.Now(), out: cfg.Out, poller: watchdog.NewPoller(),
 	}
 	d.keep.Store(int64(cfg.Keep))
+	d.cmdlineBytes = cmdlineBytes(cfg)
 	for _, w := range cfg.Warnings() {
 		d.log.Warn(w)
 	}
@@ -336,7 +343,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.log.Warn("process events were lost; scanning /proc")
 			d.scan()
 		case pid := <-d.execs:
-			d.consider(pid, time.Now(), true)
+			now := time.Now()
+			if d.execBudget.take(now, d.cmdlineBytes) {
+				d.consider(pid, now, true)
+			}
+			d.logExecOverflow(now)
 		case pid := <-d.named:
 			d.consider(pid, time.Now(), true)
 		case t := <-d.exits:
@@ -352,6 +363,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			_ = d.opts.Notifier.Ping()
 		case <-statusTick.C:
 			_ = d.opts.Notifier.Status(d.statusLine())
+			d.logExecOverflow(time.Now())
 		}
 	}
 }
@@ -515,7 +527,7 @@ func (d *Daemon) consider(pid int, now time.Time, force bool) {
 		d.seen[pid] = s
 		return
 	}
-	f, err := procwatch.Read(pid)
+	f, err := procwatch.ReadCmdline(pid, d.cmdlineBytes)
 	if err != nil {
 		return
 	}
@@ -546,7 +558,7 @@ func (d *Daemon) cmdlineRulesOut(pid int) (procwatch.ID, bool) {
 	if err != nil {
 		return id, false
 	}
-	args, err := procfs.Cmdline(pid)
+	args, err := procfs.CmdlinePrefix(pid, d.cmdlineBytes)
 	if err != nil {
 		return id, false
 	}
@@ -587,6 +599,7 @@ func (d *Daemon) apply(cfg *Config) {
 	d.gen++
 	d.lim.set(cfg.MaxConcurrent, cfg.MaxPerHour, len(cfg.Rules))
 	d.keep.Store(int64(cfg.Keep))
+	d.cmdlineBytes = cmdlineBytes(cfg)
 	d.quota.setLimit(cfg.DiskQuota)
 	kept, restarted, stopped := 0, 0, 0
 	for _, t := range d.targets {
@@ -705,4 +718,28 @@ func (d *Daemon) sources(id procwatch.ID, w *Watch) ([]watchdog.Source, error) {
 		srcs = append(srcs, src)
 	}
 	return srcs, nil
+}
+
+// cmdlineBytes is how much of a command line the daemon reads: what the
+// rules' cmdline patterns need, and enough to show in logs and status.
+func cmdlineBytes(cfg *Config) int {
+	var patterns []*regexp.Regexp
+	for i := range cfg.Rules {
+		if re := cfg.Rules[i].Select.Cmdline; re != nil {
+			patterns = append(patterns, re)
+		}
+	}
+	return max(cmdlineNeed(patterns), 4096)
+}
+
+// logExecOverflow says, at most once a minute, how many exec events were
+// over the budget (left to the next scan).
+func (d *Daemon) logExecOverflow(now time.Time) {
+	b := &d.execBudget
+	if b.unlogged == 0 || now.Sub(b.logged) < time.Minute {
+		return
+	}
+	d.log.Warn("more processes started than the daemon looks at a second: left to the next scan of /proc",
+		"processes", b.unlogged, "total", b.over, "bound", fmt.Sprintf("%d a second, %d MiB of command lines", execsPerSecond, execBytesPerSecond>>20))
+	b.unlogged, b.logged = 0, now
 }

@@ -54,7 +54,14 @@
 // for its first minute (it may execute another program) and every 30 s
 // after; when every rule selects by command line, a process whose command
 // line matches none is ruled out from its stat and cmdline alone (the
-// daemon looks at every exec of the host). A process that exits is
+// daemon looks at every exec of the host). Of a command line, no more is
+// read than the patterns need: a pattern anchored at the start with no
+// unbounded repetition ('^myapp-server') its longest match, any other the
+// first 128 KiB (the longest argument the kernel takes), and 4 KiB at
+// least, to show. The work exec events make is bounded too: at most
+// 2,000 processes and 4 MiB of command lines a second; what is over is
+// left to the next scan, counted (status: execs_over_budget) and logged
+// once a minute. A process that exits is
 // dropped when its watchdog sees it go (its pidfd), and everything held
 // on it is closed.
 //

@@ -51,6 +51,31 @@ func ReadLimited(path string, limit int64) ([]byte, error) {
 	return nil, fmt.Errorf("read %s: larger than %d bytes", path, limit)
 }
 
+// ReadPrefix reads the first n bytes of path, or all of it when shorter,
+// and never more: for a file whose whole is not needed and can be large
+// (a command line of megabytes, copied out of the process's memory by
+// the kernel at each read).
+func ReadPrefix(path string, n int) ([]byte, error) {
+	fd, err := ignoringEINTR(func() (int, error) { return syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0) })
+	if err != nil {
+		return nil, wrapGone(&fs.PathError{Op: "open", Path: path, Err: err})
+	}
+	defer syscall.Close(fd)
+	b := make([]byte, n)
+	got := 0
+	for got < n {
+		m, err := ignoringEINTR(func() (int, error) { return syscall.Read(fd, b[got:]) })
+		if err != nil {
+			return nil, wrapGone(fmt.Errorf("read %s: %w", path, &fs.PathError{Op: "read", Path: path, Err: err}))
+		}
+		if m == 0 {
+			break
+		}
+		got += m
+	}
+	return b[:got], nil
+}
+
 func ignoringEINTR(f func() (int, error)) (int, error) {
 	for {
 		n, err := f()
@@ -129,11 +154,26 @@ func Cmdline(pid int) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return splitCmdline(b), nil
+}
+
+// CmdlinePrefix is the command line's first n bytes as arguments (the
+// last one cut where the n bytes end): what selecting by a pattern that
+// needs no more reads.
+func CmdlinePrefix(pid, n int) ([]string, error) {
+	b, err := ReadPrefix(PidPath(pid, "cmdline"), n)
+	if err != nil {
+		return nil, err
+	}
+	return splitCmdline(b), nil
+}
+
+func splitCmdline(b []byte) []string {
 	s := strings.TrimSuffix(string(b), "\x00")
 	if s == "" {
-		return nil, nil
+		return nil
 	}
-	return strings.Split(s, "\x00"), nil
+	return strings.Split(s, "\x00")
 }
 
 // Environ returns the process's initial environment as a map. Later

@@ -49,7 +49,12 @@ func (f *Facts) CommandLine() string { return strings.Join(f.Cmdline, " ") }
 
 // Read reads the facts of process pid. A process that is gone or a zombie
 // is procfs.ErrGone.
-func Read(pid int) (Facts, error) {
+func Read(pid int) (Facts, error) { return ReadCmdline(pid, 0) }
+
+// ReadCmdline is Read with at most cmdline bytes of the command line
+// (0: all of it, up to 1 MiB): what selecting by it needs, when every
+// exec of the host is looked at.
+func ReadCmdline(pid, cmdline int) (Facts, error) {
 	f := Facts{ID: ID{PID: pid}}
 	st, err := procfs.ReadStat(pid, pid)
 	if err != nil {
@@ -64,7 +69,12 @@ func Read(pid int) (Facts, error) {
 		return f, err
 	}
 	f.UID = int(status.Uid[1])
-	if f.Cmdline, err = procfs.Cmdline(pid); err != nil {
+	if cmdline > 0 {
+		f.Cmdline, err = procfs.CmdlinePrefix(pid, cmdline)
+	} else {
+		f.Cmdline, err = procfs.Cmdline(pid)
+	}
+	if err != nil {
 		return f, err
 	}
 	f.Exe, _ = procfs.Exe(pid) // unreadable: "" (the facts say what could be read)
