@@ -181,7 +181,7 @@ type Daemon struct {
 	// events make.
 	cmdlineBytes int
 	execBudget   execBudget
-	gen      int // configuration generation
+	gen          int // configuration generation
 
 	reload   chan *Config
 	do       chan func()

@@ -27,7 +27,7 @@ rules:
     heartbeat-proc: true
 `
 	arg := strings.Repeat("x", 128<<10-1) // MAX_ARG_STRLEN is 128 KiB
-	args := make([]string, 8)            // 1 MiB
+	args := make([]string, 8)             // 1 MiB
 	for i := range args {
 		args[i] = arg
 	}
