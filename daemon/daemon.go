@@ -181,7 +181,12 @@ type Daemon struct {
 	// events make.
 	cmdlineBytes int
 	execBudget   execBudget
-	gen          int // configuration generation
+	// conn is the process connector (nil: scans only); it reports the
+	// forks of watched processes too (forkParents).
+	conn        *procwatch.Connector
+	forkParents bool  // the watched set changed since they were told
+	newParents  []int // targets added since: their children born before are looked at
+	gen         int   // configuration generation
 
 	reload   chan *Config
 	do       chan func()
@@ -332,6 +337,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	statusTick := time.NewTicker(30 * time.Second)
 	defer statusTick.Stop()
 	for {
+		d.tellForkParents()
 		select {
 		case <-ctx.Done():
 			_ = d.opts.Notifier.Stopping()
@@ -383,6 +389,7 @@ func (d *Daemon) startDiscovery(ctx context.Context) time.Duration {
 		d.log.Info("finding processes by a scan of /proc (the process connector needs root in the host's namespaces)", "every", every, "connector", err)
 		return every
 	}
+	d.conn = c
 	go func() {
 		err := c.Run(ctx, func(ev procwatch.Event) {
 			if ev.Exit {
@@ -399,7 +406,7 @@ func (d *Daemon) startDiscovery(ctx context.Context) time.Duration {
 		}
 	}()
 	every = max(every*10, 20*time.Second)
-	d.discover = "process connector (exec events), and a scan of /proc every " + every.String()
+	d.discover = "process connector (exec events, and forks of watched processes), and a scan of /proc every " + every.String()
 	d.log.Info("finding processes by the kernel's exec events", "backstop_scan_every", every)
 	return every
 }
@@ -627,6 +634,59 @@ func (d *Daemon) apply(cfg *Config) {
 func (d *Daemon) forget(t *target) {
 	delete(d.targets, t.facts.PID)
 	d.lim.watching(t.facts.UID, -1)
+	d.forkParents = true
+}
+
+// tellForkParents has the process connector report the processes that
+// watched ones fork (a prefork server's workers execute nothing, and a
+// scan would find them only every backstop interval).
+func (d *Daemon) tellForkParents() {
+	if d.conn == nil {
+		d.newParents = nil
+		return
+	}
+	if !d.forkParents {
+		return
+	}
+	d.forkParents = false
+	pids := make([]int, 0, len(d.targets))
+	for pid := range d.targets {
+		pids = append(pids, pid)
+	}
+	if err := d.conn.SetForkParents(pids); err != nil {
+		d.log.Warn("the process connector will not report the forks of watched processes; the scan finds them", "err", err)
+	}
+	// What they forked before the connector was told.
+	parents := d.newParents
+	d.newParents = nil
+	now := time.Now()
+	for _, p := range parents {
+		for _, kid := range children(p) {
+			d.consider(kid, now, true)
+		}
+	}
+}
+
+// children lists the processes pid forked that still run
+// (/proc/PID/task/TID/children of each of its threads).
+func children(pid int) []int {
+	tids, err := procfs.Threads(pid)
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, tid := range tids {
+		b, err := procfs.ReadLimited(procfs.TaskPath(pid, tid, "children"), 1<<20)
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil && n > 0 {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
 }
 
 // targetEnded forgets a target whose watchdog returned.

@@ -47,7 +47,9 @@
 // # Finding processes
 //
 // The kernel's process connector announces each exec at once where
-// stallwatch may listen (root in the host's namespaces); a scan of /proc
+// stallwatch may listen (root in the host's namespaces), and each process
+// a watched one forks (a prefork server's workers, which execute nothing;
+// those forked before it was watched are read from its children); a scan of /proc
 // every scan-interval finds processes otherwise, and backs the connector
 // up every ten scan intervals. A process is watched by the first rule
 // that selects it; one no rule selects is looked at again at every scan

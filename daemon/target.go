@@ -59,6 +59,8 @@ func (d *Daemon) startTarget(f procwatch.Facts, r *Rule) {
 	t.cancel = cancel
 	d.targets[f.PID] = t
 	d.lim.watching(f.UID, 1)
+	d.forkParents = true
+	d.newParents = append(d.newParents, f.PID)
 	log.Info("watching", "command", commandLine(f.Cmdline, 120), "heartbeats", t.heartbeats)
 	go func() {
 		defer close(t.done)

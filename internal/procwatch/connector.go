@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,6 +17,7 @@ const (
 	cnIdxProc         = 1
 	cnValProc         = 1
 	procCnMcastListen = 1
+	procEventFork     = 0x00000001
 	procEventExec     = 0x00000002
 	procEventExit     = 0x80000000
 
@@ -25,7 +27,11 @@ const (
 
 // Connector receives the kernel's announcement of each exec and exit.
 type Connector struct {
-	f *os.File
+	f     *os.File
+	exits bool
+
+	mu      sync.Mutex
+	parents map[int]bool // whose forks are reported
 }
 
 // Listen subscribes to the process connector for execs and process exits.
@@ -68,7 +74,7 @@ func listen(exits bool) (*Connector, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("process connector: subscribe: %w", err)
 	}
-	return &Connector{f: os.NewFile(uintptr(fd), "netlink-proc-connector")}, nil
+	return &Connector{f: os.NewFile(uintptr(fd), "netlink-proc-connector"), exits: exits}, nil
 }
 
 // Close ends the subscription; Run returns.
@@ -78,6 +84,40 @@ func (c *Connector) Close() error { return c.f.Close() }
 type Event struct {
 	PID  int  // the process (thread group) id
 	Exit bool // it exited; else it executed a new program
+	// Fork: PID is a new process (not a thread) forked by Parent, one of
+	// the parents asked for (SetForkParents).
+	Fork   bool
+	Parent int
+}
+
+// maxForkParents is the most parents a filter names one by one (classic
+// BPF jumps 255 instructions at most); past it, every process fork is
+// let through (not threads), and Run keeps those of the parents asked
+// for.
+const maxForkParents = 200
+
+// SetForkParents makes the connector report the processes that pids
+// fork (a prefork server's workers, which execute nothing), besides
+// execs: the kernel's filter is replaced by one that names them.
+func (c *Connector) SetForkParents(pids []int) error {
+	c.mu.Lock()
+	c.parents = map[int]bool{}
+	for _, p := range pids {
+		c.parents[p] = true
+	}
+	c.mu.Unlock()
+	prog := eventFilterWith(c.exits, pids)
+	rc, err := c.f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]})
+	}); err != nil {
+		return err
+	}
+	return serr
 }
 
 // ErrOverrun reports that events were lost (the socket's buffer filled):
@@ -115,6 +155,14 @@ func (c *Connector) Run(ctx context.Context, fn func(Event), lost func()) error 
 			return fmt.Errorf("process connector: %w", rerr)
 		}
 		for _, ev := range ParseEvents(buf[:n]) {
+			if ev.Fork {
+				c.mu.Lock()
+				asked := c.parents[ev.Parent]
+				c.mu.Unlock()
+				if !asked {
+					continue
+				}
+			}
 			fn(ev)
 		}
 	}
@@ -155,6 +203,14 @@ func ParseEvents(b []byte) []Event {
 			evs = append(evs, Event{PID: tgid})
 		case what == procEventExit && pid == tgid && tgid > 0:
 			evs = append(evs, Event{PID: tgid, Exit: true})
+		case what == procEventFork && len(data) >= 16:
+			// fork_proc_event: parent_pid, parent_tgid, child_pid, child_tgid
+			parent := int(int32(binary.NativeEndian.Uint32(data[4:])))
+			child := int(int32(binary.NativeEndian.Uint32(data[8:])))
+			childTgid := int(int32(binary.NativeEndian.Uint32(data[12:])))
+			if child == childTgid && child > 0 {
+				evs = append(evs, Event{PID: child, Fork: true, Parent: parent})
+			}
 		}
 	}
 	return evs
@@ -175,7 +231,12 @@ const (
 // not of their other threads. The connector's fields are in host order
 // and BPF loads words big-endian, so constants are compared as their
 // bytes read big-endian.
-func eventFilter(exits bool) []unix.SockFilter {
+func eventFilter(exits bool) []unix.SockFilter { return eventFilterWith(exits, nil) }
+
+// eventFilterWith is eventFilter that also keeps the forks of new
+// processes (not threads) by the parents named (every process fork past
+// maxForkParents of them).
+func eventFilterWith(exits bool, parents []int) []unix.SockFilter {
 	be := func(v uint32) uint32 {
 		var b [4]byte
 		binary.NativeEndian.PutUint32(b[:], v)
@@ -187,6 +248,9 @@ func eventFilter(exits bool) []unix.SockFilter {
 		jeqX = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_X
 		ret  = unix.BPF_RET | unix.BPF_K
 	)
+	if len(parents) > 0 {
+		return forkFilter(exits, parents, be)
+	}
 	if !exits {
 		return []unix.SockFilter{
 			{Code: ldW, K: whatAt},
@@ -206,4 +270,71 @@ func eventFilter(exits bool) []unix.SockFilter {
 		/* 7 */ {Code: ret, K: 0xffffffff},
 		/* 8 */ {Code: ret, K: 0},
 	}
+}
+
+// forkFilter keeps execs, process exits (with exits), and the process
+// forks of parents. Its instructions are laid out with the two returns
+// last, every jump counted to them.
+func forkFilter(exits bool, parents []int, be func(uint32) uint32) []unix.SockFilter {
+	const (
+		ldW  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		jeqK = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		jeqX = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_X
+		tax  = unix.BPF_MISC | unix.BPF_TAX
+		ret  = unix.BPF_RET | unix.BPF_K
+	)
+	if len(parents) > maxForkParents {
+		parents = nil // every process fork: Run keeps the parents' own
+	}
+	type ins struct {
+		code   uint16
+		k      uint32
+		jt, jf string // "keep", "drop", "" (next), or a label below
+		label  string
+	}
+	prog := []ins{
+		{code: ldW, k: whatAt},
+		{code: jeqK, k: be(procEventExec), jt: "keep"},
+	}
+	if exits {
+		prog = append(prog,
+			ins{code: jeqK, k: be(procEventExit), jf: "fork"},
+			ins{code: ldW, k: pidAt}, ins{code: tax}, ins{code: ldW, k: tgidAt},
+			ins{code: jeqX, jt: "keep", jf: "drop"},
+			ins{label: "fork", code: ldW, k: whatAt})
+	}
+	prog = append(prog,
+		ins{code: jeqK, k: be(procEventFork), jf: "drop"},
+		// child_pid == child_tgid: a process, not a thread
+		ins{code: ldW, k: pidAt + 8}, ins{code: tax}, ins{code: ldW, k: pidAt + 12},
+		ins{code: jeqX, jf: "drop"},
+		ins{code: ldW, k: pidAt + 4}) // parent_tgid
+	if len(parents) == 0 {
+		prog = append(prog, ins{code: unix.BPF_JMP | unix.BPF_JA, jt: "keep"})
+	}
+	for _, p := range parents {
+		prog = append(prog, ins{code: jeqK, k: be(uint32(p)), jt: "keep"})
+	}
+	prog = append(prog, ins{label: "drop", code: ret, k: 0}, ins{label: "keep", code: ret, k: 0xffffffff})
+	at := map[string]int{}
+	for i, in := range prog {
+		if in.label != "" {
+			at[in.label] = i
+		}
+	}
+	out := make([]unix.SockFilter, len(prog))
+	for i, in := range prog {
+		off := func(l string) uint8 {
+			if l == "" {
+				return 0
+			}
+			return uint8(at[l] - i - 1)
+		}
+		f := unix.SockFilter{Code: in.code, K: in.k, Jt: off(in.jt), Jf: off(in.jf)}
+		if in.code == unix.BPF_JMP|unix.BPF_JA {
+			f.K, f.Jt = uint32(at[in.jt]-i-1), 0
+		}
+		out[i] = f
+	}
+	return out
 }

@@ -3,7 +3,9 @@
 // each exec at once where stallwatch may listen to it (root in the host's
 // namespaces: it needs CAP_NET_ADMIN), with a socket filter so that the
 // host's forks and thread exits wake no one (only the events asked for
-// reach the socket). It reads what a daemon's rules
+// reach the socket) — except the forks of the processes a caller names
+// (SetForkParents: a prefork server's workers execute nothing), which the
+// filter names one by one. It reads what a daemon's rules
 // select processes by: the command line, the executable, the effective
 // user, the cgroup and from it the container id and the Kubernetes pod.
 //

@@ -3,9 +3,13 @@ package procwatch
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -199,6 +203,84 @@ func TestConnectorFilter(t *testing.T) {
 		c.Close()
 		if !sawShellEnd {
 			t.Errorf("exits %v: the shell's last event never came", exits)
+		}
+	}
+}
+
+// TestConnectorForks: a process that forks without executing (a prefork
+// server's workers) is reported at once when its parent is one asked
+// for, and the host's other forks and threads are not.
+func TestConnectorForks(t *testing.T) {
+	testutil.RequireRoot(t)
+	c, err := ListenExec()
+	if err != nil {
+		testutil.Skip(t, "the process connector needs CAP_NET_ADMIN in the host's namespaces: %v", err)
+	}
+	defer c.Close()
+	py := testutil.RequireTool(t, "/usr/bin/python3")
+	// The parent forks two workers when told to, and a thread.
+	cmd := exec.Command(py, "-c", `
+import os, sys, threading, time
+print("ready", flush=True)
+sys.stdin.readline()
+kids = []
+for _ in range(2):
+    pid = os.fork()
+    if pid == 0:
+        os.closerange(0, 3)
+        time.sleep(60)
+        os._exit(0)
+    kids.append(pid)
+threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+print("workers", *kids, flush=True)
+time.sleep(60)
+`)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := testutil.StartCmd(t, cmd)
+	tg.WaitLine(t, "ready", 20*time.Second)
+	other := exec.Command("/bin/sh", "-c", "(:)") // a fork of a parent not asked for
+	if err := c.SetForkParents([]int{tg.Pid}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	events := make(chan Event, 1024)
+	go c.Run(ctx, func(ev Event) {
+		select {
+		case events <- ev:
+		default:
+		}
+	}, func() {})
+	if err := testutil.StartProcess(other); err != nil {
+		t.Fatal(err)
+	}
+	_ = other.Wait()
+	fmt.Fprintln(in)
+	var kids []int
+	for _, f := range strings.Fields(strings.TrimPrefix(tg.WaitLine(t, "workers ", 20*time.Second), "workers ")) {
+		n, _ := strconv.Atoi(f)
+		kids = append(kids, n)
+		t.Cleanup(func() { _ = syscall.Kill(n, syscall.SIGKILL) })
+	}
+	seen := map[int]bool{}
+	for len(seen) < len(kids) {
+		select {
+		case ev := <-events:
+			if !ev.Fork {
+				continue
+			}
+			if ev.Parent != tg.Pid {
+				t.Errorf("a fork of pid %d, not asked for, reported: %+v", ev.Parent, ev)
+			}
+			if !slices.Contains(kids, ev.PID) {
+				t.Errorf("fork event for pid %d: not a worker %v (a thread?)", ev.PID, kids)
+			}
+			seen[ev.PID] = true
+		case <-ctx.Done():
+			t.Fatalf("workers %v: forks seen %v", kids, seen)
 		}
 	}
 }

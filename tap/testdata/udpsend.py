@@ -17,6 +17,7 @@ pause(). --per-datagram opens a new socket for every datagram (bash's
 """
 
 import argparse
+import ctypes
 import os
 import pwd
 import signal
@@ -100,6 +101,9 @@ def main():
         for _ in range(a.fork):
             pid = os.fork()
             if pid == 0:
+                # A worker ends with its parent (PR_SET_PDEATHSIG), as
+                # the test ends the parent.
+                ctypes.CDLL(None).prctl(1, signal.SIGKILL)
                 loop(s)
                 os._exit(0)
             kids.append(pid)

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/testutil"
+)
+
+// TestDaemonPrefork: a prefork server (a real Python process) binds one
+// socket and forks two workers that send its DogStatsD metric through it;
+// the parent sits in pause(). The workers, which execute nothing, are
+// watched at once (the process connector's fork events, not the scan,
+// here ten minutes away), and each datagram beats every process that
+// holds the socket — the tap cannot tell them apart, and the log says so.
+func TestDaemonPrefork(t *testing.T) {
+	testutil.RequireRoot(t)
+	py := testutil.RequireTool(t, "/usr/bin/python3")
+	tag := marker()
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(c.LocalAddr().(*net.UDPAddr).Port)
+	c.Close()
+	script, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), "tap", "testdata", "udpsend.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "udpsend-"+tag+".py")
+	if err := os.WriteFile(path, script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := newDaemonEnv(t, `
+out: OUT
+rules:
+  - name: prefork
+    match: {cmdline: 'udpsend-`+tag+`'}
+    heartbeat-tap: udp://:`+port+`
+    metric: '`+tag+`.heartbeat'
+    stall-after: 2s
+    max-captures: 0
+`)
+	e.start(t, "--scan-interval", "1m") // the backstop scan: ten minutes
+	srv := testutil.StartCmd(t, exec.Command(py, path, "--family", "4", "--to", "127.0.0.1", "--tap-port", port,
+		"--metric", tag+".heartbeat", "--interval", "0.05", "--fork", "2"))
+	srv.WaitLine(t, "ready ", 20*time.Second)
+	var workers []int
+	for _, f := range strings.Fields(strings.TrimPrefix(srv.WaitLine(t, "workers ", 20*time.Second), "workers ")) {
+		n, _ := strconv.Atoi(f)
+		workers = append(workers, n)
+	}
+	for _, pid := range append([]int{srv.Pid}, workers...) {
+		e.waitTarget(t, pid, "healthy", 30*time.Second, healthy)
+	}
+	if !strings.Contains(e.sw.Stderr(), "watched processes share a socket") {
+		t.Errorf("the shared socket was not said; log:\n%s", e.sw.Stderr())
+	}
+}
