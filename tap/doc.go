@@ -11,7 +11,20 @@
 // received by this host — not the outgoing copy of a loopback datagram,
 // so each is seen once.
 //
-// A datagram beats only for the socket that can have sent it — never for
+// Over loopback, the kernel names a datagram's sender: an eBPF socket
+// filter on the packet socket sees each datagram's outgoing copy, which
+// the loopback device (it has no queue) hands over in the sending task,
+// records that task's process under the datagram's source, IPv4 id and
+// length, and drops the copy; the received copy, the one read, is looked
+// up there (one system call, for a datagram that carries a watched
+// metric). A client that opens a socket per datagram (bash's /dev/udp)
+// and each of the workers that share a prefork server's socket are then
+// told apart, each beat its sender's. Kernels whose socket filters may
+// not call bpf_get_current_pid_tgid (before 6.10) refuse the filter, and
+// the tap says so and names senders by their sockets alone, as below.
+//
+// Otherwise (another namespace; a sender the filter did not see), a
+// datagram beats only for the socket that can have sent it — never for
 // a port alone. Its sender's network namespace is the tap's own when it
 // arrived on loopback (nothing sent from this namespace to this host
 // arrives any other way), else the namespace of a watched process whose
@@ -36,10 +49,12 @@
 // container's id, which /proc/PID/cgroup shows to everyone), for the one
 // watched process of that container there.
 //
-// What the tap cannot see: who sent from a socket that was closed before
-// its datagram was read (a client that opens a socket per datagram); a
-// host on the network that forges a container's source address (that
-// needs raw sockets on the path, and is the network's to stop).
+// What the tap cannot see without the filter: who sent from a socket
+// closed before its datagram was read (a socket per datagram), or which
+// of the processes sharing a socket sent; in another namespace, neither
+// (the received copy comes in softirq, in no sender's task). Nor a host
+// on the network that forges a container's source address (that needs
+// raw sockets on the path, and is the network's to stop).
 //
 // The packets arrive in a TPACKET_V3 ring shared with the kernel
 // (PACKET_RX_RING): the kernel hands over a block of datagrams when it is

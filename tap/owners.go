@@ -298,6 +298,14 @@ func newOwners() *owners {
 	return o
 }
 
+// loopbackIndex is the tap's namespace's loopback interface (0: none).
+func (o *owners) loopbackIndex() int {
+	for i := range o.loopback {
+		return i
+	}
+	return 0
+}
+
 // invalidate makes the next datagram read the tables again at once.
 func (o *owners) invalidate() {
 	o.mu.Lock()

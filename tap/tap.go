@@ -27,6 +27,9 @@ type Tap struct {
 	log  *slog.Logger
 	f    *os.File
 	own  *owners
+	// senders names the sender of a datagram over loopback (nil: the
+	// kernel refused its filter; own alone names senders).
+	senders *senders
 
 	// ring is read by Run only; it is unmapped when Run returns, or by
 	// Close when Run never began.
@@ -35,8 +38,9 @@ type Tap struct {
 	running bool
 	closed  bool
 
-	mu   sync.RWMutex
-	subs map[int]*sub // by pid
+	mu       sync.RWMutex
+	subs     map[int]*sub              // by pid
+	matchers []*watchdog.MetricMatcher // the subs' distinct ones
 
 	packets, attributed, malformed, truncated atomic.Uint64
 	drops                                     atomic.Uint64 // PACKET_STATISTICS, summed
@@ -102,27 +106,44 @@ func Open(addr string, log *slog.Logger) (*Tap, error) {
 	if err != nil {
 		return nil, &SocketError{Addr: addr, Err: err}
 	}
-	prog := filter(port)
-	if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("tap %s: attaching the packet filter: %w", addr, err)
+	own := newOwners()
+	snd, err := openSenders(port, own.loopbackIndex())
+	if err == nil {
+		if err = snd.attach(fd); err != nil {
+			snd.close()
+		}
+	}
+	if err != nil {
+		snd = nil
+		log.Info("the tap names a datagram's sender by its socket only (the kernel refused the filter that sees who sends)", "tap", addr, "err", err)
+		prog := filter(port)
+		if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("tap %s: attaching the packet filter: %w", addr, err)
+		}
+	}
+	closeSenders := func() {
+		if snd != nil {
+			snd.close()
+		}
 	}
 	rg, err := setupRing(fd)
 	if err != nil {
 		unix.Close(fd)
+		closeSenders()
 		return nil, fmt.Errorf("tap %s: %w", addr, err)
 	}
 	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL)}); err != nil {
 		rg.unmap()
 		unix.Close(fd)
+		closeSenders()
 		return nil, fmt.Errorf("tap %s: bind: %w", addr, err)
 	}
-	own := newOwners()
 	own.onShared = func(inode uint64, pids []int) {
 		log.Warn("watched processes share a socket: the tap cannot tell their datagrams apart, and each beats them all",
 			"tap", addr, "socket", inode, "pids", pids)
 	}
-	return &Tap{port: port, addr: addr, log: log, f: os.NewFile(uintptr(fd), "packet-tap"), ring: rg, own: own, subs: map[int]*sub{}}, nil
+	return &Tap{port: port, addr: addr, log: log, f: os.NewFile(uintptr(fd), "packet-tap"), ring: rg, own: own, senders: snd, subs: map[int]*sub{}}, nil
 }
 
 // SocketError is a packet socket the kernel refused: CAP_NET_RAW is
@@ -153,6 +174,9 @@ func (t *Tap) Close() error {
 	var err error
 	t.closeOnce.Do(func() {
 		err = t.f.Close()
+		if t.senders != nil {
+			t.senders.close()
+		}
 		t.ringMu.Lock()
 		t.closed = true
 		if !t.running {
@@ -274,7 +298,14 @@ func (t *Tap) handle(pkt []byte, proto uint16, ifindex int) {
 		return
 	}
 	or := origin{ifindex: ifindex, v6: proto == protoIPv6, src: dg.Src}
-	pids := t.own.lookup(or, t.pidsLocked)
+	var pids []int
+	// The kernel's word on who sent it costs a system call: asked only of
+	// a datagram that is some watched process's heartbeat metric.
+	if sender := t.sender(pkt, proto, ifindex, dg.Payload); sender > 0 {
+		pids = []int{sender} // the kernel saw it send: whoever holds the socket
+	} else {
+		pids = t.own.lookup(or, t.pidsLocked)
+	}
 	if len(pids) == 0 {
 		if s := t.byContainer(ContainerField(dg.Payload), or); s != nil {
 			pids = []int{s.pid}
@@ -294,6 +325,41 @@ func (t *Tap) handle(pkt []byte, proto uint16, ifindex int) {
 			s.beat()
 		}
 	}
+}
+
+// sender is the process the kernel saw send a datagram that came over
+// loopback (senders) and carries a metric some watched process beats
+// with; 0 when it did not see it or it is no heartbeat, and the tables
+// say. t.mu is held.
+func (t *Tap) sender(pkt []byte, proto uint16, ifindex int, payload []byte) int {
+	if t.senders == nil || !t.own.loopback[ifindex] {
+		return 0
+	}
+	heartbeat := false
+	for _, m := range t.matchers {
+		if beat, _ := m.Scan(payload); beat {
+			heartbeat = true
+			break
+		}
+	}
+	if !heartbeat {
+		return 0
+	}
+	return t.senders.lookup(pkt, proto)
+}
+
+// matchersLocked lists the watched processes' distinct metric matchers;
+// t.mu is held for writing.
+func (t *Tap) matchersLocked() []*watchdog.MetricMatcher {
+	seen := map[string]bool{}
+	var out []*watchdog.MetricMatcher
+	for _, s := range t.subs {
+		if k := s.match.String(); !seen[k] {
+			seen[k] = true
+			out = append(out, s.match)
+		}
+	}
+	return out
 }
 
 // pidsLocked lists the watched pids; t.mu is held.
@@ -361,11 +427,13 @@ func (s *Source) Run(ctx context.Context, beat func()) error {
 		return fmt.Errorf("pid %d has a tap heartbeat on :%d already", s.pid, s.t.port)
 	}
 	s.t.subs[s.pid] = sb
+	s.t.matchers = s.t.matchersLocked()
 	s.t.mu.Unlock()
 	s.t.own.invalidate()
 	<-ctx.Done()
 	s.t.mu.Lock()
 	delete(s.t.subs, s.pid)
+	s.t.matchers = s.t.matchersLocked()
 	s.t.mu.Unlock()
 	return ctx.Err()
 }
