@@ -140,6 +140,9 @@ func Open(addr string, log *slog.Logger) (*Tap, error) {
 		return nil, fmt.Errorf("tap %s: bind: %w", addr, err)
 	}
 	own.onShared = func(inode uint64, pids []int) {
+		if snd != nil {
+			return // over loopback the kernel tells them apart
+		}
 		log.Warn("watched processes share a socket: the tap cannot tell their datagrams apart, and each beats them all",
 			"tap", addr, "socket", inode, "pids", pids)
 	}
