@@ -192,9 +192,9 @@ func ldInd(size, src uint8, off int32) bpfInsn {
 func jmpK(op, dst uint8, imm int32, label string) bpfInsn {
 	return bpfInsn{code: bpfJMP | op | bpfK, regs: dst, imm: imm, label: label}
 }
-func ja(label string) bpfInsn       { return bpfInsn{code: bpfJMP | bpfJA, label: label} }
-func call(fn int32) bpfInsn         { return bpfInsn{code: bpfJMP | bpfCALL, imm: fn} }
-func exit() bpfInsn                 { return bpfInsn{code: bpfJMP | bpfEXIT} }
+func ja(label string) bpfInsn        { return bpfInsn{code: bpfJMP | bpfJA, label: label} }
+func call(fn int32) bpfInsn          { return bpfInsn{code: bpfJMP | bpfCALL, imm: fn} }
+func exit() bpfInsn                  { return bpfInsn{code: bpfJMP | bpfEXIT} }
 func at(l string, i bpfInsn) bpfInsn { i.at = l; return i }
 
 // senderProgram is the filter: the outgoing copy of a UDP datagram to
