@@ -481,10 +481,14 @@ func (s *Spool) finish(it *Item, count func(*Stats)) {
 // backoff is the wait after the n-th failure in a row: MinBackoff·2ⁿ⁻¹,
 // at most MaxBackoff, with its upper half random ("equal jitter").
 func (s *Spool) backoff(n int) time.Duration {
-	d := s.cfg.MaxBackoff
-	if n < 40 {
-		d = min(s.cfg.MinBackoff<<(n-1), s.cfg.MaxBackoff)
+	// Doubled step by step, not shifted: MinBackoff<<(n-1) overflowed to
+	// a negative wait (and rand.N panicked) after some 35 failures in a
+	// row — a few hours of an agent down.
+	d := s.cfg.MinBackoff
+	for i := 1; i < n && d < s.cfg.MaxBackoff; i++ {
+		d *= 2
 	}
+	d = min(d, s.cfg.MaxBackoff)
 	half := d / 2
 	return half + rand.N(half+1)
 }

@@ -556,3 +556,17 @@ func TestAgentDownHoldsAll(t *testing.T) {
 		t.Errorf("five items made %d tries in a minute, one item %d: the queue does not back off as a whole", five, one)
 	}
 }
+
+// TestBackoffBounds: the wait after the n-th failure in a row is within
+// [MaxBackoff/2, MaxBackoff] once the doubling reaches it, however many
+// failures there were (the 35th of a 1 s backoff overflowed and panicked).
+func TestBackoffBounds(t *testing.T) {
+	s := &Spool{cfg: Config{MinBackoff: time.Second, MaxBackoff: 5 * time.Minute}}
+	for n := 1; n <= 10_000; n++ {
+		w := s.backoff(n)
+		ceil := min(time.Second<<min(n-1, 20), 5*time.Minute)
+		if w < ceil/2 || w > ceil {
+			t.Fatalf("failure %d: wait %v, want within [%v, %v]", n, w, ceil/2, ceil)
+		}
+	}
+}
