@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -568,5 +569,59 @@ func TestBackoffBounds(t *testing.T) {
 		if w < ceil/2 || w > ceil {
 			t.Fatalf("failure %d: wait %v, want within [%v, %v]", n, w, ceil/2, ceil)
 		}
+	}
+}
+
+// TestHostileEntries: entries another process could leave in the queue's
+// directory: a FIFO (reading it would block) and a symbolic link out of
+// it are never opened (not regular files: not the queue's), one over the
+// entry's size bound and one with a negative size are refused, said and
+// removed; the good one stays, and Open never blocks.
+func TestHostileEntries(t *testing.T) {
+	dir := t.TempDir()
+	nop := func(context.Context, Item) error { return nil }
+	s, err := Open(Config{Dir: dir, Deliver: nop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Add(Item{Key: "ok", Size: 1})
+	s.Close()
+	name := func(i int) string { return fmt.Sprintf("%019d-000001-00000000%s", i, entrySuffix) }
+	if err := syscall.Mkfifo(filepath.Join(dir, name(1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/passwd", filepath.Join(dir, name(2))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name(3)), []byte(`{"key":"big","size":1,"queued":"2026-01-01T00:00:00Z","data":"`+strings.Repeat("x", 1<<20)+`"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name(4)), []byte(`{"key":"neg","size":-5,"queued":"2026-01-01T00:00:00Z"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs testutil.Buffer
+	opened := make(chan error, 1)
+	go func() {
+		var err error
+		s, err = Open(Config{Dir: dir, Deliver: nop, Logger: logger(&logs)})
+		opened <- err
+	}()
+	select {
+	case err := <-opened:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Open blocked on the queue's entries")
+	}
+	defer s.Close()
+	if st := s.Stats(); st.Unreadable != 2 || st.Queued != 1 || !s.Pending("ok") {
+		t.Errorf("stats %+v, want 2 refused and the good one queued; log:\n%s", st, logs.String())
+	}
+	if n := strings.Count(logs.String(), "upload queue entry unreadable"); n != 2 {
+		t.Errorf("%d refusals said, want 2; log:\n%s", n, logs.String())
+	}
+	if _, err := os.Stat("/etc/passwd"); err != nil {
+		t.Errorf("the link's target: %v", err)
 	}
 }
