@@ -17,6 +17,7 @@ import (
 
 	"github.com/stallwatch/stallwatch/internal/safedir"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 var at = time.Date(2026, 1, 5, 14, 30, 12, 345e6, time.UTC)
@@ -52,8 +53,8 @@ func names(t *testing.T, dir string) []string {
 func TestWrite(t *testing.T) {
 	root := t.TempDir()
 	r := openRoot(t, root)
-	info := NewInfo(Target{PID: 4242, Command: []string{"app"}}, Trigger{Kind: Stall, At: at, Reason: "no heartbeat for 10.2s", StallFor: 10200 * time.Millisecond})
-	info.Findings = []Finding{{Kind: FindingDeadlock, Severity: SeverityCritical, Summary: "DEADLOCK: 1 waits for 2 waits for 1.", TIDs: []int{1, 2}}}
+	info := NewInfo(model.Target{PID: 4242, Command: []string{"app"}}, model.Trigger{Kind: model.Stall, At: at, Reason: "no heartbeat for 10.2s", StallFor: 10200 * time.Millisecond})
+	info.Findings = []model.Finding{{Kind: model.FindingDeadlock, Severity: model.SeverityCritical, Summary: "DEADLOCK: 1 waits for 2 waits for 1.", TIDs: []int{1, 2}}}
 	// A rendering sees the file list (reports show it).
 	var seenFiles []string
 	files := []File{
@@ -133,7 +134,7 @@ func TestWrite(t *testing.T) {
 // the capture is still written.
 func TestWriteFailedFile(t *testing.T) {
 	r := openRoot(t, t.TempDir())
-	info := NewInfo(Target{PID: 7}, Trigger{Kind: Signal, At: at})
+	info := NewInfo(model.Target{PID: 7}, model.Trigger{Kind: model.Signal, At: at})
 	dir, err := r.Write(&info, []File{
 		text(FileProfile, "profile"),
 		{Name: FileHTML, Write: func(io.Writer) error { return errors.New("template broke") }},
@@ -157,7 +158,7 @@ func TestWriteFailedFile(t *testing.T) {
 
 func TestWriteSameMillisecond(t *testing.T) {
 	r := openRoot(t, t.TempDir())
-	info := NewInfo(Target{PID: 12}, Trigger{Kind: Stall, At: at})
+	info := NewInfo(model.Target{PID: 12}, model.Trigger{Kind: model.Stall, At: at})
 	var dirs []string
 	for range 3 {
 		d, err := r.Write(&info, []File{text(FileProfile, "p")})
@@ -175,7 +176,7 @@ func TestWriteSameMillisecond(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(r.Path(), "20260105T143012.345Z-12-signal"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	info.Trigger = Signal
+	info.Trigger = model.Signal
 	d, err := r.Write(&info, nil)
 	if err != nil || filepath.Base(d) != "20260105T143012.345Z-12-signal-2" {
 		t.Errorf("beside an empty directory of its name: %s, %v", d, err)
@@ -215,7 +216,7 @@ func TestWriteAtomic(t *testing.T) {
 			}
 		}
 	})
-	info := NewInfo(Target{PID: 3}, Trigger{Kind: Stall, At: at})
+	info := NewInfo(model.Target{PID: 3}, model.Trigger{Kind: model.Stall, At: at})
 	for range 20 {
 		info.TriggerAt = info.TriggerAt.Add(time.Second)
 		if _, err := r.Write(&info, files); err != nil {
@@ -232,13 +233,13 @@ func TestWriteAtomic(t *testing.T) {
 
 func TestUpdate(t *testing.T) {
 	r := openRoot(t, t.TempDir())
-	info := NewInfo(Target{PID: 4242}, Trigger{Kind: Stall, At: at, LastBeat: at.Add(-10 * time.Second), Reason: "no heartbeat for 10s"})
+	info := NewInfo(model.Target{PID: 4242}, model.Trigger{Kind: model.Stall, At: at, LastBeat: at.Add(-10 * time.Second), Reason: "no heartbeat for 10s"})
 	dir, err := r.Write(&info, []File{text(FileProfile, "p"), text(FileText, "not recovered")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	recovered := at.Add(32 * time.Second)
-	err = r.Update(filepath.Base(dir), func(in *Info) {
+	err = r.Update(filepath.Base(dir), func(in *model.Info) {
 		in.Recovered = recovered
 		in.StallLen = recovered.Sub(in.LastBeat)
 	}, func(d *Dir) ([]File, error) {
@@ -265,10 +266,10 @@ func TestUpdate(t *testing.T) {
 	if got, want := names(t, dir), []string{FileInfo, FileProfile, FileText}; !reflect.DeepEqual(got, want) {
 		t.Errorf("files after update %v, want %v (no temporaries)", got, want)
 	}
-	if err := r.Update("20990101T000000.000Z-1-stall", func(*Info) {}, nil); err == nil {
+	if err := r.Update("20990101T000000.000Z-1-stall", func(*model.Info) {}, nil); err == nil {
 		t.Error("updating a missing capture succeeded")
 	}
-	if err := r.Update("../x", func(*Info) {}, nil); err == nil {
+	if err := r.Update("../x", func(*model.Info) {}, nil); err == nil {
 		t.Error("updating a name that is not a capture's succeeded")
 	}
 }
@@ -276,7 +277,7 @@ func TestUpdate(t *testing.T) {
 func TestPrune(t *testing.T) {
 	root := t.TempDir()
 	r := openRoot(t, root)
-	info := NewInfo(Target{PID: 9}, Trigger{Kind: Stall})
+	info := NewInfo(model.Target{PID: 9}, model.Trigger{Kind: model.Stall})
 	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	// Written out of time order: Prune goes by the time in the name.
 	for _, min := range []int{3, 1, 4, 0, 2} {
@@ -346,14 +347,14 @@ func TestPrune(t *testing.T) {
 func TestDirName(t *testing.T) {
 	at := time.Date(2026, 1, 5, 14, 30, 12, 345678901, time.FixedZone("CET", 3600))
 	tests := []struct {
-		info Info
+		info model.Info
 		seq  int
 		want string
 	}{
-		{Info{TriggerAt: at, PID: 12, Trigger: Stall}, 1, "20260105T133012.345Z-12-stall"},
-		{Info{TriggerAt: at, PID: 12, Trigger: Signal}, 3, "20260105T133012.345Z-12-signal-3"},
-		{Info{Start: at, PID: 12}, 1, "20260105T133012.345Z-12-manual"},
-		{Info{TriggerAt: at, PID: 12, Trigger: "../../etc"}, 1, "20260105T133012.345Z-12-etc"},
+		{model.Info{TriggerAt: at, PID: 12, Trigger: model.Stall}, 1, "20260105T133012.345Z-12-stall"},
+		{model.Info{TriggerAt: at, PID: 12, Trigger: model.Signal}, 3, "20260105T133012.345Z-12-signal-3"},
+		{model.Info{Start: at, PID: 12}, 1, "20260105T133012.345Z-12-manual"},
+		{model.Info{TriggerAt: at, PID: 12, Trigger: "../../etc"}, 1, "20260105T133012.345Z-12-etc"},
 	}
 	for _, tt := range tests {
 		got := DirName(&tt.info, tt.seq)
@@ -402,17 +403,6 @@ func TestOpenNotACapture(t *testing.T) {
 	}
 }
 
-func TestResultTopFinding(t *testing.T) {
-	var r *Result
-	if _, ok := r.TopFinding(); ok {
-		t.Error("nil result has a finding")
-	}
-	r = &Result{Info: Info{Findings: []Finding{{Kind: FindingDeadlock, Summary: "first"}, {Kind: FindingHotThread}}}}
-	if f, ok := r.TopFinding(); !ok || f.Summary != "first" {
-		t.Errorf("TopFinding = %+v, %v", f, ok)
-	}
-}
-
 // TestWriteUnderAttack: a real unprivileged process (user nobody) swaps
 // the entries of the output directory for links to a victim while root
 // writes captures, as in the audit of issue 8. A directory it owns is
@@ -427,7 +417,7 @@ func TestWriteUnderAttack(t *testing.T) {
 	r.Stop(t)
 	r.CheckVictim(t)
 
-	info := NewInfo(Target{PID: 4242}, Trigger{Kind: Stall, At: at})
+	info := NewInfo(model.Target{PID: 4242}, model.Trigger{Kind: model.Stall, At: at})
 	plant := []string{DirName(&info, 1), DirName(&info, 2), DirName(&info, 3)}
 	r = testutil.StartRacer(t, true, plant...)
 	root := openRoot(t, r.Dir)

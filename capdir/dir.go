@@ -9,13 +9,14 @@ import (
 	"path/filepath"
 
 	"github.com/stallwatch/stallwatch/internal/safedir"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // Dir is one capture directory opened for reading: its capture.json read,
 // its other files opened by name relative to the directory.
 type Dir struct {
 	Path string
-	Info Info
+	Info model.Info
 	d    *safedir.Dir
 }
 
@@ -54,7 +55,7 @@ func readDir(d *safedir.Dir, path string) (*Dir, error) {
 }
 
 // decodeInfo parses capture.json, refusing a schema newer than this one.
-func decodeInfo(data []byte, info *Info) error {
+func decodeInfo(data []byte, info *model.Info) error {
 	if err := json.Unmarshal(data, info); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
@@ -62,8 +63,8 @@ func decodeInfo(data []byte, info *Info) error {
 		}
 		return err
 	}
-	if info.Schema > Schema {
-		return fmt.Errorf("capture.json schema %d is newer than this stallwatch reads (%d)", info.Schema, Schema)
+	if info.Schema > model.Schema {
+		return fmt.Errorf("capture.json schema %d is newer than this stallwatch reads (%d)", info.Schema, model.Schema)
 	}
 	return nil
 }

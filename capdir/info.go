@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/stallwatch/stallwatch/internal/version"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // The files of a capture directory.
@@ -21,198 +21,17 @@ const (
 	FileInfo       = "capture.json"
 )
 
-// Schema is the version of capture.json's layout; it grows when a field
-// changes meaning, not when one is added.
-const Schema = 1
-
-// Info is capture.json: the facts of one capture. The package doc
-// describes each field as it appears in the file.
-type Info struct {
-	Schema  int    `json:"schema"`
-	Version string `json:"stallwatch_version"`
-
-	Trigger   TriggerKind `json:"trigger"`             // "stall" | "signal" | "manual"
-	Reason    string      `json:"reason,omitempty"`    // "no heartbeat for 10.2s"
-	Heartbeat string      `json:"heartbeat,omitempty"` // "file /run/app.beat"
-	Seq       int         `json:"seq,omitempty"`       // 2 and up: a recapture of a stall that lasts
-
-	PID        int      `json:"pid"`
-	Command    []string `json:"command,omitempty"`
-	Executable string   `json:"executable,omitempty"`
-	Kernel     string   `json:"kernel,omitempty"` // uname -r
-	Hostname   string   `json:"hostname,omitempty"`
-	// Host is the machine's load when the capture was written, so that a
-	// reader can tell a starved process from a starved host.
-	Host *Host `json:"host,omitempty"`
-
-	Start     time.Time     `json:"start,omitzero"`            // of the sampled window, history included
-	TriggerAt time.Time     `json:"trigger_at,omitzero"`       // when the capture was asked for
-	End       time.Time     `json:"end,omitzero"`              // of the sampled window
-	LastBeat  time.Time     `json:"last_beat,omitzero"`        // the last heartbeat before the stall
-	Recovered time.Time     `json:"recovered,omitzero"`        // the first heartbeat after it
-	StallFor  time.Duration `json:"stall_ns,omitempty"`        // heartbeat silence at the trigger
-	StallLen  time.Duration `json:"stall_length_ns,omitempty"` // whole stall, last beat to recovery
-
-	CutShort     bool   `json:"cut_short"`
-	CutShortWhy  string `json:"cut_short_why,omitempty"`
-	TargetExited bool   `json:"target_exited"`
-
-	Counts   Counts   `json:"counts"`
-	Settings Settings `json:"settings"`
-	// Findings are what the report's first screen says, most severe
-	// first, as data for alerts and hooks.
-	Findings []Finding `json:"findings,omitempty"`
-	Notes    []string  `json:"notes,omitempty"`
-	// Files lists the capture directory's files; Root.Write fills it.
-	Files []string `json:"files"`
-}
-
-// Counts are what was collected and what was lost, never hidden.
-type Counts struct {
-	Samples           int    `json:"samples"`          // on-CPU samples
-	OffCPU            int    `json:"offcpu_intervals"` // off-CPU intervals
-	SamplesBefore     int    `json:"samples_before"`   // of Samples+OffCPU, from the flight recorder
-	Lost              uint64 `json:"lost_records"`     // perf records the kernel dropped
-	LostSamples       uint64 `json:"lost_samples"`
-	Throttled         uint64 `json:"throttled"`
-	Threads           int    `json:"threads"`
-	UnreadableThreads int    `json:"unreadable_threads"`
-	// UnsampledThreads were left out of sampling for want of file
-	// descriptors (RLIMIT_NOFILE); a note says which rule chose the rest.
-	UnsampledThreads int `json:"unsampled_threads,omitempty"`
-	JITSources       int `json:"jit_sources"`     // jitdumps and perf maps read
-	JITTruncated     int `json:"jit_truncated"`   // of them, cut off mid-record
-	MissingSymbols   int `json:"missing_symbols"` // mappings no symbol source could name
-}
-
-// Settings are the capture's parameters, so that a reader knows what the
-// numbers mean.
-type Settings struct {
-	Freq         int           `json:"freq_hz,omitempty"`
-	BaselineFreq int           `json:"baseline_freq_hz,omitempty"`
-	History      time.Duration `json:"history_ns,omitempty"`
-	CaptureFor   time.Duration `json:"capture_for_ns,omitempty"`
-	OffCPU       bool          `json:"offcpu"`
-	Kernel       bool          `json:"kernel"`
-	Ptrace       bool          `json:"ptrace"`
-	// Unwind is how sampled user stacks were walked ("cfi", "fp");
-	// StackCopy the bytes of user stack each sample copied for it.
-	Unwind    string `json:"unwind,omitempty"`
-	StackCopy int    `json:"stack_copy_bytes,omitempty"`
-}
-
-// Host is the load of the machine a capture was taken on.
-type Host struct {
-	CPUs int `json:"cpus"` // online CPUs
-	// Load1, Load5 and Load15 are /proc/loadavg's averages of runnable
-	// and uninterruptible tasks; Running is how many ran or were ready
-	// to at that moment, Tasks how many there were.
-	Load1   float64 `json:"load1"`
-	Load5   float64 `json:"load5"`
-	Load15  float64 `json:"load15"`
-	Running int     `json:"running"`
-	Tasks   int     `json:"tasks"`
-}
-
-// Finding is one conclusion the report draws, as data.
-type Finding struct {
-	Kind     FindingKind `json:"kind"`
-	Severity Severity    `json:"severity"`
-	// Summary is the finding in one line, as the report says it.
-	Summary string `json:"summary"`
-	// Detail explains it: the numbers behind it, and what to do.
-	Detail string `json:"detail,omitempty"`
-	// TIDs are the threads it names, the most important first.
-	TIDs []int `json:"tids,omitempty"`
-	// Functions are the functions it names, the most telling first.
-	Functions []string `json:"functions,omitempty"`
-	// Runtime names the language runtime a runtime finding is about
-	// ("jvm", "go", "node", "python", "dotnet", "julia").
-	Runtime string `json:"runtime,omitempty"`
-}
-
-// FindingKind names what was found. Readers must accept kinds they do
-// not know: new ones are added without a schema change.
-type FindingKind string
-
-const (
-	// The process is stopped (SIGSTOP, SIGTSTP) or held by a debugger
-	// (TIDs: the stopped threads; the tracer is named in Detail).
-	FindingStopped FindingKind = "stopped"
-	// Threads wait for each other in a cycle (TIDs: the cycle).
-	FindingDeadlock FindingKind = "deadlock"
-	// A language runtime stopped its threads: a JVM safepoint, a Go
-	// stop-the-world, a .NET suspension, a Julia GC waiting for a thread
-	// that does not reach a safepoint (TIDs: the thread that holds the
-	// pause up first, when known, then the collector). Runtime says
-	// which.
-	FindingRuntimePause FindingKind = "runtime_pause"
-	// A Node.js event loop did not return to poll: one JavaScript
-	// function ran for most of the window (Functions: it).
-	FindingEventLoopBlocked FindingKind = "event_loop_blocked"
-	// CPython threads waited for the GIL while one thread held it
-	// (TIDs: the holder first).
-	FindingGIL FindingKind = "gil_contention"
-	// Many threads wait for a lock one thread holds (TIDs: the owner
-	// first).
-	FindingLockConvoy FindingKind = "lock_convoy"
-	// Threads in uninterruptible sleep (D state), usually I/O
-	// (Functions: the kernel functions they wait in).
-	FindingUninterruptible FindingKind = "uninterruptible"
-	// Threads were runnable but waited for a CPU for a large share of
-	// the window.
-	FindingCPUStarvation FindingKind = "cpu_starvation"
-	// One thread spun on a CPU while others waited.
-	FindingSpinning FindingKind = "spinning"
-	// One thread used most of the CPU time.
-	FindingHotThread FindingKind = "hot_thread"
-	// Samples fell in JIT-compiled code no symbol file names: the runtime
-	// was started without its switch (Detail names it).
-	FindingMissingJITSymbols FindingKind = "missing_jit_symbols"
-	// No thread ran: the process waits, it is not busy.
-	FindingAllWaiting FindingKind = "all_waiting"
-)
-
-// Severity ranks findings.
-type Severity string
-
-const (
-	SeverityCritical Severity = "critical" // the likely cause of a stall
-	SeverityWarning  Severity = "warning"
-	SeverityInfo     Severity = "info"
-)
-
-// Rank orders severities: lower is more severe; unknown ones last.
-func (s Severity) Rank() int {
-	switch s {
-	case SeverityCritical:
-		return 0
-	case SeverityWarning:
-		return 1
-	case SeverityInfo:
-		return 2
-	}
-	return 3
-}
-
-// Target is what is known of the captured process, read while it lived.
-type Target struct {
-	PID        int
-	Command    []string
-	Executable string
-}
-
 // NewInfo is the one place capture.json is begun: schema, version, the
 // host (kernel release, hostname), the trigger and the target. The writer
 // adds the window, what it collected (Counts), how (Settings), notes and
 // findings.
-func NewInfo(tg Target, tr Trigger) Info {
+func NewInfo(tg model.Target, tr model.Trigger) model.Info {
 	kind := tr.Kind
 	if kind == "" {
-		kind = Manual
+		kind = model.Manual
 	}
-	info := Info{
-		Schema:     Schema,
+	info := model.Info{
+		Schema:     model.Schema,
 		Version:    version.String(),
 		Trigger:    kind,
 		Reason:     tr.Reason,
@@ -233,7 +52,7 @@ func NewInfo(tg Target, tr Trigger) Info {
 
 // readHost reads the machine's load; nil when /proc/loadavg cannot be
 // read (the CPU count alone says little).
-func readHost() *Host {
+func readHost() *model.Host {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return nil
@@ -247,8 +66,8 @@ func readHost() *Host {
 }
 
 // parseLoadavg reads "0.52 0.58 0.59 2/431 12345".
-func parseLoadavg(s string) (Host, bool) {
-	var h Host
+func parseLoadavg(s string) (model.Host, bool) {
+	var h model.Host
 	var last int
 	n, err := fmt.Sscanf(s, "%g %g %g %d/%d %d", &h.Load1, &h.Load5, &h.Load15, &h.Running, &h.Tasks, &last)
 	return h, err == nil && n == 6

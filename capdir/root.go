@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stallwatch/stallwatch/internal/safedir"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // File is one file of a capture directory and how to render it.
@@ -62,11 +63,11 @@ const tempPrefix = ".stallwatch-tmp-"
 // place. info.Files is set before any file is rendered, so renderings
 // that list the files see them. A file that fails to render is left out
 // and said in info.Notes: the rest of the capture is still written.
-func (r *Root) Write(info *Info, files []File) (dir string, err error) {
+func (r *Root) Write(info *model.Info, files []File) (dir string, err error) {
 	if info == nil {
 		return "", errors.New("capdir: Write: nil info")
 	}
-	info.Schema = Schema
+	info.Schema = model.Schema
 	info.Files = nil
 	for _, f := range files {
 		if f.Name != FileInfo {
@@ -113,7 +114,7 @@ func (r *Root) Write(info *Info, files []File) (dir string, err error) {
 
 // publish renames the finished temporary directory to its capture name,
 // adding -2, -3 … when another capture has the same name.
-func (r *Root) publish(tmpName string, info *Info) (string, error) {
+func (r *Root) publish(tmpName string, info *model.Info) (string, error) {
 	for seq := 1; seq < 1000; seq++ {
 		name := DirName(info, seq)
 		err := r.d.Rename(tmpName, r.d, name, safedir.NoReplace)
@@ -128,7 +129,7 @@ func (r *Root) publish(tmpName string, info *Info) (string, error) {
 	return "", fmt.Errorf("publish capture: %s and 998 more names are taken", DirName(info, 1))
 }
 
-func writeInfo(w io.Writer, info *Info) error {
+func writeInfo(w io.Writer, info *model.Info) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
@@ -138,7 +139,7 @@ func writeInfo(w io.Writer, info *Info) error {
 // DirName is the name of a capture's directory:
 // "20260105T143012.345Z-4242-stall" (seq > 1 appends "-seq" to keep two
 // captures of the same millisecond apart). Names sort by time.
-func DirName(info *Info, seq int) string {
+func DirName(info *model.Info, seq int) string {
 	t := info.TriggerAt
 	if t.IsZero() {
 		t = info.Start
@@ -168,7 +169,7 @@ func safeTrigger(s string) string {
 		}
 	}
 	if sb.Len() == 0 {
-		return string(Manual)
+		return string(model.Manual)
 	}
 	s = sb.String()
 	if len(s) > 20 {
@@ -195,14 +196,14 @@ func (r *Root) OpenDir(name string) (*Dir, error) {
 // render returns (the reports, which show capture.json's facts), each
 // replaced atomically, capture.json last. render may be nil. One writer
 // per capture directory at a time.
-func (r *Root) Update(name string, f func(*Info), render func(*Dir) ([]File, error)) error {
+func (r *Root) Update(name string, f func(*model.Info), render func(*Dir) ([]File, error)) error {
 	c, err := r.OpenDir(name)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	f(&c.Info)
-	c.Info.Schema = Schema
+	c.Info.Schema = model.Schema
 	var files []File
 	if render != nil {
 		if files, err = render(c); err != nil {

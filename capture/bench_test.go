@@ -17,6 +17,7 @@ import (
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/sampler"
 	"github.com/stallwatch/stallwatch/target"
 )
@@ -166,7 +167,7 @@ func writeCaptures(b *testing.B, pid int, samples []sampler.Sample, unwind Unwin
 			b.Fatal(err)
 		}
 		r := &resolver{tp: tp, names: map[int]string{}, toWall: wallOffset()}
-		f := &facts{cfg: cfg, tg: readTarget(pid), trigger: capdir.Trigger{Kind: capdir.Manual}, sampled: true, unwind: unwind}
+		f := &facts{cfg: cfg, tg: readTarget(pid), trigger: model.Trigger{Kind: model.Manual}, sampled: true, unwind: unwind}
 		f.samples = r.resolve([]window{{"", samples}})
 		f.cuts, f.userStacks = r.cuts, r.total
 		f.start, f.end = monotime.ToTime(samples[0].Time), monotime.ToTime(samples[len(samples)-1].Time)

@@ -11,17 +11,17 @@ import (
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/unwind"
+	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/report"
 	"github.com/stallwatch/stallwatch/sampler"
-	"github.com/stallwatch/stallwatch/snapshot"
 	"github.com/stallwatch/stallwatch/symbolize"
 	"github.com/stallwatch/stallwatch/target"
 )
 
 // readTarget reads what is known of the process while it lives: after it
 // exits a report still needs its command line.
-func readTarget(pid int) capdir.Target {
-	t := capdir.Target{PID: pid}
+func readTarget(pid int) model.Target {
+	t := model.Target{PID: pid}
 	t.Command, _ = procfs.Cmdline(pid)
 	t.Executable, _ = procfs.Exe(pid)
 	return t
@@ -52,16 +52,16 @@ type resolver struct {
 // nanoseconds now.
 func wallOffset() int64 { return time.Now().UnixNano() - int64(monotime.Now()) }
 
-func (r *resolver) resolve(windows []window) []report.Sample {
+func (r *resolver) resolve(windows []window) []model.Sample {
 	n := 0
 	for _, w := range windows {
 		n += len(w.samples)
 	}
-	out := make([]report.Sample, 0, n)
+	out := make([]model.Sample, 0, n)
 	for _, w := range windows {
 		for i := range w.samples {
 			s := &w.samples[i]
-			out = append(out, report.Sample{
+			out = append(out, model.Sample{
 				Stack:      r.stack(s),
 				TID:        int(s.TID),
 				ThreadName: r.names[int(s.TID)],
@@ -80,9 +80,9 @@ func (r *resolver) resolve(windows []window) []report.Sample {
 
 // stack resolves a sample's kernel frames, then its user frames, ending
 // with why it was cut short.
-func (r *resolver) stack(s *sampler.Sample) []*symbolize.Location {
+func (r *resolver) stack(s *sampler.Sample) []*model.Location {
 	k := min(int(s.Kernel), len(s.Stack))
-	out := r.tp.Symbols().LocateSample(make([]*symbolize.Location, 0, len(s.Stack)+1), s.Stack, k, s.Time, s.Cut)
+	out := r.tp.Symbols().LocateSample(make([]*model.Location, 0, len(s.Stack)+1), s.Stack, k, s.Time, s.Cut)
 	if len(out) > k {
 		r.total++
 		if last := out[len(out)-1]; symbolize.IsCut(last) {
@@ -97,7 +97,7 @@ func (r *resolver) stack(s *sampler.Sample) []*symbolize.Location {
 
 // threadNames merges what the sampler learnt of thread names (kept after
 // threads exit) with the snapshot's.
-func threadNames(smp *sampler.Sampler, snap *snapshot.Snapshot) map[int]string {
+func threadNames(smp *sampler.Sampler, snap *model.Snapshot) map[int]string {
 	names := make(map[int]string)
 	if smp != nil {
 		for _, t := range smp.Threads() {
@@ -117,14 +117,14 @@ func threadNames(smp *sampler.Sampler, snap *snapshot.Snapshot) map[int]string {
 // facts gathers what capture.json and the profile's comments say.
 type facts struct {
 	cfg      Config
-	tg       capdir.Target
-	trigger  capdir.Trigger
+	tg       model.Target
+	trigger  model.Trigger
 	sampled  bool      // false: a snapshot alone
 	start    time.Time // of the sampled window (or the snapshot)
 	end      time.Time
 	stats    sampler.Stats
 	symStats symbolize.Stats
-	snap     *snapshot.Snapshot
+	snap     *model.Snapshot
 	cutWhy   string
 	// exited: the target was gone when the sampling ended, whoever
 	// noticed (the sampler, the snapshot, the watchdog, or neither yet):
@@ -138,18 +138,18 @@ type facts struct {
 	// function, by why, of userStacks.
 	cuts       map[unwind.Cut]int
 	userStacks int
-	samples    []report.Sample
+	samples    []model.Sample
 }
 
 // info is capture.json as the capture saw it; findings are added when
 // the reports are laid out.
-func (f *facts) info() capdir.Info {
+func (f *facts) info() model.Info {
 	info := capdir.NewInfo(f.tg, f.trigger)
 	info.Start, info.End = f.start, f.end
 	info.CutShort, info.CutShortWhy = f.cutWhy != "", f.cutWhy
 	info.TargetExited = f.exited || f.stats.TargetExited || (f.snap != nil && f.snap.TargetExited)
 	if f.sampled {
-		info.Settings = capdir.Settings{
+		info.Settings = model.Settings{
 			Freq:         f.cfg.Freq,
 			BaselineFreq: f.cfg.BaselineFreq,
 			History:      f.history(),
@@ -262,12 +262,12 @@ func (f *facts) history() time.Duration {
 	return f.cfg.History
 }
 
-func (f *facts) meta(info *capdir.Info) report.Meta {
+func (f *facts) meta(info *model.Info) model.Meta {
 	period := int64(0)
 	if f.cfg.Freq > 0 {
 		period = int64(time.Second) / int64(f.cfg.Freq)
 	}
-	return report.Meta{
+	return model.Meta{
 		Start:    info.Start,
 		Duration: info.End.Sub(info.Start),
 		Period:   period,
@@ -277,7 +277,7 @@ func (f *facts) meta(info *capdir.Info) report.Meta {
 
 // write builds the profile, renders the capture's files and writes the
 // capture directory under root, then prunes old ones (cfg.Keep).
-func (f *facts) write(root *capdir.Root) (*capdir.Result, error) {
+func (f *facts) write(root *capdir.Root) (*model.Result, error) {
 	c := &report.Capture{Info: f.info(), Threads: f.snap}
 	if f.sampled {
 		prof, err := report.BuildProfile(f.samples, f.meta(&c.Info))
@@ -297,7 +297,7 @@ func (f *facts) write(root *capdir.Root) (*capdir.Result, error) {
 	if f.cfg.Keep > 0 {
 		f.prune(root)
 	}
-	return &capdir.Result{Dir: dir, Trigger: f.trigger, Info: c.Info}, nil
+	return &model.Result{Dir: dir, Trigger: f.trigger, Info: c.Info}, nil
 }
 
 // prune keeps cfg.Keep capture directories, and those whose upload is

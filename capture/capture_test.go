@@ -17,6 +17,7 @@ import (
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/report"
 )
 
@@ -25,7 +26,7 @@ import (
 //
 // The Config is zero but for the pid and the directory: what it records
 // is what the documented defaults record.
-func record(t *testing.T, pid int, d time.Duration, mod func(*Config)) (*capdir.Result, *profile.Profile, *capdir.Info) {
+func record(t *testing.T, pid int, d time.Duration, mod func(*Config)) (*model.Result, *profile.Profile, *model.Info) {
 	t.Helper()
 	return recordCtx(t, context.Background(), pid, d, mod)
 }
@@ -35,7 +36,7 @@ func record(t *testing.T, pid int, d time.Duration, mod func(*Config)) (*capdir.
 // used meanwhile as well. A test that needs a number of samples waits for
 // the CPU time they stand for: on a loaded machine a target gets less of
 // it in the same wall time, and attaching to it takes longer.
-func recordCPU(t *testing.T, pid int, cpu time.Duration, mod func(*Config)) (*capdir.Result, *profile.Profile, *capdir.Info, time.Duration) {
+func recordCPU(t *testing.T, pid int, cpu time.Duration, mod func(*Config)) (*model.Result, *profile.Profile, *model.Info, time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var c0, used time.Duration
@@ -56,7 +57,7 @@ func recordCPU(t *testing.T, pid int, cpu time.Duration, mod func(*Config)) (*ca
 	return res, p, info, used
 }
 
-func recordCtx(t *testing.T, ctx context.Context, pid int, d time.Duration, mod func(*Config), progress ...func(Progress)) (*capdir.Result, *profile.Profile, *capdir.Info) {
+func recordCtx(t *testing.T, ctx context.Context, pid int, d time.Duration, mod func(*Config), progress ...func(Progress)) (*model.Result, *profile.Profile, *model.Info) {
 	t.Helper()
 	cfg := Config{PID: pid, Out: t.TempDir()}
 	if mod != nil {
@@ -104,7 +105,7 @@ func funcs(s *profile.Sample) []string {
 }
 
 func threadName(s *profile.Sample) string {
-	if v := s.Label[report.LabelThreadName]; len(v) > 0 {
+	if v := s.Label[model.LabelThreadName]; len(v) > 0 {
 		return v[0]
 	}
 	return ""
@@ -131,15 +132,15 @@ func TestRecordOnCPU(t *testing.T) {
 	tg.WaitLine(t, "ready", 10*time.Second)
 
 	res, p, info, used := recordCPU(t, tg.Pid, 2*time.Second, nil)
-	if info.Trigger != capdir.Manual || info.PID != tg.Pid || res.Info.Counts.Samples == 0 {
+	if info.Trigger != model.Manual || info.PID != tg.Pid || res.Info.Counts.Samples == 0 {
 		t.Fatalf("capture.json: trigger %q pid %d, %d samples", info.Trigger, info.PID, res.Info.Counts.Samples)
 	}
 	// A zero Config is the defaults: kernel frames, off-CPU, ptrace, 997
 	// Hz; auto unwinding picks frame pointers for a pure Go program.
-	if want := (capdir.Settings{Freq: DefaultFreq, CaptureFor: time.Minute, OffCPU: true, Kernel: true, Ptrace: true, Unwind: "fp"}); info.Settings != want {
+	if want := (model.Settings{Freq: DefaultFreq, CaptureFor: time.Minute, OffCPU: true, Kernel: true, Ptrace: true, Unwind: "fp"}); info.Settings != want {
 		t.Errorf("settings of a zero Config: %+v, want %+v", info.Settings, want)
 	}
-	ci := valueIndex(t, p, report.TypeCPUSamples)
+	ci := valueIndex(t, p, model.TypeCPUSamples)
 	var total, hot, withCallers int64
 	for _, s := range p.Sample {
 		if !strings.HasPrefix(threadName(s), "spin-") {
@@ -205,7 +206,7 @@ func TestRecordOffCPU(t *testing.T) {
 	const d = 2 * time.Second
 	_, p, info := record(t, tg.Pid, d, nil)
 	window := info.End.Sub(info.Start)
-	oi := valueIndex(t, p, report.TypeOffCPUTime)
+	oi := valueIndex(t, p, model.TypeOffCPUTime)
 	cases := []struct {
 		thread string
 		kernel []string // one of these kernel functions is on the stack
@@ -262,7 +263,7 @@ func TestRecordNodeJIT(t *testing.T) {
 	if info.Counts.JITSources == 0 {
 		t.Errorf("capture.json counts no JIT source; notes: %v", info.Notes)
 	}
-	ci := valueIndex(t, p, report.TypeCPUSamples)
+	ci := valueIndex(t, p, model.TypeCPUSamples)
 	var total, fib int64
 	for _, s := range p.Sample {
 		total += s.Value[ci]
@@ -289,9 +290,9 @@ func TestRecordChurn(t *testing.T) {
 	_, p, _ := record(t, tg.Pid, 2*time.Second, nil)
 	tids := map[string]bool{}
 	for _, s := range p.Sample {
-		if v := s.Label[report.LabelThreadID]; len(v) > 0 {
+		if v := s.Label[model.LabelThreadID]; len(v) > 0 {
 			tids[v[0]] = true
-		} else if v := s.NumLabel[report.LabelThreadID]; len(v) > 0 {
+		} else if v := s.NumLabel[model.LabelThreadID]; len(v) > 0 {
 			tids[strconv.FormatInt(v[0], 10)] = true
 		}
 	}
@@ -369,7 +370,7 @@ func TestSessionCapture(t *testing.T) {
 	if err := testutil.Eventually(30*time.Second, func() bool { return s.smp.Stats().Samples >= 20 }); err != nil {
 		t.Fatalf("the flight recorder took %d samples of 2 spinning threads at 97 Hz", s.smp.Stats().Samples)
 	}
-	res, err := s.Capture(context.Background(), capdir.Trigger{Kind: capdir.Stall, Reason: "test", StallFor: 3 * time.Second})
+	res, err := s.Capture(context.Background(), model.Trigger{Kind: model.Stall, Reason: "test", StallFor: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,12 +388,12 @@ func TestSessionCapture(t *testing.T) {
 	}
 	phases := map[string]int{}
 	for _, smp := range p.Sample {
-		if v := smp.Label[report.LabelPhase]; len(v) > 0 {
+		if v := smp.Label[model.LabelPhase]; len(v) > 0 {
 			phases[v[0]]++
 		}
 	}
-	if phases[report.PhaseBefore] == 0 || phases[report.PhaseDuring] == 0 {
-		t.Errorf("samples by phase: %v, want both %q and %q", phases, report.PhaseBefore, report.PhaseDuring)
+	if phases[model.PhaseBefore] == 0 || phases[model.PhaseDuring] == 0 {
+		t.Errorf("samples by phase: %v, want both %q and %q", phases, model.PhaseBefore, model.PhaseDuring)
 	}
 	if err := s.Recovered(res, 4*time.Second); err != nil {
 		t.Fatal(err)
@@ -513,7 +514,7 @@ func TestRecordMainThreadExited(t *testing.T) {
 
 // TestOpenTargetExited: a target gone before its session opens — a
 // zombie whose parent has not reaped it yet, as a child that exits at
-// once is to `watch -- CMD` — is capdir.ErrTargetExited, so that watch
+// once is to `watch -- CMD` — is model.ErrTargetExited, so that watch
 // answers with the child's status rather than a failure of its own.
 func TestOpenTargetExited(t *testing.T) {
 	testutil.EndToEnd(t)
@@ -530,7 +531,7 @@ func TestOpenTargetExited(t *testing.T) {
 		t.Fatal("the child never became a zombie")
 	}
 	_, err := Open(Config{PID: pid, Out: t.TempDir()})
-	if !errors.Is(err, capdir.ErrTargetExited) {
-		t.Errorf("Open of an exited target: %v, want capdir.ErrTargetExited", err)
+	if !errors.Is(err, model.ErrTargetExited) {
+		t.Errorf("Open of an exited target: %v, want model.ErrTargetExited", err)
 	}
 }

@@ -10,7 +10,7 @@
 // and has package capdir write them: the output directory is opened once,
 // when a Session opens or a recording starts, so that an unsafe or
 // unwritable --out is refused before anything is sampled. A capture hands
-// back a capdir.Result (directory, capture.json, findings), the type its
+// back a model.Result (directory, capture.json, findings), the type its
 // callers share without importing this package.
 //
 // What is known of the target (package target: its files, unwind tables,

@@ -9,8 +9,8 @@ import (
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/sampler"
-	"github.com/stallwatch/stallwatch/snapshot"
 )
 
 // Progress is reported about once a second while Record samples.
@@ -25,7 +25,7 @@ type Progress struct {
 // Record samples cfg.PID at cfg.Freq for d (or until ctx ends or the target
 // exits) and writes a capture directory with trigger "manual". progress, if
 // not nil, is called about once a second.
-func Record(ctx context.Context, cfg Config, d time.Duration, progress func(Progress)) (*capdir.Result, error) {
+func Record(ctx context.Context, cfg Config, d time.Duration, progress func(Progress)) (*model.Result, error) {
 	cfg.NoFlightRecorder = true
 	if err := cfg.fill(); err != nil {
 		return nil, err
@@ -51,7 +51,7 @@ func Record(ctx context.Context, cfg Config, d time.Duration, progress func(Prog
 	}
 	defer smp.Close()
 
-	tr := capdir.Trigger{Kind: capdir.Manual, At: time.Now(), Mono: monotime.Now(), Reason: fmt.Sprintf("stallwatch record for %v", d)}
+	tr := model.Trigger{Kind: model.Manual, At: time.Now(), Mono: monotime.Now(), Reason: fmt.Sprintf("stallwatch record for %v", d)}
 	rec := smp.StartRecording()
 	snap := s.startSnapshot(ctx, smp.OffCPUSince)
 	cutWhy := recordFor(ctx, d, smp, progress)
@@ -99,7 +99,7 @@ func recordFor(ctx context.Context, d time.Duration, smp *sampler.Sampler, progr
 // prunes): capture.json says what every capture's says, with a manual
 // trigger at the snapshot's time and the snapshot's ptrace setting
 // (cfg.NoPtrace).
-func WriteSnapshot(cfg Config, snap *snapshot.Snapshot) (*capdir.Result, error) {
+func WriteSnapshot(cfg Config, snap *model.Snapshot) (*model.Result, error) {
 	if snap == nil {
 		return nil, errors.New("capture: WriteSnapshot: nil snapshot")
 	}
@@ -112,11 +112,11 @@ func WriteSnapshot(cfg Config, snap *snapshot.Snapshot) (*capdir.Result, error) 
 		return nil, err
 	}
 	defer root.Close()
-	tg := capdir.Target{PID: snap.PID, Command: snap.Command}
+	tg := model.Target{PID: snap.PID, Command: snap.Command}
 	tg.Executable, _ = procfs.Exe(snap.PID)
 	f := &facts{
 		cfg: cfg, tg: tg, snap: snap,
-		trigger: capdir.Trigger{Kind: capdir.Manual, At: snap.Time},
+		trigger: model.Trigger{Kind: model.Manual, At: snap.Time},
 		start:   snap.Time, end: snap.Time.Add(max(snap.Duration, time.Nanosecond)),
 	}
 	return f.write(root)

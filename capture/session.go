@@ -13,6 +13,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/unwind"
+	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/report"
 	"github.com/stallwatch/stallwatch/sampler"
 	"github.com/stallwatch/stallwatch/snapshot"
@@ -24,7 +25,7 @@ import (
 // unwinding learnt of the target, so that a capture starts at once.
 type Session struct {
 	cfg  Config
-	tg   capdir.Target
+	tg   model.Target
 	root *capdir.Root    // cfg.Out, held open
 	tp   *target.Process // what is known of the target, kept across captures
 	// unwind is how samples are unwound: Config.Unwind, auto decided.
@@ -45,11 +46,11 @@ type Session struct {
 // recorder starts sampling.
 //
 // A target that exits before its session is open is
-// capdir.ErrTargetExited, whatever reading found it gone.
+// model.ErrTargetExited, whatever reading found it gone.
 func Open(cfg Config) (*Session, error) {
 	s, err := open(cfg)
 	if errors.Is(err, procfs.ErrGone) {
-		return nil, fmt.Errorf("pid %d: %w", cfg.PID, capdir.ErrTargetExited)
+		return nil, fmt.Errorf("pid %d: %w", cfg.PID, model.ErrTargetExited)
 	}
 	return s, err
 }
@@ -190,7 +191,7 @@ func (s *Session) canSample() bool { return s.plan.Threads == 0 || s.plan.MaxThr
 // fails costs only itself: sampling that cannot start or cannot be raised
 // (out of file descriptors, say) leaves the snapshot and whatever sampling
 // did run, with a note in capture.json saying what was lost and why.
-func (s *Session) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.Result, error) {
+func (s *Session) Capture(ctx context.Context, tr model.Trigger) (*model.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if tr.Mono == 0 {
@@ -232,13 +233,13 @@ func (s *Session) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.Resul
 	}
 	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, stats: rec.Stats(), cutWhy: cutWhy, notes: slices.Concat(s.notes, lost), exited: !procfs.Alive(s.cfg.PID)}
 	f.snap = snap()
-	return s.finish(f, smp, rec, []window{{report.PhaseBefore, before}, {report.PhaseDuring, during}})
+	return s.finish(f, smp, rec, []window{{model.PhaseBefore, before}, {model.PhaseDuring, during}})
 }
 
 // snapshotOnly writes a capture that has the thread snapshot and no
 // samples, with why in its notes; overBudget: no thread had room in the
 // descriptor plan, so every thread counts as unsampled.
-func (s *Session) snapshotOnly(ctx context.Context, tr capdir.Trigger, why string, overBudget bool) (*capdir.Result, error) {
+func (s *Session) snapshotOnly(ctx context.Context, tr model.Trigger, why string, overBudget bool) (*model.Result, error) {
 	if err := s.tp.Refresh(); err != nil {
 		s.cfg.Logger.Debug("refreshing what is known of the target", "err", err)
 	}
@@ -258,11 +259,11 @@ func (s *Session) snapshotOnly(ctx context.Context, tr capdir.Trigger, why strin
 
 // startSnapshot takes the thread snapshot concurrently with the sampling
 // that has just begun; the returned function waits for it.
-func (s *Session) startSnapshot(ctx context.Context, offCPUSince func(int) (uint64, bool)) func() *snapshot.Snapshot {
+func (s *Session) startSnapshot(ctx context.Context, offCPUSince func(int) (uint64, bool)) func() *model.Snapshot {
 	if !s.cfg.Snapshot {
-		return func() *snapshot.Snapshot { return nil }
+		return func() *model.Snapshot { return nil }
 	}
-	done := make(chan *snapshot.Snapshot, 1)
+	done := make(chan *model.Snapshot, 1)
 	go func() {
 		snap, err := snapshot.Take(ctx, s.cfg.PID, snapshot.Options{
 			NoPtrace:    s.cfg.NoPtrace,
@@ -273,16 +274,16 @@ func (s *Session) startSnapshot(ctx context.Context, offCPUSince func(int) (uint
 		if err != nil {
 			s.cfg.Logger.Warn("thread snapshot", "err", err)
 			if snap == nil {
-				snap = &snapshot.Snapshot{PID: s.cfg.PID, Time: time.Now(), Notes: []string{"no thread snapshot: " + err.Error()}}
+				snap = &model.Snapshot{PID: s.cfg.PID, Time: time.Now(), Notes: []string{"no thread snapshot: " + err.Error()}}
 			}
 		}
 		done <- snap
 	}()
-	return func() *snapshot.Snapshot { return <-done }
+	return func() *model.Snapshot { return <-done }
 }
 
 // finish symbolizes the windows and writes the capture directory.
-func (s *Session) finish(f *facts, smp *sampler.Sampler, rec *sampler.Recording, windows []window) (*capdir.Result, error) {
+func (s *Session) finish(f *facts, smp *sampler.Sampler, rec *sampler.Recording, windows []window) (*model.Result, error) {
 	if err := s.tp.Refresh(); err != nil && !f.stats.TargetExited {
 		s.cfg.Logger.Debug("refreshing symbol sources", "err", err)
 	}
@@ -302,12 +303,12 @@ func (s *Session) finish(f *facts, smp *sampler.Sampler, rec *sampler.Recording,
 
 // Recovered records in a capture's capture.json that the stall it belongs
 // to has ended, and how long it lasted, and renders its reports again.
-func (s *Session) Recovered(res *capdir.Result, stall time.Duration) error {
+func (s *Session) Recovered(res *model.Result, stall time.Duration) error {
 	if res == nil || res.Dir == "" {
 		return errors.New("capture: no capture directory to update")
 	}
 	now := time.Now()
-	return s.root.Update(filepath.Base(res.Dir), func(i *capdir.Info) {
+	return s.root.Update(filepath.Base(res.Dir), func(i *model.Info) {
 		i.Recovered = now
 		i.StallLen = stall
 	}, rerender)
@@ -349,12 +350,12 @@ func waitFor(ctx context.Context, d time.Duration, exited <-chan struct{}) strin
 }
 
 // interrupted says why ctx ended, for a capture cut short. The watchdog
-// cancels with capdir.ErrTargetExited when it sees the exit before the
+// cancels with model.ErrTargetExited when it sees the exit before the
 // sampler does: the same reason as when the sampler sees it first.
 func interrupted(ctx context.Context) string {
 	c := context.Cause(ctx)
 	switch {
-	case errors.Is(c, capdir.ErrTargetExited):
+	case errors.Is(c, model.ErrTargetExited):
 		return whyExited
 	case c != nil && !errors.Is(c, context.Canceled):
 		return "interrupted: " + c.Error()

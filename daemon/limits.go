@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stallwatch/stallwatch/capdir"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // LimitError is a capture refused by a host-wide limit.
@@ -84,7 +84,7 @@ func (l *limits) share() int { return max(1, (l.perHour+1)/2) }
 // rule's), or any capture while the quota is exhausted, is refused at
 // once. release(written) gives the slot back; a stall capture counts
 // only when written.
-func (l *limits) acquire(ctx context.Context, kind capdir.TriggerKind, who owner, log *slog.Logger) (release func(written bool), err error) {
+func (l *limits) acquire(ctx context.Context, kind model.TriggerKind, who owner, log *slog.Logger) (release func(written bool), err error) {
 	if err := l.quota.check(); err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func (l *limits) acquire(ctx context.Context, kind capdir.TriggerKind, who owner
 		l.mu.Lock()
 		now := time.Now()
 		l.prune(now)
-		if kind == capdir.Stall {
+		if kind == model.Stall {
 			if err := l.overBudget(now, who); err != nil {
 				l.mu.Unlock()
 				return nil, err
@@ -102,7 +102,7 @@ func (l *limits) acquire(ctx context.Context, kind capdir.TriggerKind, who owner
 		if l.running < l.max {
 			l.running++
 			var p *spent
-			if kind == capdir.Stall {
+			if kind == model.Stall {
 				p = &spent{At: now, owner: who}
 				l.pending = append(l.pending, p)
 			}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stallwatch/stallwatch/capdir"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 var discard = slog.New(slog.DiscardHandler)
@@ -80,14 +80,14 @@ func TestLimits(t *testing.T) {
 	}
 	l := newLimits(1, 2, 1, st, q)
 	ctx := context.Background()
-	rel, err := l.acquire(ctx, capdir.Stall, root, discard)
+	rel, err := l.acquire(ctx, model.Stall, root, discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The one slot is taken: a second capture waits for it.
 	got := make(chan error, 1)
 	go func() {
-		r, err := l.acquire(ctx, capdir.Signal, root, discard)
+		r, err := l.acquire(ctx, model.Signal, root, discard)
 		if err == nil {
 			r(false)
 		}
@@ -103,17 +103,17 @@ func TestLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Two stall captures an hour: the third is refused; signals are not counted.
-	r, err := l.acquire(ctx, capdir.Stall, root, discard)
+	r, err := l.acquire(ctx, model.Stall, root, discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r(true)
-	_, err = l.acquire(ctx, capdir.Stall, root, discard)
+	_, err = l.acquire(ctx, model.Stall, root, discard)
 	var le *LimitError
 	if !errors.As(err, &le) || le.What != "max-captures-per-hour" || !strings.Contains(err.Error(), "2 stall captures") {
 		t.Errorf("third stall capture: %v", err)
 	}
-	if r, err := l.acquire(ctx, capdir.Signal, root, discard); err != nil {
+	if r, err := l.acquire(ctx, model.Signal, root, discard); err != nil {
 		t.Errorf("a capture asked for is not bounded by the hour: %v", err)
 	} else {
 		r(false)
@@ -124,11 +124,11 @@ func TestLimits(t *testing.T) {
 		t.Errorf("after a restart, %d stall captures in the last hour, want 2", n)
 	}
 	// Waiting is cut short by the context.
-	hold, _ := l2.acquire(ctx, capdir.Signal, root, discard)
+	hold, _ := l2.acquire(ctx, model.Signal, root, discard)
 	defer hold(false)
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
-	if _, err := l2.acquire(cctx, capdir.Signal, root, discard); err == nil {
+	if _, err := l2.acquire(cctx, model.Signal, root, discard); err == nil {
 		t.Errorf("waiting for a slot outlived its context")
 	}
 }
@@ -183,7 +183,7 @@ func TestLimitShares(t *testing.T) {
 	l.watching(65534, 12)
 	ctx := context.Background()
 	take := func(who owner, written bool) error {
-		r, err := l.acquire(ctx, capdir.Stall, who, discard)
+		r, err := l.acquire(ctx, model.Stall, who, discard)
 		if err == nil {
 			r(written)
 		}
@@ -223,7 +223,7 @@ func TestLimitShares(t *testing.T) {
 	l1 := newLimits(4, 4, 1, st, q)
 	l1.watching(1, 2)
 	for i := range 4 {
-		r, err := l1.acquire(ctx, capdir.Stall, owner{Rule: "only", UID: 1}, discard)
+		r, err := l1.acquire(ctx, model.Stall, owner{Rule: "only", UID: 1}, discard)
 		if err != nil {
 			t.Fatalf("capture %d under the only rule: %v", i, err)
 		}

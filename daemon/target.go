@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/capture"
 	"github.com/stallwatch/stallwatch/internal/ddtags"
 	"github.com/stallwatch/stallwatch/internal/procwatch"
+	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/notify"
 	"github.com/stallwatch/stallwatch/watchdog"
 )
@@ -134,7 +134,7 @@ type waiter struct {
 }
 
 type captureOutcome struct {
-	res *capdir.Result
+	res *model.Result
 	err error
 }
 
@@ -237,16 +237,16 @@ func (c *capturer) close() {
 
 // Capture implements watchdog.Capturer: it waits for a host-wide slot,
 // then captures through the session.
-func (c *capturer) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.Result, error) {
+func (c *capturer) Capture(ctx context.Context, tr model.Trigger) (*model.Result, error) {
 	started := time.Now()
 	res, err := c.capture(ctx, tr)
-	if tr.Kind == capdir.Signal {
+	if tr.Kind == model.Signal {
 		c.answer(started, res, err)
 	}
 	return res, err
 }
 
-func (c *capturer) capture(ctx context.Context, tr capdir.Trigger) (*capdir.Result, error) {
+func (c *capturer) capture(ctx context.Context, tr model.Trigger) (*model.Result, error) {
 	c.mu.Lock()
 	if c.inflight == 0 {
 		c.settled = make(chan struct{})
@@ -264,7 +264,7 @@ func (c *capturer) capture(ctx context.Context, tr capdir.Trigger) (*capdir.Resu
 	if err != nil {
 		return nil, err
 	}
-	var res *capdir.Result
+	var res *model.Result
 	defer func() { release(res != nil) }()
 	s, err := c.session()
 	if err != nil {
@@ -279,7 +279,7 @@ func (c *capturer) capture(ctx context.Context, tr capdir.Trigger) (*capdir.Resu
 }
 
 // Recovered implements watchdog.Capturer.
-func (c *capturer) Recovered(res *capdir.Result, stall time.Duration) error {
+func (c *capturer) Recovered(res *model.Result, stall time.Duration) error {
 	s, err := c.session()
 	if err != nil {
 		return err
@@ -303,7 +303,7 @@ func (c *capturer) wait() *waiter {
 }
 
 // answer hands a capture asked for to the requests made before it began.
-func (c *capturer) answer(started time.Time, res *capdir.Result, err error) {
+func (c *capturer) answer(started time.Time, res *model.Result, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	keep := c.waiters[:0]

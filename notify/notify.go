@@ -17,6 +17,7 @@ import (
 	"github.com/stallwatch/stallwatch/alert"
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/hook"
+	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/spool"
 	"github.com/stallwatch/stallwatch/upload"
 	"github.com/stallwatch/stallwatch/watchdog"
@@ -224,7 +225,7 @@ func (n *Notifier) runHook(name, cmd string, env hook.Env) {
 }
 
 // findings are a capture's findings in a line each, most severe first.
-func findings(res *capdir.Result) []string {
+func findings(res *model.Result) []string {
 	var out []string
 	for _, f := range res.Info.Findings {
 		out = append(out, f.Summary)
@@ -232,7 +233,7 @@ func findings(res *capdir.Result) []string {
 	return out
 }
 
-func topFinding(res *capdir.Result) string {
+func topFinding(res *model.Result) string {
 	if f, ok := res.TopFinding(); ok {
 		return f.Summary
 	}

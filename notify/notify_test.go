@@ -20,7 +20,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/dsdtest"
 	"github.com/stallwatch/stallwatch/internal/intaketest"
 	"github.com/stallwatch/stallwatch/internal/testutil"
-	"github.com/stallwatch/stallwatch/snapshot"
+	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/spool"
 	"github.com/stallwatch/stallwatch/upload"
 	"github.com/stallwatch/stallwatch/watchdog"
@@ -36,7 +36,7 @@ type diskCapturer struct {
 	n    atomic.Int32
 }
 
-func (c *diskCapturer) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.Result, error) {
+func (c *diskCapturer) Capture(ctx context.Context, tr model.Trigger) (*model.Result, error) {
 	select {
 	case <-time.After(c.hold):
 	case <-ctx.Done():
@@ -44,12 +44,12 @@ func (c *diskCapturer) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.
 	c.n.Add(1)
 	now := time.Now()
 	p := &profile.Profile{SampleType: []*profile.ValueType{{Type: "cpu-samples", Unit: "count"}}, TimeNanos: now.UnixNano()}
-	info := capdir.NewInfo(capdir.Target{PID: os.Getpid(), Executable: "/usr/bin/julia"}, tr)
+	info := capdir.NewInfo(model.Target{PID: os.Getpid(), Executable: "/usr/bin/julia"}, tr)
 	info.Start, info.End = tr.At.Add(-time.Second), now
 	info.Counts.Samples = 10
-	snap := &snapshot.Snapshot{PID: os.Getpid(), Time: tr.At}
+	snap := &model.Snapshot{PID: os.Getpid(), Time: tr.At}
 	for _, tid := range []int{11, 12} {
-		snap.Threads = append(snap.Threads, snapshot.Thread{TID: tid, Name: "worker", State: 'S'})
+		snap.Threads = append(snap.Threads, model.Thread{TID: tid, Name: "worker", State: 'S'})
 	}
 	snap.Locks.Cycles = [][]int{{11, 12}}
 	dir := intaketest.WriteCapture(c.t, c.root, info, p, snap)
@@ -58,10 +58,10 @@ func (c *diskCapturer) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.
 		return nil, err
 	}
 	defer d.Close()
-	return &capdir.Result{Dir: dir, Trigger: tr, Info: d.Info}, nil
+	return &model.Result{Dir: dir, Trigger: tr, Info: d.Info}, nil
 }
 
-func (c *diskCapturer) Recovered(*capdir.Result, time.Duration) error { return nil }
+func (c *diskCapturer) Recovered(*model.Result, time.Duration) error { return nil }
 
 // beater replaces a heartbeat file every 20 ms until stopped.
 func beater(t testing.TB, path string) (stop func()) {
@@ -235,13 +235,13 @@ func TestTargetHooks(t *testing.T) {
 		OnCapture: written("own-capture"), OnRecover: written("own-recover")})
 	plain := n.For(Target{PID: 102, Process: "node", Service: "api"})
 	for _, send := range []func(watchdog.Event){own, plain} {
-		res, err := capt.Capture(context.Background(), capdir.Trigger{Kind: capdir.Stall, At: time.Now(), StallFor: 2 * time.Second})
+		res, err := capt.Capture(context.Background(), model.Trigger{Kind: model.Stall, At: time.Now(), StallFor: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		send(watchdog.Event{Kind: watchdog.CaptureDone, Result: res})
 		send(watchdog.Event{Kind: watchdog.Recovered, Stall: watchdog.StallInfo{Start: time.Now().Add(-3 * time.Second), For: 3 * time.Second},
-			Captures: []*capdir.Result{res}})
+			Captures: []*model.Result{res}})
 	}
 	want := map[string][]string{
 		"own-capture":      {"STALLWATCH_EVENT=capture", "STALLWATCH_PID=101", "STALLWATCH_SERVICE=jobs"},

@@ -12,6 +12,7 @@ import (
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/intaketest"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/spool"
 )
 
@@ -22,7 +23,7 @@ func queueCaptures(t *testing.T, s *Stack, pids ...int) map[int]string {
 	dirs := map[int]string{}
 	for _, pid := range pids {
 		now := time.Now()
-		info := capdir.NewInfo(capdir.Target{PID: pid}, capdir.Trigger{Kind: capdir.Stall, At: now})
+		info := capdir.NewInfo(model.Target{PID: pid}, model.Trigger{Kind: model.Stall, At: now})
 		info.Start, info.End = now.Add(-time.Second), now
 		p := &profile.Profile{SampleType: []*profile.ValueType{{Type: "cpu-samples", Unit: "count"}}}
 		dirs[pid] = intaketest.WriteCapture(t, t.TempDir(), info, p, nil)

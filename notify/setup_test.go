@@ -16,6 +16,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/dsdtest"
 	"github.com/stallwatch/stallwatch/internal/intaketest"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/watchdog"
 )
 
@@ -47,12 +48,12 @@ func sendOne(t *testing.T, s *Stack, dsd *dsdtest.Server, intake *intaketest.Ser
 	}
 	var up *intaketest.Upload
 	if intake != nil {
-		tr := capdir.Trigger{Kind: capdir.Stall, At: now, LastBeat: stall.Start, StallFor: stall.For}
-		info := capdir.NewInfo(capdir.Target{PID: os.Getpid()}, tr)
+		tr := model.Trigger{Kind: model.Stall, At: now, LastBeat: stall.Start, StallFor: stall.For}
+		info := capdir.NewInfo(model.Target{PID: os.Getpid()}, tr)
 		info.Start, info.End = now.Add(-time.Second), now
 		p := &profile.Profile{SampleType: []*profile.ValueType{{Type: "cpu-samples", Unit: "count"}}}
 		dir := intaketest.WriteCapture(t, t.TempDir(), info, p, nil)
-		h(watchdog.Event{Kind: watchdog.CaptureDone, Stall: stall, Trigger: &tr, Result: &capdir.Result{Dir: dir, Trigger: tr, Info: info}})
+		h(watchdog.Event{Kind: watchdog.CaptureDone, Stall: stall, Trigger: &tr, Result: &model.Result{Dir: dir, Trigger: tr, Info: info}})
 		up = intake.Wait(t, 1, 10*time.Second)[0]
 	}
 	return ev, up

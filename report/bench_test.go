@@ -13,39 +13,38 @@ import (
 	"time"
 
 	"github.com/stallwatch/stallwatch/capdir"
-	"github.com/stallwatch/stallwatch/snapshot"
-	"github.com/stallwatch/stallwatch/symbolize"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // benchSamples makes n samples shaped like a busy capture: 64 threads,
 // 4,000 distinct stacks 10 to 60 frames deep (kernel frames on top of a
 // third of them, inlined lines in some) drawn from 6,000 locations, hot
 // stacks far more often than cold ones, a fifth of them off-CPU.
-func benchSamples(n int) []Sample {
+func benchSamples(n int) []model.Sample {
 	r := rand.New(rand.NewPCG(1, 2))
-	exe := &symbolize.Mapping{Start: 0x400000, Limit: 0x2000000, File: "/usr/bin/server", BuildID: "0123456789abcdef", Kind: symbolize.KindNative}
-	libc := &symbolize.Mapping{Start: 0x7f0000000000, Limit: 0x7f0000200000, File: "/usr/lib/x86_64-linux-gnu/libc.so.6", Kind: symbolize.KindNative}
-	kern := &symbolize.Mapping{Start: 0xffffffff81000000, Limit: 0xffffffff83000000, File: KernelMapping, Kind: symbolize.KindKernel}
-	var user, kernel []*symbolize.Location
+	exe := &model.Mapping{Start: 0x400000, Limit: 0x2000000, File: "/usr/bin/server", BuildID: "0123456789abcdef", Kind: model.KindNative}
+	libc := &model.Mapping{Start: 0x7f0000000000, Limit: 0x7f0000200000, File: "/usr/lib/x86_64-linux-gnu/libc.so.6", Kind: model.KindNative}
+	kern := &model.Mapping{Start: 0xffffffff81000000, Limit: 0xffffffff83000000, File: model.KernelMapping, Kind: model.KindKernel}
+	var user, kernel []*model.Location
 	for i := 0; i < 5500; i++ {
 		m := exe
 		if i%10 == 0 {
 			m = libc
 		}
-		l := &symbolize.Location{Addr: m.Start + uint64(i)*64, Mapping: m, Kind: symbolize.KindNative,
-			Lines: []symbolize.Line{{Function: fmt.Sprintf("pkg%d.Function%d", i%50, i), File: fmt.Sprintf("/src/pkg%d/file%d.go", i%50, i%300), Line: int64(i%900 + 1)}}}
+		l := &model.Location{Addr: m.Start + uint64(i)*64, Mapping: m, Kind: model.KindNative,
+			Lines: []model.Line{{Function: fmt.Sprintf("pkg%d.Function%d", i%50, i), File: fmt.Sprintf("/src/pkg%d/file%d.go", i%50, i%300), Line: int64(i%900 + 1)}}}
 		if i%7 == 0 {
-			l.Lines = append([]symbolize.Line{{Function: fmt.Sprintf("pkg%d.inlined%d", i%50, i), File: "/src/inl.go", Line: 10}}, l.Lines...)
+			l.Lines = append([]model.Line{{Function: fmt.Sprintf("pkg%d.inlined%d", i%50, i), File: "/src/inl.go", Line: 10}}, l.Lines...)
 		}
 		user = append(user, l)
 	}
 	for i := 0; i < 500; i++ {
-		kernel = append(kernel, &symbolize.Location{Addr: kern.Start + uint64(i)*256, Mapping: kern, Kind: symbolize.KindKernel,
-			Lines: []symbolize.Line{{Function: fmt.Sprintf("kernel_fn_%d", i)}}})
+		kernel = append(kernel, &model.Location{Addr: kern.Start + uint64(i)*256, Mapping: kern, Kind: model.KindKernel,
+			Lines: []model.Line{{Function: fmt.Sprintf("kernel_fn_%d", i)}}})
 	}
-	stacks := make([][]*symbolize.Location, 4000)
+	stacks := make([][]*model.Location, 4000)
 	for i := range stacks {
-		var s []*symbolize.Location
+		var s []*model.Location
 		if i%3 == 0 {
 			for k := 0; k < 3+r.IntN(8); k++ {
 				s = append(s, kernel[r.IntN(len(kernel))])
@@ -56,17 +55,17 @@ func benchSamples(n int) []Sample {
 		}
 		stacks[i] = s
 	}
-	samples := make([]Sample, n)
+	samples := make([]model.Sample, n)
 	// 10 s of samples, 100 µs apart, ending now: the first 30% before
 	// the trigger
 	end0 := time.Now().Add(-10 * time.Second).UnixNano()
 	for i := range samples {
 		st := int(float64(len(stacks)) * r.Float64() * r.Float64() * r.Float64()) // hot stacks first
 		tid := 1000 + r.IntN(64)
-		s := Sample{Stack: stacks[st], TID: tid, ThreadName: fmt.Sprintf("worker-%d", tid%16), Phase: PhaseDuring, Count: 1,
+		s := model.Sample{Stack: stacks[st], TID: tid, ThreadName: fmt.Sprintf("worker-%d", tid%16), Phase: model.PhaseDuring, Count: 1,
 			PID: 1000, EndNanos: end0 + int64(i)*int64(10*time.Second)/int64(n)}
 		if i < n*3/10 {
-			s.Phase = PhaseBefore
+			s.Phase = model.PhaseBefore
 		}
 		if i%5 == 0 {
 			s.OffCPU, s.Count, s.Nanos = true, 0, int64(r.IntN(1e8))
@@ -82,7 +81,7 @@ func benchSamples(n int) []Sample {
 // symbolization included.
 func BenchmarkBuildProfile(b *testing.B) {
 	samples := benchSamples(100_000)
-	meta := Meta{Start: time.Now(), Duration: 40 * time.Second, Period: int64(time.Second) / 997}
+	meta := model.Meta{Start: time.Now(), Duration: 40 * time.Second, Period: int64(time.Second) / 997}
 	var size int
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -119,11 +118,11 @@ func benchCapture(b *testing.B) *Capture {
 	samples := benchSamples(100_000)
 	start := time.Unix(0, samples[0].EndNanos)
 	end := time.Unix(0, samples[len(samples)-1].EndNanos)
-	p, err := BuildProfile(samples, Meta{Start: start, Duration: end.Sub(start), Period: int64(time.Second) / 997})
+	p, err := BuildProfile(samples, model.Meta{Start: start, Duration: end.Sub(start), Period: int64(time.Second) / 997})
 	if err != nil {
 		b.Fatal(err)
 	}
-	info := capdir.Info{Trigger: capdir.Stall, PID: 1000, Start: start, TriggerAt: start.Add(3 * time.Second), End: end}
+	info := model.Info{Trigger: model.Stall, PID: 1000, Start: start, TriggerAt: start.Add(3 * time.Second), End: end}
 	return &Capture{Info: info, Profile: p, Threads: benchSnapshot(samples)}
 }
 
@@ -164,7 +163,7 @@ func BenchmarkWriteHTML(b *testing.B) {
 // reports, capture.json, each synced and renamed into place.
 func BenchmarkWriteCapture(b *testing.B) {
 	samples := benchSamples(100_000)
-	p, err := BuildProfile(samples, Meta{Period: int64(time.Second) / 997})
+	p, err := BuildProfile(samples, model.Meta{Period: int64(time.Second) / 997})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -177,7 +176,7 @@ func BenchmarkWriteCapture(b *testing.B) {
 	b.ResetTimer()
 	cpu0 := cpuTime()
 	for i := 0; i < b.N; i++ {
-		c := &Capture{Info: capdir.Info{Trigger: capdir.Stall, PID: 1, TriggerAt: time.Unix(int64(i), 0)}, Profile: p, Threads: snap}
+		c := &Capture{Info: model.Info{Trigger: model.Stall, PID: 1, TriggerAt: time.Unix(int64(i), 0)}, Profile: p, Threads: snap}
 		files, err := CaptureFiles(c)
 		if err != nil {
 			b.Fatal(err)
@@ -191,17 +190,17 @@ func BenchmarkWriteCapture(b *testing.B) {
 
 // benchSnapshot: one thread per tid of samples, each with the stack of
 // its first sample.
-func benchSnapshot(samples []Sample) *snapshot.Snapshot {
-	snap := &snapshot.Snapshot{PID: 1}
+func benchSnapshot(samples []model.Sample) *model.Snapshot {
+	snap := &model.Snapshot{PID: 1}
 	seen := map[int]bool{}
 	for _, s := range samples {
 		if seen[s.TID] {
 			continue
 		}
 		seen[s.TID] = true
-		t := snapshot.Thread{TID: s.TID, Name: s.ThreadName, State: 'S', OffCPUKnown: true, OffCPUFor: time.Second}
+		t := model.Thread{TID: s.TID, Name: s.ThreadName, State: 'S', OffCPUKnown: true, OffCPUFor: time.Second}
 		for _, l := range s.Stack {
-			if l.Kind == symbolize.KindKernel {
+			if l.Kind == model.KindKernel {
 				t.Kernel = append(t.Kernel, l)
 			} else {
 				t.User = append(t.User, l)

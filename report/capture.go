@@ -9,14 +9,14 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/stallwatch/stallwatch/capdir"
-	"github.com/stallwatch/stallwatch/snapshot"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // Capture is everything one capture directory holds, ready to render.
 type Capture struct {
-	Info    capdir.Info        // capture.json
-	Profile *profile.Profile   // profile.pb.gz; nil writes an empty, valid profile
-	Threads *snapshot.Snapshot // threads.pb.gz, threads.json; may be nil
+	Info    model.Info       // capture.json
+	Profile *profile.Profile // profile.pb.gz; nil writes an empty, valid profile
+	Threads *model.Snapshot  // threads.pb.gz, threads.json; may be nil
 
 	inputs []fileID // the files it was read from (ReadFrom)
 }
@@ -35,7 +35,7 @@ func CaptureFiles(c *Capture) ([]capdir.File, error) {
 	p := c.Profile
 	if p == nil {
 		var err error
-		p, err = BuildProfile(nil, Meta{Start: c.Info.Start, Duration: c.Info.End.Sub(c.Info.Start), Comments: InfoComments(&c.Info)})
+		p, err = BuildProfile(nil, model.Meta{Start: c.Info.Start, Duration: c.Info.End.Sub(c.Info.Start), Comments: InfoComments(&c.Info)})
 		if err != nil {
 			return nil, err
 		}
@@ -49,7 +49,7 @@ func CaptureFiles(c *Capture) ([]capdir.File, error) {
 		snap := c.Threads
 		files = append(files,
 			capdir.File{Name: capdir.FileThreads, Write: func(w io.Writer) error { return WriteProfile(w, tp) }},
-			capdir.File{Name: capdir.FileThreadJSON, Write: func(w io.Writer) error { return WriteThreadDumpJSON(w, snap) }})
+			capdir.File{Name: capdir.FileThreadJSON, Write: func(w io.Writer) error { return model.WriteSnapshotJSON(w, snap) }})
 	}
 	cc := *c
 	cc.Profile = p
@@ -72,7 +72,7 @@ func reportFiles(v *view) []capdir.File {
 // InfoComments states a capture's facts as profile comments, so that a
 // profile.pb.gz read without its directory (`go tool pprof -comments`, or
 // Datadog) still says what it is.
-func InfoComments(info *capdir.Info) []string {
+func InfoComments(info *model.Info) []string {
 	var c []string
 	add := func(format string, args ...any) { c = append(c, fmt.Sprintf(format, args...)) }
 	if info.Trigger != "" {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/stallwatch/stallwatch/capdir"
-	"github.com/stallwatch/stallwatch/symbolize"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // writeCapture writes c under root as the capture package does, and
@@ -94,7 +94,7 @@ func TestCaptureFiles(t *testing.T) {
 func TestCaptureFilesMinimal(t *testing.T) {
 	// A capture cut short before any sample: still a valid, smaller
 	// directory that says why.
-	info := capdir.Info{Trigger: capdir.Signal, PID: 77, TriggerAt: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC), CutShort: true, CutShortWhy: "SIGTERM before the first sample"}
+	info := model.Info{Trigger: model.Signal, PID: 77, TriggerAt: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC), CutShort: true, CutShortWhy: "SIGTERM before the first sample"}
 	dir := writeCapture(t, t.TempDir(), &Capture{Info: info})
 	if filepath.Base(dir) != "20260201T000000.000Z-77-signal" {
 		t.Errorf("dir %s", dir)
@@ -117,7 +117,7 @@ func TestCaptureFilesMinimal(t *testing.T) {
 
 func TestCaptureFilesBrokenSnapshot(t *testing.T) {
 	c := fixtureCapture(t)
-	c.Threads.Threads[0].Kernel = []*symbolize.Location{nil} // a broken snapshot: BuildThreads fails
+	c.Threads.Threads[0].Kernel = []*model.Location{nil} // a broken snapshot: BuildThreads fails
 	if _, err := CaptureFiles(c); err == nil || !strings.Contains(err.Error(), "frame 0 is nil") {
 		t.Fatalf("err %v, want the broken frame named", err)
 	}
@@ -134,7 +134,7 @@ func TestReportFilesAfterUpdate(t *testing.T) {
 	}
 	defer r.Close()
 	recovered := time.Date(2026, 1, 5, 14, 30, 44, 145e6, time.UTC)
-	err = r.Update(filepath.Base(dir), func(in *capdir.Info) {
+	err = r.Update(filepath.Base(dir), func(in *model.Info) {
 		in.Recovered = recovered
 		in.StallLen = recovered.Sub(in.LastBeat)
 	}, func(d *capdir.Dir) ([]capdir.File, error) {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/stallwatch/stallwatch/capdir"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // pyTrampolineCaller is the CPython function that calls a Python
@@ -24,7 +24,7 @@ func (e *evidence) unnamedPythonFrames() []finding {
 	if e.a == nil || !e.hasCPU || e.rt != rtPython || e.c.Info.Counts.JITSources == 0 {
 		return nil // no JIT symbol file at all: missingJIT says which switch
 	}
-	cpuI, _ := valueIndex(e.p, TypeCPUTime)
+	cpuI, _ := valueIndex(e.p, model.TypeCPUTime)
 	named, unnamed := map[string]bool{}, map[string]bool{}
 	var under, total int64
 	for i, s := range e.p.Sample {
@@ -55,7 +55,7 @@ func (e *evidence) unnamedPythonFrames() []finding {
 	if e.c.Info.Counts.JITTruncated > 0 {
 		why += " (the file read here ends mid-record)"
 	}
-	f := e.newFinding(capdir.FindingMissingJITSymbols, capdir.SeverityInfo, float64(under)/float64(total), nil,
+	f := e.newFinding(model.FindingMissingJITSymbols, model.SeverityInfo, float64(under)/float64(total), nil,
 		fmt.Sprintf("CPython functions without names: %d of the %d Python functions on the sampled stacks are unnamed JIT frames ([anon] 0x…), under %s of the on-CPU time.",
 			len(unnamed), m, strings.TrimSpace(pct(under, total))),
 		why+": a live capture finds only the functions compiled before its last write, and the hot ones come last. "+

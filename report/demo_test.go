@@ -14,6 +14,7 @@ import (
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/capture"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/report"
 )
 
@@ -40,7 +41,7 @@ func demoCapture(t *testing.T) (*report.Capture, string, map[string]int) {
 		t.Fatalf("the demo's heartbeat did not stall: %v", err)
 	}
 	last := time.Now().Add(-fileAge(beat))
-	c, dir := captureNow(t, s, capdir.Trigger{Kind: capdir.Stall, At: time.Now(), LastBeat: last, StallFor: time.Since(last),
+	c, dir := captureNow(t, s, model.Trigger{Kind: model.Stall, At: time.Now(), LastBeat: last, StallFor: time.Since(last),
 		Source: "file " + beat, Reason: fmt.Sprintf("no heartbeat from file %s for %v", beat, stallAfter)})
 	return c, dir, tids
 }
@@ -56,11 +57,11 @@ func TestDemo(t *testing.T) {
 // spins while the others wait is named for it, and it is not "starved"
 // although it waited now and then for a CPU.
 func testDemoFindings(t *testing.T, c *report.Capture, tids map[string]int) {
-	if len(c.Info.Findings) == 0 || c.Info.Findings[0].Kind != capdir.FindingDeadlock {
+	if len(c.Info.Findings) == 0 || c.Info.Findings[0].Kind != model.FindingDeadlock {
 		t.Fatalf("the first finding is not the deadlock:\n%s", findingsText(c))
 	}
-	for _, k := range []capdir.FindingKind{capdir.FindingStopped, capdir.FindingRuntimePause, capdir.FindingEventLoopBlocked,
-		capdir.FindingGIL, capdir.FindingLockConvoy, capdir.FindingUninterruptible, capdir.FindingMissingJITSymbols} {
+	for _, k := range []model.FindingKind{model.FindingStopped, model.FindingRuntimePause, model.FindingEventLoopBlocked,
+		model.FindingGIL, model.FindingLockConvoy, model.FindingUninterruptible, model.FindingMissingJITSymbols} {
 		mustNotFinding(t, c, k)
 	}
 	dl := c.Info.Findings[0]
@@ -72,15 +73,15 @@ func testDemoFindings(t *testing.T, c *report.Capture, tids map[string]int) {
 	// waits for a CPU. The findings must follow what it got.
 	cpu, runq, window := threadShares(t, c, tids["reconciler"])
 	t.Logf("reconciler: on a CPU %.0f%%, runnable but waiting %.0f%% of the %v window", 100*cpu, 100*runq, window)
-	starved, isStarved := findingOf(c, capdir.FindingCPUStarvation)
+	starved, isStarved := findingOf(c, model.FindingCPUStarvation)
 	isStarved = isStarved && hasTID(starved, tids["reconciler"])
 	switch {
 	case cpu >= 0.8:
-		spin := mustFinding(t, c, capdir.FindingSpinning)
+		spin := mustFinding(t, c, model.FindingSpinning)
 		if len(spin.TIDs) == 0 || spin.TIDs[0] != tids["reconciler"] || !strings.Contains(strings.Join(spin.Functions, " "), "main.reconcile") {
 			t.Errorf("the spinning finding names %v %v, want the reconciler %d in main.reconcile", spin.TIDs, spin.Functions, tids["reconciler"])
 		}
-		mustNotFinding(t, c, capdir.FindingHotThread)
+		mustNotFinding(t, c, model.FindingHotThread)
 		if isStarved {
 			t.Errorf("the reconciler, on a CPU %.0f%% of the window, is called starved: %s", 100*cpu, starved.Summary)
 		}
@@ -190,19 +191,19 @@ func threadShares(t *testing.T, c *report.Capture, tid int) (cpu, runq float64, 
 	ci, oi := -1, -1
 	for i, st := range p.SampleType {
 		switch st.Type {
-		case report.TypeCPUTime:
+		case model.TypeCPUTime:
 			ci = i
-		case report.TypeOffCPUTime:
+		case model.TypeOffCPUTime:
 			oi = i
 		}
 	}
 	var on, wait int64
 	for _, s := range p.Sample {
-		if s.Label[report.LabelThreadID][0] != itoa(tid) || s.Label[report.LabelPhase][0] != report.PhaseDuring {
+		if s.Label[model.LabelThreadID][0] != itoa(tid) || s.Label[model.LabelPhase][0] != model.PhaseDuring {
 			continue
 		}
 		on += s.Value[ci]
-		if v := s.Label[report.LabelOffCPU]; len(v) > 0 && v[0] == "preempted" {
+		if v := s.Label[model.LabelOffCPU]; len(v) > 0 && v[0] == "preempted" {
 			wait += s.Value[oi]
 		}
 	}

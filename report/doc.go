@@ -1,11 +1,14 @@
 // Package report turns what a capture collected into what people and tools
 // read: pprof profiles, thread dumps, and the text, HTML and folded
-// renderings of a capture.
+// renderings of a capture. What it renders is the capture model's
+// (package model: the samples, the snapshot, capture.json's facts); it
+// imports no collector, so `stallwatch report` links no sampling, ptrace
+// or /proc code.
 //
 // # Profiles
 //
-// BuildProfile makes profile.pb.gz from symbolized samples. Sample types, in
-// order: cpu-samples/count, cpu-time/nanoseconds, off-cpu-time/nanoseconds,
+// BuildProfile makes profile.pb.gz from symbolized samples (model.Sample).
+// Sample types (their names are package model's constants), in order: cpu-samples/count, cpu-time/nanoseconds, off-cpu-time/nanoseconds,
 // wall-time/nanoseconds (on- plus off-CPU; the default, so `go tool pprof`
 // shows where the threads spent the window, running or not). String labels:
 // "thread id" (decimal tid, as Datadog's profilers write it), "thread name",
@@ -72,8 +75,8 @@
 //
 // WriteThreadDump writes the text form: the lock graph on top (deadlock
 // cycles, chains of waiters), then identical stacks merged with their
-// threads, waiting threads first. WriteThreadDumpJSON writes every field of
-// the snapshot; ReadThreadDumpJSON reads it back.
+// threads, waiting threads first. The JSON form (threads.json) is the
+// model's (model.WriteSnapshotJSON, ReadSnapshotJSON).
 //
 // # Capture directories
 //

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 func TestFindingDotnet(t *testing.T) {
@@ -25,7 +25,7 @@ func TestFindingDotnet(t *testing.T) {
 	tg.WaitLine(t, "ready", 10*time.Second)
 	busy := tidOf(t, tg.Pid, ".NET busy")
 	c := record(t, tg.Pid)
-	f := mustOnly(t, c, capdir.FindingRuntimePause)
+	f := mustOnly(t, c, model.FindingRuntimePause)
 	if f.Runtime != "dotnet" || len(f.TIDs) == 0 || f.TIDs[0] != busy || !strings.Contains(f.Summary, "Program_Spin_NoGCPoll") ||
 		!strings.Contains(strings.Join(f.Functions, " "), "ThreadSuspend::SuspendRuntime") {
 		t.Errorf("the .NET suspension should name the busy thread %d (Program_Spin_NoGCPoll) first and ThreadSuspend::SuspendRuntime: %+v", busy, f)

@@ -7,15 +7,14 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/stallwatch/stallwatch/snapshot"
-	"github.com/stallwatch/stallwatch/symbolize"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // WriteThreadDump writes snap as a thread dump a person reads from the top:
 // the snapshot's facts, the lock graph (deadlock cycles, then chains of
 // threads waiting for each other), then every thread, identical stacks
 // merged with their thread lists, waiting threads first.
-func WriteThreadDump(w io.Writer, snap *snapshot.Snapshot) error {
+func WriteThreadDump(w io.Writer, snap *model.Snapshot) error {
 	if snap == nil {
 		return fmt.Errorf("report: WriteThreadDump: nil snapshot")
 	}
@@ -28,7 +27,7 @@ func WriteThreadDump(w io.Writer, snap *snapshot.Snapshot) error {
 	return bw.Flush()
 }
 
-func writeDumpHeader(w io.Writer, snap *snapshot.Snapshot) {
+func writeDumpHeader(w io.Writer, snap *model.Snapshot) {
 	fmt.Fprintf(w, "Thread dump of pid %d", snap.PID)
 	if len(snap.Command) > 0 {
 		fmt.Fprintf(w, " (%s)", clean(truncate(strings.Join(snap.Command, " "), 120)))
@@ -51,9 +50,9 @@ func writeDumpHeader(w io.Writer, snap *snapshot.Snapshot) {
 }
 
 // threadIndex finds threads by tid.
-type threadIndex map[int]*snapshot.Thread
+type threadIndex map[int]*model.Thread
 
-func indexThreads(snap *snapshot.Snapshot) threadIndex {
+func indexThreads(snap *model.Snapshot) threadIndex {
 	ix := make(threadIndex, len(snap.Threads))
 	for i := range snap.Threads {
 		ix[snap.Threads[i].TID] = &snap.Threads[i]
@@ -70,7 +69,7 @@ func (ix threadIndex) name(tid int) string {
 
 // doing says in a few words what a thread is doing: where it sleeps, or
 // that it runs.
-func doing(t *snapshot.Thread) string {
+func doing(t *model.Thread) string {
 	switch {
 	case t == nil:
 		return "not in the snapshot"
@@ -81,10 +80,10 @@ func doing(t *snapshot.Thread) string {
 	case t.State == 'R':
 		return "running"
 	}
-	return StateName(t.State)
+	return model.StateName(t.State)
 }
 
-func writeLockGraph(w io.Writer, snap *snapshot.Snapshot) {
+func writeLockGraph(w io.Writer, snap *model.Snapshot) {
 	g := &snap.Locks
 	ix := indexThreads(snap)
 	if len(g.Edges) == 0 && len(g.Cycles) == 0 {
@@ -144,7 +143,7 @@ func writeLockGraph(w io.Writer, snap *snapshot.Snapshot) {
 	}
 }
 
-func lastHop(t *snapshot.Thread) string {
+func lastHop(t *model.Thread) string {
 	if t != nil && t.Wait != nil && t.Wait.Desc != "" {
 		return "waiting: " + clean(t.Wait.Desc)
 	}
@@ -167,7 +166,7 @@ func viaShort(v string) string {
 
 // stackGroup is threads with identical stacks.
 type stackGroup struct {
-	threads []*snapshot.Thread
+	threads []*model.Thread
 	rank    int
 }
 
@@ -182,7 +181,7 @@ const (
 	rankOther                  // stopped, zombie, unreadable
 )
 
-func threadRank(t *snapshot.Thread, cycle map[int]bool) int {
+func threadRank(t *model.Thread, cycle map[int]bool) int {
 	switch {
 	case cycle[t.TID]:
 		return rankDeadlocked
@@ -203,7 +202,7 @@ func threadRank(t *snapshot.Thread, cycle map[int]bool) int {
 // groupThreads merges threads whose stacks print the same, and orders the
 // groups: by their most urgent thread, then by size, then by how long their
 // threads have been off the CPU.
-func groupThreads(snap *snapshot.Snapshot) []*stackGroup {
+func groupThreads(snap *model.Snapshot) []*stackGroup {
 	cycle := map[int]bool{}
 	for _, c := range snap.Locks.Cycles {
 		for _, tid := range c {
@@ -261,9 +260,9 @@ func maxOffCPU(g *stackGroup) int64 {
 
 // stackKey is what makes two threads' stacks "identical": the frames as a
 // person reads them (function, file, line, module), not raw addresses.
-func stackKey(t *snapshot.Thread) string {
+func stackKey(t *model.Thread) string {
 	var sb strings.Builder
-	for _, part := range [][]*symbolize.Location{t.Kernel, t.User} {
+	for _, part := range [][]*model.Location{t.Kernel, t.User} {
 		for _, l := range part {
 			if l == nil {
 				continue
@@ -283,7 +282,7 @@ func stackKey(t *snapshot.Thread) string {
 	return sb.String()
 }
 
-func writeStackGroups(w io.Writer, snap *snapshot.Snapshot, groups []*stackGroup) {
+func writeStackGroups(w io.Writer, snap *model.Snapshot, groups []*stackGroup) {
 	fmt.Fprintf(w, "Threads (%s in %s; identical stacks merged, waiting threads first)\n",
 		fmtCount(int64(len(snap.Threads))), plural(len(groups), "stack", "distinct stacks"))
 	for _, g := range groups {
@@ -298,9 +297,9 @@ func writeStackGroups(w io.Writer, snap *snapshot.Snapshot, groups []*stackGroup
 
 // writeThreadLine prints one thread's facts on one line (two when it
 // waits for something named).
-func writeThreadLine(w io.Writer, t *snapshot.Thread) {
+func writeThreadLine(w io.Writer, t *model.Thread) {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "   tid %-7d %-16s %s", t.TID, quoted(t.Name), StateName(t.State))
+	fmt.Fprintf(&sb, "   tid %-7d %-16s %s", t.TID, quoted(t.Name), model.StateName(t.State))
 	if t.Syscall != nil {
 		fmt.Fprintf(&sb, "  in %s", clean(syscallText(t.Syscall)))
 	} else if t.Wchan != "" {
@@ -335,7 +334,7 @@ func writeThreadLine(w io.Writer, t *snapshot.Thread) {
 
 // writeStack prints a thread's kernel and user stacks, innermost first,
 // one line per function (inlined functions get their own line).
-func writeStack(w io.Writer, t *snapshot.Thread) {
+func writeStack(w io.Writer, t *model.Thread) {
 	if len(t.Kernel)+len(t.User) == 0 {
 		fmt.Fprintln(w, "      (no stack)")
 		return
@@ -354,7 +353,7 @@ func writeStack(w io.Writer, t *snapshot.Thread) {
 	}
 }
 
-func writeFrame(w io.Writer, l *symbolize.Location, mark string) {
+func writeFrame(w io.Writer, l *model.Location, mark string) {
 	if l == nil {
 		return
 	}

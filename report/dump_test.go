@@ -11,9 +11,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/stallwatch/stallwatch/internal/testutil"
-	"github.com/stallwatch/stallwatch/snapshot"
-	"github.com/stallwatch/stallwatch/symbolize"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 func TestBuildThreads(t *testing.T) {
@@ -31,9 +29,9 @@ func TestBuildThreads(t *testing.T) {
 	byTID := map[string]*profile.Sample{}
 	for _, s := range p.Sample {
 		if !reflect.DeepEqual(s.Value, []int64{1}) {
-			t.Errorf("thread %s: value %v, want [1]", label(s, LabelThreadID), s.Value)
+			t.Errorf("thread %s: value %v, want [1]", label(s, model.LabelThreadID), s.Value)
 		}
-		byTID[label(s, LabelThreadID)] = s
+		byTID[label(s, model.LabelThreadID)] = s
 	}
 	tests := []struct {
 		tid      string
@@ -56,21 +54,21 @@ func TestBuildThreads(t *testing.T) {
 			if s == nil {
 				t.Fatal("no sample")
 			}
-			if got := label(s, LabelThreadName); got != tt.name {
+			if got := label(s, model.LabelThreadName); got != tt.name {
 				t.Errorf("thread name %q, want %q", got, tt.name)
 			}
-			if got := label(s, LabelState); got != tt.state {
+			if got := label(s, model.LabelState); got != tt.state {
 				t.Errorf("state %q, want %q", got, tt.state)
 			}
-			b, ok := numLabel(s, LabelBlocked)
+			b, ok := numLabel(s, model.LabelBlocked)
 			if (tt.blocked < 0) == ok || (ok && b != tt.blocked) {
 				t.Errorf("blocked %d (present %v), want %d", b, ok, tt.blocked)
 			}
-			if ok && s.NumUnit[LabelBlocked][0] != "nanoseconds" {
-				t.Errorf("blocked unit %v", s.NumUnit[LabelBlocked])
+			if ok && s.NumUnit[model.LabelBlocked][0] != "nanoseconds" {
+				t.Errorf("blocked unit %v", s.NumUnit[model.LabelBlocked])
 			}
-			if r, _ := numLabel(s, LabelRunqueueWait); r != tt.runq || s.NumUnit[LabelRunqueueWait][0] != "nanoseconds" {
-				t.Errorf("runqueue wait %d %v, want %d nanoseconds", r, s.NumUnit[LabelRunqueueWait], tt.runq)
+			if r, _ := numLabel(s, model.LabelRunqueueWait); r != tt.runq || s.NumUnit[model.LabelRunqueueWait][0] != "nanoseconds" {
+				t.Errorf("runqueue wait %d %v, want %d nanoseconds", r, s.NumUnit[model.LabelRunqueueWait], tt.runq)
 			}
 			if len(s.Location) != tt.frames {
 				t.Fatalf("%d frames, want %d", len(s.Location), tt.frames)
@@ -79,17 +77,17 @@ func TestBuildThreads(t *testing.T) {
 				t.Errorf("innermost %q, want %q", got, tt.leaf)
 			}
 			for i, l := range s.Location {
-				isKernel := l.Mapping != nil && l.Mapping.File == KernelMapping
+				isKernel := l.Mapping != nil && l.Mapping.File == model.KernelMapping
 				if isKernel != (i < tt.kernelTo) {
 					t.Errorf("frame %d (%s): kernel %v; kernel frames must come first", i, l.Line[0].Function.Name, isKernel)
 				}
 			}
 		})
 	}
-	if o, _ := numLabel(byTID["14"], LabelOwner); o != 12 {
+	if o, _ := numLabel(byTID["14"], model.LabelOwner); o != 12 {
 		t.Errorf("tid 14 owner label %d, want 12", o)
 	}
-	if w := label(byTID["12"], LabelWaitsFor); !strings.Contains(w, "held by tid 13") {
+	if w := label(byTID["12"], model.LabelWaitsFor); !strings.Contains(w, "held by tid 13") {
 		t.Errorf("tid 12 waits-for label %q", w)
 	}
 	if !containsString(p.Comments, "deadlock: tid 12 → tid 13 → tid 12") {
@@ -159,7 +157,7 @@ func TestThreadDumpOrderAndMerge(t *testing.T) {
 }
 
 func TestThreadDumpNoLocks(t *testing.T) {
-	snap := &snapshot.Snapshot{PID: 1, Threads: []snapshot.Thread{{TID: 1, Name: "main", State: 'R'}}}
+	snap := &model.Snapshot{PID: 1, Threads: []model.Thread{{TID: 1, Name: "main", State: 'R'}}}
 	var buf bytes.Buffer
 	if err := WriteThreadDump(&buf, snap); err != nil {
 		t.Fatal(err)
@@ -170,9 +168,9 @@ func TestThreadDumpNoLocks(t *testing.T) {
 }
 
 func TestThreadDumpEscapesNames(t *testing.T) {
-	snap := &snapshot.Snapshot{PID: 1, Threads: []snapshot.Thread{{
+	snap := &model.Snapshot{PID: 1, Threads: []model.Thread{{
 		TID: 1, Name: "evil\x1b[2J\nfake", State: 'S',
-		User: []*symbolize.Location{loc(mJIT, 0x7f2000000100, fn("jit\r\nname", "", 0))},
+		User: []*model.Location{loc(mJIT, 0x7f2000000100, fn("jit\r\nname", "", 0))},
 	}}}
 	var buf bytes.Buffer
 	if err := WriteThreadDump(&buf, snap); err != nil {
@@ -184,78 +182,20 @@ func TestThreadDumpEscapesNames(t *testing.T) {
 	}
 }
 
-func TestThreadDumpJSONRoundTrip(t *testing.T) {
-	snap := fixtureSnapshot()
+// FuzzRenderThreadDumpJSON: whatever thread dump reads (package model
+// fuzzes the reading itself) renders and builds threads.pb.gz.
+func FuzzRenderThreadDumpJSON(f *testing.F) {
 	var buf bytes.Buffer
-	if err := WriteThreadDumpJSON(&buf, snap); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(buf.String(), `"addr": "0xffffffff81100010"`) {
-		t.Error("kernel addresses must be hex strings (JSON numbers lose their low bits)")
-	}
-	got, err := ReadThreadDumpJSON(&buf, "dump.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, snap) {
-		var a, b bytes.Buffer
-		WriteThreadDump(&a, snap)
-		WriteThreadDump(&b, got)
-		t.Errorf("round trip changed the snapshot:\n%s\nvs\n%s", a.String(), b.String())
-	}
-}
-
-func TestReadThreadDumpJSONErrors(t *testing.T) {
-	tests := []struct {
-		name, in, want string
-	}{
-		{"not json", `{"schema": 1, "threads": [`, "dump.json: offset"},
-		{"other schema", `{"schema": 7}`, "schema 7"},
-		{"bad address", `{"schema":1,"threads":[{"tid":1,"kernel":[{"addr":"12","mapping":-1}]}]}`, "thread 1: kernel frame 0"},
-		{"mapping out of range", `{"schema":1,"threads":[{"tid":1,"user":[{"addr":"0x1","mapping":3}]}]}`, "mapping 3 of 0"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := ReadThreadDumpJSON(strings.NewReader(tt.in), "dump.json")
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("err %v, want %q", err, tt.want)
-			}
-		})
-	}
-}
-
-func FuzzReadThreadDumpJSON(f *testing.F) {
-	var buf bytes.Buffer
-	if err := WriteThreadDumpJSON(&buf, fixtureSnapshot()); err != nil {
+	if err := model.WriteSnapshotJSON(&buf, fixtureSnapshot()); err != nil {
 		f.Fatal(err)
 	}
 	f.Add(buf.Bytes())
 	f.Add([]byte(`{"schema":1,"threads":[{"tid":1,"user":[{"addr":"0x1","mapping":0}]}],"mappings":[{"start":"0x0","limit":"0x10","offset":"0x0"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var snap *snapshot.Snapshot
-		var err error
-		if n := testutil.HeapBytes(func() { snap, err = ReadThreadDumpJSON(bytes.NewReader(data), "fuzz.json") }); n > 64*uint64(len(data))+4<<20 {
-			t.Fatalf("reading %d bytes allocated %d", len(data), n)
-		}
+		snap, err := model.ReadSnapshotJSON(bytes.NewReader(data), "fuzz.json")
 		if err != nil {
 			return
 		}
-		// What reads writes back as what reads the same.
-		var once, twice bytes.Buffer
-		if err := WriteThreadDumpJSON(&once, snap); err != nil {
-			t.Fatal(err)
-		}
-		again, err := ReadThreadDumpJSON(bytes.NewReader(once.Bytes()), "again.json")
-		if err != nil {
-			t.Fatalf("a dump written from what was read does not read: %v\n%s", err, once.Bytes())
-		}
-		if err := WriteThreadDumpJSON(&twice, again); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(once.Bytes(), twice.Bytes()) {
-			t.Fatalf("written, read and written again differs:\n%s\n%s", once.Bytes(), twice.Bytes())
-		}
-		// Whatever reads must render and build.
 		var out bytes.Buffer
 		if err := WriteThreadDump(&out, snap); err != nil {
 			t.Fatal(err)
@@ -313,30 +253,30 @@ func mustProfile(t *testing.T) *profile.Profile {
 }
 
 func TestWaitsFor(t *testing.T) {
-	th := func(tid, owner int) snapshot.Thread {
-		t := snapshot.Thread{TID: tid}
+	th := func(tid, owner int) model.Thread {
+		t := model.Thread{TID: tid}
 		if owner != 0 {
-			t.Wait = &snapshot.Wait{Owner: owner}
+			t.Wait = &model.Wait{Owner: owner}
 		}
 		return t
 	}
 	tests := []struct {
 		name    string
-		threads []snapshot.Thread
+		threads []model.Thread
 		cycles  [][]int
 		chains  [][]int
 	}{
-		{"none", []snapshot.Thread{th(1, 0), th(2, 0)}, nil, nil},
-		{"chain to a running thread", []snapshot.Thread{th(1, 2), th(2, 3), th(3, 0)}, nil, [][]int{{1, 2, 3}}},
-		{"two-cycle with a waiter", []snapshot.Thread{th(1, 2), th(2, 1), th(3, 1)}, [][]int{{1, 2}}, [][]int{{3, 1}}},
-		{"self deadlock", []snapshot.Thread{th(5, 5)}, [][]int{{5}}, nil},
-		{"three-cycle", []snapshot.Thread{th(1, 2), th(2, 3), th(3, 1)}, [][]int{{1, 2, 3}}, nil},
-		{"cycle read from its smallest tid", []snapshot.Thread{th(1, 9), th(9, 5), th(5, 9)}, [][]int{{5, 9}}, [][]int{{1, 9}}},
-		{"longest chain first", []snapshot.Thread{th(1, 9), th(2, 3), th(3, 4), th(4, 9), th(9, 0)}, nil, [][]int{{2, 3, 4, 9}, {1, 9}}},
+		{"none", []model.Thread{th(1, 0), th(2, 0)}, nil, nil},
+		{"chain to a running thread", []model.Thread{th(1, 2), th(2, 3), th(3, 0)}, nil, [][]int{{1, 2, 3}}},
+		{"two-cycle with a waiter", []model.Thread{th(1, 2), th(2, 1), th(3, 1)}, [][]int{{1, 2}}, [][]int{{3, 1}}},
+		{"self deadlock", []model.Thread{th(5, 5)}, [][]int{{5}}, nil},
+		{"three-cycle", []model.Thread{th(1, 2), th(2, 3), th(3, 1)}, [][]int{{1, 2, 3}}, nil},
+		{"cycle read from its smallest tid", []model.Thread{th(1, 9), th(9, 5), th(5, 9)}, [][]int{{5, 9}}, [][]int{{1, 9}}},
+		{"longest chain first", []model.Thread{th(1, 9), th(2, 3), th(3, 4), th(4, 9), th(9, 0)}, nil, [][]int{{2, 3, 4, 9}, {1, 9}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := snapshot.BuildLockGraph(tt.threads)
+			g := model.BuildLockGraph(tt.threads)
 			if !reflect.DeepEqual(g.Cycles, tt.cycles) || !reflect.DeepEqual(g.Chains, tt.chains) {
 				t.Errorf("cycles %v chains %v, want %v %v", g.Cycles, g.Chains, tt.cycles, tt.chains)
 			}

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/capture"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/report"
 )
 
@@ -53,10 +53,10 @@ func session(t *testing.T, pid int, cfg capture.Config) *capture.Session {
 
 // captureNow triggers a capture as the watchdog does on a stall and reads
 // the directory back.
-func captureNow(t *testing.T, s *capture.Session, tr capdir.Trigger) (*report.Capture, string) {
+func captureNow(t *testing.T, s *capture.Session, tr model.Trigger) (*report.Capture, string) {
 	t.Helper()
 	if tr.Kind == "" {
-		tr.Kind = capdir.Stall
+		tr.Kind = model.Stall
 	}
 	if tr.Reason == "" {
 		tr.Reason = "test: " + t.Name()
@@ -72,17 +72,17 @@ func captureNow(t *testing.T, s *capture.Session, tr capdir.Trigger) (*report.Ca
 	return c, res.Dir
 }
 
-func findingOf(c *report.Capture, k capdir.FindingKind) (capdir.Finding, bool) {
+func findingOf(c *report.Capture, k model.FindingKind) (model.Finding, bool) {
 	for _, f := range c.Info.Findings {
 		if f.Kind == k {
 			return f, true
 		}
 	}
-	return capdir.Finding{}, false
+	return model.Finding{}, false
 }
 
 // mustFinding fails the test when the capture lacks a finding of kind k.
-func mustFinding(t *testing.T, c *report.Capture, k capdir.FindingKind) capdir.Finding {
+func mustFinding(t *testing.T, c *report.Capture, k model.FindingKind) model.Finding {
 	t.Helper()
 	f, ok := findingOf(c, k)
 	if !ok {
@@ -91,7 +91,7 @@ func mustFinding(t *testing.T, c *report.Capture, k capdir.FindingKind) capdir.F
 	return f
 }
 
-func mustNotFinding(t *testing.T, c *report.Capture, k capdir.FindingKind) {
+func mustNotFinding(t *testing.T, c *report.Capture, k model.FindingKind) {
 	t.Helper()
 	if f, ok := findingOf(c, k); ok {
 		t.Errorf("a %s finding where there should be none: %s\nall findings:\n%s", k, f.Summary, findingsText(c))
@@ -136,4 +136,4 @@ func fileAge(path string) time.Duration {
 	return time.Since(st.ModTime())
 }
 
-func hasTID(f capdir.Finding, tid int) bool { return slices.Contains(f.TIDs, tid) }
+func hasTID(f model.Finding, tid int) bool { return slices.Contains(f.TIDs, tid) }

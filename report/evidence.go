@@ -7,8 +7,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/stallwatch/stallwatch/snapshot"
-	"github.com/stallwatch/stallwatch/symbolize"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // evidence is what the findings are drawn from, worked out once per
@@ -20,7 +19,7 @@ type evidence struct {
 	c    *Capture
 	a    *analysis // nil without a profile
 	p    *profile.Profile
-	snap *snapshot.Snapshot
+	snap *model.Snapshot
 	ix   threadIndex
 
 	phase  string // the phase judged: "during" when there are phases
@@ -62,11 +61,11 @@ func gatherEvidence(c *Capture, a *analysis) *evidence {
 	if a != nil {
 		e.p = a.p
 		e.phase = phasesOf(e.p)[0]
-		if e.phase == PhaseDuring {
+		if e.phase == model.PhaseDuring {
 			e.when = "during the stall"
 		}
-		e.hasCPU = hasType(e.p, TypeCPUTime)
-		e.hasOff = hasType(e.p, TypeOffCPUTime)
+		e.hasCPU = hasType(e.p, model.TypeCPUTime)
+		e.hasOff = hasType(e.p, model.TypeOffCPUTime)
 		e.sumThreads()
 	}
 	e.window = e.windowNanos()
@@ -90,21 +89,21 @@ func (e *evidence) thread(tid int) *threadTime {
 func (e *evidence) sumThreads() {
 	cpuI, offI := -1, -1
 	if e.hasCPU {
-		cpuI, _ = valueIndex(e.p, TypeCPUTime)
+		cpuI, _ = valueIndex(e.p, model.TypeCPUTime)
 	}
 	if e.hasOff {
-		offI, _ = valueIndex(e.p, TypeOffCPUTime)
+		offI, _ = valueIndex(e.p, model.TypeOffCPUTime)
 	}
 	for i, s := range e.p.Sample {
-		if label(s, LabelPhase) != e.phase {
+		if label(s, model.LabelPhase) != e.phase {
 			continue
 		}
-		tid, err := strconv.Atoi(label(s, LabelThreadID))
+		tid, err := strconv.Atoi(label(s, model.LabelThreadID))
 		if err != nil {
 			continue
 		}
 		t := e.thread(tid)
-		if n := label(s, LabelThreadName); n != "" && t.name == "" {
+		if n := label(s, model.LabelThreadName); n != "" && t.name == "" {
 			t.name = n
 		}
 		id := e.a.stackOf[i]
@@ -114,7 +113,7 @@ func (e *evidence) sumThreads() {
 		}
 		if offI >= 0 && s.Value[offI] > 0 {
 			v := s.Value[offI]
-			if label(s, LabelOffCPU) == "preempted" {
+			if label(s, model.LabelOffCPU) == "preempted" {
 				t.preempted += v
 			} else {
 				t.blocked += v
@@ -130,7 +129,7 @@ func (e *evidence) sumThreads() {
 func (e *evidence) windowNanos() int64 {
 	in := &e.c.Info
 	switch {
-	case e.phase == PhaseDuring && !in.TriggerAt.IsZero() && in.End.After(in.TriggerAt):
+	case e.phase == model.PhaseDuring && !in.TriggerAt.IsZero() && in.End.After(in.TriggerAt):
 		return int64(in.End.Sub(in.TriggerAt))
 	case e.phase == "" && !in.Start.IsZero() && in.End.After(in.Start):
 		return int64(in.End.Sub(in.Start))
@@ -140,10 +139,10 @@ func (e *evidence) windowNanos() int64 {
 	if e.p != nil {
 		lo, hi := int64(0), int64(0)
 		for _, s := range e.p.Sample {
-			if label(s, LabelPhase) != e.phase {
+			if label(s, model.LabelPhase) != e.phase {
 				continue
 			}
-			end, ok := numLabel(s, LabelEndTime)
+			end, ok := numLabel(s, model.LabelEndTime)
 			if !ok {
 				continue
 			}
@@ -167,12 +166,12 @@ func (e *evidence) windowNanos() int64 {
 // sampleSpan is how long before its end timestamp a sample began: an
 // off-CPU interval's length, an on-CPU sample's period.
 func sampleSpan(p *profile.Profile, s *profile.Sample) int64 {
-	if label(s, LabelOffCPU) != "" {
-		if i, err := valueIndex(p, TypeOffCPUTime); err == nil {
+	if label(s, model.LabelOffCPU) != "" {
+		if i, err := valueIndex(p, model.TypeOffCPUTime); err == nil {
 			return s.Value[i]
 		}
 	}
-	if i, err := valueIndex(p, TypeCPUTime); err == nil {
+	if i, err := valueIndex(p, model.TypeCPUTime); err == nil {
 		return s.Value[i]
 	}
 	return 0
@@ -261,7 +260,7 @@ func (e *evidence) snapHas(tid int, pats []string) bool {
 	if st == nil {
 		return false
 	}
-	for _, stack := range [][]*symbolize.Location{st.User, st.Kernel} {
+	for _, stack := range [][]*model.Location{st.User, st.Kernel} {
 		for _, l := range stack {
 			if l == nil {
 				continue

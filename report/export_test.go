@@ -3,7 +3,7 @@ package report
 import (
 	"testing"
 
-	"github.com/stallwatch/stallwatch/symbolize"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // FixtureCapture is the fixture of the package's own tests, for the
@@ -18,10 +18,10 @@ func BenchCapture(b *testing.B) *Capture { return benchCapture(b) }
 // the stall of a thread whose stacks were cut short (spin's callers
 // unknown: "[truncated: no unwind info in libfoo.so]").
 func FixtureCaptureCut(t *testing.T) *Capture {
-	cut := &symbolize.Location{Kind: symbolize.KindUnknown, Lines: []symbolize.Line{{Function: "[truncated: no unwind info in libfoo.so]", SystemName: "[truncated: no unwind info in libfoo.so]"}}}
+	cut := &model.Location{Kind: model.KindUnknown, Lines: []model.Line{{Function: "[truncated: no unwind info in libfoo.so]", SystemName: "[truncated: no unwind info in libfoo.so]"}}}
 	s := fixtureSamples()
 	for range 200 {
-		s = append(s, Sample{Stack: []*symbolize.Location{aSpin, cut}, TID: 19, ThreadName: "unwound", Phase: PhaseDuring, Count: 1})
+		s = append(s, model.Sample{Stack: []*model.Location{aSpin, cut}, TID: 19, ThreadName: "unwound", Phase: model.PhaseDuring, Count: 1})
 	}
 	p, err := BuildProfile(s, fixtureMeta())
 	if err != nil {

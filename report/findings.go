@@ -7,8 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stallwatch/stallwatch/capdir"
-	"github.com/stallwatch/stallwatch/snapshot"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // Thresholds of the findings, as shares of the judged window (see
@@ -33,9 +32,9 @@ const (
 	convoyWaiters = 3
 )
 
-// finding is a capdir.Finding with what orders it.
+// finding is a model.Finding with what orders it.
 type finding struct {
-	capdir.Finding
+	model.Finding
 	priority int // within a severity, lower is more likely the cause
 	weight   float64
 }
@@ -44,25 +43,25 @@ type finding struct {
 // stall — a stopped process explains everything, a deadlock explains its
 // threads, a runtime pause explains every thread of the runtime, and so on
 // down to what only describes where the time went.
-var kindPriority = map[capdir.FindingKind]int{
-	capdir.FindingStopped:           0,
-	capdir.FindingDeadlock:          1,
-	capdir.FindingRuntimePause:      2,
-	capdir.FindingEventLoopBlocked:  3,
-	capdir.FindingGIL:               4,
-	capdir.FindingLockConvoy:        5,
-	capdir.FindingUninterruptible:   6,
-	capdir.FindingCPUStarvation:     7,
-	capdir.FindingSpinning:          8,
-	capdir.FindingHotThread:         9,
-	capdir.FindingMissingJITSymbols: 10,
-	capdir.FindingAllWaiting:        11,
+var kindPriority = map[model.FindingKind]int{
+	model.FindingStopped:           0,
+	model.FindingDeadlock:          1,
+	model.FindingRuntimePause:      2,
+	model.FindingEventLoopBlocked:  3,
+	model.FindingGIL:               4,
+	model.FindingLockConvoy:        5,
+	model.FindingUninterruptible:   6,
+	model.FindingCPUStarvation:     7,
+	model.FindingSpinning:          8,
+	model.FindingHotThread:         9,
+	model.FindingMissingJITSymbols: 10,
+	model.FindingAllWaiting:        11,
 }
 
 // findingsOf says what stands out, the most likely cause first: each
 // finding with its kind, severity, a sentence, the numbers behind it and
 // the threads and functions it names.
-func findingsOf(c *Capture, a *analysis) []capdir.Finding {
+func findingsOf(c *Capture, a *analysis) []model.Finding {
 	e := gatherEvidence(c, a)
 	var fs []finding
 	for _, detect := range []func() []finding{
@@ -81,16 +80,16 @@ func findingsOf(c *Capture, a *analysis) []capdir.Finding {
 		}
 		return a.weight > b.weight
 	})
-	out := make([]capdir.Finding, len(fs))
+	out := make([]model.Finding, len(fs))
 	for i, f := range fs {
 		out[i] = f.Finding
 	}
 	return out
 }
 
-func (e *evidence) newFinding(kind capdir.FindingKind, sev capdir.Severity, weight float64, tids []int, summary, detail string) finding {
+func (e *evidence) newFinding(kind model.FindingKind, sev model.Severity, weight float64, tids []int, summary, detail string) finding {
 	return finding{
-		Finding:  capdir.Finding{Kind: kind, Severity: sev, Summary: summary, Detail: detail, TIDs: tids},
+		Finding:  model.Finding{Kind: kind, Severity: sev, Summary: summary, Detail: detail, TIDs: tids},
 		priority: kindPriority[kind],
 		weight:   weight,
 	}
@@ -134,16 +133,16 @@ func (e *evidence) stopped() []finding {
 			names = append(names, s)
 		}
 		sort.Strings(names)
-		f := e.newFinding(capdir.FindingStopped, capdir.SeverityCritical, float64(len(traced)), traced,
+		f := e.newFinding(model.FindingStopped, model.SeverityCritical, float64(len(traced)), traced,
 			fmt.Sprintf("STOPPED BY A DEBUGGER: %s of %d traced by %s.", plural(len(traced), "thread", "threads"), all, strings.Join(names, ", ")),
 			"A tracer (a debugger, strace, another profiler) holds the threads: while it keeps them in ptrace stops they do not run."+cpuNote+
 				" Continue or detach the debugger (gdb: `continue` or `detach`).")
 		out = append(out, f)
 	}
 	if len(stopped) > 0 && (len(stopped)*2 >= all || len(traced) == 0) {
-		sev := capdir.SeverityCritical
+		sev := model.SeverityCritical
 		if len(stopped)*2 < all {
-			sev = capdir.SeverityWarning
+			sev = model.SeverityWarning
 		}
 		summary := fmt.Sprintf("STOPPED: %s of %d in state T (stopped by a signal).", plural(len(stopped), "thread", "threads"), all)
 		if len(stopped) == all {
@@ -151,7 +150,7 @@ func (e *evidence) stopped() []finding {
 		}
 		detail := "A SIGSTOP, SIGTSTP (Ctrl-Z), SIGTTIN or SIGTTOU stopped the process; nothing runs until SIGCONT." + cpuNote +
 			fmt.Sprintf(" Resume it with `kill -CONT %d`; find who stopped it (a shell's job control, a supervisor, an OOM handler).", e.snap.PID)
-		out = append(out, e.newFinding(capdir.FindingStopped, sev, float64(len(stopped)), stopped, summary, detail))
+		out = append(out, e.newFinding(model.FindingStopped, sev, float64(len(stopped)), stopped, summary, detail))
 	}
 	return out
 }
@@ -164,7 +163,7 @@ func (e *evidence) deadlocks() []finding {
 	var out []finding
 	for i, cy := range e.snap.Locks.Cycles {
 		if i == screenDeadlocks && len(e.snap.Locks.Cycles) > screenDeadlocks+1 {
-			out = append(out, e.newFinding(capdir.FindingDeadlock, capdir.SeverityCritical, 0, nil,
+			out = append(out, e.newFinding(model.FindingDeadlock, model.SeverityCritical, 0, nil,
 				fmt.Sprintf("… and %d more deadlocks: see the lock graph below.", len(e.snap.Locks.Cycles)-i), ""))
 			break
 		}
@@ -187,7 +186,7 @@ func (e *evidence) deadlocks() []finding {
 			}
 		}
 		parts = append(parts, e.ix.name(cy[0]))
-		f := e.newFinding(capdir.FindingDeadlock, capdir.SeverityCritical, float64(len(cy)), append([]int(nil), cy...),
+		f := e.newFinding(model.FindingDeadlock, model.SeverityCritical, float64(len(cy)), append([]int(nil), cy...),
 			fmt.Sprintf("DEADLOCK: %s.", strings.Join(parts, " waits for ")),
 			strings.Join(holds, "; ")+". None of them can go on: each holds what the next one needs. Take the locks in one global order, or with a timeout.")
 		f.Functions = funcNames(funcs)
@@ -293,9 +292,9 @@ func (e *evidence) pause(spec pauseSpec) (finding, bool) {
 			culprit, best = t, wanted
 		}
 	}
-	sev := capdir.SeverityWarning
+	sev := model.SeverityWarning
 	if share >= pauseCritical || parked >= 2 && share >= pauseShare {
-		sev = capdir.SeverityCritical
+		sev = model.SeverityCritical
 	}
 	var tids []int
 	var funcs []string
@@ -337,7 +336,7 @@ func (e *evidence) pause(spec pauseSpec) (finding, bool) {
 		fmt.Fprintf(&sb, " At the snapshot %s in %s.", plural(parked, "thread was", "threads were"), strings.Join(spec.waiter[:min(2, len(spec.waiter))], " or "))
 	}
 	fmt.Fprintf(&sb, " %s.", upperFirst(spec.advice))
-	f := e.newFinding(capdir.FindingRuntimePause, sev, share, tids, summary, strings.TrimSpace(sb.String()))
+	f := e.newFinding(model.FindingRuntimePause, sev, share, tids, summary, strings.TrimSpace(sb.String()))
 	f.Runtime = string(e.rt)
 	f.Functions = append(funcs, spec.collector[0])
 	return f, true
@@ -459,13 +458,13 @@ func (e *evidence) eventLoop() []finding {
 			fn = e.appFrame(topStackOf(main.cpuStacks))
 		}
 	}
-	sev := capdir.SeverityCritical
+	sev := model.SeverityCritical
 	summary := fmt.Sprintf("Node.js event loop blocked: the main thread ran %s (on a CPU %s of the window %s, runnable the rest of it %s) without returning to poll for events%s.",
 		fn, e.pctOf(main.cpu), e.when, e.pctOf(main.preempted), unnamed)
 	detail := fmt.Sprintf("%s stayed on a CPU in synchronous JavaScript: timers, I/O callbacks and incoming requests waited. "+
 		"Break the work into chunks (setImmediate), move it to a worker thread (worker_threads), or make it asynchronous; "+
 		"--cpu-prof or this report's flame graph shows what inside it costs most.", main.label())
-	f := e.newFinding(capdir.FindingEventLoopBlocked, sev, e.share(main.cpu+main.preempted), []int{main.tid}, summary, detail)
+	f := e.newFinding(model.FindingEventLoopBlocked, sev, e.share(main.cpu+main.preempted), []int{main.tid}, summary, detail)
 	f.Runtime = string(rtNode)
 	if fn != "" && unnamed == "" {
 		f.Functions = []string{fn}
@@ -562,11 +561,11 @@ func (e *evidence) gil() []finding {
 		detail += fmt.Sprintf(" At the snapshot %s in take_gil.", plural(parked, "thread was", "threads were"))
 	}
 	detail += " Only one thread runs Python code at a time: CPU-bound Python in threads serializes. Move CPU-bound work to processes (multiprocessing, concurrent.futures.ProcessPoolExecutor) or into native code that releases the GIL; with -X perf the Python functions show by name."
-	sev := capdir.SeverityWarning
+	sev := model.SeverityWarning
 	if e.share(most) >= pauseCritical {
-		sev = capdir.SeverityCritical
+		sev = model.SeverityCritical
 	}
-	f := e.newFinding(capdir.FindingGIL, sev, e.share(most), tids, summary, detail)
+	f := e.newFinding(model.FindingGIL, sev, e.share(most), tids, summary, detail)
 	f.Runtime = string(rtPython)
 	f.Functions = append(funcs, "take_gil")
 	return []finding{f}
@@ -575,7 +574,7 @@ func (e *evidence) gil() []finding {
 // pythonFunction is the innermost Python function of a thread's snapshot
 // stack: CPython's perf trampolines name them "py::function:file" (-X
 // perf).
-func pythonFunction(t *snapshot.Thread) string {
+func pythonFunction(t *model.Thread) string {
 	if t == nil {
 		return ""
 	}
@@ -650,11 +649,11 @@ func (e *evidence) convoys() []finding {
 			}
 			names = append(names, e.ix.name(tid))
 		}
-		sev := capdir.SeverityWarning
+		sev := model.SeverityWarning
 		if len(ws)*2 >= len(e.snap.Threads) {
-			sev = capdir.SeverityCritical
+			sev = model.SeverityCritical
 		}
-		f := e.newFinding(capdir.FindingLockConvoy, sev, float64(len(ws)), append([]int{o}, ws...),
+		f := e.newFinding(model.FindingLockConvoy, sev, float64(len(ws)), append([]int{o}, ws...),
 			fmt.Sprintf("Lock convoy: %d threads wait for %s, which holds the lock they need and is %s.", len(ws), e.ix.name(o), what),
 			fmt.Sprintf("Waiting: %s%s. While the owner keeps the lock (in a slow call, on a CPU, or itself blocked) every waiter queues behind it: shorten the critical section, or do the slow part outside the lock.",
 				strings.Join(names, ", "), prefixed(" for ", clean(lock))))
@@ -693,7 +692,7 @@ func (e *evidence) uninterruptible() []finding {
 	if e.snap == nil {
 		return nil
 	}
-	byFn := map[string][]*snapshot.Thread{}
+	byFn := map[string][]*model.Thread{}
 	var order []string
 	for i := range e.snap.Threads {
 		t := &e.snap.Threads[i]
@@ -724,12 +723,12 @@ func (e *evidence) uninterruptible() []finding {
 				longest = max(longest, t.OffCPUFor)
 			}
 		}
-		sev := capdir.SeverityWarning
+		sev := model.SeverityWarning
 		forText := ""
 		if known {
 			forText = " for " + fmtDur(longest)
 			if e.window > 0 && float64(longest) >= pauseCritical*float64(e.window) {
-				sev = capdir.SeverityCritical
+				sev = model.SeverityCritical
 			}
 		}
 		where := fn
@@ -742,7 +741,7 @@ func (e *evidence) uninterruptible() []finding {
 			detail += ": " + m
 		}
 		detail += ". /proc/<pid>/task/<tid>/stack and the thread dump below show the kernel stack."
-		f := e.newFinding(capdir.FindingUninterruptible, sev, float64(longest), tids, summary, detail)
+		f := e.newFinding(model.FindingUninterruptible, sev, float64(longest), tids, summary, detail)
 		if fn != "" {
 			f.Functions = []string{fn}
 		}
@@ -753,7 +752,7 @@ func (e *evidence) uninterruptible() []finding {
 
 // kernelWaitFunc is the kernel function that says why a thread sleeps: the
 // first frame of its kernel stack past the scheduler's, else its wchan.
-func kernelWaitFunc(t *snapshot.Thread) string {
+func kernelWaitFunc(t *model.Thread) string {
 	for _, l := range t.Kernel {
 		if l == nil || len(l.Lines) == 0 {
 			continue
@@ -769,7 +768,7 @@ func kernelWaitFunc(t *snapshot.Thread) string {
 
 // kernelSyscall names the system call a kernel stack is in, from its
 // entry frame (__x64_sys_vfork, __do_sys_vfork): "vfork()".
-func kernelSyscall(t *snapshot.Thread) string {
+func kernelSyscall(t *model.Thread) string {
 	for _, l := range t.Kernel {
 		if l == nil || len(l.Lines) == 0 {
 			continue
@@ -840,11 +839,11 @@ func (e *evidence) starvation() []finding {
 	} else {
 		detail += " A busy host, a CPU quota (cgroup cpu.max) or an affinity mask keeps runnable threads off the CPUs."
 	}
-	sev := capdir.SeverityWarning
+	sev := model.SeverityWarning
 	if e.share(most) >= pauseCritical {
-		sev = capdir.SeverityCritical
+		sev = model.SeverityCritical
 	}
-	return []finding{e.newFinding(capdir.FindingCPUStarvation, sev, e.share(most), tids, summary, detail)}
+	return []finding{e.newFinding(model.FindingCPUStarvation, sev, e.share(most), tids, summary, detail)}
 }
 
 // spinningOrHot: one thread on a CPU nearly the whole window while others
@@ -885,7 +884,7 @@ func (e *evidence) spinningOrHot() []finding {
 			names = append(names, t.label())
 			tids = append(tids, t.tid)
 		}
-		f := e.newFinding(capdir.FindingSpinning, capdir.SeverityWarning, e.share(spin.cpu), tids,
+		f := e.newFinding(model.FindingSpinning, model.SeverityWarning, e.share(spin.cpu), tids,
 			fmt.Sprintf("%s spun on a CPU %s of the window %s (%s) in %s while %s waited.",
 				spin.subject(), e.pctOf(spin.cpu), e.when, fmtDur(time.Duration(spin.cpu)), where, plural(len(waiting), "thread", "threads")),
 			fmt.Sprintf("Waiting most of the window: %s. A thread that runs all the time while the others wait is busy-waiting (polling a flag, retrying) or doing work nobody waits for; if it should hand something to them, it never does. %s of all on-CPU time was its.",
@@ -896,7 +895,7 @@ func (e *evidence) spinningOrHot() []finding {
 	if spin.cpu*2 < total {
 		return nil
 	}
-	f := e.newFinding(capdir.FindingHotThread, capdir.SeverityInfo, float64(spin.cpu)/float64(total), []int{spin.tid},
+	f := e.newFinding(model.FindingHotThread, model.SeverityInfo, float64(spin.cpu)/float64(total), []int{spin.tid},
 		fmt.Sprintf("%s used %s of CPU %s (%s of all on-CPU time) in %s.",
 			spin.subject(), fmtDur(time.Duration(spin.cpu)), e.when, strings.TrimSpace(pct(spin.cpu, total)), where),
 		fmt.Sprintf("It was on a CPU %s of the window; the flame graph shows where inside %s.", e.pctOf(spin.cpu), app))
@@ -927,7 +926,7 @@ func (e *evidence) missingJIT() []finding {
 	if e.a == nil || !e.hasCPU || e.rt.jitSwitch() == "" || e.c.Info.Counts.JITSources > 0 {
 		return nil
 	}
-	cpuI, _ := valueIndex(e.p, TypeCPUTime)
+	cpuI, _ := valueIndex(e.p, model.TypeCPUTime)
 	var unnamed, total int64
 	for i, s := range e.p.Sample {
 		v := s.Value[cpuI]
@@ -946,7 +945,7 @@ func (e *evidence) missingJIT() []finding {
 		return nil
 	}
 	srcs := "no JIT symbol file was found"
-	f := e.newFinding(capdir.FindingMissingJITSymbols, capdir.SeverityInfo, float64(unnamed)/float64(total), nil,
+	f := e.newFinding(model.FindingMissingJITSymbols, model.SeverityInfo, float64(unnamed)/float64(total), nil,
 		fmt.Sprintf("%s JIT code without names: %s of the on-CPU time is in compiled code no symbol names (%s).",
 			e.rt, strings.TrimSpace(pct(unnamed, total)), srcs),
 		"To name it, "+e.rt.jitSwitch()+".")
@@ -967,6 +966,6 @@ func (e *evidence) allWaiting() []finding {
 	if cpu != 0 || off == 0 {
 		return nil
 	}
-	return []finding{e.newFinding(capdir.FindingAllWaiting, capdir.SeverityInfo, 0, nil,
+	return []finding{e.newFinding(model.FindingAllWaiting, model.SeverityInfo, 0, nil,
 		fmt.Sprintf("No thread ran on a CPU %s: the process is waiting, not busy; see the off-CPU stacks and the thread table.", e.when), "")}
 }

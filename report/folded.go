@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // ExportOptions choose what WriteFolded and WriteSpeedscope write.
@@ -122,16 +124,16 @@ func WriteFolded(w io.Writer, p *profile.Profile, opt ExportOptions) error {
 // threadFrame names a sample's thread as stackcollapse-perf.pl --tid
 // does: "name-pid/tid" ("name-tid" without a pid); "" without a thread id.
 func threadFrame(s *profile.Sample) string {
-	tid := label(s, LabelThreadID)
+	tid := label(s, model.LabelThreadID)
 	if tid == "" {
 		return ""
 	}
-	name := label(s, LabelThreadName)
+	name := label(s, model.LabelThreadName)
 	if name == "" {
 		name = "thread"
 	}
 	name = foldedName(clean(name))
-	if pid := label(s, LabelProcessID); pid != "" {
+	if pid := label(s, model.LabelProcessID); pid != "" {
 		return name + "-" + foldedName(pid) + "/" + foldedName(tid)
 	}
 	return name + "-" + foldedName(tid)

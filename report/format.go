@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stallwatch/stallwatch/internal/termsafe"
-	"github.com/stallwatch/stallwatch/symbolize"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // timeLayout is how reports print a moment: UTC, to the millisecond.
@@ -112,7 +112,7 @@ func truncate(s string, n int) string {
 }
 
 // frameText prints one line of a location: "func (file:line)".
-func frameText(ln symbolize.Line) string {
+func frameText(ln model.Line) string {
 	name := ln.Function
 	if name == "" {
 		name = ln.SystemName
@@ -128,14 +128,14 @@ func frameText(ln symbolize.Line) string {
 }
 
 // moduleName is the short name of where a location's code lives.
-func moduleName(l *symbolize.Location) string {
+func moduleName(l *model.Location) string {
 	if l.Mapping != nil && l.Mapping.File != "" {
 		return clean(path.Base(l.Mapping.File))
 	}
 	switch l.Kind {
-	case symbolize.KindKernel:
+	case model.KindKernel:
 		return "[kernel]"
-	case symbolize.KindJIT:
+	case model.KindJIT:
 		return "[jit]"
 	}
 	return ""
@@ -168,4 +168,13 @@ func systemCode(module, function string) bool {
 		}
 	}
 	return false
+}
+
+// errText is an error as a report prints it ("" for none): facts cross
+// packages as errors and become text only here, at the edge.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

@@ -9,8 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/stallwatch/stallwatch/capdir"
-	"github.com/stallwatch/stallwatch/snapshot"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // WriteHTML writes report.html: the findings first, then a timeline of
@@ -83,9 +82,9 @@ func threadNames(v *view) map[int]string {
 	}
 	if p := v.c.Profile; p != nil {
 		for _, s := range p.Sample {
-			tid, err := strconv.Atoi(label(s, LabelThreadID))
+			tid, err := strconv.Atoi(label(s, model.LabelThreadID))
 			if err == nil && m[tid] == "" {
-				m[tid] = clean(label(s, LabelThreadName))
+				m[tid] = clean(label(s, model.LabelThreadName))
 			}
 		}
 	}
@@ -94,7 +93,7 @@ func threadNames(v *view) map[int]string {
 
 // htmlFinding is a finding with the names of the threads it cites.
 type htmlFinding struct {
-	capdir.Finding
+	model.Finding
 	names map[int]string
 }
 
@@ -128,7 +127,7 @@ type dumpData struct {
 // dumpHTML lays the thread dump out one thread at a time, in the dump's
 // order (waiting threads first); threads in a deadlock, or waiting for
 // another thread, are open.
-func dumpHTML(snap *snapshot.Snapshot) *dumpData {
+func dumpHTML(snap *model.Snapshot) *dumpData {
 	var b bytes.Buffer
 	d := &dumpData{}
 	writeDumpHeader(&b, snap)

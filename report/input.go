@@ -18,7 +18,7 @@ import (
 
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/safedir"
-	"github.com/stallwatch/stallwatch/snapshot"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // MaxProfileBytes bounds a profile read from disk, on disk and after
@@ -95,7 +95,7 @@ func Open(ctx context.Context, path string) (*Capture, error) {
 	if c.Profile, err = parseProfile(ctx, f, path); err != nil {
 		return nil, err
 	}
-	if len(c.Profile.SampleType) == 1 && c.Profile.SampleType[0].Type == TypeThreads {
+	if len(c.Profile.SampleType) == 1 && c.Profile.SampleType[0].Type == model.TypeThreads {
 		if c.Threads, err = ThreadsFromProfile(c.Profile); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
@@ -175,15 +175,15 @@ func Load(ctx context.Context, d *capdir.Dir) (*Capture, error) {
 
 // readThreadDump reads a thread dump in JSON from f, its size checked
 // before reading.
-func readThreadDump(ctx context.Context, f *os.File, name string) (*snapshot.Snapshot, error) {
+func readThreadDump(ctx context.Context, f *os.File, name string) (*model.Snapshot, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	if st.Size() > maxDumpJSON {
-		return nil, fmt.Errorf("%s is %d MiB, more than the %d MiB of thread dump stallwatch reads: %w", name, st.Size()>>20, maxDumpJSON>>20, ErrTooLarge)
+	if st.Size() > model.MaxSnapshotJSON {
+		return nil, fmt.Errorf("%s is %d MiB, more than the %d MiB of thread dump stallwatch reads: %w", name, st.Size()>>20, model.MaxSnapshotJSON>>20, ErrTooLarge)
 	}
-	return ReadThreadDumpJSON(ctxReader{ctx, f}, name)
+	return model.ReadSnapshotJSON(ctxReader{ctx, f}, name)
 }
 
 // ReadProfile reads a pprof file (gzipped or not) within MaxProfileBytes.

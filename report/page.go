@@ -10,8 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/stallwatch/stallwatch/capdir"
-	"github.com/stallwatch/stallwatch/symbolize"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // pageData is what report.html's script draws from, embedded in the page
@@ -20,8 +19,8 @@ import (
 // parent and its frame), and samples are columns of small integers (end
 // times as differences from the previous sample's).
 type pageData struct {
-	Title    string           `json:"title"`
-	Findings []capdir.Finding `json:"findings"`
+	Title    string          `json:"title"`
+	Findings []model.Finding `json:"findings"`
 	// Modes are the values the flame graph can show: "cpu", "off",
 	// "wall" for stallwatch's profiles, else one "value" mode.
 	Modes []pageMode `json:"modes"`
@@ -161,7 +160,7 @@ const (
 func buildPageData(v *view, c *Capture) *pageData {
 	d := &pageData{Title: v.title, Findings: v.findings, RecoverUS: -1, TriggerUS: -1, LastBeat: -1}
 	if d.Findings == nil {
-		d.Findings = []capdir.Finding{}
+		d.Findings = []model.Finding{}
 	}
 	st := newStringTable()
 	threadIdx := map[string]int{}
@@ -181,12 +180,12 @@ func buildPageData(v *view, c *Capture) *pageData {
 	}
 	a := v.a
 	cpuI, offI, valI := -1, -1, -1
-	if hasType(p, TypeCPUTime) {
-		cpuI, _ = valueIndex(p, TypeCPUTime)
+	if hasType(p, model.TypeCPUTime) {
+		cpuI, _ = valueIndex(p, model.TypeCPUTime)
 		d.Modes = append(d.Modes, pageMode{"cpu", "on-CPU", "us"})
 	}
-	if hasType(p, TypeOffCPUTime) {
-		offI, _ = valueIndex(p, TypeOffCPUTime)
+	if hasType(p, model.TypeOffCPUTime) {
+		offI, _ = valueIndex(p, model.TypeOffCPUTime)
 		d.Modes = append(d.Modes, pageMode{"off", "off-CPU", "us"})
 	}
 	if cpuI >= 0 && offI >= 0 {
@@ -260,13 +259,13 @@ func buildPageData(v *view, c *Capture) *pageData {
 	var minStart, maxEnd int64
 	timed := false
 	for i, s := range p.Sample {
-		tid := label(s, LabelThreadID)
+		tid := label(s, model.LabelThreadID)
 		ti, ok := threadIdx[tid]
 		if !ok {
 			ti = len(d.Threads)
 			threadIdx[tid] = ti
 			n, _ := strconv.Atoi(tid)
-			d.Threads = append(d.Threads, pageThread{TID: n, Name: clean(label(s, LabelThreadName)), OffSinceUS: -1, SnapUS: -1})
+			d.Threads = append(d.Threads, pageThread{TID: n, Name: clean(label(s, model.LabelThreadName)), OffSinceUS: -1, SnapUS: -1})
 		}
 		r := row{thread: ti, node: leaf[a.stackOf[i]]}
 		switch {
@@ -278,7 +277,7 @@ func buildPageData(v *view, c *Capture) *pageData {
 		case offI >= 0 && s.Value[offI] > 0:
 			r.weight = (s.Value[offI] + 500) / 1000
 			r.class = classBlocked
-			if label(s, LabelOffCPU) == "preempted" {
+			if label(s, model.LabelOffCPU) == "preempted" {
 				r.class = classPreempted
 			}
 		case cpuI >= 0:
@@ -287,8 +286,8 @@ func buildPageData(v *view, c *Capture) *pageData {
 		if r.weight == 0 {
 			continue
 		}
-		r.class = r.class*3 + phaseClass(label(s, LabelPhase))
-		if end, ok := numLabel(s, LabelEndTime); ok && end > 0 {
+		r.class = r.class*3 + phaseClass(label(s, model.LabelPhase))
+		if end, ok := numLabel(s, model.LabelEndTime); ok && end > 0 {
 			timed = true
 			r.end = end / 1000
 			start := r.end - r.weight
@@ -356,14 +355,14 @@ func (d *pageData) snapshotSpans(v *view, baseUS int64, st *stringTable) {
 		if t.OffCPUKnown && t.State != 'R' && t.OffCPUFor > 0 {
 			pt.OffSinceUS, pt.OffKnown = at-t.OffCPUFor.Microseconds(), true
 		}
-		for _, part := range [][]*symbolize.Location{t.Kernel, t.User} {
+		for _, part := range [][]*model.Location{t.Kernel, t.User} {
 			for _, l := range part {
 				if l == nil {
 					continue
 				}
 				for _, ln := range l.Lines {
 					name := frameText(ln)
-					if l.Kind == symbolize.KindKernel {
+					if l.Kind == model.KindKernel {
 						name = "[k] " + name
 					}
 					pt.Stack = append(pt.Stack, st.id(name))
@@ -411,9 +410,9 @@ func (d *pageData) layOutNodes(parent, nframe []int, names []string) []int {
 
 func phaseClass(ph string) int {
 	switch ph {
-	case PhaseDuring:
+	case model.PhaseDuring:
 		return 0
-	case PhaseBefore:
+	case model.PhaseBefore:
 		return 1
 	}
 	return 2

@@ -8,73 +8,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/google/pprof/profile"
 
-	"github.com/stallwatch/stallwatch/symbolize"
+	"github.com/stallwatch/stallwatch/model"
 )
-
-// Names in profile.pb.gz. Datadog's backend and its profilers use these
-// sample types and label keys; the package doc ("Profiles") fixes them.
-const (
-	TypeCPUSamples = "cpu-samples"  // unit "count"
-	TypeCPUTime    = "cpu-time"     // unit "nanoseconds"
-	TypeOffCPUTime = "off-cpu-time" // unit "nanoseconds"
-	TypeWallTime   = "wall-time"    // unit "nanoseconds": on- plus off-CPU
-	TypeThreads    = "threads"      // unit "count", threads.pb.gz
-
-	// LabelThreadID holds the tid in decimal. It is a string label, as
-	// Datadog's profilers (ddprof, dd-trace-rb/js/dotnet) write it.
-	LabelThreadID   = "thread id"
-	LabelThreadName = "thread name"
-	// LabelPhase is PhaseBefore or PhaseDuring; absent in `record` captures.
-	LabelPhase = "phase"
-	// LabelOffCPU is set on off-CPU samples only: "blocked" when the thread
-	// slept, "preempted" when it stayed runnable and waited for a CPU.
-	LabelOffCPU = "off-cpu"
-	// LabelEndTime is numeric: when the sample ended, in nanoseconds
-	// since the Unix epoch (an on-CPU sample's moment, the end of an
-	// off-CPU interval), as Datadog's profilers stamp samples for their
-	// timeline (libdatadog adds it without a unit).
-	LabelEndTime = "end_timestamp_ns"
-
-	PhaseBefore = "before" // from the flight recorder, before the trigger
-	PhaseDuring = "during" // sampled after the trigger
-
-	// KernelMapping is the pprof mapping name of kernel frames, as perf
-	// names it.
-	KernelMapping = "[kernel.kallsyms]"
-)
-
-// Sample is one symbolized sample, built by the capture package from a
-// sampler.Sample and its symbolize.Locations.
-type Sample struct {
-	Stack      []*symbolize.Location // innermost first, kernel frames first; no nil entries
-	TID        int
-	ThreadName string
-	Phase      string // PhaseBefore, PhaseDuring, or "" (record)
-	OffCPU     bool   // an off-CPU interval (else an on-CPU sample)
-	// Preempted marks an off-CPU interval spent runnable, waiting for a
-	// CPU (the sampler's Preempted): CPU starvation rather than blocking.
-	Preempted bool
-	Count     int64 // on-CPU samples it stands for (0 means 1)
-	Nanos     int64 // on-CPU: CPU time (0 means Count×Meta.Period); off-CPU: blocked ns
-	// EndNanos is when the sample ended, in nanoseconds since the Unix
-	// epoch: an on-CPU sample's moment, the end of an off-CPU interval
-	// (0: unknown; such samples merge by stack and labels).
-	EndNanos int64
-	// PID is the process the thread belongs to (0: not labelled).
-	PID int
-}
-
-// Meta is what a profile says about itself.
-type Meta struct {
-	Start    time.Time     // of the window the samples cover
-	Duration time.Duration // of that window
-	Period   int64         // on-CPU sampling period in ns (1e9/freq)
-	Comments []string      // capture facts: trigger, pid, command, lost records, notes
-}
 
 // Value indexes of profile.pb.gz's sample types, in order.
 const (
@@ -93,17 +31,17 @@ const (
 // `go tool pprof -top` shows where the threads spent the window, running
 // or not. Samples with the same labels share one Label map: copy it before
 // changing the labels of a single sample.
-func BuildProfile(samples []Sample, meta Meta) (*profile.Profile, error) {
+func BuildProfile(samples []model.Sample, meta model.Meta) (*profile.Profile, error) {
 	b := newBuilder()
 	p := b.p
 	p.SampleType = []*profile.ValueType{
-		{Type: TypeCPUSamples, Unit: "count"},
-		{Type: TypeCPUTime, Unit: "nanoseconds"},
-		{Type: TypeOffCPUTime, Unit: "nanoseconds"},
-		{Type: TypeWallTime, Unit: "nanoseconds"},
+		{Type: model.TypeCPUSamples, Unit: "count"},
+		{Type: model.TypeCPUTime, Unit: "nanoseconds"},
+		{Type: model.TypeOffCPUTime, Unit: "nanoseconds"},
+		{Type: model.TypeWallTime, Unit: "nanoseconds"},
 	}
-	p.DefaultSampleType = TypeWallTime
-	p.PeriodType = &profile.ValueType{Type: TypeCPUTime, Unit: "nanoseconds"}
+	p.DefaultSampleType = model.TypeWallTime
+	p.PeriodType = &profile.ValueType{Type: model.TypeCPUTime, Unit: "nanoseconds"}
 	p.Period = meta.Period
 	if !meta.Start.IsZero() {
 		p.TimeNanos = meta.Start.UnixNano()
@@ -142,7 +80,7 @@ func BuildProfile(samples []Sample, meta Meta) (*profile.Profile, error) {
 				Label:    labelMaps[li],
 			}
 			if s.EndNanos != 0 {
-				ps.NumLabel = map[string][]int64{LabelEndTime: {s.EndNanos}}
+				ps.NumLabel = map[string][]int64{model.LabelEndTime: {s.EndNanos}}
 			}
 			merged[k] = ps
 			p.Sample = append(p.Sample, ps)
@@ -176,7 +114,7 @@ type labelKey struct {
 	preempted bool
 }
 
-func sampleValues(s *Sample, period int64) ([numValues]int64, error) {
+func sampleValues(s *model.Sample, period int64) ([numValues]int64, error) {
 	var v [numValues]int64
 	if s.Nanos < 0 || s.Count < 0 {
 		return v, fmt.Errorf("negative weight (count %d, %d ns)", s.Count, s.Nanos)
@@ -200,22 +138,22 @@ func sampleValues(s *Sample, period int64) ([numValues]int64, error) {
 	return v, nil
 }
 
-func sampleLabels(s *Sample) map[string][]string {
-	l := map[string][]string{LabelThreadID: {strconv.Itoa(s.TID)}}
+func sampleLabels(s *model.Sample) map[string][]string {
+	l := map[string][]string{model.LabelThreadID: {strconv.Itoa(s.TID)}}
 	if s.PID != 0 {
-		l[LabelProcessID] = []string{strconv.Itoa(s.PID)}
+		l[model.LabelProcessID] = []string{strconv.Itoa(s.PID)}
 	}
 	if s.ThreadName != "" {
-		l[LabelThreadName] = []string{s.ThreadName}
+		l[model.LabelThreadName] = []string{s.ThreadName}
 	}
 	if s.Phase != "" {
-		l[LabelPhase] = []string{s.Phase}
+		l[model.LabelPhase] = []string{s.Phase}
 	}
 	if s.OffCPU {
 		if s.Preempted {
-			l[LabelOffCPU] = []string{"preempted"}
+			l[model.LabelOffCPU] = []string{"preempted"}
 		} else {
-			l[LabelOffCPU] = []string{"blocked"}
+			l[model.LabelOffCPU] = []string{"blocked"}
 		}
 	}
 	return l
@@ -225,7 +163,7 @@ func sampleLabels(s *Sample) map[string][]string {
 type builder struct {
 	p *profile.Profile
 
-	byPtr     map[*symbolize.Location]*profile.Location
+	byPtr     map[*model.Location]*profile.Location
 	byValue   map[string]*profile.Location
 	mappings  map[mappingKey]*profile.Mapping
 	functions map[profile.Function]*profile.Function
@@ -245,7 +183,7 @@ type mappingKey struct {
 func newBuilder() *builder {
 	return &builder{
 		p:         &profile.Profile{},
-		byPtr:     map[*symbolize.Location]*profile.Location{},
+		byPtr:     map[*model.Location]*profile.Location{},
 		byValue:   map[string]*profile.Location{},
 		mappings:  map[mappingKey]*profile.Mapping{},
 		functions: map[profile.Function]*profile.Function{},
@@ -255,7 +193,7 @@ func newBuilder() *builder {
 }
 
 // locations converts a stack, reusing what earlier stacks converted.
-func (b *builder) locations(stack []*symbolize.Location) ([]*profile.Location, error) {
+func (b *builder) locations(stack []*model.Location) ([]*profile.Location, error) {
 	out := make([]*profile.Location, len(stack))
 	for i, sl := range stack {
 		if sl == nil {
@@ -266,7 +204,7 @@ func (b *builder) locations(stack []*symbolize.Location) ([]*profile.Location, e
 	return out, nil
 }
 
-func (b *builder) location(sl *symbolize.Location) *profile.Location {
+func (b *builder) location(sl *model.Location) *profile.Location {
 	if l := b.byPtr[sl]; l != nil {
 		return l
 	}
@@ -291,7 +229,7 @@ func (b *builder) location(sl *symbolize.Location) *profile.Location {
 	return l
 }
 
-func (b *builder) locationKey(m *profile.Mapping, sl *symbolize.Location) string {
+func (b *builder) locationKey(m *profile.Mapping, sl *model.Location) string {
 	k := b.keyBuf[:0]
 	if m != nil {
 		k = strconv.AppendUint(k, m.ID, 16)
@@ -312,11 +250,11 @@ func (b *builder) locationKey(m *profile.Mapping, sl *symbolize.Location) string
 	return string(k)
 }
 
-func (b *builder) lines(lines []symbolize.Line, addr uint64) []profile.Line {
+func (b *builder) lines(lines []model.Line, addr uint64) []profile.Line {
 	if len(lines) == 0 {
 		// The symbolizer promises a line; a location without one would
 		// make pprof print a bare address, so name it the same way.
-		lines = []symbolize.Line{{Function: fmt.Sprintf("[unknown] %#x", addr)}}
+		lines = []model.Line{{Function: fmt.Sprintf("[unknown] %#x", addr)}}
 	}
 	out := make([]profile.Line, len(lines))
 	for i, ln := range lines {
@@ -325,7 +263,7 @@ func (b *builder) lines(lines []symbolize.Line, addr uint64) []profile.Line {
 	return out
 }
 
-func (b *builder) function(ln symbolize.Line) *profile.Function {
+func (b *builder) function(ln model.Line) *profile.Function {
 	name := ln.Function
 	if name == "" {
 		name = ln.SystemName
@@ -344,17 +282,17 @@ func (b *builder) function(ln symbolize.Line) *profile.Function {
 	return f
 }
 
-func (b *builder) mapping(sl *symbolize.Location) *profile.Mapping {
+func (b *builder) mapping(sl *model.Location) *profile.Mapping {
 	sm := sl.Mapping
 	if sm == nil {
-		if sl.Kind != symbolize.KindKernel {
+		if sl.Kind != model.KindKernel {
 			return nil
 		}
 		return b.kernelMapping(sl.Addr)
 	}
 	file := sm.File
-	if file == "" && (sm.Kind == symbolize.KindKernel || sl.Kind == symbolize.KindKernel) {
-		file = KernelMapping
+	if file == "" && (sm.Kind == model.KindKernel || sl.Kind == model.KindKernel) {
+		file = model.KernelMapping
 	}
 	k := mappingKey{sm.Start, sm.Limit, sm.Offset, file, sm.BuildID}
 	if m := b.mappings[k]; m != nil {
@@ -381,7 +319,7 @@ func (b *builder) mapping(sl *symbolize.Location) *profile.Mapping {
 // one; it grows to cover their addresses.
 func (b *builder) kernelMapping(addr uint64) *profile.Mapping {
 	if b.kernel == nil {
-		b.kernel = &profile.Mapping{ID: uint64(len(b.p.Mapping) + 1), Start: addr, Limit: addr + 1, File: KernelMapping}
+		b.kernel = &profile.Mapping{ID: uint64(len(b.p.Mapping) + 1), Start: addr, Limit: addr + 1, File: model.KernelMapping}
 		b.p.Mapping = append(b.p.Mapping, b.kernel)
 	}
 	b.kernel.Start = min(b.kernel.Start, addr)
@@ -416,7 +354,7 @@ func (b *builder) noteMappingFacts(m *profile.Mapping, l *profile.Location) {
 
 // stack interns a stack: the same frames give the same id, and their
 // pprof locations are converted once.
-func (b *builder) stack(stack []*symbolize.Location) (int, error) {
+func (b *builder) stack(stack []*model.Location) (int, error) {
 	// Samples often share one stack slice (the capture interns stacks);
 	// all samples are in hand, so one backing array and length is one
 	// stack, and the frames need no second look.
@@ -436,11 +374,11 @@ func (b *builder) stack(stack []*symbolize.Location) (int, error) {
 
 // sliceKey identifies a stack slice by its backing array and length.
 type sliceKey struct {
-	first **symbolize.Location
+	first **model.Location
 	n     int
 }
 
-func (b *builder) stackByFrames(stack []*symbolize.Location) (int, error) {
+func (b *builder) stackByFrames(stack []*model.Location) (int, error) {
 	k := b.stackBuf[:0]
 	for i, sl := range stack {
 		if sl == nil {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/testutil"
-	"github.com/stallwatch/stallwatch/symbolize"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 func TestBuildProfileSampleTypes(t *testing.T) {
@@ -104,21 +104,21 @@ func TestBuildProfileValuesAndLabels(t *testing.T) {
 }
 
 func TestBuildProfileWeights(t *testing.T) {
-	stack := []*symbolize.Location{aSpin}
+	stack := []*model.Location{aSpin}
 	tests := []struct {
 		name   string
-		s      Sample
+		s      model.Sample
 		period int64
 		want   []int64
 	}{
-		{"count 0 is one sample of one period", Sample{Stack: stack, TID: 1}, 1000, []int64{1, 1000, 0, 1000}},
-		{"count without nanos uses the period", Sample{Stack: stack, TID: 1, Count: 3}, 1000, []int64{3, 3000, 0, 3000}},
-		{"nanos given win over the period", Sample{Stack: stack, TID: 1, Count: 2, Nanos: 1500}, 1000, []int64{2, 1500, 0, 1500}},
-		{"off-CPU counts no samples", Sample{Stack: stack, TID: 1, OffCPU: true, Nanos: 7}, 1000, []int64{0, 0, 7, 7}},
+		{"count 0 is one sample of one period", model.Sample{Stack: stack, TID: 1}, 1000, []int64{1, 1000, 0, 1000}},
+		{"count without nanos uses the period", model.Sample{Stack: stack, TID: 1, Count: 3}, 1000, []int64{3, 3000, 0, 3000}},
+		{"nanos given win over the period", model.Sample{Stack: stack, TID: 1, Count: 2, Nanos: 1500}, 1000, []int64{2, 1500, 0, 1500}},
+		{"off-CPU counts no samples", model.Sample{Stack: stack, TID: 1, OffCPU: true, Nanos: 7}, 1000, []int64{0, 0, 7, 7}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := BuildProfile([]Sample{tt.s}, Meta{Period: tt.period})
+			p, err := BuildProfile([]model.Sample{tt.s}, model.Meta{Period: tt.period})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,16 +132,16 @@ func TestBuildProfileWeights(t *testing.T) {
 func TestBuildProfileRejectsBadSamples(t *testing.T) {
 	tests := []struct {
 		name    string
-		s       Sample
+		s       model.Sample
 		wantErr string
 	}{
-		{"nil frame", Sample{Stack: []*symbolize.Location{aSpin, nil}, TID: 7}, "sample 0 (tid 7): frame 1 is nil"},
-		{"negative nanos", Sample{Stack: []*symbolize.Location{aSpin}, TID: 7, OffCPU: true, Nanos: -1}, "negative weight"},
-		{"negative count", Sample{Stack: []*symbolize.Location{aSpin}, TID: 7, Count: -2}, "negative weight"},
+		{"nil frame", model.Sample{Stack: []*model.Location{aSpin, nil}, TID: 7}, "sample 0 (tid 7): frame 1 is nil"},
+		{"negative nanos", model.Sample{Stack: []*model.Location{aSpin}, TID: 7, OffCPU: true, Nanos: -1}, "negative weight"},
+		{"negative count", model.Sample{Stack: []*model.Location{aSpin}, TID: 7, Count: -2}, "negative weight"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := BuildProfile([]Sample{tt.s}, Meta{Period: 1})
+			_, err := BuildProfile([]model.Sample{tt.s}, model.Meta{Period: 1})
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("err %v, want it to say %q", err, tt.wantErr)
 			}
@@ -186,7 +186,7 @@ func TestBuildProfileLocations(t *testing.T) {
 		}
 	})
 	t.Run("mappings keep build ids and flags", func(t *testing.T) {
-		want := map[string]string{"/usr/bin/app": "aa11bb22", "/usr/lib/x86_64-linux-gnu/libc.so.6": "cc33dd44", KernelMapping: "", "/tmp/jit-4242.dump": ""}
+		want := map[string]string{"/usr/bin/app": "aa11bb22", "/usr/lib/x86_64-linux-gnu/libc.so.6": "cc33dd44", model.KernelMapping: "", "/tmp/jit-4242.dump": ""}
 		got := map[string]string{}
 		for _, m := range p.Mapping {
 			got[m.File] = m.BuildID
@@ -204,8 +204,8 @@ func TestBuildProfileLocations(t *testing.T) {
 	t.Run("kernel frames are in the kernel mapping", func(t *testing.T) {
 		for _, name := range []string{"futex_wait_queue", "hrtimer_interrupt"} {
 			l := byFunc[name]
-			if l == nil || l.Mapping == nil || l.Mapping.File != KernelMapping {
-				t.Errorf("%s: mapping %+v, want %s", name, l.Mapping, KernelMapping)
+			if l == nil || l.Mapping == nil || l.Mapping.File != model.KernelMapping {
+				t.Errorf("%s: mapping %+v, want %s", name, l.Mapping, model.KernelMapping)
 			}
 		}
 	})
@@ -217,11 +217,11 @@ func TestBuildProfileLocationIdentity(t *testing.T) {
 	a := loc(mJIT, 0x7f2000000100, fn("first", "", 0))
 	aCopy := loc(mJIT, 0x7f2000000100, fn("first", "", 0))
 	b := loc(mJIT, 0x7f2000000100, fn("second", "", 0))
-	p, err := BuildProfile([]Sample{
-		{Stack: []*symbolize.Location{a}, TID: 1},
-		{Stack: []*symbolize.Location{aCopy}, TID: 1},
-		{Stack: []*symbolize.Location{b}, TID: 1},
-	}, Meta{Period: 1})
+	p, err := BuildProfile([]model.Sample{
+		{Stack: []*model.Location{a}, TID: 1},
+		{Stack: []*model.Location{aCopy}, TID: 1},
+		{Stack: []*model.Location{b}, TID: 1},
+	}, model.Meta{Period: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,10 +253,10 @@ func TestBuildProfileRoundTrip(t *testing.T) {
 		t.Errorf("after parsing, main mapping %s", q.Mapping[0].File)
 	}
 	var f1, f2 bytes.Buffer
-	if err := WriteFolded(&f1, p, ExportOptions{SampleType: TypeWallTime}); err != nil {
+	if err := WriteFolded(&f1, p, ExportOptions{SampleType: model.TypeWallTime}); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteFolded(&f2, q, ExportOptions{SampleType: TypeWallTime}); err != nil {
+	if err := WriteFolded(&f2, q, ExportOptions{SampleType: model.TypeWallTime}); err != nil {
 		t.Fatal(err)
 	}
 	if f1.String() != f2.String() {
@@ -265,7 +265,7 @@ func TestBuildProfileRoundTrip(t *testing.T) {
 }
 
 func TestBuildProfileEmpty(t *testing.T) {
-	p, err := BuildProfile(nil, Meta{Period: 1e6, Comments: []string{"cut short: SIGTERM"}})
+	p, err := BuildProfile(nil, model.Meta{Period: 1e6, Comments: []string{"cut short: SIGTERM"}})
 	if err != nil {
 		t.Fatal(err)
 	}

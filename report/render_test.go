@@ -12,9 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stallwatch/stallwatch/capdir"
-	"github.com/stallwatch/stallwatch/snapshot"
-	"github.com/stallwatch/stallwatch/symbolize"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 func renderText(t *testing.T, c *Capture) string {
@@ -81,13 +79,13 @@ func TestWriteTextFitsScreenWhenBusy(t *testing.T) {
 	c := fixtureCapture(t)
 	snap := c.Threads
 	for i := 0; i < 200; i++ {
-		snap.Threads = append(snap.Threads, snapshot.Thread{TID: 1000 + i, Name: "pool", State: 'S', User: stackSleeper[3:]})
+		snap.Threads = append(snap.Threads, model.Thread{TID: 1000 + i, Name: "pool", State: 'S', User: stackSleeper[3:]})
 	}
 	for i := 0; i < 6; i++ {
 		a, b := 2000+2*i, 2001+2*i
 		snap.Threads = append(snap.Threads,
-			snapshot.Thread{TID: a, Name: "dl", State: 'S', Wait: &snapshot.Wait{Owner: b}},
-			snapshot.Thread{TID: b, Name: "dl", State: 'S', Wait: &snapshot.Wait{Owner: a}})
+			model.Thread{TID: a, Name: "dl", State: 'S', Wait: &model.Wait{Owner: b}},
+			model.Thread{TID: b, Name: "dl", State: 'S', Wait: &model.Wait{Owner: a}})
 		snap.Locks.Cycles = append(snap.Locks.Cycles, []int{a, b})
 	}
 	for i := 0; i < 10; i++ {
@@ -149,7 +147,7 @@ func TestWriteTextFlags(t *testing.T) {
 
 func TestWriteTextRecord(t *testing.T) {
 	// `stallwatch record`: no phases, no snapshot.
-	var samples []Sample
+	var samples []model.Sample
 	for _, s := range fixtureSamples() {
 		s.Phase = ""
 		samples = append(samples, s)
@@ -158,7 +156,7 @@ func TestWriteTextRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := renderText(t, &Capture{Info: capdir.Info{Trigger: capdir.Manual, PID: 4242}, Profile: p})
+	out := renderText(t, &Capture{Info: model.Info{Trigger: model.Manual, PID: 4242}, Profile: p})
 	if !strings.Contains(out, "On-CPU stacks — total 101ms") || !strings.Contains(out, "Off-CPU stacks — total 18.3s") {
 		t.Errorf("record report:\n%s", out)
 	}
@@ -171,7 +169,7 @@ func TestWriteTextRecord(t *testing.T) {
 }
 
 func TestWriteTextBlockedProcess(t *testing.T) {
-	var samples []Sample
+	var samples []model.Sample
 	for _, s := range fixtureSamples() {
 		if s.OffCPU {
 			samples = append(samples, s)
@@ -190,11 +188,11 @@ func TestWriteTextBlockedProcess(t *testing.T) {
 func TestWriteTextIdleStacks(t *testing.T) {
 	// Off-CPU, threads parked in system code only make way for those
 	// blocked in the program's code, and are summed up as idle.
-	idle := []*symbolize.Location{kSleep, kEntry, lSleep, lStart, lClone}
-	p, err := BuildProfile([]Sample{
+	idle := []*model.Location{kSleep, kEntry, lSleep, lStart, lClone}
+	p, err := BuildProfile([]model.Sample{
 		{Stack: idle, TID: 1, OffCPU: true, Nanos: int64(8 * time.Second)},
 		{Stack: stackLockA, TID: 2, OffCPU: true, Nanos: int64(time.Second)},
-	}, Meta{Period: 1})
+	}, model.Meta{Period: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,12 +347,12 @@ func TestPageData(t *testing.T) {
 }
 
 func TestWriteFolded(t *testing.T) {
-	p, err := BuildProfile([]Sample{
-		{Stack: []*symbolize.Location{aSpin, aWorker}, TID: 1, ThreadName: "spin", PID: 9, Count: 3, Phase: PhaseDuring},
-		{Stack: []*symbolize.Location{aSpin, aWorker}, TID: 2, ThreadName: "spin", PID: 9, Count: 2, Phase: PhaseBefore},
-		{Stack: []*symbolize.Location{kFutexWait, lLock, aLockA}, TID: 3, PID: 9, OffCPU: true, Nanos: 500, Phase: PhaseDuring},
-		{Stack: []*symbolize.Location{loc(mJIT, 0x7f2000000200, fn("a;b\nc", "", 0))}, TID: 4, ThreadName: "x;y", Count: 1, Phase: PhaseDuring},
-	}, Meta{Period: 10})
+	p, err := BuildProfile([]model.Sample{
+		{Stack: []*model.Location{aSpin, aWorker}, TID: 1, ThreadName: "spin", PID: 9, Count: 3, Phase: model.PhaseDuring},
+		{Stack: []*model.Location{aSpin, aWorker}, TID: 2, ThreadName: "spin", PID: 9, Count: 2, Phase: model.PhaseBefore},
+		{Stack: []*model.Location{kFutexWait, lLock, aLockA}, TID: 3, PID: 9, OffCPU: true, Nanos: 500, Phase: model.PhaseDuring},
+		{Stack: []*model.Location{loc(mJIT, 0x7f2000000200, fn("a;b\nc", "", 0))}, TID: 4, ThreadName: "x;y", Count: 1, Phase: model.PhaseDuring},
+	}, model.Meta{Period: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,9 +366,9 @@ func TestWriteFolded(t *testing.T) {
 		{"off-cpu-time", ExportOptions{SampleType: "off-cpu-time"}, "thread-9/3;lock_a;__lll_lock_wait;futex_wait_queue_[k] 500\n"},
 		{"wall, threads merged", ExportOptions{NoThreads: true},
 			"a:b\\x0ac_[j] 10\nlock_a;__lll_lock_wait;futex_wait_queue_[k] 500\nworker;spin;hash 50\n"},
-		{"during", ExportOptions{Phase: PhaseDuring, NoThreads: true},
+		{"during", ExportOptions{Phase: model.PhaseDuring, NoThreads: true},
 			"a:b\\x0ac_[j] 10\nlock_a;__lll_lock_wait;futex_wait_queue_[k] 500\nworker;spin;hash 30\n"},
-		{"before", ExportOptions{Phase: PhaseBefore}, "spin-9/2;worker;spin;hash 20\n"},
+		{"before", ExportOptions{Phase: model.PhaseBefore}, "spin-9/2;worker;spin;hash 20\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -394,7 +392,7 @@ func TestWriteFolded(t *testing.T) {
 }
 
 func TestStackSummary(t *testing.T) {
-	k := func(name string) frame { return frame{name: name, kind: kindKernel, module: KernelMapping} }
+	k := func(name string) frame { return frame{name: name, kind: kindKernel, module: model.KernelMapping} }
 	libc := func(name string) frame { return frame{name: name, module: "libc.so.6"} }
 	app := func(name string) frame { return frame{name: name, module: "app"} }
 	tests := []struct {
@@ -448,12 +446,12 @@ func TestOffCPUFlatIsTheWaitSite(t *testing.T) {
 		}
 		vals, _ := a.totals(vi, nil)
 		m := map[string]int64{}
-		for _, f := range a.funcs(vals, typ == TypeOffCPUTime) {
+		for _, f := range a.funcs(vals, typ == model.TypeOffCPUTime) {
 			m[f.name] = f.flat
 		}
 		return m
 	}
-	off := flat(TypeOffCPUTime)
+	off := flat(model.TypeOffCPUTime)
 	for _, kernel := range []string{"futex_wait_queue", "schedule", "hrtimer_nanosleep", "io_schedule"} {
 		if off[kernel] != 0 {
 			t.Errorf("off-CPU flat of kernel function %s = %d, want 0", kernel, off[kernel])
@@ -464,7 +462,7 @@ func TestOffCPUFlatIsTheWaitSite(t *testing.T) {
 			t.Errorf("off-CPU flat of wait site %s = 0; flat: %v", wait, off)
 		}
 	}
-	if on := flat(TypeCPUSamples); on["hash"] == 0 {
+	if on := flat(model.TypeCPUSamples); on["hash"] == 0 {
 		t.Errorf("on-CPU flat of the innermost (inlined) frame hash = 0: %v", on)
 	}
 	var b strings.Builder

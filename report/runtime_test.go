@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/capture"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/report"
 )
 
@@ -27,16 +27,16 @@ import (
 func record(t *testing.T, pid int) *report.Capture {
 	t.Helper()
 	s := session(t, pid, capture.Config{NoFlightRecorder: true})
-	c, _ := captureNow(t, s, capdir.Trigger{Kind: capdir.Manual})
+	c, _ := captureNow(t, s, model.Trigger{Kind: model.Manual})
 	t.Logf("findings:\n%s", findingsText(c))
 	return c
 }
 
 // unrelated are the findings no test target but its own produces.
-var unrelated = []capdir.FindingKind{capdir.FindingStopped, capdir.FindingDeadlock, capdir.FindingRuntimePause,
-	capdir.FindingEventLoopBlocked, capdir.FindingGIL, capdir.FindingLockConvoy, capdir.FindingUninterruptible}
+var unrelated = []model.FindingKind{model.FindingStopped, model.FindingDeadlock, model.FindingRuntimePause,
+	model.FindingEventLoopBlocked, model.FindingGIL, model.FindingLockConvoy, model.FindingUninterruptible}
 
-func mustOnly(t *testing.T, c *report.Capture, k capdir.FindingKind) capdir.Finding {
+func mustOnly(t *testing.T, c *report.Capture, k model.FindingKind) model.Finding {
 	t.Helper()
 	f := mustFinding(t, c, k)
 	for _, o := range unrelated {
@@ -70,7 +70,7 @@ func TestFindingStopped(t *testing.T) {
 	t.Cleanup(func() { syscall.Kill(tg.Pid, syscall.SIGCONT) })
 	waitState(t, tg.Pid, tg.Pid, "T")
 	c := record(t, tg.Pid)
-	if len(c.Info.Findings) == 0 || c.Info.Findings[0].Kind != capdir.FindingStopped || c.Info.Findings[0].Severity != capdir.SeverityCritical {
+	if len(c.Info.Findings) == 0 || c.Info.Findings[0].Kind != model.FindingStopped || c.Info.Findings[0].Severity != model.SeverityCritical {
 		t.Fatalf("the first finding is not that the process is stopped:\n%s", findingsText(c))
 	}
 	f := c.Info.Findings[0]
@@ -86,7 +86,7 @@ func TestFindingUninterruptibleVfork(t *testing.T) {
 	waitState(t, tg.Pid, tg.Pid, "D")
 	t.Cleanup(func() { killChildren(tg.Pid) })
 	c := record(t, tg.Pid)
-	f := mustOnly(t, c, capdir.FindingUninterruptible)
+	f := mustOnly(t, c, model.FindingUninterruptible)
 	if !hasTID(f, tg.Pid) || !strings.Contains(strings.Join(f.Functions, " "), "vfork") || !strings.Contains(f.Detail, "vfork") {
 		t.Errorf("the D-state finding should name the main thread in the kernel's vfork wait: %+v", f)
 	}
@@ -114,7 +114,7 @@ func TestFindingLockConvoy(t *testing.T) {
 		waitState(t, tg.Pid, tidOf(t, tg.Pid, fmt.Sprintf("waiter-%d", i)), "S")
 	}
 	c := record(t, tg.Pid)
-	f := mustOnly(t, c, capdir.FindingLockConvoy)
+	f := mustOnly(t, c, model.FindingLockConvoy)
 	if len(f.TIDs) != 5 || f.TIDs[0] != owner || !strings.Contains(f.Summary, "4 threads wait") || !strings.Contains(strings.Join(f.Functions, " "), "slow_call_under_lock") {
 		t.Errorf("the convoy should name the owner %d first, in slow_call_under_lock, and its 4 waiters: %+v", owner, f)
 	}
@@ -125,11 +125,11 @@ func TestFindingCPUStarvation(t *testing.T) {
 	tg := testutil.Start(t, bin, "3")
 	tg.WaitLine(t, "ready", 10*time.Second)
 	c := record(t, tg.Pid)
-	f := mustOnly(t, c, capdir.FindingCPUStarvation)
+	f := mustOnly(t, c, model.FindingCPUStarvation)
 	if len(f.TIDs) < 2 || !strings.Contains(f.Detail, "The host:") {
 		t.Errorf("three threads bound to one CPU: at least two starved, with the host's load: %+v", f)
 	}
-	mustNotFinding(t, c, capdir.FindingSpinning)
+	mustNotFinding(t, c, model.FindingSpinning)
 }
 
 func TestFindingGoStopTheWorld(t *testing.T) {
@@ -140,7 +140,7 @@ func TestFindingGoStopTheWorld(t *testing.T) {
 	tg.WaitLine(t, "ready", 10*time.Second)
 	tg.WaitLine(t, "collecting", 10*time.Second)
 	c := record(t, tg.Pid)
-	f := mustOnly(t, c, capdir.FindingRuntimePause)
+	f := mustOnly(t, c, model.FindingRuntimePause)
 	if f.Runtime != "go" || !strings.Contains(f.Summary, "main.spin") || !strings.Contains(strings.Join(f.Functions, " "), "runtime.stopTheWorldWithSema") {
 		t.Errorf("the Go stop-the-world should name runtime.stopTheWorldWithSema and main.spin, which does not stop: %+v", f)
 	}
@@ -158,7 +158,7 @@ func TestFindingJulia(t *testing.T) {
 	tg.WaitLine(t, "ready", 10*time.Second)
 	busy := tidOf(t, tg.Pid, "julia-busy")
 	c := record(t, tg.Pid)
-	f := mustOnly(t, c, capdir.FindingRuntimePause)
+	f := mustOnly(t, c, model.FindingRuntimePause)
 	if f.Runtime != "julia" || len(f.TIDs) == 0 || f.TIDs[0] != busy || !strings.Contains(f.Summary, "julia_busy_loop_123") ||
 		!strings.Contains(strings.Join(f.Functions, " "), "jl_gc_wait_for_the_world") {
 		t.Errorf("the Julia GC pause should name the busy thread %d (julia_busy_loop_123) first and jl_gc_wait_for_the_world: %+v", busy, f)
@@ -171,7 +171,7 @@ func TestFindingJVMSafepoints(t *testing.T) {
 	tg := testutil.StartCmd(t, cmd)
 	tg.WaitLine(t, "ready", 60*time.Second)
 	c := record(t, tg.Pid)
-	f := mustOnly(t, c, capdir.FindingRuntimePause)
+	f := mustOnly(t, c, model.FindingRuntimePause)
 	if f.Runtime != "jvm" || !strings.Contains(f.Summary, "JVM safepoint") || !strings.Contains(strings.Join(f.Functions, " "), "VM_G1CollectFull") {
 		t.Errorf("the JVM finding should name its safepoints and the full GC operation: %+v", f)
 	}
@@ -202,21 +202,21 @@ func startNodeServer(t *testing.T, flags ...string) *testutil.Target {
 func TestFindingNodeEventLoop(t *testing.T) {
 	tg := startNodeServer(t, "--perf-basic-prof")
 	c := record(t, tg.Pid)
-	f := mustOnly(t, c, capdir.FindingEventLoopBlocked)
+	f := mustOnly(t, c, model.FindingEventLoopBlocked)
 	if len(f.TIDs) != 1 || f.TIDs[0] != tg.Pid || !strings.Contains(strings.Join(f.Functions, " "), "busyLoop") {
 		t.Errorf("the event loop finding should name the main thread and busyLoop: %+v", f)
 	}
-	mustNotFinding(t, c, capdir.FindingMissingJITSymbols)
+	mustNotFinding(t, c, model.FindingMissingJITSymbols)
 }
 
 func TestFindingNodeWithoutPerfMap(t *testing.T) {
 	tg := startNodeServer(t)
 	c := record(t, tg.Pid)
-	f := mustFinding(t, c, capdir.FindingMissingJITSymbols)
+	f := mustFinding(t, c, model.FindingMissingJITSymbols)
 	if f.Runtime != "node" || !strings.Contains(f.Detail, "--perf-basic-prof") {
 		t.Errorf("the missing JIT names finding should tell to start node with --perf-basic-prof: %+v", f)
 	}
-	ev := mustFinding(t, c, capdir.FindingEventLoopBlocked)
+	ev := mustFinding(t, c, model.FindingEventLoopBlocked)
 	if !strings.Contains(ev.Summary, "has no names") {
 		t.Errorf("the event loop finding should say the JIT code has no names: %s", ev.Summary)
 	}
@@ -231,7 +231,7 @@ func TestFindingPythonGIL(t *testing.T) {
 	tg.WaitLine(t, "ready", 20*time.Second)
 	t.Cleanup(func() { os.Remove(fmt.Sprintf("/tmp/perf-%d.map", tg.Pid)) })
 	c := record(t, tg.Pid)
-	f := mustOnly(t, c, capdir.FindingGIL)
+	f := mustOnly(t, c, model.FindingGIL)
 	if f.Runtime != "python" || len(f.TIDs) < 2 || !strings.Contains(strings.Join(f.Functions, " "), "take_gil") {
 		t.Errorf("the GIL finding should name the holder and the waiters in take_gil: %+v", f)
 	}
@@ -263,7 +263,7 @@ func TestFindingPythonJitdumpBuffered(t *testing.T) {
 		if c.Info.Counts.JITSources == 0 {
 			t.Fatalf("no JIT source read: %+v", c.Info.Counts)
 		}
-		f := mustFinding(t, c, capdir.FindingMissingJITSymbols)
+		f := mustFinding(t, c, model.FindingMissingJITSymbols)
 		var n, m int
 		if _, err := fmt.Sscanf(f.Summary, "CPython functions without names: %d of the %d", &n, &m); err != nil || n < 1 || n > m {
 			t.Errorf("the summary does not count the unnamed functions (%v): %s", err, f.Summary)
@@ -279,6 +279,6 @@ func TestFindingPythonJitdumpBuffered(t *testing.T) {
 	})
 	t.Run("perf", func(t *testing.T) {
 		c := record(t, start(t, "perf").Pid)
-		mustNotFinding(t, c, capdir.FindingMissingJITSymbols)
+		mustNotFinding(t, c, model.FindingMissingJITSymbols)
 	})
 }

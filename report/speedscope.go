@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // speedscopeSchema is the $schema every speedscope file names.
@@ -111,14 +113,14 @@ func WriteSpeedscope(w io.Writer, p *profile.Profile, name string, opt ExportOpt
 		if v <= 0 || (keep != nil && !keep(s)) {
 			continue
 		}
-		tid := label(s, LabelThreadID)
+		tid := label(s, model.LabelThreadID)
 		if _, ok := byThread[tid]; !ok {
 			order = append(order, tid)
 		}
-		if n := label(s, LabelThreadName); n != "" {
+		if n := label(s, model.LabelThreadName); n != "" {
 			names[tid] = n
 		}
-		end, _ := numLabel(s, LabelEndTime)
+		end, _ := numLabel(s, model.LabelEndTime)
 		byThread[tid] = append(byThread[tid], entry{stack: a.stackOf[i], end: end, value: v, seq: i})
 	}
 	var base int64 // the earliest sample start: values count from it

@@ -7,6 +7,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // checkSpeedscope validates a file against the rules of speedscope's file
@@ -233,7 +235,7 @@ func TestWriteSpeedscope(t *testing.T) {
 		}
 	}
 	buf.Reset()
-	if err := WriteSpeedscope(&buf, c.Profile, "x", ExportOptions{Phase: PhaseBefore, SampleType: TypeOffCPUTime}); err != nil {
+	if err := WriteSpeedscope(&buf, c.Profile, "x", ExportOptions{Phase: model.PhaseBefore, SampleType: model.TypeOffCPUTime}); err != nil {
 		t.Fatal(err)
 	}
 	if err := checkSpeedscope(buf.Bytes()); err != nil {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // This file reads profiles back for the renderings: it works on any pprof
@@ -85,7 +87,7 @@ func locationKind(l *profile.Location) frameKind {
 	}
 	f := l.Mapping.File
 	switch {
-	case f == KernelMapping || strings.HasPrefix(f, "[kernel"):
+	case f == model.KernelMapping || strings.HasPrefix(f, "[kernel"):
 		return kindKernel
 	case strings.Contains(f, "[jit]") || strings.HasPrefix(path.Base(f), "jit-") || strings.HasPrefix(path.Base(f), "perf-"):
 		return kindJIT
@@ -156,10 +158,10 @@ func numLabel(s *profile.Sample, key string) (int64, bool) {
 func phasesOf(p *profile.Profile) []string {
 	seen := map[string]bool{}
 	for _, s := range p.Sample {
-		seen[label(s, LabelPhase)] = true
+		seen[label(s, model.LabelPhase)] = true
 	}
 	var out []string
-	for _, ph := range []string{PhaseDuring, PhaseBefore} {
+	for _, ph := range []string{model.PhaseDuring, model.PhaseBefore} {
 		if seen[ph] {
 			out = append(out, ph)
 			delete(seen, ph)
@@ -178,7 +180,7 @@ func phasesOf(p *profile.Profile) []string {
 }
 
 func inPhase(phase string) func(*profile.Sample) bool {
-	return func(s *profile.Sample) bool { return label(s, LabelPhase) == phase }
+	return func(s *profile.Sample) bool { return label(s, model.LabelPhase) == phase }
 }
 
 // analysis is a profile read once for the renderings: each location's
@@ -317,9 +319,9 @@ func (a *analysis) top(vals []int64, n int, vi int, keep func(*profile.Sample) b
 		if st == nil || s.Value[vi] == 0 || (keep != nil && !keep(s)) {
 			continue
 		}
-		if tid := label(s, LabelThreadID); tid != "" {
+		if tid := label(s, model.LabelThreadID); tid != "" {
 			st.threads[tid] += s.Value[vi]
-			if n := label(s, LabelThreadName); n != "" {
+			if n := label(s, model.LabelThreadName); n != "" {
 				st.names[tid] = n
 			}
 		}
@@ -485,7 +487,7 @@ func threadTotals(p *profile.Profile, vi int, keep func(*profile.Sample) bool) m
 		if keep != nil && !keep(s) {
 			continue
 		}
-		out[label(s, LabelThreadID)] += s.Value[vi]
+		out[label(s, model.LabelThreadID)] += s.Value[vi]
 	}
 	return out
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // How much of each list the first screen of report.txt shows; the details
@@ -191,7 +193,7 @@ func writeSectionLong(w io.Writer, s *section) {
 
 // flatMeaning explains the flat column of a section's top functions.
 func flatMeaning(s *section) string {
-	if s.typ == TypeOffCPUTime {
+	if s.typ == model.TypeOffCPUTime {
 		return "flat: the program's frame nearest the wait; cum: under it"
 	}
 	return "flat: where the time was; cum: under it"

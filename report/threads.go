@@ -7,28 +7,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/stallwatch/stallwatch/snapshot"
-	"github.com/stallwatch/stallwatch/symbolize"
-)
-
-// Label keys of threads.pb.gz beyond the thread id and name.
-const (
-	LabelState = "state" // "S (sleeping)", as /proc/<pid>/status says it
-	// LabelBlocked is numeric: how long the thread has been off the CPU,
-	// in nanoseconds; absent when that is not known.
-	LabelBlocked = "blocked"
-	// LabelRunqueueWait is numeric: the thread's total time runnable but
-	// waiting for a CPU (schedstat), in nanoseconds.
-	LabelRunqueueWait = "runqueue wait"
-	LabelWchan        = "wchan"
-	LabelSyscall      = "syscall"
-	LabelWaitsFor     = "waits for" // what the thread waits for, in words
-	// LabelOwner is numeric: the tid holding what the thread waits for.
-	LabelOwner = "owner tid"
-	// LabelProcessID holds the pid whose thread it is, in decimal: a
-	// string label, as ddprof (Datadog's native profiler) writes it; in
-	// profile.pb.gz and threads.pb.gz alike.
-	LabelProcessID = "process_id"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // NoStackFrame names the single frame of a thread whose stacks could not be
@@ -39,15 +18,15 @@ const NoStackFrame = "[no stack]"
 // (value 1, sample type threads/count), its kernel stack above its user
 // stack, labelled with its id, name, state, how long it has been blocked and
 // its run-queue wait.
-func BuildThreads(snap *snapshot.Snapshot) (*profile.Profile, error) {
+func BuildThreads(snap *model.Snapshot) (*profile.Profile, error) {
 	if snap == nil {
 		return nil, fmt.Errorf("report: BuildThreads: nil snapshot")
 	}
 	b := newBuilder()
 	p := b.p
-	p.SampleType = []*profile.ValueType{{Type: TypeThreads, Unit: "count"}}
-	p.DefaultSampleType = TypeThreads
-	p.PeriodType = &profile.ValueType{Type: TypeThreads, Unit: "count"}
+	p.SampleType = []*profile.ValueType{{Type: model.TypeThreads, Unit: "count"}}
+	p.DefaultSampleType = model.TypeThreads
+	p.PeriodType = &profile.ValueType{Type: model.TypeThreads, Unit: "count"}
 	p.Period = 1
 	if !snap.Time.IsZero() {
 		p.TimeNanos = snap.Time.UnixNano()
@@ -79,8 +58,8 @@ func BuildThreads(snap *snapshot.Snapshot) (*profile.Profile, error) {
 
 // threadStack is the thread's kernel stack followed by its user stack
 // (innermost first), or a single NoStackFrame.
-func threadStack(t *snapshot.Thread) []*symbolize.Location {
-	stack := make([]*symbolize.Location, 0, len(t.Kernel)+len(t.User))
+func threadStack(t *model.Thread) []*model.Location {
+	stack := make([]*model.Location, 0, len(t.Kernel)+len(t.User))
 	stack = append(stack, t.Kernel...)
 	stack = append(stack, t.User...)
 	if len(stack) == 0 {
@@ -88,84 +67,57 @@ func threadStack(t *snapshot.Thread) []*symbolize.Location {
 		if t.Err != nil {
 			why = NoStackFrame[:len(NoStackFrame)-1] + ": " + errText(t.Err) + "]"
 		}
-		stack = append(stack, &symbolize.Location{Lines: []symbolize.Line{{Function: why}}})
+		stack = append(stack, &model.Location{Lines: []model.Line{{Function: why}}})
 	}
 	return stack
 }
 
-func threadLabels(pid int, t *snapshot.Thread) map[string][]string {
+func threadLabels(pid int, t *model.Thread) map[string][]string {
 	l := map[string][]string{
-		LabelThreadID: {strconv.Itoa(t.TID)},
-		LabelState:    {StateName(t.State)},
+		model.LabelThreadID: {strconv.Itoa(t.TID)},
+		model.LabelState:    {model.StateName(t.State)},
 	}
 	if pid > 0 {
-		l[LabelProcessID] = []string{strconv.Itoa(pid)}
+		l[model.LabelProcessID] = []string{strconv.Itoa(pid)}
 	}
 	if t.Name != "" {
-		l[LabelThreadName] = []string{t.Name}
+		l[model.LabelThreadName] = []string{t.Name}
 	}
 	if t.Wchan != "" {
-		l[LabelWchan] = []string{t.Wchan}
+		l[model.LabelWchan] = []string{t.Wchan}
 	}
 	if t.Syscall != nil {
-		l[LabelSyscall] = []string{syscallText(t.Syscall)}
+		l[model.LabelSyscall] = []string{syscallText(t.Syscall)}
 	}
 	if t.Wait != nil && t.Wait.Desc != "" {
-		l[LabelWaitsFor] = []string{t.Wait.Desc}
+		l[model.LabelWaitsFor] = []string{t.Wait.Desc}
 	}
 	return l
 }
 
-func threadNumLabels(pid int, t *snapshot.Thread) map[string][]int64 {
-	n := map[string][]int64{LabelRunqueueWait: {int64(t.RunqueueWait)}}
+func threadNumLabels(pid int, t *model.Thread) map[string][]int64 {
+	n := map[string][]int64{model.LabelRunqueueWait: {int64(t.RunqueueWait)}}
 	if t.OffCPUKnown {
-		n[LabelBlocked] = []int64{int64(t.OffCPUFor)}
+		n[model.LabelBlocked] = []int64{int64(t.OffCPUFor)}
 	}
 	if t.Wait != nil && t.Wait.Owner != 0 {
-		n[LabelOwner] = []int64{int64(t.Wait.Owner)}
+		n[model.LabelOwner] = []int64{int64(t.Wait.Owner)}
 	}
 	return n
 }
 
-func threadNumUnits(pid int, t *snapshot.Thread) map[string][]string {
-	u := map[string][]string{LabelRunqueueWait: {"nanoseconds"}}
+func threadNumUnits(pid int, t *model.Thread) map[string][]string {
+	u := map[string][]string{model.LabelRunqueueWait: {"nanoseconds"}}
 	if t.OffCPUKnown {
-		u[LabelBlocked] = []string{"nanoseconds"}
+		u[model.LabelBlocked] = []string{"nanoseconds"}
 	}
 	if t.Wait != nil && t.Wait.Owner != 0 {
-		u[LabelOwner] = []string{""}
+		u[model.LabelOwner] = []string{""}
 	}
 	return u
 }
 
-// StateName spells a /proc state letter the way /proc/<pid>/status does.
-func StateName(s byte) string {
-	switch s {
-	case 'R':
-		return "R (running)"
-	case 'S':
-		return "S (sleeping)"
-	case 'D':
-		return "D (disk sleep)"
-	case 'T':
-		return "T (stopped)"
-	case 't':
-		return "t (tracing stop)"
-	case 'Z':
-		return "Z (zombie)"
-	case 'X':
-		return "X (dead)"
-	case 'I':
-		return "I (idle)"
-	case 'P':
-		return "P (parked)"
-	case 0:
-		return "? (unknown)"
-	}
-	return strconv.QuoteRune(rune(s))
-}
-
-func syscallText(sc *snapshot.Syscall) string {
+func syscallText(sc *model.Syscall) string {
 	if sc.Desc != "" {
 		return sc.Desc
 	}
@@ -176,7 +128,7 @@ func syscallText(sc *snapshot.Syscall) string {
 }
 
 // snapshotComments are the snapshot's facts as profile comments.
-func snapshotComments(snap *snapshot.Snapshot) []string {
+func snapshotComments(snap *model.Snapshot) []string {
 	c := []string{fmt.Sprintf("stallwatch thread snapshot of pid %d", snap.PID)}
 	if len(snap.Command) > 0 {
 		c = append(c, "command: "+strings.Join(snap.Command, " "))

@@ -9,8 +9,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/stallwatch/stallwatch/capdir"
-	"github.com/stallwatch/stallwatch/snapshot"
-	"github.com/stallwatch/stallwatch/symbolize"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // ThreadsFromProfile rebuilds a snapshot from a threads.pb.gz profile, for
@@ -18,49 +17,51 @@ import (
 // holds (threads, states, stacks, wait times, who waits for whom); it
 // cannot know what the profile does not say (syscall numbers, context
 // switches, stop times). threads.json, beside it in a capture, has it all.
-func ThreadsFromProfile(p *profile.Profile) (*snapshot.Snapshot, error) {
-	if len(p.SampleType) != 1 || p.SampleType[0].Type != TypeThreads {
-		return nil, fmt.Errorf("not a thread snapshot profile (sample types %s, want %s/count)", sampleTypesText(p), TypeThreads)
+func ThreadsFromProfile(p *profile.Profile) (*model.Snapshot, error) {
+	if len(p.SampleType) != 1 || p.SampleType[0].Type != model.TypeThreads {
+		return nil, fmt.Errorf("not a thread snapshot profile (sample types %s, want %s/count)", sampleTypesText(p), model.TypeThreads)
 	}
-	snap := &snapshot.Snapshot{Duration: time.Duration(p.DurationNanos), Notes: []string{"rebuilt from " + capdir.FileThreads + ": syscall numbers, context switches and stop times are not in that file"}}
+	snap := &model.Snapshot{Duration: time.Duration(p.DurationNanos), Notes: []string{"rebuilt from " + capdir.FileThreads + ": syscall numbers, context switches and stop times are not in that file"}}
 	if p.TimeNanos != 0 {
 		snap.Time = time.Unix(0, p.TimeNanos).UTC()
 	}
-	conv := &locConverter{locs: map[*profile.Location]*symbolize.Location{}, maps: map[*profile.Mapping]*symbolize.Mapping{}}
+	conv := &locConverter{locs: map[*profile.Location]*model.Location{}, maps: map[*profile.Mapping]*model.Mapping{}}
 	for i, s := range p.Sample {
-		tidText := label(s, LabelThreadID)
+		tidText := label(s, model.LabelThreadID)
 		tid, err := strconv.Atoi(tidText)
 		if err != nil {
 			return nil, fmt.Errorf("sample %d: thread id %q is not a number", i, truncate(tidText, 40))
 		}
-		t := snapshot.Thread{TID: tid, Name: label(s, LabelThreadName), Wchan: label(s, LabelWchan)}
+		t := model.Thread{TID: tid, Name: label(s, model.LabelThreadName), Wchan: label(s, model.LabelWchan)}
 		if snap.PID == 0 {
 			snap.PID = processID(s)
 		}
-		if st := label(s, LabelState); st != "" {
+		if st := label(s, model.LabelState); st != "" {
 			t.State = st[0]
 		}
-		if v, ok := numLabel(s, LabelBlocked); ok {
+		if v, ok := numLabel(s, model.LabelBlocked); ok {
 			t.OffCPUFor, t.OffCPUKnown = time.Duration(v), true
 		}
-		if v, ok := numLabel(s, LabelRunqueueWait); ok {
+		if v, ok := numLabel(s, model.LabelRunqueueWait); ok {
 			t.RunqueueWait = time.Duration(v)
 		}
-		if sc := label(s, LabelSyscall); sc != "" {
+		if sc := label(s, model.LabelSyscall); sc != "" {
 			name, _, _ := strings.Cut(sc, "(")
-			t.Syscall = &snapshot.Syscall{Nr: -1, Name: name, Desc: sc}
+			t.Syscall = &model.Syscall{Nr: -1, Name: name, Desc: sc}
 		}
-		owner, _ := numLabel(s, LabelOwner)
-		if desc := label(s, LabelWaitsFor); desc != "" || owner != 0 {
-			t.Wait = &snapshot.Wait{Owner: int(owner), Desc: desc}
+		owner, _ := numLabel(s, model.LabelOwner)
+		if desc := label(s, model.LabelWaitsFor); desc != "" || owner != 0 {
+			t.Wait = &model.Wait{Owner: int(owner), Desc: desc}
 		}
 		for _, l := range s.Location {
 			sl := conv.location(l)
 			if len(l.Line) == 1 && l.Line[0].Function != nil && strings.HasPrefix(l.Line[0].Function.Name, NoStackFrame[:len(NoStackFrame)-1]) {
-				t.Err = recorded(strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(l.Line[0].Function.Name, NoStackFrame[:len(NoStackFrame)-1]), ": "), "]"))
+				if why := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(l.Line[0].Function.Name, NoStackFrame[:len(NoStackFrame)-1]), ": "), "]"); why != "" {
+					t.Err = model.RecordedError(why)
+				}
 				continue
 			}
-			if sl.Kind == symbolize.KindKernel {
+			if sl.Kind == model.KindKernel {
 				t.Kernel = append(t.Kernel, sl)
 			} else {
 				t.User = append(t.User, sl)
@@ -68,7 +69,7 @@ func ThreadsFromProfile(p *profile.Profile) (*snapshot.Snapshot, error) {
 		}
 		snap.Threads = append(snap.Threads, t)
 	}
-	snap.Locks = snapshot.BuildLockGraph(snap.Threads)
+	snap.Locks = model.BuildLockGraph(snap.Threads)
 	return snap, nil
 }
 
@@ -86,19 +87,19 @@ func sampleTypesText(p *profile.Profile) string {
 // locConverter turns pprof locations back into symbolize ones, sharing
 // them as the symbolizer would.
 type locConverter struct {
-	locs map[*profile.Location]*symbolize.Location
-	maps map[*profile.Mapping]*symbolize.Mapping
+	locs map[*profile.Location]*model.Location
+	maps map[*profile.Mapping]*model.Mapping
 }
 
-func (c *locConverter) location(l *profile.Location) *symbolize.Location {
+func (c *locConverter) location(l *profile.Location) *model.Location {
 	if sl := c.locs[l]; sl != nil {
 		return sl
 	}
-	sl := &symbolize.Location{Addr: l.Address, Kind: toKind(locationKind(l))}
+	sl := &model.Location{Addr: l.Address, Kind: toKind(locationKind(l))}
 	if m := l.Mapping; m != nil {
 		sm := c.maps[m]
 		if sm == nil {
-			sm = &symbolize.Mapping{
+			sm = &model.Mapping{
 				Start: m.Start, Limit: m.Limit, Offset: m.Offset, File: m.File, BuildID: m.BuildID,
 				Kind:         sl.Kind,
 				HasFunctions: m.HasFunctions, HasFilenames: m.HasFilenames,
@@ -112,37 +113,37 @@ func (c *locConverter) location(l *profile.Location) *symbolize.Location {
 		if ln.Function == nil {
 			continue
 		}
-		sl.Lines = append(sl.Lines, symbolize.Line{
+		sl.Lines = append(sl.Lines, model.Line{
 			Function: ln.Function.Name, SystemName: ln.Function.SystemName,
 			File: ln.Function.Filename, Line: ln.Line,
 		})
 	}
 	if len(sl.Lines) == 0 {
-		sl.Lines = []symbolize.Line{{Function: "[unknown] " + hex(l.Address)}}
+		sl.Lines = []model.Line{{Function: fmt.Sprintf("[unknown] %#x", l.Address)}}
 	}
 	c.locs[l] = sl
 	return sl
 }
 
-func toKind(k frameKind) symbolize.Kind {
+func toKind(k frameKind) model.FrameKind {
 	switch k {
 	case kindKernel:
-		return symbolize.KindKernel
+		return model.KindKernel
 	case kindJIT:
-		return symbolize.KindJIT
+		return model.KindJIT
 	case kindNative:
-		return symbolize.KindNative
+		return model.KindNative
 	}
-	return symbolize.KindUnknown
+	return model.KindUnknown
 }
 
 // processID reads a sample's process_id: a string label, or a number as
 // stallwatch 0.x wrote it in threads.pb.gz; 0 when absent.
 func processID(s *profile.Sample) int {
-	if pid, err := strconv.Atoi(label(s, LabelProcessID)); err == nil && pid > 0 {
+	if pid, err := strconv.Atoi(label(s, model.LabelProcessID)); err == nil && pid > 0 {
 		return pid
 	}
-	if pid, ok := numLabel(s, LabelProcessID); ok && pid > 0 && pid <= 1<<22 {
+	if pid, ok := numLabel(s, model.LabelProcessID); ok && pid > 0 && pid <= 1<<22 {
 		return int(pid)
 	}
 	return 0

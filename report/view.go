@@ -10,8 +10,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/stallwatch/stallwatch/capdir"
-	"github.com/stallwatch/stallwatch/snapshot"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // view is what report.txt and report.html show, computed once from a
@@ -20,11 +19,11 @@ type view struct {
 	notes    []string // all of them; facts has the first few
 	title    string
 	facts    []fact
-	findings []capdir.Finding
+	findings []model.Finding
 	threads  []threadRow
 	sections []*section
 	comments []string
-	snap     *snapshot.Snapshot
+	snap     *model.Snapshot
 	a        *analysis // nil without a profile
 	c        *Capture
 }
@@ -210,7 +209,7 @@ func factsOf(c *Capture) []fact {
 	return f
 }
 
-func stallText(in *capdir.Info) (string, bool) {
+func stallText(in *model.Info) (string, bool) {
 	var parts []string
 	if in.StallFor > 0 {
 		parts = append(parts, "heartbeat silent for "+fmtDur(in.StallFor)+" at the trigger")
@@ -226,7 +225,7 @@ func stallText(in *capdir.Info) (string, bool) {
 		parts = append(parts, s)
 	case !in.Recovered.IsZero():
 		parts = append(parts, "recovered at "+fmtTime(in.Recovered))
-	case in.Trigger == capdir.Stall:
+	case in.Trigger == model.Stall:
 		parts = append(parts, "not recovered when this was written")
 	}
 	return strings.Join(parts, "; "), false
@@ -244,7 +243,7 @@ func windowText(c *Capture) string {
 	return s + ")"
 }
 
-func settingsText(s *capdir.Settings) string {
+func settingsText(s *model.Settings) string {
 	var parts []string
 	if s.Freq > 0 {
 		parts = append(parts, fmt.Sprintf("%d Hz", s.Freq))
@@ -287,14 +286,14 @@ func sectionsOf(a *analysis) []*section {
 	phases := phasesOf(p)
 	phased := len(phases) > 1 || phases[0] != ""
 	type kind struct{ typ, title string }
-	kinds := []kind{{TypeCPUTime, "On-CPU stacks"}, {TypeOffCPUTime, "Off-CPU stacks"}}
-	if !hasType(p, TypeCPUTime) && !hasType(p, TypeOffCPUTime) {
+	kinds := []kind{{model.TypeCPUTime, "On-CPU stacks"}, {model.TypeOffCPUTime, "Off-CPU stacks"}}
+	if !hasType(p, model.TypeCPUTime) && !hasType(p, model.TypeOffCPUTime) {
 		vi, err := valueIndex(p, "")
 		if err != nil {
 			return nil
 		}
 		k := kind{p.SampleType[vi].Type, "Stacks by " + clean(p.SampleType[vi].Type)}
-		if k.typ == TypeThreads {
+		if k.typ == model.TypeThreads {
 			k.title = "Thread stacks"
 		}
 		kinds = []kind{k}
@@ -315,13 +314,13 @@ func sectionsOf(a *analysis) []*section {
 			var vals []int64
 			vals, s.total = a.totals(vi, keep)
 			s.stacks, s.count = a.top(vals, detailStacks, vi, keep)
-			s.funcs = a.funcs(vals, k.typ == TypeOffCPUTime)
+			s.funcs = a.funcs(vals, k.typ == model.TypeOffCPUTime)
 			n := screenStacks
-			if ph == PhaseBefore {
+			if ph == model.PhaseBefore {
 				n = screenStacksBefore // the stall itself comes first
 			}
 			s.screen = s.stacks[:min(len(s.stacks), n)]
-			if k.typ == TypeOffCPUTime {
+			if k.typ == model.TypeOffCPUTime {
 				busy := append([]int64(nil), vals...)
 				for id, v := range busy {
 					if v != 0 && a.systemOnly(id) {
@@ -342,9 +341,9 @@ func sectionsOf(a *analysis) []*section {
 
 func phaseText(ph string) string {
 	switch ph {
-	case PhaseDuring:
+	case model.PhaseDuring:
 		return "during the stall (after the trigger)"
-	case PhaseBefore:
+	case model.PhaseBefore:
 		return "before the trigger (flight recorder)"
 	case "":
 		return "no phase"
@@ -361,11 +360,11 @@ func threadRows(c *Capture) []threadRow {
 	}
 	cpu := map[string]int64{}
 	cpuKnown := false
-	if p := c.Profile; p != nil && hasType(p, TypeCPUTime) {
-		vi, _ := valueIndex(p, TypeCPUTime)
+	if p := c.Profile; p != nil && hasType(p, model.TypeCPUTime) {
+		vi, _ := valueIndex(p, model.TypeCPUTime)
 		var keep func(*profile.Sample) bool
-		if phs := phasesOf(p); phs[0] == PhaseDuring {
-			keep = inPhase(PhaseDuring)
+		if phs := phasesOf(p); phs[0] == model.PhaseDuring {
+			keep = inPhase(model.PhaseDuring)
 		}
 		cpu = threadTotals(p, vi, keep)
 		cpuKnown = true
@@ -380,12 +379,12 @@ func threadRows(c *Capture) []threadRow {
 	for i := range snap.Threads {
 		t := &snap.Threads[i]
 		r := threadRow{
-			tid: t.TID, name: clean(t.Name), state: stateLetter(t.State),
+			tid: t.TID, name: clean(t.Name), state: "?",
 			runq: fmtDur(t.RunqueueWait), top: topFrame(t), rank: threadRank(t, cycle),
 			unreadableErr: clean(errText(t.Err)),
 		}
-		if r.state == "" {
-			r.state = "?"
+		if t.State != 0 {
+			r.state = string(rune(t.State))
 		}
 		r.offCPU = "?"
 		if t.OffCPUKnown {
@@ -417,7 +416,7 @@ func threadRows(c *Capture) []threadRow {
 // topFrame is the frame that says most about where a thread is: its first
 // user frame in the program's own code, past libc's and the Go runtime's
 // wrappers; else its first user frame; else the kernel's wait function.
-func topFrame(t *snapshot.Thread) string {
+func topFrame(t *model.Thread) string {
 	first := ""
 	for _, l := range t.User {
 		if l == nil || len(l.Lines) == 0 {
@@ -453,7 +452,7 @@ func topFrame(t *snapshot.Thread) string {
 // waitText is what the thread table says a thread waits for: the owner
 // when one is known, what is waited on when it is more than a bare futex
 // (the thread dump has the whole description).
-func waitText(w *snapshot.Wait) string {
+func waitText(w *model.Wait) string {
 	switch {
 	case w == nil:
 		return ""

@@ -1,8 +1,8 @@
 // Package snapshot takes a picture of every thread of a process as it
 // stands: state, what it waits in, how long it has waited, its kernel and
-// user stacks, and which thread holds the lock it waits for. It is the core
-// of a hang report: a frozen process does not run, so a sampler sees
-// nothing of it.
+// user stacks, and which thread holds the lock it waits for: a
+// model.Snapshot. It is the core of a hang report: a frozen process does
+// not run, so a sampler sees nothing of it.
 //
 // User stacks are read under a brief per-thread ptrace stop (PTRACE_SEIZE
 // and PTRACE_INTERRUPT, registers, a copy of the stack top, an unwind with
@@ -16,12 +16,14 @@
 // files, unwind tables, symbols, memory) is a target.Process, shared with
 // the caller's other readers of the same target.
 //
-// A stop that cannot be had says truly why, as a typed error: a kernel
-// thread (ErrKernelThread) or stallwatch's own process (ErrOwnProcess)
-// for the whole snapshot; another tracer holding one thread (*TracedError
-// in that thread's Err: it alone is read without a stop); a missing
-// capability the user can grant (*perms.Error); a refusal although
-// permitted (*RefusedError, naming what was checked).
+// A stop that cannot be had says truly why, as a typed error of the
+// model (which keeps it typed in threads.json): a kernel thread
+// (model.ErrKernelThread) or stallwatch's own process
+// (model.ErrOwnProcess) for the whole snapshot; another tracer holding
+// one thread (*model.TracedError in that thread's Err: it alone is read
+// without a stop); a missing capability the user can grant
+// (*perms.Error); a refusal although permitted (*model.RefusedError,
+// naming what was checked).
 //
 // A Node.js target's JavaScript frames are read from its memory
 // (package runtimes/v8) while each thread is stopped, or blocked in the
@@ -35,7 +37,7 @@
 // Lock owners come from the futex words: a glibc pthread_mutex_t keeps
 // its owner's tid beside the word, a priority-inheritance futex holds it
 // in the word, pthread_join waits on the joined thread's tid. They make
-// the waits-for graph, whose cycles are deadlocks.
+// the waits-for graph (model.BuildLockGraph), whose cycles are deadlocks.
 //
 // How long a thread has been off the CPU comes from the kernel's
 // accounting (/proc/<pid>/task/<tid>/sched, se.exec_start) where the

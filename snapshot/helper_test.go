@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/stallwatch/stallwatch/internal/perms"
-	"github.com/stallwatch/stallwatch/symbolize"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // Helper processes: some tests need a snapshot taken by another process
@@ -73,12 +73,12 @@ type helperThread struct {
 	Stopped  bool
 	Unwinder string
 	User     []string // the user frames' names
-	Lines    []symbolize.Line
+	Lines    []model.Line
 	Stop     time.Duration // at most
 	StopHeld time.Duration // at least
 }
 
-func encodeHelper(snap *Snapshot) helperSnapshot {
+func encodeHelper(snap *model.Snapshot) helperSnapshot {
 	h := helperSnapshot{MaxStop: snap.MaxStop, PtraceUsed: snap.PtraceUsed, Notes: snap.Notes}
 	if snap.PtraceErr != nil {
 		h.PtraceErr = snap.PtraceErr.Error()

@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"context"
-	"github.com/stallwatch/stallwatch/symbolize"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // builds caches the targets built by this package's tests: one build per
@@ -112,7 +112,7 @@ func assertProgress(t *testing.T, tg *testutil.Target) {
 	}
 }
 
-func take(t *testing.T, pid int, opts Options) *Snapshot {
+func take(t *testing.T, pid int, opts Options) *model.Snapshot {
 	t.Helper()
 	snap, err := Take(context.Background(), pid, opts)
 	if err != nil {
@@ -124,7 +124,7 @@ func take(t *testing.T, pid int, opts Options) *Snapshot {
 	return snap
 }
 
-func threadOf(t *testing.T, snap *Snapshot, tid int) *Thread {
+func threadOf(t *testing.T, snap *model.Snapshot, tid int) *model.Thread {
 	t.Helper()
 	for i := range snap.Threads {
 		if snap.Threads[i].TID == tid {
@@ -137,7 +137,7 @@ func threadOf(t *testing.T, snap *Snapshot, tid int) *Thread {
 
 // userNames lists the functions of a user stack, inlined ones included,
 // innermost first.
-func userNames(th *Thread) []string {
+func userNames(th *model.Thread) []string {
 	var out []string
 	for _, l := range th.User {
 		for _, ln := range l.Lines {
@@ -149,8 +149,8 @@ func userNames(th *Thread) []string {
 
 // userLines lists the lines of a user stack, inlined ones included,
 // innermost first.
-func userLines(th *Thread) []symbolize.Line {
-	var out []symbolize.Line
+func userLines(th *model.Thread) []model.Line {
+	var out []model.Line
 	for _, l := range th.User {
 		out = append(out, l.Lines...)
 	}

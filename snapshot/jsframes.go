@@ -4,8 +4,8 @@ import (
 	"errors"
 
 	"github.com/stallwatch/stallwatch/internal/unwind"
+	"github.com/stallwatch/stallwatch/model"
 	v8 "github.com/stallwatch/stallwatch/runtimes/v8"
-	"github.com/stallwatch/stallwatch/symbolize"
 	"github.com/stallwatch/stallwatch/target"
 )
 
@@ -80,15 +80,15 @@ func (j *jsReader) read(tr unwind.Trace) (out []jsFrame, cut int) {
 // jsLocation is the location of a native frame that runs JavaScript: the
 // same address and mapping, named by the functions it runs, innermost
 // first (several where optimized code inlined them).
-func jsLocation(native *symbolize.Location, fr v8.Frame) *symbolize.Location {
-	loc := &symbolize.Location{Addr: native.Addr, Mapping: native.Mapping, Kind: native.Kind}
+func jsLocation(native *model.Location, fr v8.Frame) *model.Location {
+	loc := &model.Location{Addr: native.Addr, Mapping: native.Mapping, Kind: native.Kind}
 	system := native.Name()
 	for _, f := range fr.Functions {
 		name := f.Name
 		if name == "" {
 			name = "(anonymous)"
 		}
-		loc.Lines = append(loc.Lines, symbolize.Line{Function: name, SystemName: system, File: f.Script, Line: int64(f.Line)})
+		loc.Lines = append(loc.Lines, model.Line{Function: name, SystemName: system, File: f.Script, Line: int64(f.Line)})
 	}
 	return loc
 }

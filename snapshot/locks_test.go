@@ -2,56 +2,12 @@ package snapshot
 
 import (
 	"encoding/binary"
-	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/stallwatch/stallwatch/internal/unwind"
+	"github.com/stallwatch/stallwatch/model"
 )
-
-func TestBuildGraph(t *testing.T) {
-	waits := func(edges map[int]int, tids ...int) []Thread {
-		var ts []Thread
-		for _, tid := range tids {
-			th := Thread{TID: tid}
-			if to, ok := edges[tid]; ok {
-				th.Wait = &Wait{Kind: "mutex", Owner: to, Addr: 0x10}
-			}
-			ts = append(ts, th)
-		}
-		return ts
-	}
-	tests := []struct {
-		name   string
-		edges  map[int]int
-		tids   []int
-		cycles [][]int
-		chains [][]int
-	}{
-		{"none", nil, []int{1, 2}, nil, nil},
-		{"two-cycle and a waiter", map[int]int{5: 3, 3: 5, 7: 5}, []int{3, 5, 7}, [][]int{{3, 5}}, [][]int{{7, 5}}},
-		{"self deadlock", map[int]int{4: 4}, []int{4}, [][]int{{4}}, nil},
-		{"three-cycle rotated", map[int]int{9: 2, 2: 6, 6: 9}, []int{2, 6, 9}, [][]int{{2, 6, 9}}, nil},
-		{"chains longest first", map[int]int{1: 2, 2: 3, 10: 3, 11: 12}, []int{1, 2, 3, 10, 11, 12},
-			nil, [][]int{{1, 2, 3}, {10, 3}, {11, 12}}},
-		{"chain into a cycle stops at it", map[int]int{1: 2, 2: 3, 3: 4, 4: 3}, []int{1, 2, 3, 4}, [][]int{{3, 4}}, [][]int{{1, 2, 3}}},
-		{"two cycles", map[int]int{1: 2, 2: 1, 3: 4, 4: 3}, []int{1, 2, 3, 4}, [][]int{{1, 2}, {3, 4}}, nil},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			g := BuildLockGraph(waits(tc.edges, tc.tids...))
-			if len(g.Edges) != len(tc.edges) {
-				t.Errorf("%d edges, want %d", len(g.Edges), len(tc.edges))
-			}
-			if !reflect.DeepEqual(g.Cycles, tc.cycles) {
-				t.Errorf("cycles %v, want %v", g.Cycles, tc.cycles)
-			}
-			if !reflect.DeepEqual(g.Chains, tc.chains) {
-				t.Errorf("chains %v, want %v", g.Chains, tc.chains)
-			}
-		})
-	}
-}
 
 // mutexMem lays out a futex word and the pthread_mutex_t owner beside it.
 func mutexMem(addr uint64, word, owner uint32) unwind.Memory {
@@ -87,7 +43,7 @@ func TestFutexWaitOf(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			th := &Thread{TID: 100, Syscall: &Syscall{Nr: sysFutex, Args: [6]uint64{addr, tc.op, tc.val}}}
+			th := &model.Thread{TID: 100, Syscall: &model.Syscall{Nr: sysFutex, Args: [6]uint64{addr, tc.op, tc.val}}}
 			w := futexWaitOf(th, tc.mem, tids)
 			if w.Kind != tc.kind || w.Owner != tc.owner || !strings.Contains(w.Desc, tc.desc) || w.Addr != addr {
 				t.Errorf("got %+v, want kind %s owner %d desc ~ %q", *w, tc.kind, tc.owner, tc.desc)
@@ -98,16 +54,16 @@ func TestFutexWaitOf(t *testing.T) {
 
 func TestRefineByStack(t *testing.T) {
 	tests := []struct {
-		in    Wait
+		in    model.Wait
 		names []string
 		kind  string
 		owner int
 	}{
-		{Wait{Kind: "futex", Addr: 1}, []string{"__futex_abstimed_wait_common", "___pthread_cond_wait", "consumer"}, "condvar", 0},
-		{Wait{Kind: "futex", Addr: 1}, []string{"do_futex_wait", "__new_sem_wait_slow64", "sem_wait"}, "semaphore", 0},
-		{Wait{Kind: "join", Addr: 1, Owner: 7}, []string{"__futex_abstimed_wait_common", "__pthread_clockjoin_ex", "main"}, "join", 7},
-		{Wait{Kind: "join", Addr: 1, Owner: 7}, []string{"__futex_abstimed_wait_common", "consumer"}, "futex", 0},
-		{Wait{Kind: "mutex", Addr: 1, Owner: 7}, []string{"___pthread_cond_wait"}, "mutex", 7},
+		{model.Wait{Kind: "futex", Addr: 1}, []string{"__futex_abstimed_wait_common", "___pthread_cond_wait", "consumer"}, "condvar", 0},
+		{model.Wait{Kind: "futex", Addr: 1}, []string{"do_futex_wait", "__new_sem_wait_slow64", "sem_wait"}, "semaphore", 0},
+		{model.Wait{Kind: "join", Addr: 1, Owner: 7}, []string{"__futex_abstimed_wait_common", "__pthread_clockjoin_ex", "main"}, "join", 7},
+		{model.Wait{Kind: "join", Addr: 1, Owner: 7}, []string{"__futex_abstimed_wait_common", "consumer"}, "futex", 0},
+		{model.Wait{Kind: "mutex", Addr: 1, Owner: 7}, []string{"___pthread_cond_wait"}, "mutex", 7},
 	}
 	for _, tc := range tests {
 		w := tc.in
@@ -140,7 +96,7 @@ func TestDescribe(t *testing.T) {
 		{9999, [6]uint64{1, 2, 3}, "syscall_9999(0x1, 0x2, 0x3)", "syscall_9999(0x1, 0x2, 0x3) to return"},
 	}
 	for _, tc := range tests {
-		s := &Syscall{Nr: tc.nr, Name: syscallName(tc.nr), Args: tc.args}
+		s := &model.Syscall{Nr: tc.nr, Name: syscallName(tc.nr), Args: tc.args}
 		w := describe(1<<22, s, mem)
 		if s.Desc != tc.desc {
 			t.Errorf("syscall %d: desc %q, want %q", tc.nr, s.Desc, tc.desc)

@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stallwatch/stallwatch/symbolize"
-
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // TestNodeBlocked: Node.js with --perf-prof, its main thread blocked in
@@ -97,7 +96,7 @@ func TestNodeJSFrames(t *testing.T) {
 				tg.WaitLine(t, "spinning", 60*time.Second)
 				testutil.WaitCPU(t, tg.Pid, 200*time.Millisecond, 30*time.Second)
 			}
-			var lines []symbolize.Line
+			var lines []model.Line
 			if tc.stop {
 				// The thread that runs block: the main thread, or the
 				// worker's.
@@ -146,8 +145,8 @@ func helperTakeSnapshot(t *testing.T, pid int) helperSnapshot {
 
 // jsLines are the lines of a stack that name JavaScript: of a script of
 // the program's or of Node.js's own.
-func jsLines(lines []symbolize.Line) []symbolize.Line {
-	var out []symbolize.Line
+func jsLines(lines []model.Line) []model.Line {
+	var out []model.Line
 	for _, l := range lines {
 		if strings.HasSuffix(l.File, ".js") || strings.HasPrefix(l.File, "node:") {
 			out = append(out, l)
@@ -161,7 +160,7 @@ func jsLines(lines []symbolize.Line) []symbolize.Line {
 // in order. Outside the test's own script an anonymous function may be
 // named in the trace by the receiver it was called on (a worker's
 // Module._compile), which no frame holds.
-func compareJS(t *testing.T, got []symbolize.Line, want []testutil.JSFrame, script string) {
+func compareJS(t *testing.T, got []model.Line, want []testutil.JSFrame, script string) {
 	t.Helper()
 	ok := len(got) == len(want)
 	for i := 0; ok && i < len(want); i++ {

@@ -11,6 +11,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/perms"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/unwind"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // x86-64 system call numbers the snapshot interprets.
@@ -67,7 +68,7 @@ var fdSyscalls = map[int]bool{
 // system call, switches, scheduler times. Errors of single files are
 // noted in t.Err, files we may not read in denied; an error is returned
 // when the thread is gone.
-func readFacts(pid int, t *Thread, sc *procfs.Syscall, denied map[string]bool) (procfs.Status, error) {
+func readFacts(pid int, t *model.Thread, sc *procfs.Syscall, denied map[string]bool) (procfs.Status, error) {
 	tid := t.TID
 	st, err := procfs.ReadStatus(pid, tid)
 	if err != nil {
@@ -89,7 +90,7 @@ func readFacts(pid int, t *Thread, sc *procfs.Syscall, denied map[string]bool) (
 			// Said once for the snapshot, not once per thread.
 			denied[what] = true
 		default:
-			errs = append(errs, &ReadError{File: what, Err: err})
+			errs = append(errs, &model.ReadError{File: what, Err: err})
 		}
 	}
 	if t.Name == "" {
@@ -107,7 +108,7 @@ func readFacts(pid int, t *Thread, sc *procfs.Syscall, denied map[string]bool) (
 	*sc, err = procfs.ReadSyscall(pid, tid)
 	note("syscall", err)
 	if err == nil && !sc.Running && !sc.NotInSyscall && sc.Nr >= 0 {
-		t.Syscall = &Syscall{Nr: sc.Nr, Name: syscallName(sc.Nr), Args: sc.Args}
+		t.Syscall = &model.Syscall{Nr: sc.Nr, Name: syscallName(sc.Nr), Args: sc.Args}
 	}
 	t.Err = errors.Join(errs...)
 	return st, nil
@@ -124,7 +125,7 @@ func syscallName(nr int) string {
 // means when it is one that blocks on something other than a futex
 // (futexes are the lock analysis's). A Wait's Desc reads after "waits
 // for": "a timeout: nanosleep(1s)", "read() on fd 5 → pipe:[12]".
-func describe(pid int, s *Syscall, mem unwind.Memory) *Wait {
+func describe(pid int, s *model.Syscall, mem unwind.Memory) *model.Wait {
 	a := s.Args
 	switch {
 	case s.Nr == sysFutex:
@@ -138,41 +139,41 @@ func describe(pid int, s *Syscall, mem unwind.Memory) *Wait {
 		if s.Nr == sysEpollWait || s.Nr == sysEpollPwait || s.Nr == sysEpollPwait2 {
 			kind = "poll"
 		}
-		return &Wait{Kind: kind, Desc: fmt.Sprintf("%s() on fd %d → %s", s.Name, fd, target)}
+		return &model.Wait{Kind: kind, Desc: fmt.Sprintf("%s() on fd %d → %s", s.Name, fd, target)}
 	case s.Nr == sysPoll || s.Nr == sysPpoll:
 		s.Desc = fmt.Sprintf("%s(%s)", s.Name, pollFDs(pid, mem, a[0], a[1]))
-		return &Wait{Kind: "poll", Desc: s.Desc}
+		return &model.Wait{Kind: "poll", Desc: s.Desc}
 	case s.Nr == sysSelect || s.Nr == sysPselect6:
 		s.Desc = fmt.Sprintf("%s(nfds %d)", s.Name, int(int32(a[0])))
-		return &Wait{Kind: "poll", Desc: s.Desc}
+		return &model.Wait{Kind: "poll", Desc: s.Desc}
 	case s.Nr == sysNanosleep:
 		s.Desc = fmt.Sprintf("nanosleep(%s)", timespecAt(mem, a[0]))
-		return &Wait{Kind: "sleep", Desc: "a timeout: " + s.Desc}
+		return &model.Wait{Kind: "sleep", Desc: "a timeout: " + s.Desc}
 	case s.Nr == sysClockNanosleep:
 		abs := ""
 		if a[1]&1 != 0 {
 			abs = "until "
 		}
 		s.Desc = fmt.Sprintf("clock_nanosleep(%s%s)", abs, timespecAt(mem, a[2]))
-		return &Wait{Kind: "sleep", Desc: "a timeout: " + s.Desc}
+		return &model.Wait{Kind: "sleep", Desc: "a timeout: " + s.Desc}
 	case s.Nr == sysRestart:
 		s.Desc = "restart_syscall() (a sleep or wait resumed after a stop)"
-		return &Wait{Kind: "sleep", Desc: "a timeout: " + s.Desc}
+		return &model.Wait{Kind: "sleep", Desc: "a timeout: " + s.Desc}
 	case s.Nr == sysWait4:
 		s.Desc = fmt.Sprintf("wait4(pid %d)", int(int32(a[0])))
-		return &Wait{Kind: "child", Desc: "a child process: " + s.Desc}
+		return &model.Wait{Kind: "child", Desc: "a child process: " + s.Desc}
 	case s.Nr == sysWaitid:
 		s.Desc = fmt.Sprintf("waitid(type %d, id %d)", a[0], int(int32(a[1])))
-		return &Wait{Kind: "child", Desc: "a child process: " + s.Desc}
+		return &model.Wait{Kind: "child", Desc: "a child process: " + s.Desc}
 	case s.Nr == sysPause || s.Nr == sysRtSigsuspend || s.Nr == sysRtSigtimedwait:
 		s.Desc = s.Name + "()"
-		return &Wait{Kind: "signal", Desc: "a signal: " + s.Desc}
+		return &model.Wait{Kind: "signal", Desc: "a signal: " + s.Desc}
 	case s.Nr == sysFutexWaitv:
 		s.Desc = fmt.Sprintf("futex_waitv(%d futexes)", a[1])
 		return nil
 	}
 	s.Desc = fmt.Sprintf("%s(%#x, %#x, %#x)", s.Name, a[0], a[1], a[2])
-	return &Wait{Kind: "syscall", Desc: s.Desc + " to return"}
+	return &model.Wait{Kind: "syscall", Desc: s.Desc + " to return"}
 }
 
 func fdTarget(pid, fd int) string {

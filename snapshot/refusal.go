@@ -8,23 +8,24 @@ import (
 
 	"github.com/stallwatch/stallwatch/internal/perms"
 	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // processRefusal says why no thread of pid can be stopped, before any is
 // tried: a kernel thread, or stallwatch's own process.
 func processRefusal(pid int) error {
 	if pid == os.Getpid() {
-		return ErrOwnProcess
+		return model.ErrOwnProcess
 	}
 	if st, err := procfs.ReadStat(pid, pid); err == nil && st.KernelThread() {
-		return ErrKernelThread
+		return model.ErrKernelThread
 	}
 	return nil
 }
 
 // tracedError describes a thread held by another tracer.
-func tracedError(tid, tracer int) *TracedError {
-	e := &TracedError{TID: tid, Tracer: tracer}
+func tracedError(tid, tracer int) *model.TracedError {
+	e := &model.TracedError{TID: tid, Tracer: tracer}
 	if name, err := procfs.Comm(tracer, tracer); err == nil {
 		e.TracerName = name
 	}
@@ -58,7 +59,7 @@ func explainRefusal(pid, tid int, errno error) error {
 			Missing: "CAP_SYS_PTRACE (the target is your user's but not dumpable: it changed its credentials, as a setuid program does, or called prctl(PR_SET_DUMPABLE, 0))",
 			Fix:     "`sudo setcap cap_sys_ptrace+ep $(command -v stallwatch)`, or run as root, or run with --no-ptrace"}
 	}
-	return &RefusedError{PID: pid, TID: tid, Err: errno, Why: refusalFacts(pid)}
+	return &model.RefusedError{PID: pid, TID: tid, Err: errno, Why: refusalFacts(pid)}
 }
 
 // sameUser reports whether every uid of the thread is ours.

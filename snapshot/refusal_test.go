@@ -12,6 +12,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/perms"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // TestMainThreadExited: a process whose main thread left through
@@ -57,7 +58,7 @@ func TestMainThreadExited(t *testing.T) {
 // says so truly (not as a missing capability) and reads them without stops.
 func TestOwnProcess(t *testing.T) {
 	snap := take(t, os.Getpid(), Options{})
-	if !errors.Is(snap.PtraceErr, ErrOwnProcess) {
+	if !errors.Is(snap.PtraceErr, model.ErrOwnProcess) {
 		t.Errorf("PtraceErr %v, want ErrOwnProcess", snap.PtraceErr)
 	}
 	var pe *perms.Error
@@ -84,7 +85,7 @@ func TestKernelThread(t *testing.T) {
 		testutil.Skip(t, "no kernel thread among pids 2-4")
 	}
 	snap := take(t, kthread, Options{})
-	if !errors.Is(snap.PtraceErr, ErrKernelThread) {
+	if !errors.Is(snap.PtraceErr, model.ErrKernelThread) {
 		t.Errorf("PtraceErr %v, want ErrKernelThread", snap.PtraceErr)
 	}
 	if snap.PtraceErr != nil && strings.Contains(snap.PtraceErr.Error(), "CAP_SYS_PTRACE") {
@@ -101,7 +102,7 @@ func TestPidOne(t *testing.T) {
 	if snap.PtraceUsed {
 		return // this machine lets root stop pid 1: nothing to explain
 	}
-	var re *RefusedError
+	var re *model.RefusedError
 	if !errors.As(snap.PtraceErr, &re) || !strings.Contains(re.Why, "pid 1") {
 		t.Errorf("PtraceErr %v, want a RefusedError naming pid 1", snap.PtraceErr)
 	}
@@ -138,7 +139,7 @@ func TestTracedThread(t *testing.T) {
 		t.Errorf("one traced thread cost the whole snapshot its stops: PtraceErr %v, PtraceUsed %v", snap.PtraceErr, snap.PtraceUsed)
 	}
 	th := threadOf(t, snap, traced)
-	var te *TracedError
+	var te *model.TracedError
 	if !errors.As(th.Err, &te) || te.Tracer != st.Process.Pid || te.TracerName != "strace" {
 		t.Errorf("traced thread's Err %v, want a TracedError naming strace (pid %d)", th.Err, st.Process.Pid)
 	}

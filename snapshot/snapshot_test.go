@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 var sharedDir string
@@ -105,7 +106,7 @@ func TestDeadlock(t *testing.T) {
 // checkOffCPU: threads blocked for at least min and at most max are
 // reported off the CPU for that long, from the kernel's accounting where
 // it exists.
-func checkOffCPU(t *testing.T, snap *Snapshot, tids []int, min, max time.Duration) {
+func checkOffCPU(t *testing.T, snap *model.Snapshot, tids []int, min, max time.Duration) {
 	t.Helper()
 	if !hasSchedFile(snap.PID) {
 		if !strings.Contains(strings.Join(snap.Notes, "\n"), "off the CPU is unknown") {
@@ -122,7 +123,7 @@ func checkOffCPU(t *testing.T, snap *Snapshot, tids []int, min, max time.Duratio
 	}
 }
 
-func kernelNames(th *Thread) string {
+func kernelNames(th *model.Thread) string {
 	var s []string
 	for _, l := range th.Kernel {
 		s = append(s, l.Name())

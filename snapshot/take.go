@@ -16,6 +16,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/schedclock"
 	"github.com/stallwatch/stallwatch/internal/unwind"
+	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/symbolize"
 	"github.com/stallwatch/stallwatch/target"
 	"golang.org/x/sys/unix"
@@ -53,7 +54,7 @@ const maxFrames = unwind.MaxFrames
 // Notes, PtraceErr and each Thread's Err. A context cancelled midway
 // (SIGINT, SIGTERM) ends the snapshot early with what was read; no thread
 // is ever left stopped.
-func Take(ctx context.Context, pid int, opts Options) (*Snapshot, error) {
+func Take(ctx context.Context, pid int, opts Options) (*model.Snapshot, error) {
 	tk := &taker{pid: pid, opts: opts, log: opts.Logger}
 	if tk.log == nil {
 		tk.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -66,7 +67,7 @@ type taker struct {
 	pid  int
 	opts Options
 	log  *slog.Logger
-	snap *Snapshot
+	snap *model.Snapshot
 
 	tg       *target.Process // nil: the process's memory could not be read
 	ownTg    bool
@@ -101,7 +102,7 @@ func (tk *taker) note(format string, args ...any) {
 	tk.snap.Notes = append(tk.snap.Notes, s)
 }
 
-func (tk *taker) take(ctx context.Context) (*Snapshot, error) {
+func (tk *taker) take(ctx context.Context) (*model.Snapshot, error) {
 	pid := tk.pid
 	st, err := procfs.ReadStatus(pid, pid)
 	if err != nil {
@@ -111,7 +112,7 @@ func (tk *taker) take(ctx context.Context) (*Snapshot, error) {
 		return nil, fmt.Errorf("snapshot of pid %d: it is a thread of process %d; snapshot the process", pid, st.Tgid)
 	}
 	start := time.Now()
-	tk.snap = &Snapshot{PID: pid, Time: start, Mono: monotime.Now()}
+	tk.snap = &model.Snapshot{PID: pid, Time: start, Mono: monotime.Now()}
 	tk.notes = map[string]bool{}
 	tk.kernel = map[int][]procfs.KernelFrame{}
 	tk.denied = map[string]bool{}
@@ -226,8 +227,8 @@ func (noMemory) ReadAt(p []byte, addr uint64) (int, error) {
 
 // thread reads one thread; ok is false when it exited before anything
 // could be read.
-func (tk *taker) thread(tid int) (Thread, bool) {
-	t := Thread{TID: tid}
+func (tk *taker) thread(tid int) (model.Thread, bool) {
+	t := model.Thread{TID: tid}
 	var sc procfs.Syscall
 	st, err := readFacts(tk.pid, &t, &sc, tk.denied)
 	if err != nil {
@@ -239,7 +240,7 @@ func (tk *taker) thread(tid int) (Thread, bool) {
 			t.Wait = futexWaitOf(&t, tk.mem, tk.tids)
 		}
 	} else if t.State == 'D' && t.Wchan != "" {
-		t.Wait = &Wait{Kind: "kernel", Desc: "the kernel (uninterruptible sleep in " + t.Wchan + ")"}
+		t.Wait = &model.Wait{Kind: "kernel", Desc: "the kernel (uninterruptible sleep in " + t.Wchan + ")"}
 	}
 	tk.offCPU(&t)
 	if kf, err := procfs.ReadKernelStack(tk.pid, tid); err == nil {
@@ -267,7 +268,7 @@ func (tk *taker) thread(tid int) (Thread, bool) {
 // offCPU fills how long a sleeping thread has been off the CPU: from the
 // kernel's accounting or the sampler, unless an earlier snapshot's stop
 // reset both and the thread has stayed blocked since (stops.go).
-func (tk *taker) offCPU(t *Thread) {
+func (tk *taker) offCPU(t *model.Thread) {
 	if t.State == 'R' {
 		return
 	}
@@ -291,7 +292,7 @@ func (tk *taker) offCPU(t *Thread) {
 	tk.since[t.TID] = stopMark{Since: since, Vol: t.VoluntarySwitches, Invol: t.InvoluntarySwitches}
 }
 
-func (tk *taker) schedSince(t *Thread, now uint64, since *uint64) bool {
+func (tk *taker) schedSince(t *model.Thread, now uint64, since *uint64) bool {
 	at, ok := schedSleepStart(tk.clock, tk.pid, t.TID)
 	if ok && at <= now {
 		*since = at
@@ -299,7 +300,7 @@ func (tk *taker) schedSince(t *Thread, now uint64, since *uint64) bool {
 	return ok && at <= now
 }
 
-func (tk *taker) samplerSince(t *Thread, now uint64, since *uint64) bool {
+func (tk *taker) samplerSince(t *model.Thread, now uint64, since *uint64) bool {
 	at, ok := tk.opts.OffCPUSince(t.TID)
 	if ok && at <= now {
 		*since = at
@@ -309,7 +310,7 @@ func (tk *taker) samplerSince(t *Thread, now uint64, since *uint64) bool {
 
 // userStack reads the thread's user stack: under a brief ptrace stop
 // when allowed and possible, otherwise without a stop from /proc.
-func (tk *taker) userStack(t *Thread, st procfs.Status, sc procfs.Syscall) {
+func (tk *taker) userStack(t *model.Thread, st procfs.Status, sc procfs.Syscall) {
 	if tk.unw == nil {
 		t.Unwinder = "none"
 		return
@@ -341,7 +342,7 @@ func (tk *taker) userStack(t *Thread, st procfs.Status, sc procfs.Syscall) {
 		res := stopThread(tk.pid, t.TID, tk.unw, tk.tg.Memory(), maxFrames, during)
 		switch {
 		case res.exited:
-			t.Err = errors.Join(t.Err, ErrExited)
+			t.Err = errors.Join(t.Err, model.ErrExited)
 			tk.vanished++
 			return
 		case res.err != nil && perms.IsPermission(res.err) && !res.abandoned:
@@ -364,7 +365,7 @@ func (tk *taker) userStack(t *Thread, st procfs.Status, sc procfs.Syscall) {
 	}
 	if sc.Running {
 		t.Unwinder = "none"
-		t.Err = errors.Join(t.Err, ErrRunning)
+		t.Err = errors.Join(t.Err, model.ErrRunning)
 		return
 	}
 	tr, err := tk.unw.BlockedTrace(t.TID, maxFrames)
@@ -385,7 +386,7 @@ func (tk *taker) userStack(t *Thread, st procfs.Status, sc procfs.Syscall) {
 // refused handles a PTRACE_SEIZE the kernel refused: a thread another
 // tracer took meanwhile is read without a stop, alone; any other refusal
 // holds for every thread, which are then all read without stops.
-func (tk *taker) refused(t *Thread, errno error) {
+func (tk *taker) refused(t *model.Thread, errno error) {
 	if st, err := procfs.ReadStatus(tk.pid, t.TID); err == nil && st.TracerPid != 0 && !tracedByUs(st) {
 		t.Err = errors.Join(t.Err, tracedError(t.TID, st.TracerPid))
 		return
@@ -438,7 +439,7 @@ func (tk *taker) finish(tids []int, exited int) {
 			refineByStack(t.Wait, names)
 		}
 	}
-	snap.Locks = BuildLockGraph(snap.Threads)
+	snap.Locks = model.BuildLockGraph(snap.Threads)
 	sort.SliceStable(snap.Threads, func(i, j int) bool { return snap.Threads[i].TID < snap.Threads[j].TID })
 }
 
@@ -489,11 +490,11 @@ func (tk *taker) name() {
 }
 
 // unnamed is a frame when no symbolizer could be made.
-func unnamed(pc uint64, name string) *symbolize.Location {
+func unnamed(pc uint64, name string) *model.Location {
 	if name == "" {
 		name = fmt.Sprintf("[unknown] %#x", pc)
 	}
-	return &symbolize.Location{Addr: pc, Lines: []symbolize.Line{{Function: name}}}
+	return &model.Location{Addr: pc, Lines: []model.Line{{Function: name}}}
 }
 
 func unwrapErrno(err error) error {

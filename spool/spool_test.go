@@ -16,10 +16,10 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/intaketest"
 	"github.com/stallwatch/stallwatch/internal/safedir"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/upload"
 )
 
@@ -45,7 +45,7 @@ func capture(t *testing.T, root string) string {
 	t.Helper()
 	now := time.Now()
 	p := &profile.Profile{SampleType: []*profile.ValueType{{Type: "cpu-samples", Unit: "count"}}, TimeNanos: now.UnixNano()}
-	return intaketest.WriteCapture(t, root, capdir.Info{Trigger: capdir.Stall, PID: 4242, Start: now.Add(-time.Second), End: now}, p, nil)
+	return intaketest.WriteCapture(t, root, model.Info{Trigger: model.Stall, PID: 4242, Start: now.Add(-time.Second), End: now}, p, nil)
 }
 
 // deliverer uploads a queued capture directory as stallwatch does.

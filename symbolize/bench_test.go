@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/sampler"
 	"golang.org/x/sys/unix"
 )
@@ -52,11 +53,11 @@ func BenchmarkLocateWarm(b *testing.B) {
 	var kernel, jit, native int
 	for _, a := range addrs {
 		switch p.Locate(a).Kind {
-		case KindKernel:
+		case model.KindKernel:
 			kernel++
-		case KindJIT:
+		case model.KindJIT:
 			jit++
-		case KindNative:
+		case model.KindNative:
 			native++
 		}
 	}
@@ -96,7 +97,7 @@ func BenchmarkColdFirstLocate(b *testing.B) {
 			for i, pc := range s.Stack[s.Kernel:] {
 				a := Addr{PC: pc, Return: i != 0}
 				m := probe.space.ModuleAt(lookupPC(a))
-				if m != nil && strings.Contains(m.Path, want) && probe.Locate(a).Kind == KindNative {
+				if m != nil && strings.Contains(m.Path, want) && probe.Locate(a).Kind == model.KindNative {
 					targets = append(targets, target{a, m.Path, lookupPC(a) - m.Bias})
 					break search
 				}
@@ -201,7 +202,7 @@ func BenchmarkSymbolize100k(b *testing.B) {
 	// files' tables stallwatch read before.
 	for _, mode := range []string{"cold", "files-cached"} {
 		b.Run(mode, func(b *testing.B) {
-			var locs []*Location
+			var locs []*model.Location
 			start, startCPU := time.Now(), cpuTime()
 			for b.Loop() {
 				if mode == "cold" {

@@ -3,7 +3,9 @@
 // functions (with file, line and inlined calls where the binary has them)
 // from ELF files read through the target's root, and JIT-compiled
 // functions from the target's jitdump and perf-map files at the time each
-// sample was taken.
+// sample was taken. What it makes is the capture model's: a
+// model.Location per address, with its model.Mapping and inlined
+// model.Lines.
 //
 // A Process names the addresses of one target over what package target
 // knows of it (its mappings and their files, package internal/addrspace;

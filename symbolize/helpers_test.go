@@ -16,6 +16,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/perms"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/jit"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // Targets are built once per test binary, on first use, into buildDir.
@@ -233,7 +234,7 @@ func lineOf(t testing.TB, file, s string) int64 {
 	return 0
 }
 
-func describe(l *Location) string {
+func describe(l *model.Location) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%#x kind=%v", l.Addr, l.Kind)
 	if l.Mapping != nil {

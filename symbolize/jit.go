@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/stallwatch/stallwatch/jit"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // jitAt returns the JIT code live at addr at CLOCK_MONOTONIC time t (0:
@@ -20,7 +21,7 @@ func (p *Process) jitAt(addr, t uint64) (*jit.Symbol, bool) {
 }
 
 // jitLocation makes (once per address and code) the location of JIT code.
-func (p *Process) jitLocation(a Addr, s *jit.Symbol) *Location {
+func (p *Process) jitLocation(a Addr, s *jit.Symbol) *model.Location {
 	byPC := p.jitLocs[b2i(a.Return)]
 	e, ok := byPC[a.PC]
 	if ok && e.sym == s {
@@ -33,7 +34,7 @@ func (p *Process) jitLocation(a Addr, s *jit.Symbol) *Location {
 		}
 	}
 	if p.jitMap == nil {
-		p.jitMap = &Mapping{File: "[jit]", Kind: KindJIT, HasFunctions: true}
+		p.jitMap = &model.Mapping{File: "[jit]", Kind: model.KindJIT, HasFunctions: true}
 	}
 	if s.File != "" {
 		p.jitMap.HasFilenames = true
@@ -48,8 +49,8 @@ func (p *Process) jitLocation(a Addr, s *jit.Symbol) *Location {
 	if name == "" {
 		name = fmt.Sprintf("[jit] %#x", s.Start)
 	}
-	loc := &Location{Addr: a.PC, Mapping: p.jitMap, Kind: KindJIT,
-		Lines: []Line{{Function: name, SystemName: s.Name, File: s.File, Line: int64(s.Line)}}}
+	loc := &model.Location{Addr: a.PC, Mapping: p.jitMap, Kind: model.KindJIT,
+		Lines: []model.Line{{Function: name, SystemName: s.Name, File: s.File, Line: int64(s.Line)}}}
 	if !ok {
 		byPC[a.PC] = jitEntry{sym: s, loc: loc}
 	} else {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stallwatch/stallwatch/internal/kallsyms"
 	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // KernelMappingFile is the pseudo file of kernel image locations (perf's
@@ -19,9 +20,9 @@ type kernelSyms struct {
 	tab    *kallsyms.Table // nil when it could not be read
 	hidden bool
 	note   string
-	image  *Mapping
-	mods   map[string]*Mapping
-	usedM  map[*Mapping]bool
+	image  *model.Mapping
+	mods   map[string]*model.Mapping
+	usedM  map[*model.Mapping]bool
 }
 
 // loadKernelSyms reads the shared kallsyms table.
@@ -34,15 +35,15 @@ func loadKernelSyms() *kernelSyms {
 }
 
 func newKernelSyms(tab *kallsyms.Table) *kernelSyms {
-	ks := &kernelSyms{tab: tab, mods: map[string]*Mapping{}, usedM: map[*Mapping]bool{}}
-	ks.image = &Mapping{File: KernelMappingFile, Kind: KindKernel, HasFunctions: !tab.Hidden()}
+	ks := &kernelSyms{tab: tab, mods: map[string]*model.Mapping{}, usedM: map[*model.Mapping]bool{}}
+	ks.image = &model.Mapping{File: KernelMappingFile, Kind: model.KindKernel, HasFunctions: !tab.Hidden()}
 	ks.image.Start, ks.image.Limit = tab.Text()
 	if tab.Hidden() {
 		ks.hidden = true
 		ks.note = hiddenNote()
 	}
 	for _, m := range tab.Modules() {
-		ks.mods[m.Name] = &Mapping{File: "[" + m.Name + "]", Start: m.Addr, Limit: m.Addr + m.Size, Kind: KindKernel, HasFunctions: !tab.Hidden()}
+		ks.mods[m.Name] = &model.Mapping{File: "[" + m.Name + "]", Start: m.Addr, Limit: m.Addr + m.Size, Kind: model.KindKernel, HasFunctions: !tab.Hidden()}
 	}
 	return ks
 }
@@ -59,18 +60,18 @@ func hiddenNote() string {
 }
 
 // module returns the pseudo mapping of a module, made on first use.
-func (ks *kernelSyms) module(name string) *Mapping {
+func (ks *kernelSyms) module(name string) *model.Mapping {
 	m := ks.mods[name]
 	if m == nil {
-		m = &Mapping{File: "[" + name + "]", Kind: KindKernel, HasFunctions: true}
+		m = &model.Mapping{File: "[" + name + "]", Kind: model.KindKernel, HasFunctions: true}
 		ks.mods[name] = m
 	}
 	return m
 }
 
 // used returns the kernel mappings that locations refer to.
-func (ks *kernelSyms) used() []*Mapping {
-	var out []*Mapping
+func (ks *kernelSyms) used() []*model.Mapping {
+	var out []*model.Mapping
 	if ks.usedM[ks.image] {
 		out = append(out, ks.image)
 	}
@@ -82,7 +83,7 @@ func (ks *kernelSyms) used() []*Mapping {
 	return out
 }
 
-func (p *Process) locateKernel(a Addr) *Location {
+func (p *Process) locateKernel(a Addr) *model.Location {
 	cache := p.kcache[b2i(a.Return)]
 	if loc, ok := cache[a.PC]; ok {
 		return loc
@@ -97,32 +98,32 @@ func (p *Process) locateKernel(a Addr) *Location {
 // kernelLocation names a kernel address. Kernel callchain entries need no
 // return-address adjustment for naming here: kallsyms gives functions,
 // not lines, and a call never ends a kernel function that returns.
-func (p *Process) kernelLocation(a Addr) *Location {
+func (p *Process) kernelLocation(a Addr) *model.Location {
 	ks := p.kernel
 	if ks == nil || ks.hidden || ks.tab == nil {
 		m := p.kernelImage()
-		return &Location{Addr: a.PC, Mapping: m, Kind: KindKernel, Lines: []Line{{Function: "[kernel]"}}}
+		return &model.Location{Addr: a.PC, Mapping: m, Kind: model.KindKernel, Lines: []model.Line{{Function: "[kernel]"}}}
 	}
 	pc := lookupPC(a)
 	s, ok := ks.tab.Find(pc)
 	if !ok {
 		p.stats.Unnamed++
 		ks.usedM[ks.image] = true
-		return &Location{Addr: a.PC, Mapping: ks.image, Kind: KindKernel, Lines: []Line{{Function: fmt.Sprintf("[kernel] %#x", a.PC)}}}
+		return &model.Location{Addr: a.PC, Mapping: ks.image, Kind: model.KindKernel, Lines: []model.Line{{Function: fmt.Sprintf("[kernel] %#x", a.PC)}}}
 	}
 	m := ks.image
 	if s.Module != "" {
 		m = ks.module(s.Module)
 	}
 	ks.usedM[m] = true
-	return &Location{Addr: a.PC, Mapping: m, Kind: KindKernel, Lines: []Line{{Function: s.Name, SystemName: s.Name}}}
+	return &model.Location{Addr: a.PC, Mapping: m, Kind: model.KindKernel, Lines: []model.Line{{Function: s.Name, SystemName: s.Name}}}
 }
 
 // kernelImage is the image mapping, also when kernel symbols are off.
-func (p *Process) kernelImage() *Mapping {
+func (p *Process) kernelImage() *model.Mapping {
 	if p.kernel == nil {
-		p.kernel = &kernelSyms{hidden: true, mods: map[string]*Mapping{}, usedM: map[*Mapping]bool{},
-			image: &Mapping{File: KernelMappingFile, Kind: KindKernel}}
+		p.kernel = &kernelSyms{hidden: true, mods: map[string]*model.Mapping{}, usedM: map[*model.Mapping]bool{},
+			image: &model.Mapping{File: KernelMappingFile, Kind: model.KindKernel}}
 	}
 	p.kernel.usedM[p.kernel.image] = true
 	return p.kernel.image
@@ -130,13 +131,13 @@ func (p *Process) kernelImage() *Mapping {
 
 // LocateKernelFrame names a line of /proc/<pid>/task/<tid>/stack, which
 // the kernel prints by name and offset (its address is usually 0).
-func (p *Process) LocateKernelFrame(f procfs.KernelFrame) *Location {
+func (p *Process) LocateKernelFrame(f procfs.KernelFrame) *model.Location {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if loc, ok := p.kframes[f]; ok {
 		return loc
 	}
-	var m *Mapping
+	var m *model.Mapping
 	addr := f.Addr
 	mod := strings.Trim(f.Module, "[]")
 	if p.kernel != nil && p.kernel.tab != nil && !p.kernel.hidden {
@@ -157,7 +158,7 @@ func (p *Process) LocateKernelFrame(f procfs.KernelFrame) *Location {
 	if name == "" {
 		name = "[kernel]"
 	}
-	loc := &Location{Addr: addr, Mapping: m, Kind: KindKernel, Lines: []Line{{Function: name, SystemName: f.Symbol}}}
+	loc := &model.Location{Addr: addr, Mapping: m, Kind: model.KindKernel, Lines: []model.Line{{Function: name, SystemName: f.Symbol}}}
 	p.kframes[f] = loc
 	p.stats.Locations++
 	p.stats.Kernel++

@@ -9,6 +9,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/kallsyms"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // TestKernelLive names kernel addresses from this machine's kallsyms, and
@@ -30,7 +31,7 @@ func TestKernelLive(t *testing.T) {
 			t.Fatalf("%s is not in kallsyms", name)
 		}
 		loc := p.Locate(Addr{PC: addr + 0x10, Kernel: true, Return: true})
-		if loc.Name() != name || loc.Kind != KindKernel || loc.Mapping == nil || loc.Mapping.File != KernelMappingFile {
+		if loc.Name() != name || loc.Kind != model.KindKernel || loc.Mapping == nil || loc.Mapping.File != KernelMappingFile {
 			t.Errorf("Locate(%s+0x10) = %s", name, describe(loc))
 		}
 	}
@@ -53,7 +54,7 @@ func TestKernelLive(t *testing.T) {
 	for _, f := range frames {
 		loc := p.LocateKernelFrame(f)
 		want, _ := tab.Addr(f.Symbol)
-		if loc.Name() != f.Symbol || loc.Kind != KindKernel || loc.Addr != want+f.Offset {
+		if loc.Name() != f.Symbol || loc.Kind != model.KindKernel || loc.Addr != want+f.Offset {
 			t.Errorf("LocateKernelFrame(%+v) = %s, want the address %#x", f, describe(loc), want+f.Offset)
 		}
 		if again := p.LocateKernelFrame(f); again != loc {
@@ -75,7 +76,7 @@ func TestKernelHidden(t *testing.T) {
 	p := ownProcessWith(t, newKernelSyms(tab))
 	for _, pc := range []uint64{0xffffffff81234567, 0, 0xffffffffc0001000} {
 		loc := p.Locate(Addr{PC: pc, Kernel: true})
-		if loc.Name() != "[kernel]" || loc.Kind != KindKernel || loc.Mapping == nil || loc.Mapping.File != KernelMappingFile {
+		if loc.Name() != "[kernel]" || loc.Kind != model.KindKernel || loc.Mapping == nil || loc.Mapping.File != KernelMappingFile {
 			t.Errorf("Locate(%#x) with hidden kallsyms = %s", pc, describe(loc))
 		}
 	}
@@ -119,7 +120,7 @@ ffffffffc0b00000 t nft_do_chain	[nf_tables]
 	}
 	var files []string
 	for _, m := range p.Mappings() {
-		if m.Kind == KindKernel {
+		if m.Kind == model.KindKernel {
 			files = append(files, m.File)
 			if m.File == "[ext4]" && (m.Start != 0xffffffffc0a00000 || m.Limit != 0xffffffffc0b00000) {
 				t.Errorf("[ext4] mapping %#x-%#x", m.Start, m.Limit)
@@ -137,7 +138,7 @@ ffffffffc0b00000 t nft_do_chain	[nf_tables]
 // TestKernelOff: without Options.Kernel, kernel addresses are [kernel].
 func TestKernelOff(t *testing.T) {
 	p := newTestProcess(t, os.Getpid(), testOptions{})
-	if loc := p.Locate(Addr{PC: 0xffffffff81000000, Kernel: true}); loc.Name() != "[kernel]" || loc.Kind != KindKernel {
+	if loc := p.Locate(Addr{PC: 0xffffffff81000000, Kernel: true}); loc.Name() != "[kernel]" || loc.Kind != model.KindKernel {
 		t.Errorf("Locate(kernel) without Kernel = %s", describe(loc))
 	}
 }

@@ -8,19 +8,20 @@ import (
 	"github.com/ianlancetaylor/demangle"
 	"github.com/stallwatch/stallwatch/internal/objfile"
 	"github.com/stallwatch/stallwatch/internal/unwind"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // Locate resolves one address. It never returns nil: an address nobody
 // can name becomes an explicit "file+0xoffset" or "[unknown] 0xaddr"
 // frame. Results are cached: the same address gives the same *Location
 // (for JIT code, the same address and the same code).
-func (p *Process) Locate(a Addr) *Location {
+func (p *Process) Locate(a Addr) *model.Location {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.locate(a)
 }
 
-func (p *Process) locate(a Addr) *Location {
+func (p *Process) locate(a Addr) *model.Location {
 	if a.Kernel {
 		return p.locateKernel(a)
 	}
@@ -62,7 +63,7 @@ func (p *Process) countMiss(m *mapping) {
 // kernel is where user code stopped, not a return address. The user part
 // ends at the function its thread started in (see Outermost): what a walk
 // found beyond it is stale memory. The locations are appended to out.
-func (p *Process) LocateStack(out []*Location, stack []uint64, kernel int, t uint64) []*Location {
+func (p *Process) LocateStack(out []*model.Location, stack []uint64, kernel int, t uint64) []*model.Location {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := len(out)
@@ -78,7 +79,7 @@ func (p *Process) LocateStack(out []*Location, stack []uint64, kernel int, t uin
 // with cut saying why it ends: when it ends before the thread's first
 // function, a last pseudo-frame says why (see CutLocation), so that flame
 // graphs show the loss instead of hiding it.
-func (p *Process) LocateSample(out []*Location, stack []uint64, kernel int, t uint64, cut unwind.Cut) []*Location {
+func (p *Process) LocateSample(out []*model.Location, stack []uint64, kernel int, t uint64, cut unwind.Cut) []*model.Location {
 	n := len(out)
 	out = p.LocateStack(out, stack, kernel, t)
 	if len(out)-n > min(kernel, len(stack)) {
@@ -91,7 +92,7 @@ func (p *Process) LocateSample(out []*Location, stack []uint64, kernel int, t ui
 // cut when the walk that found it ended before the thread's first
 // function: its outermost frame is not one a thread starts in, and cut
 // says why it could go no further.
-func (p *Process) EndStack(stack []*Location, cut unwind.Cut) []*Location {
+func (p *Process) EndStack(stack []*model.Location, cut unwind.Cut) []*model.Location {
 	if !cut.Truncated() || len(stack) > 0 && Outermost(stack[len(stack)-1]) {
 		return stack
 	}
@@ -102,23 +103,23 @@ func (p *Process) EndStack(stack []*Location, cut unwind.Cut) []*Location {
 // "[truncated: why]": "[truncated: no unwind info in libfoo.so]",
 // "[truncated: stack copy of 16 KiB exhausted]". It has no mapping and
 // address 0 (IsCut reports it).
-func (p *Process) CutLocation(c unwind.Cut) *Location {
+func (p *Process) CutLocation(c unwind.Cut) *model.Location {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if loc, ok := p.cuts[c]; ok {
 		return loc
 	}
 	name := "[truncated: " + c.String() + "]"
-	loc := &Location{Kind: KindUnknown, Lines: []Line{{Function: name, SystemName: name}}}
+	loc := &model.Location{Kind: model.KindUnknown, Lines: []model.Line{{Function: name, SystemName: name}}}
 	if p.cuts == nil {
-		p.cuts = map[unwind.Cut]*Location{}
+		p.cuts = map[unwind.Cut]*model.Location{}
 	}
 	p.cuts[c] = loc
 	return loc
 }
 
 // IsCut reports whether l is a pseudo-frame of CutLocation.
-func IsCut(l *Location) bool {
+func IsCut(l *model.Location) bool {
 	return l != nil && l.Mapping == nil && l.Addr == 0 && len(l.Lines) == 1 && strings.HasPrefix(l.Lines[0].Function, "[truncated: ")
 }
 
@@ -155,31 +156,31 @@ func (p *Process) locateUser(a Addr) cached {
 		} else {
 			name = fmt.Sprintf("%s %#x", name, a.PC)
 		}
-		loc := &Location{Addr: a.PC, Mapping: m.pub, Kind: m.pub.Kind, Lines: []Line{{Function: name}}}
+		loc := &model.Location{Addr: a.PC, Mapping: m.pub, Kind: m.pub.Kind, Lines: []model.Line{{Function: name}}}
 		return cached{loc: loc, miss: true, m: m}
 	}
 	vaddr := pc - mod.Bias
 	lines := nativeLines(syms, vaddr)
 	if len(lines) == 0 {
-		lines = []Line{{Function: fmt.Sprintf("%s+%#x", path.Base(mod.Path), vaddr)}}
-		loc := &Location{Addr: a.PC, Mapping: m.pub, Kind: KindNative, Lines: lines}
+		lines = []model.Line{{Function: fmt.Sprintf("%s+%#x", path.Base(mod.Path), vaddr)}}
+		loc := &model.Location{Addr: a.PC, Mapping: m.pub, Kind: model.KindNative, Lines: lines}
 		return cached{loc: loc, miss: true, m: m}
 	}
-	return cached{loc: &Location{Addr: a.PC, Mapping: m.pub, Kind: KindNative, Lines: lines}}
+	return cached{loc: &model.Location{Addr: a.PC, Mapping: m.pub, Kind: model.KindNative, Lines: lines}}
 }
 
-func unknownLocation(pc uint64) *Location {
-	return &Location{Addr: pc, Kind: KindUnknown, Lines: []Line{{Function: fmt.Sprintf("[unknown] %#x", pc)}}}
+func unknownLocation(pc uint64) *model.Location {
+	return &model.Location{Addr: pc, Kind: model.KindUnknown, Lines: []model.Line{{Function: fmt.Sprintf("[unknown] %#x", pc)}}}
 }
 
 // nativeLines names vaddr in a file: the symbol that holds it, and when
 // the file has them, the inlined calls and source positions.
-func nativeLines(syms *objfile.Symbols, vaddr uint64) []Line {
+func nativeLines(syms *objfile.Symbols, vaddr uint64) []model.Line {
 	frames := syms.Frames(vaddr)
 	if len(frames) == 0 {
 		return nil
 	}
-	out := make([]Line, len(frames))
+	out := make([]model.Line, len(frames))
 	for i, f := range frames {
 		name := f.Func
 		if name == "" {
@@ -190,8 +191,8 @@ func nativeLines(syms *objfile.Symbols, vaddr uint64) []Line {
 	return out
 }
 
-func line(raw, file string, ln int64) Line {
-	return Line{Function: demangleName(raw), SystemName: raw, File: file, Line: ln}
+func line(raw, file string, ln int64) model.Line {
+	return model.Line{Function: demangleName(raw), SystemName: raw, File: file, Line: ln}
 }
 
 // maxDemangle bounds the names given to the demangler, whose time grows

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // TestCProgram resolves return addresses and function addresses that a
@@ -27,11 +28,11 @@ func TestCProgram(t *testing.T) {
 	t.Run("return address", func(t *testing.T) {
 		f := tg.field(t, "ret") // ret outer_function PC FILE LINE
 		loc := p.Locate(Addr{PC: hexArg(t, f[2]), Return: true})
-		want := Line{Function: "outer_function", SystemName: "outer_function", File: f[3], Line: atoi(t, f[4])}
+		want := model.Line{Function: "outer_function", SystemName: "outer_function", File: f[3], Line: atoi(t, f[4])}
 		if len(loc.Lines) != 1 || loc.Lines[0] != want {
 			t.Fatalf("Locate = %s, want one line %+v", describe(loc), want)
 		}
-		if loc.Kind != KindNative || loc.Mapping == nil || loc.Mapping.File != bin {
+		if loc.Kind != model.KindNative || loc.Mapping == nil || loc.Mapping.File != bin {
 			t.Errorf("mapping of %s, want %s", describe(loc), bin)
 		}
 		if again := p.Locate(Addr{PC: hexArg(t, f[2]), Return: true}); again != loc {
@@ -42,7 +43,7 @@ func TestCProgram(t *testing.T) {
 	t.Run("inlined", func(t *testing.T) {
 		f := tg.field(t, "inl") // inl PC inlined_helper LINE holds_inline LINE
 		loc := p.Locate(Addr{PC: hexArg(t, f[1]), Return: true})
-		want := []Line{
+		want := []model.Line{
 			{Function: "inlined_helper", SystemName: "inlined_helper", File: src, Line: atoi(t, f[3])},
 			{Function: "holds_inline", SystemName: "holds_inline", File: src, Line: atoi(t, f[5])},
 		}
@@ -80,7 +81,7 @@ func TestCProgram(t *testing.T) {
 
 	t.Run("build id and stats", func(t *testing.T) {
 		want := readelfBuildID(t, bin)
-		var m *Mapping
+		var m *model.Mapping
 		for _, mm := range p.Mappings() {
 			if mm.File == bin {
 				m = mm
@@ -132,7 +133,7 @@ func TestUnknownAddress(t *testing.T) {
 	tg := startTarget(t, bin)
 	p := newTestProcess(t, tg.Pid, testOptions{})
 	loc := p.Locate(Addr{PC: 0x10, Return: true})
-	if loc.Name() != "[unknown] 0x10" || loc.Mapping != nil || loc.Kind != KindUnknown || loc.Addr != 0x10 {
+	if loc.Name() != "[unknown] 0x10" || loc.Mapping != nil || loc.Kind != model.KindUnknown || loc.Addr != 0x10 {
 		t.Errorf("Locate(0x10) = %s", describe(loc))
 	}
 	anon := hexArg(t, tg.field(t, "anon")[1])

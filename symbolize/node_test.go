@@ -9,6 +9,7 @@ import (
 
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/jit"
+	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/sampler"
 )
 
@@ -52,9 +53,9 @@ func TestNodeJIT(t *testing.T) {
 		t.Fatal(err)
 	}
 	var onCPU, withFib int
-	var fib *Location
+	var fib *model.Location
 	var fibPC, fibTime uint64
-	var locs []*Location
+	var locs []*model.Location
 	for _, s := range samples {
 		if s.Kind != sampler.OnCPU || len(s.Stack) == 0 {
 			continue
@@ -82,7 +83,7 @@ func TestNodeJIT(t *testing.T) {
 	if fib == nil {
 		t.Fatal("no fibonacci frame")
 	}
-	if fib.Kind != KindJIT || fib.Mapping == nil || fib.Mapping.File != "[jit]" || fib.Lines[0].File != script ||
+	if fib.Kind != model.KindJIT || fib.Mapping == nil || fib.Mapping.File != "[jit]" || fib.Lines[0].File != script ||
 		fib.Lines[0].Line != lineOf(t, script, "function fibonacci(") || !strings.Contains(fib.Lines[0].SystemName, "fibonacci") {
 		t.Errorf("fibonacci frame: %s", describe(fib))
 	}
@@ -121,7 +122,7 @@ func TestNodeJIT(t *testing.T) {
 	if before := p.Locate(Addr{PC: fibPC, Time: sym.Loaded - 1, Return: true}); before == fib {
 		t.Errorf("Locate at a time before the code was loaded gave the same location %s", describe(before))
 	}
-	if latest := p.Locate(Addr{PC: fibPC, Time: math.MaxUint64}); latest.Kind != KindJIT {
+	if latest := p.Locate(Addr{PC: fibPC, Time: math.MaxUint64}); latest.Kind != model.KindJIT {
 		t.Errorf("Locate at the latest time: %s", describe(latest))
 	}
 }

@@ -1,6 +1,10 @@
 package symbolize
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/stallwatch/stallwatch/model"
+)
 
 // outermostFuncs are the functions a thread starts in: nothing called them,
 // so a stack ends there. Frame-pointer walks and stack scans do not always
@@ -25,8 +29,8 @@ var outermostFuncs = map[string]bool{
 
 // Outermost reports whether l is a function a thread starts in, after
 // which a stack has nothing more to say.
-func Outermost(l *Location) bool {
-	if l == nil || len(l.Lines) == 0 || l.Kind == KindKernel {
+func Outermost(l *model.Location) bool {
+	if l == nil || len(l.Lines) == 0 || l.Kind == model.KindKernel {
 		return false
 	}
 	name := strings.TrimSuffix(l.Lines[len(l.Lines)-1].Function, ".abi0")
@@ -35,7 +39,7 @@ func Outermost(l *Location) bool {
 
 // trimOutermost cuts a user stack (innermost first) after its first
 // outermost frame.
-func trimOutermost(stack []*Location) []*Location {
+func trimOutermost(stack []*model.Location) []*model.Location {
 	for i, l := range stack {
 		if Outermost(l) {
 			return stack[:i+1]

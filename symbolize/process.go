@@ -9,6 +9,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/unwind"
 	"github.com/stallwatch/stallwatch/jit"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // Process resolves addresses of one target process, over the address
@@ -28,22 +29,22 @@ type Process struct {
 	mods   map[*addrspace.Module]*mapping
 	kernel *kernelSyms
 	jitIx  *jit.Index // replaced at each Refresh: an Index never changes
-	jitMap *Mapping
+	jitMap *model.Mapping
 	// Caches, indexed by Addr.Return: uint64 keys take the maps' fast
 	// path, which a struct key would not.
-	cache   [2]map[uint64]cached    // user addresses
-	kcache  [2]map[uint64]*Location // kernel addresses
-	jitLocs [2]map[uint64]jitEntry  // JIT code, by address
-	jitMore map[jitKey]*Location    // JIT code at an address that held several
-	kframes map[procfs.KernelFrame]*Location
-	cuts    map[unwind.Cut]*Location
+	cache   [2]map[uint64]cached          // user addresses
+	kcache  [2]map[uint64]*model.Location // kernel addresses
+	jitLocs [2]map[uint64]jitEntry        // JIT code, by address
+	jitMore map[jitKey]*model.Location    // JIT code at an address that held several
+	kframes map[procfs.KernelFrame]*model.Location
+	cuts    map[unwind.Cut]*model.Location
 	stats   Stats
 }
 
 // mapping is what symbolization keeps of one module of the space.
 type mapping struct {
 	mod     *addrspace.Module
-	pub     *Mapping
+	pub     *model.Mapping
 	syms    *objfile.Symbols // nil until loaded, or when it could not be
 	loaded  bool
 	addrs   int
@@ -51,7 +52,7 @@ type mapping struct {
 }
 
 type cached struct {
-	loc *Location
+	loc *model.Location
 	// miss: nothing but a JIT can name the address (it is in anonymous
 	// memory, in no mapping, or in a file that names nothing there): ask
 	// the JIT index first, at the sample's time, and count loc as
@@ -63,7 +64,7 @@ type cached struct {
 
 type jitEntry struct {
 	sym *jit.Symbol
-	loc *Location
+	loc *model.Location
 }
 
 type jitKey struct {
@@ -88,10 +89,10 @@ func newProcess(space *addrspace.Space, opts Options, ks *kernelSyms) *Process {
 		env:     space.Env(),
 		mods:    map[*addrspace.Module]*mapping{},
 		cache:   [2]map[uint64]cached{{}, {}},
-		kcache:  [2]map[uint64]*Location{{}, {}},
+		kcache:  [2]map[uint64]*model.Location{{}, {}},
 		jitLocs: [2]map[uint64]jitEntry{{}, {}},
-		jitMore: map[jitKey]*Location{},
-		kframes: map[procfs.KernelFrame]*Location{},
+		jitMore: map[jitKey]*model.Location{},
+		kframes: map[procfs.KernelFrame]*model.Location{},
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -132,13 +133,13 @@ func (p *Process) state(m *addrspace.Module) *mapping {
 		return st
 	}
 	st := &mapping{mod: m}
-	st.pub = &Mapping{Start: m.Start, Limit: m.End, Offset: m.Offset, File: m.Path, Kind: KindNative}
+	st.pub = &model.Mapping{Start: m.Start, Limit: m.End, Offset: m.Offset, File: m.Path, Kind: model.KindNative}
 	switch {
 	case m.Anon:
 		st.pub.File = "[anon]"
-		st.pub.Kind = KindUnknown
+		st.pub.Kind = model.KindUnknown
 	case m.File == nil && !m.IsFile():
-		st.pub.Kind = KindUnknown // [vsyscall], [uprobes] and the like
+		st.pub.Kind = model.KindUnknown // [vsyscall], [uprobes] and the like
 	}
 	if m.File != nil {
 		st.pub.BuildID = m.File.BuildID
@@ -172,11 +173,11 @@ func (st *mapping) symbols(env objfile.Env) *objfile.Symbols {
 // then the kernel's and the JIT's pseudo mappings that locations use.
 // Their Has* fields are set as files are read: they are final once the
 // Locate calls of a capture are done.
-func (p *Process) Mappings() []*Mapping {
+func (p *Process) Mappings() []*model.Mapping {
 	mods := p.space.Modules()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []*Mapping
+	var out []*model.Mapping
 	for _, m := range mods {
 		out = append(out, p.state(m).pub)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // TestCPlusPlus: C++ names are demangled as gdb prints them — binutils'
@@ -333,14 +334,14 @@ func TestNewProcessErrors(t *testing.T) {
 }
 
 func TestTrimOutermost(t *testing.T) {
-	mk := func(names ...string) []*Location {
-		var out []*Location
+	mk := func(names ...string) []*model.Location {
+		var out []*model.Location
 		for _, n := range names {
-			out = append(out, &Location{Kind: KindNative, Lines: []Line{{Function: n}}})
+			out = append(out, &model.Location{Kind: model.KindNative, Lines: []model.Line{{Function: n}}})
 		}
 		return out
 	}
-	names := func(ls []*Location) string {
+	names := func(ls []*model.Location) string {
 		var s []string
 		for _, l := range ls {
 			s = append(s, l.Name())
@@ -358,7 +359,7 @@ func TestTrimOutermost(t *testing.T) {
 		}
 	}
 	// A kernel function of the same name does not end a stack.
-	if Outermost(&Location{Kind: KindKernel, Lines: []Line{{Function: "clone"}}}) {
+	if Outermost(&model.Location{Kind: model.KindKernel, Lines: []model.Line{{Function: "clone"}}}) {
 		t.Error("kernel clone taken for the outermost user frame")
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/intaketest"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // bigCapture writes a capture whose profile.pb.gz is about size bytes:
@@ -47,7 +48,7 @@ func bigCapture(b *testing.B, size int) string {
 		p.Sample = append(p.Sample, &profile.Sample{Location: []*profile.Location{loc}, Value: []int64{int64(r.IntN(100) + 1)}})
 	}
 	now := time.Now()
-	return intaketest.WriteCapture(b, b.TempDir(), capdir.Info{Trigger: capdir.Stall, PID: 1, Start: now.Add(-10 * time.Second), End: now}, p, nil)
+	return intaketest.WriteCapture(b, b.TempDir(), model.Info{Trigger: model.Stall, PID: 1, Start: now.Add(-10 * time.Second), End: now}, p, nil)
 }
 
 // drain is an agent that reads every request to the end and answers 200.

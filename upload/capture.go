@@ -12,6 +12,7 @@ import (
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/ddtags"
 	"github.com/stallwatch/stallwatch/internal/version"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // maxFile bounds a profile read from a capture directory: far above any
@@ -54,7 +55,7 @@ func Load(dir string) (*Profile, error) {
 // profiler_version, process_id and pid, process, runtime when known,
 // trigger, and stall_seconds when the capture belongs to a stall (its
 // whole length once it recovered).
-func CaptureTags(info *capdir.Info) []string {
+func CaptureTags(info *model.Info) []string {
 	tags := []string{
 		"language:native",
 		"profiler_version:" + version.String(),
@@ -80,7 +81,7 @@ func CaptureTags(info *capdir.Info) []string {
 	return tags
 }
 
-func processName(info *capdir.Info) string {
+func processName(info *model.Info) string {
 	return ddtags.ProcessName(info.Executable, info.Command, "")
 }
 

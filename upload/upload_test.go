@@ -18,7 +18,7 @@ import (
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/intaketest"
 	"github.com/stallwatch/stallwatch/internal/version"
-	"github.com/stallwatch/stallwatch/snapshot"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // writeCapture writes a capture directory as a stall's capture is
@@ -36,14 +36,14 @@ func writeCapture(t testing.TB, root string, pid int) string {
 		TimeNanos:     start.UnixNano(),
 		DurationNanos: int64(12 * time.Second),
 	}
-	info := capdir.Info{
-		Version: version.String(), Trigger: capdir.Stall, PID: pid,
+	info := model.Info{
+		Version: version.String(), Trigger: model.Stall, PID: pid,
 		Command: []string{"/usr/bin/julia", "server.jl"}, Executable: "/usr/local/julia-1.11/bin/julia",
 		Kernel: "6.1.0-28-amd64", Hostname: "web-1",
 		Start: start, TriggerAt: start.Add(2 * time.Second), End: start.Add(12 * time.Second),
 		StallFor: 10200 * time.Millisecond,
 	}
-	snap := &snapshot.Snapshot{PID: pid, Time: start.Add(2 * time.Second), Threads: []snapshot.Thread{{TID: pid, Name: "julia", State: 'S'}}}
+	snap := &model.Snapshot{PID: pid, Time: start.Add(2 * time.Second), Threads: []model.Thread{{TID: pid, Name: "julia", State: 'S'}}}
 	return intaketest.WriteCapture(t, root, info, p, snap)
 }
 
@@ -154,7 +154,7 @@ func TestStallLengthAfterRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	if err := root.Update(filepath.Base(dir), func(i *capdir.Info) { i.StallLen = 95 * time.Second }, nil); err != nil {
+	if err := root.Update(filepath.Base(dir), func(i *model.Info) { i.StallLen = 95 * time.Second }, nil); err != nil {
 		t.Fatal(err)
 	}
 	p, err := Load(dir)

@@ -48,7 +48,7 @@ type clock interface {
 // CLOCK_MONOTONIC itself, read as the runtime reads it (package
 // internal/monotime: the vDSO, no system call), because perf stamps
 // samples with that clock and a trigger's moment is compared with them
-// (capdir.Trigger.Mono); the wall clock comes from time.Now.
+// (model.Trigger.Mono); the wall clock comes from time.Now.
 // CLOCK_BOOTTIME, which the vDSO gives Go no way to read, is kept as its
 // offset from CLOCK_MONOTONIC, read again by a system call at most once a
 // second of CLOCK_MONOTONIC, and whenever a deadline fires (syncBoot): the

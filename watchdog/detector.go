@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stallwatch/stallwatch/capdir"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // State is where the detector stands. Each change is one log line.
@@ -66,9 +66,9 @@ func defaultLateAfter(stallAfter time.Duration) time.Duration {
 
 // action is what the detector asks its owner to do after an event.
 type action struct {
-	capture *capdir.Trigger // start this capture
+	capture *model.Trigger // start this capture
 	// recovered lists the captures of a stall that ended, with its length.
-	recovered []*capdir.Result
+	recovered []*model.Result
 	stall     time.Duration
 	exited    bool // the silence was the target exiting
 	// began and ended are news for Config.Events: a stall began (at the
@@ -76,7 +76,7 @@ type action struct {
 	// captures written by then).
 	began     *StallInfo
 	ended     *StallInfo
-	endedWith []*capdir.Result
+	endedWith []*model.Result
 }
 
 // detector is the stall state machine. It does no I/O and reads no clock:
@@ -97,7 +97,7 @@ type detector struct {
 	phase     state // any state but stateCapturing, which is shown while a capture runs
 	shown     state // the state last logged
 	shownAt   instant
-	inflight  *capdir.Trigger
+	inflight  *model.Trigger
 	forStall  bool // the capture in flight belongs to the current stall
 	signalDue int  // capture requests (SIGUSR1) that arrived during a capture
 
@@ -105,7 +105,7 @@ type detector struct {
 	stallStart   instant  // last beat of the longest-silent source
 	silentNames  []string // the sources that went silent
 	stallSeq     int      // stall captures taken of it
-	stallResults []*capdir.Result
+	stallResults []*model.Result
 	stallLen     time.Duration // set on recovery
 	exitStall    *StallInfo    // the stall the target exited in
 	lastCapture  instant
@@ -286,7 +286,7 @@ func (d *detector) tryCapture(now instant) action {
 	d.history = append(d.history, now.Mono)
 	d.stallSeq++
 	d.limitLogged = false
-	tr := d.trigger(now, capdir.Stall)
+	tr := d.trigger(now, model.Stall)
 	tr.Seq = d.stallSeq
 	return d.startCapture(now, tr, true)
 }
@@ -301,8 +301,8 @@ func (d *detector) pruneHistory(now instant) {
 
 func (d *detector) inStall() bool { return d.phase == stateStalled || d.phase == stateCooldown }
 
-func (d *detector) trigger(now instant, kind capdir.TriggerKind) capdir.Trigger {
-	tr := capdir.Trigger{Kind: kind, At: now.Wall, Mono: uint64(now.Mono)}
+func (d *detector) trigger(now instant, kind model.TriggerKind) model.Trigger {
+	tr := model.Trigger{Kind: kind, At: now.Wall, Mono: uint64(now.Mono)}
 	if d.inStall() {
 		tr.LastBeat = d.stallStart.Wall
 		tr.StallFor = now.Sub(d.stallStart)
@@ -312,7 +312,7 @@ func (d *detector) trigger(now instant, kind capdir.TriggerKind) capdir.Trigger 
 		tr.Source = d.names[i]
 	}
 	switch kind {
-	case capdir.Signal:
+	case model.Signal:
 		tr.Reason = "capture asked for by SIGUSR1"
 		if d.inStall() {
 			tr.Reason += fmt.Sprintf(" during a stall: no heartbeat from %s for %v", tr.Source, round(tr.StallFor))
@@ -333,7 +333,7 @@ func (d *detector) latestBeat() int {
 	return best
 }
 
-func (d *detector) startCapture(now instant, tr capdir.Trigger, forStall bool) action {
+func (d *detector) startCapture(now instant, tr model.Trigger, forStall bool) action {
 	d.inflight, d.forStall = &tr, forStall
 	d.lastCapture = now
 	d.show(now, "trigger", tr.Kind, "seq", tr.Seq, "reason", tr.Reason)
@@ -355,8 +355,8 @@ func (d *detector) Signal(now instant, n int) action {
 }
 
 // signalTrigger is the trigger of a capture asked for by n requests.
-func (d *detector) signalTrigger(now instant, n int) capdir.Trigger {
-	tr := d.trigger(now, capdir.Signal)
+func (d *detector) signalTrigger(now instant, n int) model.Trigger {
+	tr := d.trigger(now, model.Signal)
 	if n > 1 {
 		tr.Reason += fmt.Sprintf(" (%d requests, merged into this capture)", n)
 	}
@@ -365,13 +365,13 @@ func (d *detector) signalTrigger(now instant, n int) capdir.Trigger {
 
 // CaptureDone records the end of the capture in flight (res may be nil
 // when it failed).
-func (d *detector) CaptureDone(now instant, res *capdir.Result, err error) action {
+func (d *detector) CaptureDone(now instant, res *model.Result, err error) action {
 	tr := d.inflight
 	d.inflight = nil
 	if err != nil {
 		d.log.Error("capture failed", "state", d.shown, "trigger", kindOf(tr), "err", err)
 	}
-	if res == nil && tr != nil && tr.Kind == capdir.Stall && len(d.history) > 0 {
+	if res == nil && tr != nil && tr.Kind == model.Stall && len(d.history) > 0 {
 		// Nothing was written: max-captures counts captures, not tries.
 		d.history = d.history[:len(d.history)-1]
 	}
@@ -412,7 +412,7 @@ func (d *detector) CaptureDone(now instant, res *capdir.Result, err error) actio
 	return act
 }
 
-func kindOf(tr *capdir.Trigger) capdir.TriggerKind {
+func kindOf(tr *model.Trigger) model.TriggerKind {
 	if tr == nil {
 		return ""
 	}
@@ -425,7 +425,7 @@ func (d *detector) recover(now instant) action {
 	d.phase = stateRecovered
 	d.show(now, "stall", round(d.stallLen), "source", strings.Join(d.silentNames, ", "), "captures", d.stallSeq)
 	ended := &StallInfo{Start: d.stallStart.Wall, For: d.stallLen, Source: strings.Join(d.silentNames, ", ")}
-	with := append([]*capdir.Result(nil), d.stallResults...)
+	with := append([]*model.Result(nil), d.stallResults...)
 	if d.inflight != nil && d.forStall {
 		// The captures' Results are updated when the one running ends.
 		return action{ended: ended, endedWith: with}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stallwatch/stallwatch/capdir"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // logRecorder is a slog handler that keeps every record, for tests that
@@ -130,7 +130,7 @@ func TestDetectorStallCaptureRecover(t *testing.T) {
 		t.Fatalf("no capture 10s after the last beat; state %v", d.State())
 	}
 	tr := act.capture
-	if tr.Kind != capdir.Stall || tr.Seq != 1 || tr.StallFor != 10*s || !tr.LastBeat.Equal(wallBase.Add(s)) || tr.Source != "file /run/beat" {
+	if tr.Kind != model.Stall || tr.Seq != 1 || tr.StallFor != 10*s || !tr.LastBeat.Equal(wallBase.Add(s)) || tr.Source != "file /run/beat" {
 		t.Errorf("trigger = %+v", tr)
 	}
 	if tr.Mono != uint64(t0(11*s).Mono) {
@@ -142,7 +142,7 @@ func TestDetectorStallCaptureRecover(t *testing.T) {
 	if d.State() != stateCapturing {
 		t.Errorf("state %v, want capturing", d.State())
 	}
-	res := &capdir.Result{Dir: "/out/x", Trigger: *tr}
+	res := &model.Result{Dir: "/out/x", Trigger: *tr}
 	d.CaptureDone(t0(21*s), res, nil)
 	if d.State() != stateCooldown {
 		t.Errorf("state after the capture of a stall that goes on: %v, want cooldown", d.State())
@@ -250,7 +250,7 @@ func TestDetectorRecaptureAndRateLimit(t *testing.T) {
 		act := d.Tick(t0(now))
 		if act.capture != nil {
 			seqs = append(seqs, act.capture.Seq)
-			d.CaptureDone(t0(now+10*s), &capdir.Result{Trigger: *act.capture}, nil)
+			d.CaptureDone(t0(now+10*s), &model.Result{Trigger: *act.capture}, nil)
 		}
 		now += time.Minute
 	}
@@ -292,7 +292,7 @@ func TestDetectorFailedCapturesAreFree(t *testing.T) {
 		if i < 4 {
 			d.CaptureDone(t0(now+s), nil, errors.New("max-captures-per-hour: refused"))
 		} else {
-			d.CaptureDone(t0(now+s), &capdir.Result{Trigger: *act.capture}, nil)
+			d.CaptureDone(t0(now+s), &model.Result{Trigger: *act.capture}, nil)
 			written++
 		}
 		now += time.Minute
@@ -315,7 +315,7 @@ func TestDetectorMaxCapturesZeroOnlyLogs(t *testing.T) {
 	if d.State() != stateStalled {
 		t.Errorf("state %v, want stalled", d.State())
 	}
-	if act := d.Signal(t0(11*s), 1); act.capture == nil || act.capture.Kind != capdir.Signal {
+	if act := d.Signal(t0(11*s), 1); act.capture == nil || act.capture.Kind != model.Signal {
 		t.Error("SIGUSR1 capture refused with --max-captures 0")
 	}
 }
@@ -334,7 +334,7 @@ func TestDetectorBeatDuringCapture(t *testing.T) {
 	if d.State() != stateRecovered {
 		t.Errorf("state after a beat during the capture: %v", d.State())
 	}
-	res := &capdir.Result{Dir: "d"}
+	res := &model.Result{Dir: "d"}
 	a := d.CaptureDone(t0(20*s), res, nil)
 	if len(a.recovered) != 1 || a.stall != 12*s {
 		t.Fatalf("recovery after the capture = %+v, want 1 result, stall 12s (measured at the beat)", a)
@@ -359,7 +359,7 @@ func TestDetectorStallAgainDuringCapture(t *testing.T) {
 	if _, ok := d.Deadline(t0(12 * s)); ok {
 		t.Error("recovered with a capture running still asks for ticks")
 	}
-	d.CaptureDone(t0(40*s), &capdir.Result{}, nil)
+	d.CaptureDone(t0(40*s), &model.Result{}, nil)
 	at, ok := d.Deadline(t0(40 * s))
 	if !ok || at != t0(22*s) {
 		t.Fatalf("deadline %v, want the beat at 12s + 10s", at.Mono-time.Hour)
@@ -374,7 +374,7 @@ func TestDetectorSignal(t *testing.T) {
 	d, rec := newTestDetector(t, defaultPolicy)
 	d.Beat(0, t0(0))
 	act := d.Signal(t0(1*s), 1)
-	if act.capture == nil || act.capture.Kind != capdir.Signal || act.capture.StallFor != 0 {
+	if act.capture == nil || act.capture.Kind != model.Signal || act.capture.StallFor != 0 {
 		t.Fatalf("signal capture = %+v", act.capture)
 	}
 	if a := d.Signal(t0(2*s), 1); a.capture != nil {
@@ -389,20 +389,20 @@ func TestDetectorSignal(t *testing.T) {
 	if r, ok := rec.find(stateMessages[stateStalled]); !ok || attr(r, "state").String() != "capturing" {
 		t.Error("stall during a capture not logged")
 	}
-	a := d.CaptureDone(t0(11*s), &capdir.Result{}, nil)
-	if a.capture == nil || a.capture.Kind != capdir.Stall || a.capture.Seq != 1 {
+	a := d.CaptureDone(t0(11*s), &model.Result{}, nil)
+	if a.capture == nil || a.capture.Kind != model.Stall || a.capture.Seq != 1 {
 		t.Fatalf("after the signal's capture: %+v, want the stall's first capture", a.capture)
 	}
 	// The queued signal runs after the stall capture.
-	a = d.CaptureDone(t0(21*s), &capdir.Result{}, nil)
-	if a.capture == nil || a.capture.Kind != capdir.Signal || !strings.Contains(a.capture.Reason, "during a stall") {
+	a = d.CaptureDone(t0(21*s), &model.Result{}, nil)
+	if a.capture == nil || a.capture.Kind != model.Signal || !strings.Contains(a.capture.Reason, "during a stall") {
 		t.Fatalf("queued signal capture = %+v", a.capture)
 	}
 	a = d.Beat(0, t0(25*s))
 	if a.recovered != nil || d.State() != stateRecovered {
 		t.Fatalf("beat during the signal capture of a stall: %+v, state %v", a, d.State())
 	}
-	a = d.CaptureDone(t0(31*s), &capdir.Result{}, nil)
+	a = d.CaptureDone(t0(31*s), &model.Result{}, nil)
 	// The first signal capture began before the stall: it is not one of
 	// the stall's captures.
 	if len(a.recovered) != 2 || a.stall != 25*s {
@@ -424,7 +424,7 @@ func TestDetectorSourcesStallIndependently(t *testing.T) {
 	if act.capture == nil || act.capture.Source != "statsd udp://127.0.0.1:8125" || act.capture.StallFor != 10*s {
 		t.Fatalf("silent metrics source: capture %+v", act.capture)
 	}
-	d.CaptureDone(t0(30*s), &capdir.Result{}, nil)
+	d.CaptureDone(t0(30*s), &model.Result{}, nil)
 	if a := d.Beat(0, t0(31*s)); a.recovered != nil {
 		t.Fatal("recovered by a beat of the source that never stopped")
 	}

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stallwatch/stallwatch/capdir"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // EventKind is what happened to a watched target.
@@ -54,11 +54,11 @@ type Event struct {
 	Stall StallInfo
 	// Trigger, Result and Err are set at CaptureDone (Result nil when the
 	// capture failed).
-	Trigger *capdir.Trigger
-	Result  *capdir.Result
+	Trigger *model.Trigger
+	Result  *model.Result
 	Err     error
 	// Captures are the stall's captures written so far (Recovered).
-	Captures []*capdir.Result
+	Captures []*model.Result
 	// Age is the silence of the most silent heartbeat (Heartbeat); Beaten
 	// is false before the first beat, when there is no age yet.
 	Age     time.Duration
@@ -99,7 +99,7 @@ func (d *detector) heartbeatAge(now instant) (time.Duration, bool) {
 }
 
 // stallOfTrigger is the stall a capture's trigger belongs to.
-func stallOfTrigger(tr *capdir.Trigger) StallInfo {
+func stallOfTrigger(tr *model.Trigger) StallInfo {
 	if tr == nil || tr.StallFor <= 0 {
 		return StallInfo{}
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // eventLog records a watchdog's events.
@@ -113,7 +113,7 @@ func TestEvents(t *testing.T) {
 		t.Error("no heartbeat report says stalled with the stall's age")
 	}
 	done := log.wait(t, CaptureDone)
-	if done.Result == nil || done.Err != nil || done.Trigger == nil || done.Trigger.Kind != capdir.Stall {
+	if done.Result == nil || done.Err != nil || done.Trigger == nil || done.Trigger.Kind != model.Stall {
 		t.Fatalf("capture event %+v", done)
 	}
 	if !done.Stall.Start.Equal(began.Stall.Start) {
@@ -171,7 +171,7 @@ func TestEventsSignalWhileHealthy(t *testing.T) {
 		Capturer: newFakeCapturer(10 * time.Millisecond), Events: log.add})
 	w.CaptureNow()
 	ev := log.wait(t, CaptureDone)
-	if ev.Trigger.Kind != capdir.Signal || !ev.Stall.Start.IsZero() {
+	if ev.Trigger.Kind != model.Signal || !ev.Stall.Start.IsZero() {
 		t.Errorf("signal capture event %+v", ev)
 	}
 }

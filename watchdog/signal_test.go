@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // TestDetectorMergesRequests: requests during a capture make one capture
@@ -29,11 +29,11 @@ func TestDetectorMergesRequests(t *testing.T) {
 			t.Fatalf("request %d started a capture during one", i)
 		}
 	}
-	a := d.CaptureDone(t0(3*s), &capdir.Result{}, nil)
-	if a.capture == nil || a.capture.Kind != capdir.Signal || !strings.Contains(a.capture.Reason, "29 requests") {
+	a := d.CaptureDone(t0(3*s), &model.Result{}, nil)
+	if a.capture == nil || a.capture.Kind != model.Signal || !strings.Contains(a.capture.Reason, "29 requests") {
 		t.Fatalf("after the capture: %+v, want one capture for the 29 requests", a.capture)
 	}
-	if a := d.CaptureDone(t0(4*s), &capdir.Result{}, nil); a.capture != nil {
+	if a := d.CaptureDone(t0(4*s), &model.Result{}, nil); a.capture != nil {
 		t.Fatalf("a third capture: %+v", a.capture)
 	}
 	r, ok := rec.find("capture requests arrived during the capture")
@@ -86,7 +86,7 @@ func TestWatchdogFrozenBeforeWatching(t *testing.T) {
 	runWatchdog(t, Config{PID: target.Pid, Sources: []Source{&Progress{PID: target.Pid, Interval: 20 * time.Millisecond}},
 		StallAfter: 300 * time.Millisecond, MaxCaptures: 6, Capturer: fc, Logger: slog.New(rec)})
 	tr := fc.expectCapture(t, 10*time.Second)
-	if tr.Kind != capdir.Stall {
+	if tr.Kind != model.Stall {
 		t.Errorf("capture %+v, want a stall", tr)
 	}
 	if d := time.Since(start); d < 300*time.Millisecond {
@@ -171,12 +171,12 @@ func newStubbornCapturer() *stubbornCapturer {
 	return &stubbornCapturer{started: make(chan struct{}), cancelled: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (s *stubbornCapturer) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.Result, error) {
+func (s *stubbornCapturer) Capture(ctx context.Context, tr model.Trigger) (*model.Result, error) {
 	close(s.started)
 	<-ctx.Done()
 	close(s.cancelled)
 	<-s.release
-	return &capdir.Result{Trigger: tr}, nil
+	return &model.Result{Trigger: tr}, nil
 }
 
-func (s *stubbornCapturer) Recovered(*capdir.Result, time.Duration) error { return nil }
+func (s *stubbornCapturer) Recovered(*model.Result, time.Duration) error { return nil }

@@ -10,18 +10,18 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // Capturer takes the captures the watchdog asks for.
 type Capturer interface {
 	// Capture runs one capture (blocks ~capture-for); ctx cancelled → cut
 	// short, still written.
-	Capture(ctx context.Context, tr capdir.Trigger) (*capdir.Result, error)
+	Capture(ctx context.Context, tr model.Trigger) (*model.Result, error)
 	// Recovered records that the stall a capture belonged to ended.
-	Recovered(res *capdir.Result, stall time.Duration) error
+	Recovered(res *model.Result, stall time.Duration) error
 }
 
 // Config configures a Watchdog.
@@ -70,8 +70,8 @@ func timerGrain(stallAfter time.Duration) time.Duration {
 }
 
 // ErrTargetExited is returned by Run when the target exits. It is also the
-// cause a capture in flight is cancelled with (capdir.ErrTargetExited).
-var ErrTargetExited = capdir.ErrTargetExited
+// cause a capture in flight is cancelled with (model.ErrTargetExited).
+var ErrTargetExited = model.ErrTargetExited
 
 // shutdownGrace bounds the wait for a cut-short capture when the watchdog
 // stops: writing it (symbolizing, rendering) takes seconds on a loaded
@@ -263,8 +263,8 @@ func untilReport(every time.Duration) time.Duration {
 }
 
 type captureDone struct {
-	tr  capdir.Trigger
-	res *capdir.Result
+	tr  model.Trigger
+	res *model.Result
 	err error
 }
 

@@ -18,28 +18,28 @@ import (
 
 	"github.com/DataDog/datadog-go/v5/statsd"
 
-	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // fakeCapturer stands in for the capture package: it records what it is
 // asked and holds each capture for hold, or until cancelled.
 type fakeCapturer struct {
 	hold      time.Duration
-	captures  chan capdir.Trigger
+	captures  chan model.Trigger
 	recovered chan time.Duration
 	cut       atomic.Int32 // captures cut short by cancellation
 	n         atomic.Int32
 }
 
 func newFakeCapturer(hold time.Duration) *fakeCapturer {
-	return &fakeCapturer{hold: hold, captures: make(chan capdir.Trigger, 100), recovered: make(chan time.Duration, 100)}
+	return &fakeCapturer{hold: hold, captures: make(chan model.Trigger, 100), recovered: make(chan time.Duration, 100)}
 }
 
-func (f *fakeCapturer) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.Result, error) {
+func (f *fakeCapturer) Capture(ctx context.Context, tr model.Trigger) (*model.Result, error) {
 	f.captures <- tr
-	res := &capdir.Result{Dir: fmt.Sprintf("capture-%d", f.n.Add(1)), Trigger: tr}
+	res := &model.Result{Dir: fmt.Sprintf("capture-%d", f.n.Add(1)), Trigger: tr}
 	select {
 	case <-time.After(f.hold):
 	case <-ctx.Done():
@@ -49,12 +49,12 @@ func (f *fakeCapturer) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.
 	return res, nil
 }
 
-func (f *fakeCapturer) Recovered(res *capdir.Result, stall time.Duration) error {
+func (f *fakeCapturer) Recovered(res *model.Result, stall time.Duration) error {
 	f.recovered <- stall
 	return nil
 }
 
-func (f *fakeCapturer) expectCapture(t *testing.T, within time.Duration) capdir.Trigger {
+func (f *fakeCapturer) expectCapture(t *testing.T, within time.Duration) model.Trigger {
 	t.Helper()
 	select {
 	case tr := <-f.captures:
@@ -62,7 +62,7 @@ func (f *fakeCapturer) expectCapture(t *testing.T, within time.Duration) capdir.
 	case <-time.After(within):
 		t.Fatalf("no capture within %v", within)
 	}
-	return capdir.Trigger{}
+	return model.Trigger{}
 }
 
 func (f *fakeCapturer) expectNoCapture(t *testing.T, d time.Duration) {
@@ -161,7 +161,7 @@ func TestWatchdogFileStallCaptureRecover(t *testing.T) {
 	beater.halt()
 	stopped := time.Now()
 	tr := fc.expectCapture(t, stallAfter+time.Second)
-	if tr.Kind != capdir.Stall || tr.Seq != 1 || tr.Source != "file "+path {
+	if tr.Kind != model.Stall || tr.Seq != 1 || tr.Source != "file "+path {
 		t.Errorf("trigger %+v", tr)
 	}
 	if tr.StallFor < stallAfter || tr.StallFor > stallAfter+time.Second {
@@ -198,7 +198,7 @@ func TestWatchdogSignalAndShutdown(t *testing.T) {
 	})
 	w.CaptureNow()
 	tr := fc.expectCapture(t, 2*time.Second)
-	if tr.Kind != capdir.Signal {
+	if tr.Kind != model.Signal {
 		t.Errorf("trigger kind %q, want signal", tr.Kind)
 	}
 	w.CaptureNow() // merged into a follow-up capture; never blocks
@@ -339,7 +339,7 @@ func TestDogStatsDEndToEnd(t *testing.T) {
 	close(stop)
 	<-clientDone
 	tr := fc.expectCapture(t, stallAfter+time.Second)
-	if tr.Kind != capdir.Stall || !strings.HasPrefix(tr.Source, "statsd udp://127.0.0.1:") {
+	if tr.Kind != model.Stall || !strings.HasPrefix(tr.Source, "statsd udp://127.0.0.1:") {
 		t.Errorf("trigger %+v", tr)
 	}
 	mu.Lock()
@@ -483,7 +483,7 @@ type disturbingCapturer struct {
 	pid int
 }
 
-func (d *disturbingCapturer) Capture(ctx context.Context, tr capdir.Trigger) (*capdir.Result, error) {
+func (d *disturbingCapturer) Capture(ctx context.Context, tr model.Trigger) (*model.Result, error) {
 	if err := stopCont(d.pid, syscall.SIGCONT); err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/dsdtest"
 	"github.com/stallwatch/stallwatch/internal/intaketest"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/notify"
 	"github.com/stallwatch/stallwatch/upload"
 )
@@ -290,9 +291,9 @@ func withoutDD(env []string) []string {
 }
 
 // testCaptureInfo is capture.json of a capture taken a second ago.
-func testCaptureInfo() capdir.Info {
+func testCaptureInfo() model.Info {
 	now := time.Now()
-	info := capdir.NewInfo(capdir.Target{PID: 4242, Executable: "/usr/bin/julia"}, capdir.Trigger{Kind: capdir.Stall, At: now, StallFor: 10 * time.Second})
+	info := capdir.NewInfo(model.Target{PID: 4242, Executable: "/usr/bin/julia"}, model.Trigger{Kind: model.Stall, At: now, StallFor: 10 * time.Second})
 	info.Start, info.End = now.Add(-time.Second), now
 	return info
 }

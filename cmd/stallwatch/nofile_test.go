@@ -17,6 +17,7 @@ import (
 
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/sampler"
 )
 
@@ -81,7 +82,7 @@ type limitedCapture struct {
 	sampled int // threads_sampled in the start-up warning
 	peak    int // most descriptors open while capturing
 	dir     string
-	info    capdir.Info
+	info    model.Info
 	notes   string
 	report  string
 }

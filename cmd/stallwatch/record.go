@@ -14,6 +14,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/cli"
 	"github.com/stallwatch/stallwatch/internal/preflight"
 	"github.com/stallwatch/stallwatch/internal/termsafe"
+	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/notify"
 	"github.com/stallwatch/stallwatch/report"
 )
@@ -155,7 +156,7 @@ func progressPrinter(w io.Writer, log *slog.Logger, tty bool) func(capture.Progr
 }
 
 // printSummary prints the one-screen summary of a capture directory.
-func printSummary(ctx context.Context, w io.Writer, res *capdir.Result) error {
+func printSummary(ctx context.Context, w io.Writer, res *model.Result) error {
 	c, err := report.ReadCapture(ctx, res.Dir)
 	if err != nil {
 		return err

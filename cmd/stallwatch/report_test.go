@@ -10,36 +10,35 @@ import (
 	"time"
 
 	"github.com/stallwatch/stallwatch/capdir"
+	"github.com/stallwatch/stallwatch/model"
 	reports "github.com/stallwatch/stallwatch/report"
-	"github.com/stallwatch/stallwatch/snapshot"
-	"github.com/stallwatch/stallwatch/symbolize"
 )
 
 // reportCapture writes a small capture: one thread spinning in spin(), one
 // blocked in read().
 func reportCapture(t *testing.T) string {
 	t.Helper()
-	exe := &symbolize.Mapping{Start: 0x400000, Limit: 0x500000, File: "/usr/bin/target", Kind: symbolize.KindNative, HasFunctions: true}
-	kern := &symbolize.Mapping{Start: 0xffffffff81000000, Limit: 0xffffffff82000000, File: reports.KernelMapping, Kind: symbolize.KindKernel}
-	loc := func(m *symbolize.Mapping, addr uint64, name string) *symbolize.Location {
-		return &symbolize.Location{Addr: addr, Mapping: m, Kind: m.Kind, Lines: []symbolize.Line{{Function: name}}}
+	exe := &model.Mapping{Start: 0x400000, Limit: 0x500000, File: "/usr/bin/target", Kind: model.KindNative, HasFunctions: true}
+	kern := &model.Mapping{Start: 0xffffffff81000000, Limit: 0xffffffff82000000, File: model.KernelMapping, Kind: model.KindKernel}
+	loc := func(m *model.Mapping, addr uint64, name string) *model.Location {
+		return &model.Location{Addr: addr, Mapping: m, Kind: m.Kind, Lines: []model.Line{{Function: name}}}
 	}
-	spin := []*symbolize.Location{loc(exe, 0x401000, "spin"), loc(exe, 0x402000, "main")}
-	read := []*symbolize.Location{loc(kern, 0xffffffff81001000, "pipe_read"), loc(exe, 0x403000, "reader"), loc(exe, 0x402000, "main")}
-	p, err := reports.BuildProfile([]reports.Sample{
-		{Stack: spin, TID: 10, ThreadName: "spinner", Phase: reports.PhaseDuring, Count: 7},
-		{Stack: read, TID: 11, ThreadName: "reader", Phase: reports.PhaseDuring, OffCPU: true, Nanos: int64(2 * time.Second)},
-	}, reports.Meta{Period: int64(time.Millisecond)})
+	spin := []*model.Location{loc(exe, 0x401000, "spin"), loc(exe, 0x402000, "main")}
+	read := []*model.Location{loc(kern, 0xffffffff81001000, "pipe_read"), loc(exe, 0x403000, "reader"), loc(exe, 0x402000, "main")}
+	p, err := reports.BuildProfile([]model.Sample{
+		{Stack: spin, TID: 10, ThreadName: "spinner", Phase: model.PhaseDuring, Count: 7},
+		{Stack: read, TID: 11, ThreadName: "reader", Phase: model.PhaseDuring, OffCPU: true, Nanos: int64(2 * time.Second)},
+	}, model.Meta{Period: int64(time.Millisecond)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap := &snapshot.Snapshot{PID: 99, Threads: []snapshot.Thread{
+	snap := &model.Snapshot{PID: 99, Threads: []model.Thread{
 		{TID: 10, Name: "spinner", State: 'R', User: spin},
 		{TID: 11, Name: "reader", State: 'S', Kernel: read[:1], User: read[1:], OffCPUKnown: true, OffCPUFor: 2 * time.Second},
 	}}
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	c := &reports.Capture{
-		Info:    capdir.Info{Trigger: capdir.Stall, PID: 99, TriggerAt: at, Start: at.Add(-time.Second), End: at.Add(time.Second), Reason: "no heartbeat for 10s"},
+		Info:    model.Info{Trigger: model.Stall, PID: 99, TriggerAt: at, Start: at.Add(-time.Second), End: at.Add(time.Second), Reason: "no heartbeat for 10s"},
 		Profile: p, Threads: snap,
 	}
 	root, err := capdir.OpenRoot(t.TempDir())

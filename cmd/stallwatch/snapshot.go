@@ -18,6 +18,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/safedir"
 	"github.com/stallwatch/stallwatch/internal/termsafe"
+	"github.com/stallwatch/stallwatch/model"
 	reports "github.com/stallwatch/stallwatch/report"
 	"github.com/stallwatch/stallwatch/snapshot"
 )
@@ -106,10 +107,10 @@ func runSnapshot(ctx context.Context, inv *cli.Invocation, f *snapshotFlags, g *
 }
 
 // writeSnapshot prints the snapshot, escaping what the target named.
-func writeSnapshot(w io.Writer, snap *snapshot.Snapshot, format string) error {
+func writeSnapshot(w io.Writer, snap *model.Snapshot, format string) error {
 	write, tw := reports.WriteThreadDump, termsafe.NewWriter(w)
 	if format == "json" {
-		write, tw = reports.WriteThreadDumpJSON, termsafe.NewJSONWriter(w)
+		write, tw = model.WriteSnapshotJSON, termsafe.NewJSONWriter(w)
 	}
 	if err := write(tw, snap); err != nil {
 		return err

@@ -17,8 +17,7 @@ import (
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/testutil"
-	reports "github.com/stallwatch/stallwatch/report"
-	"github.com/stallwatch/stallwatch/snapshot"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 var snapshotBin struct {
@@ -95,7 +94,7 @@ func TestSnapshotCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("snapshot --format json: %v", err)
 	}
-	snap, err := reports.ReadThreadDumpJSON(bytes.NewReader(js), "stdout")
+	snap, err := model.ReadSnapshotJSON(bytes.NewReader(js), "stdout")
 	if err != nil {
 		t.Fatalf("JSON output: %v\n%s", err, js)
 	}
@@ -187,14 +186,14 @@ func TestSnapshotTwice(t *testing.T) {
 	bin := stallwatchForSnapshot(t)
 	pid := strconv.Itoa(tg.Pid)
 	runtime := t.TempDir() // $XDG_RUNTIME_DIR, where the marks are kept
-	snap := func() *snapshot.Snapshot {
+	snap := func() *model.Snapshot {
 		cmd := exec.Command(bin, "snapshot", "-p", pid, "--format", "json")
 		cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+runtime)
 		js, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("snapshot: %v", err)
 		}
-		s, err := reports.ReadThreadDumpJSON(bytes.NewReader(js), "stdout")
+		s, err := model.ReadSnapshotJSON(bytes.NewReader(js), "stdout")
 		if err != nil {
 			t.Fatalf("JSON output: %v\n%s", err, js)
 		}
@@ -238,7 +237,7 @@ func TestSnapshotTwice(t *testing.T) {
 	}
 }
 
-func dumpThread(t *testing.T, s *snapshot.Snapshot, tid int) *snapshot.Thread {
+func dumpThread(t *testing.T, s *model.Snapshot, tid int) *model.Thread {
 	t.Helper()
 	for i := range s.Threads {
 		if s.Threads[i].TID == tid {

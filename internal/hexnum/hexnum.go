@@ -1,6 +1,7 @@
 // Package hexnum reads the hexadecimal numbers of the text formats
-// stallwatch parses (/proc files, kallsyms, perf maps, its own JSON), the
-// one way, without allocating.
+// stallwatch parses from the system (/proc files, kallsyms, perf maps),
+// the one way, without allocating. (The capture model's JSON, which
+// imports nothing of stallwatch, reads its own with strconv.)
 package hexnum
 
 // Parse reads 1 to 16 hex digits, after an optional 0x or 0X, as an

@@ -6,15 +6,15 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/stallwatch/stallwatch/capdir"
+	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/report"
-	"github.com/stallwatch/stallwatch/snapshot"
 )
 
 // WriteCapture writes a capture directory under root as a capture writes
 // one (report's renderings through capdir), from a profile and a snapshot
 // made by the test; p nil writes an empty, valid profile, snap nil no
 // threads.pb.gz. It returns the directory's path.
-func WriteCapture(t testing.TB, root string, info capdir.Info, p *profile.Profile, snap *snapshot.Snapshot) string {
+func WriteCapture(t testing.TB, root string, info model.Info, p *profile.Profile, snap *model.Snapshot) string {
 	t.Helper()
 	r, err := capdir.OpenRoot(root)
 	if err != nil {

@@ -38,8 +38,8 @@
 // walk. A walk that needed the kernel's chain because its copy ran out
 // ends as the copy's end (CopyExhausted) wherever that chain stops: code
 // with call frame information but no frame pointers ends the chain, and a
-// larger copy is what reaches further. Every walk says why it ended (Cut): complete, or cut short too
-// deep, for want of unwind information in a module, at the end of the
-// stack copy, at an address that is not code, at a bad frame or a stack
-// switch.
+// larger copy is what reaches further. Every walk says why it ended (Cut,
+// the capture model's model.Cut): complete, or cut short too deep, for
+// want of unwind information in a module, at the end of the stack copy,
+// at an address that is not code, at a bad frame or a stack switch.
 package unwind

@@ -1,21 +1,19 @@
-package report
+package model
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/stallwatch/stallwatch/internal/hexnum"
 	"io"
 	"strconv"
 	"time"
-
-	"github.com/stallwatch/stallwatch/snapshot"
-	"github.com/stallwatch/stallwatch/symbolize"
+	"unicode/utf8"
 )
 
-// The JSON thread dump (`stallwatch snapshot --format json`, threads.json in
-// a capture). Addresses are hex strings: kernel addresses do not fit the
-// 53 bits a JSON number keeps in most readers. Durations are nanoseconds.
+// The JSON form of a Snapshot (threads.json in a capture, `stallwatch
+// snapshot --format json`). Addresses are hex strings: kernel addresses do
+// not fit the 53 bits a JSON number keeps in most readers. Durations are
+// nanoseconds. Errors are kept as their text.
 type jsonDump struct {
 	Schema       int           `json:"schema"`
 	PID          int           `json:"pid"`
@@ -116,12 +114,13 @@ type jsonLine struct {
 	Line       int64  `json:"line,omitempty"`
 }
 
-// WriteThreadDumpJSON writes snap as one JSON document (schema in doc.go's
-// terms: every field of snapshot.Snapshot, stacks as frames with their
-// lines, mappings in a table).
-func WriteThreadDumpJSON(w io.Writer, snap *snapshot.Snapshot) error {
+// WriteSnapshotJSON writes snap as one JSON document: every field of the
+// Snapshot but the unwinder's own (UserExact, UserCut: the stack's last
+// frame says why it ends), stacks as frames with their lines, mappings in
+// a table.
+func WriteSnapshotJSON(w io.Writer, snap *Snapshot) error {
 	if snap == nil {
-		return fmt.Errorf("report: WriteThreadDumpJSON: nil snapshot")
+		return errors.New("model: WriteSnapshotJSON: nil snapshot")
 	}
 	d := toJSONDump(snap)
 	enc := json.NewEncoder(w)
@@ -130,7 +129,7 @@ func WriteThreadDumpJSON(w io.Writer, snap *snapshot.Snapshot) error {
 	return enc.Encode(d)
 }
 
-func toJSONDump(snap *snapshot.Snapshot) *jsonDump {
+func toJSONDump(snap *Snapshot) *jsonDump {
 	d := &jsonDump{
 		Schema:       dumpSchema,
 		PID:          snap.PID,
@@ -154,8 +153,8 @@ func toJSONDump(snap *snapshot.Snapshot) *jsonDump {
 	for _, e := range snap.Locks.Edges {
 		d.Locks.Edges = append(d.Locks.Edges, snapshotEdge(e))
 	}
-	maps := map[*symbolize.Mapping]int{}
-	frames := func(locs []*symbolize.Location) []jsonFrame {
+	maps := map[*Mapping]int{}
+	frames := func(locs []*Location) []jsonFrame {
 		out := make([]jsonFrame, 0, len(locs))
 		for _, l := range locs {
 			if l == nil {
@@ -236,20 +235,20 @@ func stateLetter(s byte) string {
 	return string(rune(s))
 }
 
-// maxDumpJSON bounds what ReadThreadDumpJSON reads: a dump of 100,000
+// MaxSnapshotJSON bounds what ReadSnapshotJSON reads: a dump of 100,000
 // threads with deep stacks stays well below it.
-const maxDumpJSON = 512 << 20
+const MaxSnapshotJSON = 512 << 20
 
-// ReadThreadDumpJSON reads what WriteThreadDumpJSON wrote back into a
+// ReadSnapshotJSON reads what WriteSnapshotJSON wrote back into a
 // snapshot, so that a capture can be rendered again later. name is used in
 // errors.
-func ReadThreadDumpJSON(r io.Reader, name string) (*snapshot.Snapshot, error) {
+func ReadSnapshotJSON(r io.Reader, name string) (*Snapshot, error) {
 	var d jsonDump
-	lr := &io.LimitedReader{R: r, N: maxDumpJSON + 1}
+	lr := &io.LimitedReader{R: r, N: MaxSnapshotJSON + 1}
 	dec := json.NewDecoder(lr)
 	if err := dec.Decode(&d); err != nil {
 		if lr.N <= 0 {
-			return nil, fmt.Errorf("%s: larger than %d MiB, not a thread dump", name, maxDumpJSON>>20)
+			return nil, fmt.Errorf("%s: larger than %d MiB, not a thread dump", name, MaxSnapshotJSON>>20)
 		}
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
@@ -263,19 +262,19 @@ func ReadThreadDumpJSON(r io.Reader, name string) (*snapshot.Snapshot, error) {
 	return fromJSONDump(&d, name)
 }
 
-func fromJSONDump(d *jsonDump, name string) (*snapshot.Snapshot, error) {
-	snap := &snapshot.Snapshot{
+func fromJSONDump(d *jsonDump, name string) (*Snapshot, error) {
+	snap := &Snapshot{
 		PID: d.PID, Command: d.Command, Time: d.Time, Mono: d.Mono,
 		Duration: time.Duration(d.Duration), PtraceUsed: d.PtraceUsed, PtraceErr: recorded(d.PtraceError),
 		MaxStop: time.Duration(d.MaxStop), TargetExited: d.TargetExited, Notes: d.Notes,
-		Locks: snapshot.LockGraph{Cycles: d.Locks.Cycles, Chains: d.Locks.Chains},
+		Locks: LockGraph{Cycles: d.Locks.Cycles, Chains: d.Locks.Chains},
 	}
 	for _, e := range d.Locks.Edges {
-		snap.Locks.Edges = append(snap.Locks.Edges, snapshot.Edge(e))
+		snap.Locks.Edges = append(snap.Locks.Edges, Edge(e))
 	}
-	maps := make([]*symbolize.Mapping, len(d.Mappings))
+	maps := make([]*Mapping, len(d.Mappings))
 	for i, jm := range d.Mappings {
-		m := &symbolize.Mapping{
+		m := &Mapping{
 			File: jm.File, BuildID: jm.BuildID, Kind: parseKind(jm.Kind),
 			HasFunctions: jm.HasFunctions, HasFilenames: jm.HasFilenames,
 			HasLineNumbers: jm.HasLineNumbers, HasInlineFrames: jm.HasInlineFrames,
@@ -291,14 +290,14 @@ func fromJSONDump(d *jsonDump, name string) (*snapshot.Snapshot, error) {
 		}
 		maps[i] = m
 	}
-	frames := func(tid int, which string, in []jsonFrame) ([]*symbolize.Location, error) {
-		var out []*symbolize.Location
+	frames := func(tid int, which string, in []jsonFrame) ([]*Location, error) {
+		var out []*Location
 		for i, f := range in {
 			addr, err := parseHex(f.Addr)
 			if err != nil {
 				return nil, fmt.Errorf("%s: thread %d: %s frame %d: %v", name, tid, which, i, err)
 			}
-			l := &symbolize.Location{Addr: addr, Kind: parseKind(f.Kind)}
+			l := &Location{Addr: addr, Kind: parseKind(f.Kind)}
 			if f.Mapping >= 0 {
 				if f.Mapping >= len(maps) {
 					return nil, fmt.Errorf("%s: thread %d: %s frame %d: mapping %d of %d", name, tid, which, i, f.Mapping, len(maps))
@@ -306,18 +305,18 @@ func fromJSONDump(d *jsonDump, name string) (*snapshot.Snapshot, error) {
 				l.Mapping = maps[f.Mapping]
 			}
 			for _, ln := range f.Lines {
-				l.Lines = append(l.Lines, symbolize.Line(ln))
+				l.Lines = append(l.Lines, Line(ln))
 			}
 			if len(l.Lines) == 0 {
-				l.Lines = []symbolize.Line{{Function: "[unknown] " + hex(addr)}}
+				l.Lines = []Line{{Function: "[unknown] " + hex(addr)}}
 			}
 			out = append(out, l)
 		}
 		return out, nil
 	}
-	snap.Threads = make([]snapshot.Thread, 0, len(d.Threads))
+	snap.Threads = make([]Thread, 0, len(d.Threads))
 	for _, jt := range d.Threads {
-		t := snapshot.Thread{
+		t := Thread{
 			TID: jt.TID, Name: jt.Name, Wchan: jt.Wchan, TracerPID: jt.TracerPID, Tracer: jt.Tracer,
 			VoluntarySwitches: jt.VoluntarySwitches, InvoluntarySwitches: jt.InvoluntarySwitches,
 			RunTime: time.Duration(jt.RunTime), RunqueueWait: time.Duration(jt.RunqueueWait),
@@ -332,7 +331,7 @@ func fromJSONDump(d *jsonDump, name string) (*snapshot.Snapshot, error) {
 			t.OffCPUFor = time.Duration(*jt.OffCPUFor)
 		}
 		if js := jt.Syscall; js != nil {
-			sc := &snapshot.Syscall{Nr: js.Nr, Name: js.Name, Desc: js.Desc}
+			sc := &Syscall{Nr: js.Nr, Name: js.Name, Desc: js.Desc}
 			for j, a := range js.Args {
 				if a == "" {
 					continue
@@ -360,7 +359,7 @@ func fromJSONDump(d *jsonDump, name string) (*snapshot.Snapshot, error) {
 			t.UserAddrs = append(t.UserAddrs, v)
 		}
 		if jw := jt.Wait; jw != nil {
-			wt := &snapshot.Wait{Kind: jw.Kind, Owner: jw.Owner, Desc: jw.Desc}
+			wt := &Wait{Kind: jw.Kind, Owner: jw.Owner, Desc: jw.Desc}
 			if jw.Addr != "" {
 				if wt.Addr, err = parseHex(jw.Addr); err != nil {
 					return nil, fmt.Errorf("%s: thread %d: wait address: %v", name, jt.TID, err)
@@ -377,42 +376,25 @@ func parseHex(s string) (uint64, error) {
 	if len(s) < 3 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X') {
 		return 0, fmt.Errorf("address %q is not 0x-prefixed hex", truncate(s, 40))
 	}
-	v, ok := hexnum.Parse(s)
-	if !ok {
+	v, err := strconv.ParseUint(s[2:], 16, 64)
+	if err != nil {
 		return 0, fmt.Errorf("address %q: not a 64-bit hex number", truncate(s, 40))
 	}
 	return v, nil
 }
 
-func parseKind(s string) symbolize.Kind {
-	for k := symbolize.KindUnknown; k <= symbolize.KindJIT; k++ {
+func parseKind(s string) FrameKind {
+	for k := KindUnknown; k <= KindJIT; k++ {
 		if k.String() == s {
 			return k
 		}
 	}
-	return symbolize.KindUnknown
+	return KindUnknown
 }
 
-// errText is an error as a report prints it ("" for none): facts cross
-// packages as errors and become text only here, at the edge.
-func errText(err error) string {
-	if err == nil {
-		return ""
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
 	}
-	return err.Error()
-}
-
-// recordedError is an error read back from a capture, where it was
-// written as text.
-type recordedError string
-
-func (e recordedError) Error() string { return string(e) }
-
-// recorded turns an error's text read from a capture back into an error
-// (nil for "").
-func recorded(s string) error {
-	if s == "" {
-		return nil
-	}
-	return recordedError(s)
+	return string([]rune(s)[:n-1]) + "…"
 }

@@ -1,11 +1,8 @@
-package snapshot
+package model
 
 import (
+	"strconv"
 	"time"
-
-	"github.com/stallwatch/stallwatch/internal/unwind"
-
-	"github.com/stallwatch/stallwatch/symbolize"
 )
 
 // Snapshot is every thread of one process at one moment.
@@ -66,8 +63,8 @@ type Thread struct {
 	OffCPUSource string
 
 	// Kernel and User are the stacks, innermost first, resolved.
-	Kernel []*symbolize.Location
-	User   []*symbolize.Location
+	Kernel []*Location
+	User   []*Location
 	// UserAddrs are the raw user addresses User was resolved from: the
 	// first is the thread's instruction pointer, the others return
 	// addresses except where UserExact says otherwise.
@@ -81,7 +78,7 @@ type Thread struct {
 	// UserCut says why the user stack ends before the thread's first
 	// function (User then ends with a pseudo-frame saying it); zero when
 	// it does not.
-	UserCut unwind.Cut
+	UserCut Cut
 
 	// Stopped says the thread was stopped with ptrace; Stop is for how
 	// long at most (from PTRACE_INTERRUPT to PTRACE_DETACH, which
@@ -135,4 +132,31 @@ type LockGraph struct {
 type Edge struct {
 	From, To int
 	Via      string // "pthread mutex 0x7f..10"
+}
+
+// StateName spells a /proc state letter the way /proc/<pid>/status does.
+func StateName(s byte) string {
+	switch s {
+	case 'R':
+		return "R (running)"
+	case 'S':
+		return "S (sleeping)"
+	case 'D':
+		return "D (disk sleep)"
+	case 'T':
+		return "T (stopped)"
+	case 't':
+		return "t (tracing stop)"
+	case 'Z':
+		return "Z (zombie)"
+	case 'X':
+		return "X (dead)"
+	case 'I':
+		return "I (idle)"
+	case 'P':
+		return "P (parked)"
+	case 0:
+		return "? (unknown)"
+	}
+	return strconv.QuoteRune(rune(s))
 }

@@ -1,4 +1,4 @@
-package capdir
+package model
 
 import (
 	"errors"

@@ -1,13 +1,13 @@
-package snapshot
+package model
 
 import (
 	"errors"
 	"fmt"
 )
 
-// Why a thread or the whole process could not be read as asked. Reports
-// render them as text; callers tell them apart with errors.Is and
-// errors.As.
+// Why a thread or the whole process could not be read as asked (a
+// snapshot's Thread.Err and PtraceErr). Reports render them as text;
+// callers tell them apart with errors.Is and errors.As.
 var (
 	// ErrExited: the thread exited while it was read.
 	ErrExited = errors.New("exited during the snapshot")
@@ -66,3 +66,27 @@ type ReadError struct {
 
 func (e *ReadError) Error() string { return e.File + ": " + e.Err.Error() }
 func (e *ReadError) Unwrap() error { return e.Err }
+
+// RecordedError is an error read back from a file that kept only its
+// text (threads.json, a thread dump rebuilt from threads.pb.gz).
+type RecordedError string
+
+func (e RecordedError) Error() string { return string(e) }
+
+// recorded turns an error's text read from a file back into an error (nil
+// for "").
+func recorded(s string) error {
+	if s == "" {
+		return nil
+	}
+	return RecordedError(s)
+}
+
+// errText is an error as a report prints it ("" for none): facts cross
+// packages as errors and become text only at the edge.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

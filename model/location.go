@@ -1,18 +1,18 @@
-package symbolize
+package model
 
 import "fmt"
 
-// Kind says where a frame's code lives.
-type Kind uint8
+// FrameKind says where a frame's code lives.
+type FrameKind uint8
 
 const (
-	KindUnknown Kind = iota // in no mapping we know
-	KindKernel              // kernel image or module
-	KindNative              // a file-backed mapping (ELF)
-	KindJIT                 // code a JIT described in a jitdump or perf map
+	KindUnknown FrameKind = iota // in no mapping we know
+	KindKernel                   // kernel image or module
+	KindNative                   // a file-backed mapping (ELF)
+	KindJIT                      // code a JIT described in a jitdump or perf map
 )
 
-func (k Kind) String() string {
+func (k FrameKind) String() string {
 	switch k {
 	case KindKernel:
 		return "kernel"
@@ -32,7 +32,7 @@ type Mapping struct {
 	// "[kernel.kallsyms]", "[vdso]", "[jit]", "[anon]".
 	File    string
 	BuildID string // hex GNU build id, "" when unknown
-	Kind    Kind
+	Kind    FrameKind
 
 	HasFunctions, HasFilenames, HasLineNumbers, HasInlineFrames bool
 }
@@ -42,7 +42,7 @@ type Mapping struct {
 // code last (pprof's order).
 type Line struct {
 	// Function is the name a person reads: demangled, a runtime's prefix
-	// and suffix removed (see jit.DisplayName).
+	// and suffix removed (package jit's DisplayName).
 	Function string
 	// SystemName is the name as the symbol source wrote it (mangled, or a
 	// JIT's raw name).
@@ -59,7 +59,7 @@ type Location struct {
 	// Lines is never empty: an address nobody can name gets a single line
 	// whose Function is "module+0xoffset" (or "[unknown] 0xaddr").
 	Lines []Line
-	Kind  Kind
+	Kind  FrameKind
 }
 
 // Name returns the innermost function's name.

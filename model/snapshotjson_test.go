@@ -1,0 +1,150 @@
+package model
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/testutil"
+)
+
+// testSnapshot has every field threads.json keeps, and a thread for each
+// error the snapshot makes.
+func testSnapshot() *Snapshot {
+	exe := &Mapping{Start: 0x400000, Limit: 0x500000, Offset: 0x1000, File: "/usr/bin/app", BuildID: "aa11", Kind: KindNative, HasFunctions: true, HasLineNumbers: true}
+	kern := &Mapping{Start: 0xffffffff81000000, Limit: 0xffffffff83000000, File: KernelMapping, Kind: KindKernel, HasFunctions: true}
+	futex := &Location{Addr: 0xffffffff81100010, Mapping: kern, Kind: KindKernel, Lines: []Line{{Function: "futex_wait_queue", SystemName: "futex_wait_queue"}}}
+	work := &Location{Addr: 0x401234, Mapping: exe, Kind: KindNative, Lines: []Line{
+		{Function: "hash", SystemName: "_Z4hashv", File: "/src/hash.h", Line: 30},
+		{Function: "work", SystemName: "work", File: "/src/app.c", Line: 12}}}
+	jit := &Location{Addr: 0x7f0000001000, Kind: KindJIT, Lines: []Line{{Function: "handler", SystemName: "JS:*handler app.js:3", File: "app.js", Line: 3}}}
+	thread := func(tid int, state byte, err error) Thread {
+		return Thread{TID: tid, Name: fmt.Sprint("t", tid), State: state, Wchan: "futex_wait_queue",
+			VoluntarySwitches: 3, InvoluntarySwitches: 1, RunTime: time.Second, RunqueueWait: time.Millisecond,
+			OffCPUFor: 2 * time.Second, OffCPUKnown: true, OffCPUSource: "sched",
+			Kernel: []*Location{futex}, User: []*Location{work, jit}, UserAddrs: []uint64{0x401234, 0x7f0000001000},
+			Unwinder: "cfi+fp", Stopped: true, Stop: time.Microsecond, Err: err}
+	}
+	threads := []Thread{
+		thread(10, 'S', nil),
+		thread(11, 'R', ErrRunning),
+		thread(12, 'S', errors.Join(&ReadError{File: "wchan", Err: errors.New("no such file")}, ErrExited)),
+		thread(13, 't', &TracedError{TID: 13, Tracer: 99, TracerName: "gdb"}),
+		thread(14, 'S', fmt.Errorf("unwinding: %w", ErrRunning)),
+		thread(15, 'S', errors.New("an error the model does not type")),
+		thread(16, 'S', &RefusedError{PID: 10, TID: 16, Err: syscall.EPERM, Why: "Yama ptrace_scope 3"}),
+	}
+	threads[0].Syscall = &Syscall{Nr: 202, Name: "futex", Args: [6]uint64{0x7ffd0010, 0x80, 2}, Desc: "futex(0x7ffd0010, FUTEX_WAIT_PRIVATE, 2)"}
+	threads[0].Wait = &Wait{Kind: "mutex", Addr: 0x7ffd0010, Owner: 11, Desc: "pthread mutex 0x7ffd0010 held by tid 11"}
+	threads[1].Wait = &Wait{Kind: "join", Owner: 10, Desc: "pthread_join of tid 10"}
+	threads[2].Wait = &Wait{Kind: "mutex", Addr: 0x7ffd0010, Owner: 11}
+	return &Snapshot{
+		PID: 10, Command: []string{"/usr/bin/app", "--serve"},
+		Time: time.Date(2026, 1, 5, 14, 30, 12, 0, time.UTC), Mono: 123456789, Duration: 3 * time.Millisecond,
+		Threads: threads, Locks: BuildLockGraph(threads),
+		PtraceUsed: true, PtraceErr: ErrOwnProcess, MaxStop: time.Millisecond, TargetExited: true,
+		Notes: []string{"a note"},
+	}
+}
+
+func roundTrip(t *testing.T, snap *Snapshot) (*Snapshot, []byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := WriteSnapshotJSON(&buf, snap); err != nil {
+		t.Fatal(err)
+	}
+	js := append([]byte(nil), buf.Bytes()...)
+	got, err := ReadSnapshotJSON(&buf, "threads.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, js
+}
+
+func TestSnapshotJSONRoundTrip(t *testing.T) {
+	snap := testSnapshot()
+	got, js := roundTrip(t, snap)
+	if !strings.Contains(string(js), `"addr": "0xffffffff81100010"`) {
+		t.Error("kernel addresses must be hex strings (JSON numbers lose their low bits)")
+	}
+	// Errors are kept as their text; the rest must be what was written.
+	strip := func(s *Snapshot) Snapshot {
+		c := *s
+		c.PtraceErr = nil
+		c.Threads = append([]Thread(nil), s.Threads...)
+		for i := range c.Threads {
+			c.Threads[i].Err = nil
+		}
+		return c
+	}
+	if a, b := strip(snap), strip(got); !reflect.DeepEqual(a, b) {
+		t.Errorf("round trip changed the snapshot:\n%+v\nvs\n%+v", a, b)
+	}
+	if errText(got.PtraceErr) != errText(snap.PtraceErr) {
+		t.Errorf("PtraceErr %q, want %q", errText(got.PtraceErr), errText(snap.PtraceErr))
+	}
+	for i := range snap.Threads {
+		if a, b := errText(snap.Threads[i].Err), errText(got.Threads[i].Err); a != b {
+			t.Errorf("thread %d: error %q, want %q", snap.Threads[i].TID, b, a)
+		}
+	}
+}
+
+func TestReadSnapshotJSONErrors(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"not json", `{"schema": 1, "threads": [`, "dump.json: offset"},
+		{"other schema", `{"schema": 7}`, "schema 7"},
+		{"bad address", `{"schema":1,"threads":[{"tid":1,"kernel":[{"addr":"12","mapping":-1}]}]}`, "thread 1: kernel frame 0"},
+		{"address past 64 bits", `{"schema":1,"threads":[{"tid":1,"user_addrs":["0x10000000000000000"]}]}`, "thread 1: user address 0"},
+		{"mapping out of range", `{"schema":1,"threads":[{"tid":1,"user":[{"addr":"0x1","mapping":3}]}]}`, "mapping 3 of 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ReadSnapshotJSON(strings.NewReader(tt.in), "dump.json")
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzReadSnapshotJSON(f *testing.F) {
+	var buf bytes.Buffer
+	if err := WriteSnapshotJSON(&buf, testSnapshot()); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(buf.Bytes())
+	f.Add([]byte(`{"schema":1,"threads":[{"tid":1,"user":[{"addr":"0x1","mapping":0}]}],"mappings":[{"start":"0x0","limit":"0x10","offset":"0x0"}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var snap *Snapshot
+		var err error
+		if n := testutil.HeapBytes(func() { snap, err = ReadSnapshotJSON(bytes.NewReader(data), "fuzz.json") }); n > 64*uint64(len(data))+4<<20 {
+			t.Fatalf("reading %d bytes allocated %d", len(data), n)
+		}
+		if err != nil {
+			return
+		}
+		// What reads writes back as what reads the same.
+		var once, twice bytes.Buffer
+		if err := WriteSnapshotJSON(&once, snap); err != nil {
+			t.Fatal(err)
+		}
+		again, err := ReadSnapshotJSON(bytes.NewReader(once.Bytes()), "again.json")
+		if err != nil {
+			t.Fatalf("a dump written from what was read does not read: %v\n%s", err, once.Bytes())
+		}
+		if err := WriteSnapshotJSON(&twice, again); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(once.Bytes(), twice.Bytes()) {
+			t.Fatalf("written, read and written again differs:\n%s\n%s", once.Bytes(), twice.Bytes())
+		}
+	})
+}
