@@ -3,11 +3,13 @@ package model
 import (
 	"errors"
 	"fmt"
+	"syscall"
 )
 
 // Why a thread or the whole process could not be read as asked (a
 // snapshot's Thread.Err and PtraceErr). Reports render them as text;
-// callers tell them apart with errors.Is and errors.As.
+// callers tell them apart with errors.Is and errors.As, on a snapshot
+// read back from threads.json as on one just taken.
 var (
 	// ErrExited: the thread exited while it was read.
 	ErrExited = errors.New("exited during the snapshot")
@@ -68,7 +70,8 @@ func (e *ReadError) Error() string { return e.File + ": " + e.Err.Error() }
 func (e *ReadError) Unwrap() error { return e.Err }
 
 // RecordedError is an error read back from a file that kept only its
-// text (threads.json, a thread dump rebuilt from threads.pb.gz).
+// text (a thread dump rebuilt from threads.pb.gz, or an error of a kind
+// this version does not know).
 type RecordedError string
 
 func (e RecordedError) Error() string { return string(e) }
@@ -90,3 +93,150 @@ func errText(err error) string {
 	}
 	return err.Error()
 }
+
+// The kinds of jsonError, one per error the snapshot makes.
+const (
+	errKindExited       = "exited"
+	errKindRunning      = "running"
+	errKindKernelThread = "kernel_thread"
+	errKindOwnProcess   = "own_process"
+	errKindTraced       = "traced"
+	errKindRefused      = "refused"
+	errKindRead         = "read"
+)
+
+var sentinels = []struct {
+	kind string
+	err  error
+}{
+	{errKindExited, ErrExited},
+	{errKindRunning, ErrRunning},
+	{errKindKernelThread, ErrKernelThread},
+	{errKindOwnProcess, ErrOwnProcess},
+}
+
+// jsonError is one error as threads.json keeps it: its kind ("" for an
+// error the model does not type), the facts of its type, and its text,
+// which the error read back keeps whatever wrapped the typed one.
+type jsonError struct {
+	Kind       string `json:"kind"`
+	Text       string `json:"text"`
+	TID        int    `json:"tid,omitempty"`
+	PID        int    `json:"pid,omitempty"`
+	TracerPID  int    `json:"tracer_pid,omitempty"`
+	TracerName string `json:"tracer,omitempty"`
+	Errno      int    `json:"errno,omitempty"`
+	Why        string `json:"why,omitempty"`
+	File       string `json:"file,omitempty"`
+	// Cause is the text of what a refusal (without an errno) or a failed
+	// read wrapped.
+	Cause string `json:"cause,omitempty"`
+}
+
+// errorRecords lists err's errors as errors.Join put them together (nil
+// for none).
+func errorRecords(err error) []jsonError {
+	var out []jsonError
+	for _, e := range joined(err, nil) {
+		out = append(out, errorRecord(e))
+	}
+	return out
+}
+
+// joined flattens the trees errors.Join makes.
+func joined(err error, out []error) []error {
+	if err == nil {
+		return out
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			out = joined(e, out)
+		}
+		return out
+	}
+	return append(out, err)
+}
+
+func errorRecord(err error) jsonError {
+	r := jsonError{Text: err.Error()}
+	var te *TracedError
+	var re *RefusedError
+	var rd *ReadError
+	switch {
+	case errors.As(err, &te):
+		r.Kind, r.TID, r.TracerPID, r.TracerName = errKindTraced, te.TID, te.Tracer, te.TracerName
+	case errors.As(err, &re):
+		r.Kind, r.PID, r.TID, r.Why = errKindRefused, re.PID, re.TID, re.Why
+		var errno syscall.Errno
+		if errors.As(re.Err, &errno) {
+			r.Errno = int(errno)
+		} else {
+			r.Cause = errText(re.Err)
+		}
+	case errors.As(err, &rd):
+		r.Kind, r.File, r.Cause = errKindRead, rd.File, errText(rd.Err)
+	default:
+		for _, s := range sentinels {
+			if errors.Is(err, s.err) {
+				r.Kind = s.kind
+				break
+			}
+		}
+	}
+	return r
+}
+
+// readErrors rebuilds the errors errorRecords wrote; a file without them
+// (written before they were) gives its text alone.
+func readErrors(recs []jsonError, text string) error {
+	if len(recs) == 0 {
+		return recorded(text)
+	}
+	errs := make([]error, 0, len(recs))
+	for _, r := range recs {
+		errs = append(errs, r.err())
+	}
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return errors.Join(errs...)
+}
+
+func (r jsonError) err() error {
+	var typed error
+	switch r.Kind {
+	case errKindTraced:
+		typed = &TracedError{TID: r.TID, Tracer: r.TracerPID, TracerName: r.TracerName}
+	case errKindRefused:
+		cause := recorded(r.Cause)
+		if r.Errno != 0 {
+			cause = syscall.Errno(r.Errno)
+		}
+		typed = &RefusedError{PID: r.PID, TID: r.TID, Err: cause, Why: r.Why}
+	case errKindRead:
+		typed = &ReadError{File: r.File, Err: RecordedError(r.Cause)}
+	default:
+		for _, s := range sentinels {
+			if r.Kind == s.kind {
+				typed = s.err
+			}
+		}
+	}
+	switch {
+	case typed == nil:
+		return RecordedError(r.Text)
+	case typed.Error() != r.Text:
+		return &wrappedError{text: r.Text, err: typed}
+	}
+	return typed
+}
+
+// wrappedError is a typed error read back whose text said more than the
+// type does (the context that wrapped it).
+type wrappedError struct {
+	text string
+	err  error
+}
+
+func (e *wrappedError) Error() string { return e.text }
+func (e *wrappedError) Unwrap() error { return e.err }

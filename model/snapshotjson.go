@@ -13,7 +13,10 @@ import (
 // The JSON form of a Snapshot (threads.json in a capture, `stallwatch
 // snapshot --format json`). Addresses are hex strings: kernel addresses do
 // not fit the 53 bits a JSON number keeps in most readers. Durations are
-// nanoseconds. Errors are kept as their text.
+// nanoseconds. Errors are written twice: as the text a person reads
+// ("error", "ptrace_error"), and one record per error errors.Join put
+// together ("errors", "ptrace_errors": jsonError), so that a snapshot read
+// back still answers errors.Is and errors.As as the one written did.
 type jsonDump struct {
 	Schema       int           `json:"schema"`
 	PID          int           `json:"pid"`
@@ -23,6 +26,7 @@ type jsonDump struct {
 	Duration     int64         `json:"duration_ns"`
 	PtraceUsed   bool          `json:"ptrace_used"`
 	PtraceError  string        `json:"ptrace_error,omitempty"`
+	PtraceErrors []jsonError   `json:"ptrace_errors,omitempty"`
 	MaxStop      int64         `json:"max_stop_ns"`
 	TargetExited bool          `json:"target_exited"`
 	Notes        []string      `json:"notes,omitempty"`
@@ -81,6 +85,7 @@ type jsonThread struct {
 	Stop                int64        `json:"stop_ns"`
 	Wait                *jsonWait    `json:"wait,omitempty"`
 	Err                 string       `json:"error,omitempty"`
+	Errs                []jsonError  `json:"errors,omitempty"`
 }
 
 type jsonSyscall struct {
@@ -139,6 +144,7 @@ func toJSONDump(snap *Snapshot) *jsonDump {
 		Duration:     int64(snap.Duration),
 		PtraceUsed:   snap.PtraceUsed,
 		PtraceError:  errText(snap.PtraceErr),
+		PtraceErrors: errorRecords(snap.PtraceErr),
 		MaxStop:      int64(snap.MaxStop),
 		TargetExited: snap.TargetExited,
 		Notes:        snap.Notes,
@@ -191,7 +197,7 @@ func toJSONDump(snap *Snapshot) *jsonDump {
 			VoluntarySwitches: t.VoluntarySwitches, InvoluntarySwitches: t.InvoluntarySwitches,
 			RunTime: int64(t.RunTime), RunqueueWait: int64(t.RunqueueWait), OffCPUSource: t.OffCPUSource,
 			Kernel: frames(t.Kernel), User: frames(t.User), Unwinder: t.Unwinder,
-			Stopped: t.Stopped, Stop: int64(t.Stop), Err: errText(t.Err),
+			Stopped: t.Stopped, Stop: int64(t.Stop), Err: errText(t.Err), Errs: errorRecords(t.Err),
 		}
 		if t.OffCPUKnown {
 			v := int64(t.OffCPUFor)
@@ -265,7 +271,7 @@ func ReadSnapshotJSON(r io.Reader, name string) (*Snapshot, error) {
 func fromJSONDump(d *jsonDump, name string) (*Snapshot, error) {
 	snap := &Snapshot{
 		PID: d.PID, Command: d.Command, Time: d.Time, Mono: d.Mono,
-		Duration: time.Duration(d.Duration), PtraceUsed: d.PtraceUsed, PtraceErr: recorded(d.PtraceError),
+		Duration: time.Duration(d.Duration), PtraceUsed: d.PtraceUsed, PtraceErr: readErrors(d.PtraceErrors, d.PtraceError),
 		MaxStop: time.Duration(d.MaxStop), TargetExited: d.TargetExited, Notes: d.Notes,
 		Locks: LockGraph{Cycles: d.Locks.Cycles, Chains: d.Locks.Chains},
 	}
@@ -321,7 +327,7 @@ func fromJSONDump(d *jsonDump, name string) (*Snapshot, error) {
 			VoluntarySwitches: jt.VoluntarySwitches, InvoluntarySwitches: jt.InvoluntarySwitches,
 			RunTime: time.Duration(jt.RunTime), RunqueueWait: time.Duration(jt.RunqueueWait),
 			OffCPUSource: jt.OffCPUSource, Unwinder: jt.Unwinder,
-			Stopped: jt.Stopped, Stop: time.Duration(jt.Stop), Err: recorded(jt.Err),
+			Stopped: jt.Stopped, Stop: time.Duration(jt.Stop), Err: readErrors(jt.Errs, jt.Err),
 		}
 		if len(jt.State) > 0 {
 			t.State = jt.State[0]

@@ -72,7 +72,8 @@ func TestSnapshotJSONRoundTrip(t *testing.T) {
 	if !strings.Contains(string(js), `"addr": "0xffffffff81100010"`) {
 		t.Error("kernel addresses must be hex strings (JSON numbers lose their low bits)")
 	}
-	// Errors are kept as their text; the rest must be what was written.
+	// Errors are compared by what they answer (below); the rest must be
+	// what was written.
 	strip := func(s *Snapshot) Snapshot {
 		c := *s
 		c.PtraceErr = nil
@@ -85,13 +86,67 @@ func TestSnapshotJSONRoundTrip(t *testing.T) {
 	if a, b := strip(snap), strip(got); !reflect.DeepEqual(a, b) {
 		t.Errorf("round trip changed the snapshot:\n%+v\nvs\n%+v", a, b)
 	}
-	if errText(got.PtraceErr) != errText(snap.PtraceErr) {
-		t.Errorf("PtraceErr %q, want %q", errText(got.PtraceErr), errText(snap.PtraceErr))
+}
+
+// TestSnapshotJSONErrorsTyped: a snapshot read back from threads.json
+// answers errors.Is and errors.As as the one written did, and says the
+// same words.
+func TestSnapshotJSONErrorsTyped(t *testing.T) {
+	snap := testSnapshot()
+	got, _ := roundTrip(t, snap)
+	if !errors.Is(got.PtraceErr, ErrOwnProcess) {
+		t.Errorf("PtraceErr %v: not ErrOwnProcess", got.PtraceErr)
+	}
+	type answers struct {
+		text                string
+		exited, running     bool
+		traced, refused     bool
+		readFile, tracer    string
+		refusedErrno        syscall.Errno
+		refusedPID, tracerP int
+	}
+	answer := func(err error) answers {
+		a := answers{text: errText(err), exited: errors.Is(err, ErrExited), running: errors.Is(err, ErrRunning)}
+		var te *TracedError
+		if a.traced = errors.As(err, &te); a.traced {
+			a.tracer, a.tracerP = te.TracerName, te.Tracer
+		}
+		var re *RefusedError
+		if a.refused = errors.As(err, &re); a.refused {
+			a.refusedPID = re.PID
+			errors.As(re.Err, &a.refusedErrno)
+		}
+		var rd *ReadError
+		if errors.As(err, &rd) {
+			a.readFile = rd.File
+		}
+		return a
 	}
 	for i := range snap.Threads {
-		if a, b := errText(snap.Threads[i].Err), errText(got.Threads[i].Err); a != b {
-			t.Errorf("thread %d: error %q, want %q", snap.Threads[i].TID, b, a)
+		want, have := answer(snap.Threads[i].Err), answer(got.Threads[i].Err)
+		if want != have {
+			t.Errorf("thread %d: written %+v, read back %+v", snap.Threads[i].TID, want, have)
 		}
+	}
+	if !errors.Is(got.Threads[6].Err, syscall.EPERM) {
+		t.Errorf("the refusal's errno is lost: %v", got.Threads[6].Err)
+	}
+}
+
+// TestReadSnapshotJSONWithoutErrorRecords: a threads.json written before
+// the error records were still reads, its errors as their text.
+func TestReadSnapshotJSONWithoutErrorRecords(t *testing.T) {
+	in := `{"schema":1,"pid":7,"ptrace_error":"no permission","threads":[{"tid":7,"error":"exited during the snapshot"}]}`
+	snap, err := ReadSnapshotJSON(strings.NewReader(in), "old.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errText(snap.PtraceErr) != "no permission" || errText(snap.Threads[0].Err) != "exited during the snapshot" {
+		t.Errorf("errors %q, %q", errText(snap.PtraceErr), errText(snap.Threads[0].Err))
+	}
+	var rec RecordedError
+	if !errors.As(snap.Threads[0].Err, &rec) {
+		t.Errorf("%T: an error known by its text alone must be a RecordedError", snap.Threads[0].Err)
 	}
 }
 
@@ -122,6 +177,7 @@ func FuzzReadSnapshotJSON(f *testing.F) {
 	}
 	f.Add(buf.Bytes())
 	f.Add([]byte(`{"schema":1,"threads":[{"tid":1,"user":[{"addr":"0x1","mapping":0}]}],"mappings":[{"start":"0x0","limit":"0x10","offset":"0x0"}]}`))
+	f.Add([]byte(`{"schema":1,"threads":[{"tid":1,"errors":[{"kind":"refused","text":"x","errno":-1},{"kind":"read"},{"kind":"traced","text":""}]}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var snap *Snapshot
 		var err error
