@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stallwatch/stallwatch/analysis"
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/procfs"
@@ -141,8 +142,8 @@ type facts struct {
 	samples    []model.Sample
 }
 
-// info is capture.json as the capture saw it; findings are added when
-// the reports are laid out.
+// info is capture.json as the capture saw it; findings are added by
+// analyze.
 func (f *facts) info() model.Info {
 	info := capdir.NewInfo(f.tg, f.trigger)
 	info.Start, info.End = f.start, f.end
@@ -286,6 +287,9 @@ func (f *facts) write(root *capdir.Root) (*model.Result, error) {
 		}
 		c.Profile = prof
 	}
+	if err := analyze(c); err != nil {
+		return nil, err
+	}
 	files, err := report.CaptureFiles(c)
 	if err != nil {
 		return nil, err
@@ -298,6 +302,21 @@ func (f *facts) write(root *capdir.Root) (*model.Result, error) {
 		f.prune(root)
 	}
 	return &model.Result{Dir: dir, Trigger: f.trigger, Info: c.Info}, nil
+}
+
+// analyze draws the capture's findings into its capture.json, once, from
+// what the capture directory will hold: the profile as profile.pb.gz keeps
+// it, the snapshot, capture.json's facts (so that the same findings come
+// from the directory read back). Alerts, hooks and the reports read them
+// from there.
+func analyze(c *report.Capture) error {
+	p, err := report.CaptureProfile(c)
+	if err != nil {
+		return fmt.Errorf("build profile: %w", err)
+	}
+	c.Profile = p
+	c.Info.Findings = analysis.Findings(&c.Info, report.Samples(p), c.Threads)
+	return nil
 }
 
 // prune keeps cfg.Keep capture directories, and those whose upload is

@@ -6,12 +6,13 @@
 // it; the watchdog decides when, this package decides how.
 //
 // It gathers the facts of a capture into capture.json (capdir.NewInfo and
-// the counts, settings and notes), has package report render the files,
-// and has package capdir write them: the output directory is opened once,
-// when a Session opens or a recording starts, so that an unsafe or
-// unwritable --out is refused before anything is sampled. A capture hands
-// back a model.Result (directory, capture.json, findings), the type its
-// callers share without importing this package.
+// the counts, settings and notes), has package analysis draw its
+// findings, once, from what the directory will hold, has package report
+// render the files, and has package capdir write them: the output
+// directory is opened once, when a Session opens or a recording starts,
+// so that an unsafe or unwritable --out is refused before anything is
+// sampled. A capture hands back a model.Result (directory, capture.json,
+// findings), the type its callers share without importing this package.
 //
 // What is known of the target (package target: its files, unwind tables,
 // symbols, JIT sources, memory) is opened once per Session and shared by

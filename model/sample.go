@@ -3,7 +3,8 @@ package model
 import "time"
 
 // Names in profile.pb.gz. Datadog's backend and its profilers use these
-// sample types and label keys; the package doc ("Profiles") fixes them.
+// sample types and label keys; package report's doc ("Profiles") says
+// what each holds.
 const (
 	TypeCPUSamples = "cpu-samples"  // unit "count"
 	TypeCPUTime    = "cpu-time"     // unit "nanoseconds"
@@ -62,6 +63,20 @@ type Meta struct {
 	Duration time.Duration // of that window
 	Period   int64         // on-CPU sampling period in ns (1e9/freq)
 	Comments []string      // capture facts: trigger, pid, command, lost records, notes
+}
+
+// Profile is a capture's samples as profile.pb.gz keeps them, with what
+// the profile says of itself: the form the findings are drawn from.
+type Profile struct {
+	Meta
+	Samples []Sample
+	// Mappings are the profile's mappings in its order (the executable
+	// first, then by address).
+	Mappings []*Mapping
+	// OnCPU and OffCPU say that the profile measures on-CPU and off-CPU
+	// time: stallwatch's always do, whatever was sampled; another
+	// profiler's may measure neither.
+	OnCPU, OffCPU bool
 }
 
 // Label keys of threads.pb.gz beyond the thread id and name.

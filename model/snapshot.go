@@ -34,6 +34,15 @@ type Snapshot struct {
 	Notes []string
 }
 
+// ByTID indexes the snapshot's threads by tid.
+func (s *Snapshot) ByTID() map[int]*Thread {
+	ix := make(map[int]*Thread, len(s.Threads))
+	for i := range s.Threads {
+		ix[s.Threads[i].TID] = &s.Threads[i]
+	}
+	return ix
+}
+
 // Thread is one thread as the snapshot found it.
 type Thread struct {
 	TID   int

@@ -26,19 +26,16 @@ func (c *Capture) Title() string { return titleOf(c) }
 
 // CaptureFiles renders every file of a capture directory but capture.json
 // — profile.pb.gz, threads.pb.gz and threads.json (with a snapshot),
-// report.txt, report.html — for capdir.Root.Write, and sets c.Info.Findings
-// to what the reports conclude. The reports are laid out once, here.
+// report.txt, report.html — for capdir.Root.Write. The reports say the
+// findings c.Info holds (package analysis draws them); they are laid out
+// once, here.
 func CaptureFiles(c *Capture) ([]capdir.File, error) {
 	if c == nil {
 		return nil, fmt.Errorf("report: CaptureFiles: nil capture")
 	}
-	p := c.Profile
-	if p == nil {
-		var err error
-		p, err = BuildProfile(nil, model.Meta{Start: c.Info.Start, Duration: c.Info.End.Sub(c.Info.Start), Comments: InfoComments(&c.Info)})
-		if err != nil {
-			return nil, err
-		}
+	p, err := CaptureProfile(c)
+	if err != nil {
+		return nil, err
 	}
 	files := []capdir.File{{Name: capdir.FileProfile, Write: func(w io.Writer) error { return WriteProfile(w, p) }}}
 	if c.Threads != nil {
@@ -53,9 +50,17 @@ func CaptureFiles(c *Capture) ([]capdir.File, error) {
 	}
 	cc := *c
 	cc.Profile = p
-	v := buildView(&cc)
-	c.Info.Findings = v.findings
-	return append(files, reportFiles(v)...), nil
+	return append(files, reportFiles(buildView(&cc))...), nil
+}
+
+// CaptureProfile is the profile.pb.gz of c: its Profile, or for a capture
+// without one (a snapshot alone, a capture cut before sampling) an empty,
+// valid profile that still says what the capture is.
+func CaptureProfile(c *Capture) (*profile.Profile, error) {
+	if c.Profile != nil {
+		return c.Profile, nil
+	}
+	return BuildProfile(nil, model.Meta{Start: c.Info.Start, Duration: c.Info.End.Sub(c.Info.Start), Comments: InfoComments(&c.Info)})
 }
 
 // ReportFiles renders report.txt and report.html of c again, for

@@ -205,3 +205,33 @@ func TestReadCaptureWithoutProfile(t *testing.T) {
 		t.Errorf("report without a profile: %v\n%s", err, sb.String())
 	}
 }
+
+// TestCaptureFilesRendersTheFindingsGiven: the reports say the findings
+// capture.json holds and draw none of their own; laying them out changes
+// nothing of the capture's facts.
+func TestCaptureFilesRendersTheFindingsGiven(t *testing.T) {
+	c := fixtureCapture(t)
+	given := model.Finding{Kind: "made_up", Severity: model.SeverityWarning, Summary: "A finding no detector draws."}
+	c.Info.Findings = []model.Finding{given}
+	if _, err := CaptureFiles(c); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Info.Findings) != 1 || c.Info.Findings[0].Summary != given.Summary {
+		t.Fatalf("CaptureFiles changed the findings: %+v", c.Info.Findings)
+	}
+	c.Info.Findings = nil
+	dir := writeCapture(t, t.TempDir(), c)
+	txt, err := os.ReadFile(filepath.Join(dir, capdir.FileText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Info.Findings != nil || strings.Contains(string(txt), "Findings (the most likely cause first)") {
+		t.Errorf("a capture without findings was given some by its layout:\n%s", txt)
+	}
+	c.Info.Findings = []model.Finding{given}
+	dir = writeCapture(t, t.TempDir(), c)
+	txt, _ = os.ReadFile(filepath.Join(dir, capdir.FileText))
+	if !strings.Contains(string(txt), "  * "+given.Summary+"\n") {
+		t.Errorf("report.txt does not say the finding given:\n%s", txt)
+	}
+}

@@ -8,7 +8,8 @@
 // # Profiles
 //
 // BuildProfile makes profile.pb.gz from symbolized samples (model.Sample).
-// Sample types (their names are package model's constants), in order: cpu-samples/count, cpu-time/nanoseconds, off-cpu-time/nanoseconds,
+// Sample types (their names are package model's constants), in order:
+// cpu-samples/count, cpu-time/nanoseconds, off-cpu-time/nanoseconds,
 // wall-time/nanoseconds (on- plus off-CPU; the default, so `go tool pprof`
 // shows where the threads spent the window, running or not). String labels:
 // "thread id" (decimal tid, as Datadog's profilers write it), "thread name",
@@ -35,17 +36,12 @@
 //
 // # Findings
 //
-// The findings (findings.go, evidence.go, runtime.go) are what the first
-// screen says and capture.json's findings hold: each a kind, a severity, a
-// sentence, the numbers behind it and what to do, and the threads and
-// functions it names, the most likely cause first. Their thresholds are
-// shares of the judged window (after the trigger, or the whole capture),
-// never fixed durations. The runtime findings know the functions a
-// runtime's threads wait in when it stops them (HotSpot's
-// SafepointSynchronize, Go's stopTheWorldWithSema, CoreCLR's
-// ThreadSuspend, Julia's jl_safepoint_wait_gc and
-// jl_gc_wait_for_the_world, CPython's take_gil) and the switch that makes
-// each runtime's JIT code readable.
+// The reports say the findings capture.json holds (package analysis draws
+// them, once, when the capture is made); they draw none of their own.
+// Samples reads a profile's samples back into the capture model, the form
+// the findings are drawn from. Words, frames and stacks are written as
+// package internal/textfmt writes them, for the findings and the
+// renderings alike.
 //
 // # report.html
 //
@@ -82,10 +78,9 @@
 //
 // The capture directory and capture.json belong to package capdir; this
 // package renders its files. CaptureFiles renders all of them for
-// capdir.Root.Write (and sets the capture's findings in capture.json:
-// kind, severity, a sentence and the threads named, the same list the
-// reports open with); ReportFiles renders report.txt and report.html again
-// after capdir.Root.Update. Open reads back what a user names (a capture
+// capdir.Root.Write (CaptureProfile is the profile.pb.gz it writes);
+// ReportFiles renders report.txt and report.html again after
+// capdir.Root.Update. Open reads back what a user names (a capture
 // directory, capture.json, a thread dump, any pprof file), Load an open
 // capture directory.
 //

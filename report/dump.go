@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/stallwatch/stallwatch/internal/textfmt"
 	"github.com/stallwatch/stallwatch/model"
 )
 
@@ -52,36 +53,10 @@ func writeDumpHeader(w io.Writer, snap *model.Snapshot) {
 // threadIndex finds threads by tid.
 type threadIndex map[int]*model.Thread
 
-func indexThreads(snap *model.Snapshot) threadIndex {
-	ix := make(threadIndex, len(snap.Threads))
-	for i := range snap.Threads {
-		ix[snap.Threads[i].TID] = &snap.Threads[i]
-	}
-	return ix
-}
+func indexThreads(snap *model.Snapshot) threadIndex { return snap.ByTID() }
 
-func (ix threadIndex) name(tid int) string {
-	if t := ix[tid]; t != nil && t.Name != "" {
-		return fmt.Sprintf("tid %d %s", tid, quoted(t.Name))
-	}
-	return fmt.Sprintf("tid %d", tid)
-}
-
-// doing says in a few words what a thread is doing: where it sleeps, or
-// that it runs.
-func doing(t *model.Thread) string {
-	switch {
-	case t == nil:
-		return "not in the snapshot"
-	case t.Syscall != nil:
-		return "blocked in " + clean(syscallText(t.Syscall))
-	case t.Wchan != "":
-		return "sleeping in " + clean(t.Wchan)
-	case t.State == 'R':
-		return "running"
-	}
-	return model.StateName(t.State)
-}
+// name is how the dump names a thread: `tid 12 "worker"`.
+func (ix threadIndex) name(tid int) string { return textfmt.ThreadLabel(tid, ix[tid]) }
 
 func writeLockGraph(w io.Writer, snap *model.Snapshot) {
 	g := &snap.Locks

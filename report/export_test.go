@@ -27,5 +27,5 @@ func FixtureCaptureCut(t *testing.T) *Capture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Capture{Info: fixtureInfo(), Profile: p, Threads: fixtureSnapshot()}
+	return analyzed(&Capture{Info: fixtureInfo(), Profile: p, Threads: fixtureSnapshot()})
 }

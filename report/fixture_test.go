@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/stallwatch/stallwatch/analysis"
 	"github.com/stallwatch/stallwatch/model"
 )
 
@@ -196,5 +197,16 @@ func fixtureCapture(t interface{ Fatal(...any) }) *Capture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Capture{Info: fixtureInfo(), Profile: p, Threads: fixtureSnapshot()}
+	return analyzed(&Capture{Info: fixtureInfo(), Profile: p, Threads: fixtureSnapshot()})
+}
+
+// analyzed gives c the findings a capture draws (package analysis), which
+// the reports say.
+func analyzed(c *Capture) *Capture {
+	var p *model.Profile
+	if c.Profile != nil {
+		p = Samples(c.Profile)
+	}
+	c.Info.Findings = analysis.Findings(&c.Info, p, c.Threads)
+	return c
 }

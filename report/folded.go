@@ -142,11 +142,11 @@ func threadFrame(s *profile.Sample) string {
 // foldedFrame is a frame's name with its kind marked as perf's
 // stackcollapse-perf.pl marks it.
 func foldedFrame(f frame) string {
-	name := foldedName(f.name)
-	switch f.kind {
-	case kindKernel:
+	name := foldedName(f.Name)
+	switch f.Kind {
+	case model.KindKernel:
 		return name + "_[k]"
-	case kindJIT:
+	case model.KindJIT:
 		return name + "_[j]"
 	}
 	return name

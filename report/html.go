@@ -185,16 +185,27 @@ func (h htmlSection) Total() string { return valueText(h.s.total, h.s.unit) }
 type htmlStack struct {
 	Num                 int
 	Pct, Value, Threads string
-	Frames              []frame
+	Frames              []htmlFrame
 }
+
+// htmlFrame is a frame as the page's stacks list it.
+type htmlFrame struct{ f frame }
 
 func (h htmlSection) Stacks() []htmlStack {
 	var out []htmlStack
 	for i, st := range h.s.stacks {
 		out = append(out, htmlStack{
 			Num: i + 1, Pct: strings.TrimSpace(pct(st.value, h.s.total)), Value: valueText(st.value, h.s.unit),
-			Threads: st.threadsText(8), Frames: st.frames,
+			Threads: st.threadsText(8), Frames: htmlFrames(st.frames),
 		})
+	}
+	return out
+}
+
+func htmlFrames(fr []frame) []htmlFrame {
+	out := make([]htmlFrame, len(fr))
+	for i, f := range fr {
+		out[i] = htmlFrame{f}
 	}
 	return out
 }
@@ -230,15 +241,15 @@ func (r threadRow) CPU() string    { return r.cpu }
 func (r threadRow) Top() string    { return r.top }
 func (r threadRow) Waits() string  { return r.waits }
 func (r threadRow) Err() string    { return r.unreadableErr }
-func (f frame) Text() string       { return f.String() }
-func (f frame) Module() string     { return f.module }
-func (f frame) Class() string {
-	switch f.kind {
-	case kindKernel:
+func (h htmlFrame) Text() string   { return h.f.String() }
+func (h htmlFrame) Module() string { return h.f.Module }
+func (h htmlFrame) Class() string {
+	switch h.f.Kind {
+	case model.KindKernel:
 		return "k"
-	case kindJIT:
+	case model.KindJIT:
 		return "j"
-	case kindUnknown:
+	case model.KindUnknown:
 		return "u"
 	}
 	return "n"

@@ -28,8 +28,8 @@ type pageData struct {
 	Phases []string `json:"phases"`
 
 	Strings []string `json:"strings"`
-	// Frames: name (string index), kind (0 native, 1 kernel, 2 JIT, 3
-	// unknown), module (string index), as triples.
+	// Frames: name (string index), kind (pageKind: 0 native, 1 kernel,
+	// 2 JIT, 3 unknown), module (string index), as triples.
 	Frames column `json:"frames"`
 	// Nodes of the call tree as (node minus its parent, frame) pairs;
 	// node 0 is the root (0, -1). Nodes are numbered depth first with
@@ -140,14 +140,14 @@ func (c *column) UnmarshalJSON(b []byte) error {
 // it, having nothing else to show.
 func cutMarker(fr []frame) ([]frame, string) {
 	if n := len(fr); n > 1 && isCutMarker(fr[n-1]) {
-		return fr[:n-1], fr[n-1].name
+		return fr[:n-1], fr[n-1].Name
 	}
 	return fr, ""
 }
 
 // isCutMarker reports whether f is symbolize.CutLocation's pseudo-frame.
 func isCutMarker(f frame) bool {
-	return f.kind == kindUnknown && f.module == "" && strings.HasPrefix(f.name, "[truncated: ")
+	return f.Kind == model.KindUnknown && f.Module == "" && strings.HasPrefix(f.Name, "[truncated: ")
 }
 
 // Sample classes, as the script reads them.
@@ -218,7 +218,7 @@ func buildPageData(v *view, c *Capture) *pageData {
 		n := 0
 		for i := len(fr) - 1; i >= 0; i-- {
 			f := fr[i]
-			key := frameKey{frame: frame{name: f.name, module: f.module, kind: f.kind}}
+			key := frameKey{frame: frame{Name: f.Name, Module: f.Module, Kind: f.Kind}}
 			if i == len(fr)-1 {
 				key.cut = cut
 			}
@@ -226,8 +226,8 @@ func buildPageData(v *view, c *Capture) *pageData {
 			if !ok {
 				fi = len(d.Frames) / 3
 				frameIdx[key] = fi
-				d.Frames = append(d.Frames, int64(st.id(f.name)), int64(f.kind), int64(st.id(f.module)))
-				frameNames = append(frameNames, f.name)
+				d.Frames = append(d.Frames, int64(st.id(f.Name)), pageKind(f.Kind), int64(st.id(f.Module)))
+				frameNames = append(frameNames, f.Name)
 				if key.cut != "" {
 					d.Cuts = append(d.Cuts, int64(fi), int64(st.id(key.cut)))
 				}
@@ -489,4 +489,18 @@ func pageJSON(d *pageData) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSpace(buf.Bytes()), nil
+}
+
+// pageKind is a frame's kind as the viewer numbers it: 0 native, 1
+// kernel, 2 JIT, 3 unknown.
+func pageKind(k model.FrameKind) int64 {
+	switch k {
+	case model.KindNative:
+		return 0
+	case model.KindKernel:
+		return 1
+	case model.KindJIT:
+		return 2
+	}
+	return 3
 }

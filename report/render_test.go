@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"regexp"
 	"strings"
 	"testing"
@@ -91,7 +90,7 @@ func TestWriteTextFitsScreenWhenBusy(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		c.Info.Notes = append(c.Info.Notes, fmt.Sprintf("note number %d", i))
 	}
-	out := renderText(t, c)
+	out := renderText(t, analyzed(c))
 	screen, details, _ := strings.Cut(out, strings.Repeat("═", 78))
 	if n := strings.Count(screen, "\n"); n > 60 {
 		t.Errorf("the summary is %d lines:\n%s", n, screen)
@@ -156,7 +155,7 @@ func TestWriteTextRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := renderText(t, &Capture{Info: model.Info{Trigger: model.Manual, PID: 4242}, Profile: p})
+	out := renderText(t, analyzed(&Capture{Info: model.Info{Trigger: model.Manual, PID: 4242}, Profile: p}))
 	if !strings.Contains(out, "On-CPU stacks — total 101ms") || !strings.Contains(out, "Off-CPU stacks — total 18.3s") {
 		t.Errorf("record report:\n%s", out)
 	}
@@ -179,7 +178,7 @@ func TestWriteTextBlockedProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := renderText(t, &Capture{Info: fixtureInfo(), Profile: p})
+	out := renderText(t, analyzed(&Capture{Info: fixtureInfo(), Profile: p}))
 	if !strings.Contains(out, "No thread ran on a CPU during the stall: the process is waiting, not busy") {
 		t.Errorf("a fully blocked process is not called out:\n%s", out)
 	}
@@ -323,6 +322,13 @@ func TestPageData(t *testing.T) {
 	if got := sums[[2]int64{2, 0}]; got != 2000000 {
 		t.Errorf("runnable-waiting during: %dµs, want 2s", got)
 	}
+	// Frames say their kind as the viewer numbers it.
+	wantKind := map[string]int64{"spin": 0, "futex_wait_queue": 1, "handler": 2}
+	for i := 0; i+2 < len(d.Frames); i += 3 {
+		if k, ok := wantKind[d.Strings[d.Frames[i]]]; ok && d.Frames[i+1] != k {
+			t.Errorf("frame %s has kind %d, want %d", d.Strings[d.Frames[i]], d.Frames[i+1], k)
+		}
+	}
 	// The call tree: every node's parent comes first, and a leaf's path
 	// names a real stack.
 	parent := func(nd int64) int64 { return nd - d.Nodes[2*nd] }
@@ -388,48 +394,6 @@ func TestWriteFolded(t *testing.T) {
 	var pe *PhaseError
 	if err := WriteFolded(io.Discard, p, ExportOptions{Phase: "later"}); !errors.As(err, &pe) || !strings.Contains(err.Error(), "during, before") {
 		t.Errorf("unknown phase: %v", err)
-	}
-}
-
-func TestStackSummary(t *testing.T) {
-	k := func(name string) frame { return frame{name: name, kind: kindKernel, module: model.KernelMapping} }
-	libc := func(name string) frame { return frame{name: name, module: "libc.so.6"} }
-	app := func(name string) frame { return frame{name: name, module: "app"} }
-	tests := []struct {
-		name string
-		fr   []frame
-		max  int
-		want string
-	}{
-		{"empty", nil, 6, "[no stack]"},
-		{"all app", []frame{app("a"), app("b")}, 6, "a ← b"},
-		{"kernel and libc skipped to the program", []frame{k("futex_wait"), k("do_futex"), libc("__lll_lock_wait"), app("lock_a"), app("main")}, 6, "futex_wait ← … ← lock_a ← main"},
-		{"no skip when the program follows at once", []frame{k("irq"), app("spin"), app("main")}, 6, "irq ← spin ← main"},
-		{"Go runtime wrappers skipped", []frame{{name: "internal/runtime/syscall/linux.Syscall6"}, {name: "syscall.Syscall6"}, {name: "main.(*mutex).Lock"}}, 6, "internal/runtime/syscall/linux.Syscall6 ← … ← main.(*mutex).Lock"},
-		{"cut at max", []frame{k("k"), app("a"), app("b"), app("c"), app("d")}, 3, "k ← a ← b ← … (2 more)"},
-		{"only system code", []frame{k("schedule"), k("do_nanosleep"), libc("clock_nanosleep")}, 6, "schedule ← do_nanosleep ← clock_nanosleep"},
-	}
-	for _, tt := range tests {
-		if got := stackSummary(tt.fr, tt.max); got != tt.want {
-			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
-		}
-	}
-}
-
-func TestFmtDur(t *testing.T) {
-	tests := []struct {
-		d    time.Duration
-		want string
-	}{
-		{0, "0s"}, {500, "500ns"}, {1500, "1.5µs"}, {400 * time.Microsecond, "400µs"},
-		{12345 * time.Microsecond, "12.3ms"}, {10200 * time.Millisecond, "10.2s"},
-		{125 * time.Second, "2m05s"}, {3*time.Hour + 4*time.Minute, "3h04m"}, {-2 * time.Second, "-2s"},
-		{math.MaxInt64, "2562047h47m"}, {math.MinInt64, "-2562047h47m"},
-	}
-	for _, tt := range tests {
-		if got := fmtDur(tt.d); got != tt.want {
-			t.Errorf("fmtDur(%d) = %q, want %q", tt.d, got, tt.want)
-		}
 	}
 }
 

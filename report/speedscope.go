@@ -80,19 +80,19 @@ func WriteSpeedscope(w io.Writer, p *profile.Profile, name string, opt ExportOpt
 	type frameKey struct {
 		name, file string
 		line       int64
-		kind       frameKind
+		kind       model.FrameKind
 	}
 	frameIdx := map[frameKey]int{}
 	stackFrames := make([][]int, len(a.stacks))
 	for id, fr := range a.stacks {
 		st := make([]int, 0, len(fr))
 		for i := len(fr) - 1; i >= 0; i-- { // root first
-			k := frameKey{fr[i].name, fr[i].file, fr[i].line, fr[i].kind}
+			k := frameKey{fr[i].Name, fr[i].File, fr[i].Line, fr[i].Kind}
 			fi, ok := frameIdx[k]
 			if !ok {
 				fi = len(f.Shared.Frames)
 				frameIdx[k] = fi
-				f.Shared.Frames = append(f.Shared.Frames, speedscopeFrame{Name: foldedFrame(fr[i]), File: fr[i].file, Line: fr[i].line})
+				f.Shared.Frames = append(f.Shared.Frames, speedscopeFrame{Name: foldedFrame(fr[i]), File: fr[i].File, Line: fr[i].Line})
 			}
 			st = append(st, fi)
 		}

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/binary"
 	"fmt"
 	"path"
 	"sort"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/stallwatch/stallwatch/internal/textfmt"
 	"github.com/stallwatch/stallwatch/model"
 )
 
@@ -57,85 +57,33 @@ func hasType(p *profile.Profile, typ string) bool {
 	return err == nil && typ != ""
 }
 
-// frame is one function of a stack as the renderings show it.
-type frame struct {
-	name   string // function name, cleaned for printing
-	file   string // base name of the source file, "" if unknown
-	line   int64
-	module string // base name of the mapping's file
-	kind   frameKind
-}
-
-type frameKind uint8
-
-const (
-	kindNative frameKind = iota
-	kindKernel
-	kindJIT
-	kindUnknown
-)
-
 // kernelSpace is where the x86-64 (and arm64) kernel half begins.
 const kernelSpace = 0xffff800000000000
 
-func locationKind(l *profile.Location) frameKind {
+// locationKind is what a profile's location says of its code (pprof keeps
+// mappings, not kinds): kernel addresses and mappings named as perf names
+// the kernel's ("[kernel.kallsyms]", "[ext4]"), JIT code ("[jit]", a
+// jitdump or perf map), code in no file ("", "[anon]"), native otherwise.
+func locationKind(l *profile.Location) model.FrameKind {
 	if l.Address >= kernelSpace {
-		return kindKernel
+		return model.KindKernel
 	}
 	if l.Mapping == nil {
-		return kindUnknown
+		return model.KindUnknown
 	}
 	f := l.Mapping.File
 	switch {
 	case f == model.KernelMapping || strings.HasPrefix(f, "[kernel"):
-		return kindKernel
+		return model.KindKernel
 	case strings.Contains(f, "[jit]") || strings.HasPrefix(path.Base(f), "jit-") || strings.HasPrefix(path.Base(f), "perf-"):
-		return kindJIT
+		return model.KindJIT
 	case f == "" || f == "[anon]" || f == "//anon":
-		return kindUnknown
+		return model.KindUnknown
 	case strings.HasPrefix(f, "[") && f != "[vdso]" && f != "[vsyscall]":
 		// perf names kernel modules "[ext4]"
-		return kindKernel
+		return model.KindKernel
 	}
-	return kindNative
-}
-
-// locationFrames expands a location into frames, innermost first,
-// inlined functions as frames of their own.
-func locationFrames(l *profile.Location) []frame {
-	k := locationKind(l)
-	mod := ""
-	if l.Mapping != nil {
-		mod = clean(path.Base(l.Mapping.File))
-	}
-	if len(l.Line) == 0 {
-		return []frame{{name: fmt.Sprintf("%#x", l.Address), module: mod, kind: k}}
-	}
-	out := make([]frame, 0, len(l.Line))
-	for _, ln := range l.Line {
-		fr := frame{module: mod, kind: k, line: ln.Line}
-		if ln.Function != nil {
-			fr.name = clean(ln.Function.Name)
-			if fr.name == "" {
-				fr.name = clean(ln.Function.SystemName)
-			}
-			if ln.Function.Filename != "" {
-				fr.file = clean(path.Base(ln.Function.Filename))
-			}
-		}
-		if fr.name == "" {
-			fr.name = fmt.Sprintf("%#x", l.Address)
-		}
-		out = append(out, fr)
-	}
-	return out
-}
-
-func (f frame) String() string {
-	if f.file != "" && f.line > 0 {
-		return fmt.Sprintf("%s (%s:%d)", f.name, f.file, f.line)
-	}
-	return f.name
+	return model.KindNative
 }
 
 // label returns a sample's first string label of key.
@@ -183,91 +131,42 @@ func inPhase(phase string) func(*profile.Sample) bool {
 	return func(s *profile.Sample) bool { return label(s, model.LabelPhase) == phase }
 }
 
-// analysis is a profile read once for the renderings: each location's
-// frames, and each sample's stack as one of the profile's distinct stacks
-// by function name (pprof keeps stacks apart by address; a person reading
-// a report does not care which line of a loop a sample hit).
-type analysis struct {
+// stackTable is a profile read once for the renderings: each sample's
+// stack as one of the profile's distinct stacks by function name
+// (textfmt.Stacks), over the profile's locations as the capture model has
+// them, so that a stack reads the same here as in the findings.
+type stackTable struct {
 	p       *profile.Profile
 	stackOf []int     // per sample
 	stacks  [][]frame // per distinct stack, innermost first
 }
 
-func analyze(p *profile.Profile) *analysis {
-	a := &analysis{p: p, stackOf: make([]int, len(p.Sample))}
-	// Each location's frames and the key of their names, worked out once.
-	type locInfo struct {
-		frames []frame
-		key    []byte
-	}
-	locs := map[*profile.Location]*locInfo{}
-	nameIDs := map[string]uint64{}
-	byKey := map[string]int{}
-	var key []byte
+func analyze(p *profile.Profile) *stackTable {
+	a := &stackTable{p: p, stackOf: make([]int, len(p.Sample))}
+	conv := newLocConverter(false)
+	st := textfmt.NewStacks()
+	var stack []*model.Location
 	for i, s := range p.Sample {
-		key = key[:0]
+		stack = stack[:0]
 		for _, l := range s.Location {
-			li := locs[l]
-			if li == nil {
-				li = &locInfo{frames: locationFrames(l)}
-				for _, f := range li.frames {
-					id, ok := nameIDs[f.name]
-					if !ok {
-						id = uint64(len(nameIDs))
-						nameIDs[f.name] = id
-					}
-					li.key = binary.AppendUvarint(li.key, id)
-				}
-				locs[l] = li
-			}
-			key = append(key, li.key...)
+			stack = append(stack, conv.location(l))
 		}
-		id, ok := byKey[string(key)]
-		if !ok {
-			id = len(a.stacks)
-			byKey[string(key)] = id
-			var fr []frame
-			for _, l := range s.Location {
-				fr = append(fr, locs[l].frames...)
-			}
-			a.stacks = append(a.stacks, fr)
-		}
-		a.stackOf[i] = id
+		a.stackOf[i] = st.Add(stack)
 	}
+	a.stacks = st.Frames
 	return a
 }
 
 // waitSite is the index of the innermost frame of the program's own code
 // in stack id; failing that, of the innermost user frame; failing that, 0.
-func (a *analysis) waitSite(id int) int {
-	user := -1
-	for i, f := range a.stacks[id] {
-		if f.kind == kindKernel {
-			continue
-		}
-		if !systemCode(f.module, f.name) {
-			return i
-		}
-		if user < 0 {
-			user = i
-		}
-	}
-	return max(user, 0)
-}
+func (a *stackTable) waitSite(id int) int { return textfmt.WaitSite(a.stacks[id]) }
 
 // systemOnly says whether a stack has no frame of the program's own code.
-func (a *analysis) systemOnly(id int) bool {
-	for _, f := range a.stacks[id] {
-		if f.kind != kindKernel && !systemCode(f.module, f.name) {
-			return false
-		}
-	}
-	return true
-}
+func (a *stackTable) systemOnly(id int) bool { return textfmt.SystemOnly(a.stacks[id]) }
 
 // totals sums value vi of the samples that pass keep (nil: all) per
 // distinct stack, and overall.
-func (a *analysis) totals(vi int, keep func(*profile.Sample) bool) ([]int64, int64) {
+func (a *stackTable) totals(vi int, keep func(*profile.Sample) bool) ([]int64, int64) {
 	vals := make([]int64, len(a.stacks))
 	var total int64
 	for i, s := range a.p.Sample {
@@ -289,7 +188,7 @@ type stackTotal struct {
 
 // top returns the n heaviest stacks of vals (n <= 0: all), with the
 // threads they came from, and how many stacks have weight at all.
-func (a *analysis) top(vals []int64, n int, vi int, keep func(*profile.Sample) bool) ([]*stackTotal, int) {
+func (a *stackTable) top(vals []int64, n int, vi int, keep func(*profile.Sample) bool) ([]*stackTotal, int) {
 	var ids []int
 	for id, v := range vals {
 		if v != 0 {
@@ -327,58 +226,6 @@ func (a *analysis) top(vals []int64, n int, vi int, keep func(*profile.Sample) b
 		}
 	}
 	return out, count
-}
-
-// stackString joins frames innermost first with "←"; max > 0 keeps that
-// many frames and says how many were left out.
-func stackString(fr []frame, max int) string {
-	var sb strings.Builder
-	n := len(fr)
-	if max > 0 && n > max {
-		n = max
-	}
-	for i := 0; i < n; i++ {
-		if i > 0 {
-			sb.WriteString(" ← ")
-		}
-		sb.WriteString(fr[i].name)
-	}
-	if n < len(fr) {
-		fmt.Fprintf(&sb, " ← … (%d more)", len(fr)-n)
-	}
-	return sb.String()
-}
-
-// stackSummary prints a stack on one line for the first screen: the
-// innermost frame (where the time went), then, past the kernel's frames and
-// the wrappers of libc and the runtime, the program's own frames, at most
-// max names in all. "…" marks frames left out.
-func stackSummary(fr []frame, max int) string {
-	if len(fr) == 0 {
-		return "[no stack]"
-	}
-	app := -1
-	for i := 1; i < len(fr); i++ {
-		if fr[i].kind != kindKernel && !systemCode(fr[i].module, fr[i].name) {
-			app = i
-			break
-		}
-	}
-	if app < 0 {
-		return stackString(fr, max)
-	}
-	parts := []string{fr[0].name}
-	if app > 1 {
-		parts = append(parts, "…")
-	}
-	i := app
-	for shown := 1; i < len(fr) && shown < max; i, shown = i+1, shown+1 {
-		parts = append(parts, fr[i].name)
-	}
-	if i < len(fr) {
-		parts = append(parts, fmt.Sprintf("… (%d more)", len(fr)-i))
-	}
-	return strings.Join(parts, " ← ")
 }
 
 // threadsText names the threads of a stack, heaviest first.
@@ -426,7 +273,7 @@ type funcTotal struct {
 // (off-CPU time) the flat weight goes to the frame of the program's own
 // code nearest the top, the one that waited: every off-CPU stack has the
 // kernel's schedule() on top, which says nothing.
-func (a *analysis) funcs(vals []int64, waitSite bool) []*funcTotal {
+func (a *stackTable) funcs(vals []int64, waitSite bool) []*funcTotal {
 	by := map[string]*funcTotal{}
 	seen := map[string]bool{}
 	for id, v := range vals {
@@ -439,16 +286,16 @@ func (a *analysis) funcs(vals []int64, waitSite bool) []*funcTotal {
 			flatAt = a.waitSite(id)
 		}
 		for i, f := range a.stacks[id] {
-			ft := by[f.name]
+			ft := by[f.Name]
 			if ft == nil {
-				ft = &funcTotal{name: f.name}
-				by[f.name] = ft
+				ft = &funcTotal{name: f.Name}
+				by[f.Name] = ft
 			}
 			if i == flatAt {
 				ft.flat += v
 			}
-			if !seen[f.name] { // recursion counts once
-				seen[f.name] = true
+			if !seen[f.Name] { // recursion counts once
+				seen[f.Name] = true
 				ft.cum += v
 			}
 		}

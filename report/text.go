@@ -178,12 +178,12 @@ func writeSectionLong(w io.Writer, s *section) {
 		fmt.Fprintln(w)
 		for _, f := range st.frames {
 			mark := " "
-			if f.kind == kindKernel {
+			if f.Kind == model.KindKernel {
 				mark = "k"
-			} else if f.kind == kindJIT {
+			} else if f.Kind == model.KindJIT {
 				mark = "j"
 			}
-			fmt.Fprintf(w, "    %s %-64s %s\n", mark, f.String(), f.module)
+			fmt.Fprintf(w, "    %s %-64s %s\n", mark, f.String(), f.Module)
 		}
 	}
 	if more := s.count - len(s.stacks); more > 0 {

@@ -117,16 +117,6 @@ func threadNumUnits(pid int, t *model.Thread) map[string][]string {
 	return u
 }
 
-func syscallText(sc *model.Syscall) string {
-	if sc.Desc != "" {
-		return sc.Desc
-	}
-	if sc.Name != "" {
-		return sc.Name + "()"
-	}
-	return "syscall " + strconv.Itoa(sc.Nr)
-}
-
 // snapshotComments are the snapshot's facts as profile comments.
 func snapshotComments(snap *model.Snapshot) []string {
 	c := []string{fmt.Sprintf("stallwatch thread snapshot of pid %d", snap.PID)}

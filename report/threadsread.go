@@ -25,7 +25,7 @@ func ThreadsFromProfile(p *profile.Profile) (*model.Snapshot, error) {
 	if p.TimeNanos != 0 {
 		snap.Time = time.Unix(0, p.TimeNanos).UTC()
 	}
-	conv := &locConverter{locs: map[*profile.Location]*model.Location{}, maps: map[*profile.Mapping]*model.Mapping{}}
+	conv := newLocConverter(true)
 	for i, s := range p.Sample {
 		tidText := label(s, model.LabelThreadID)
 		tid, err := strconv.Atoi(tidText)
@@ -84,57 +84,61 @@ func sampleTypesText(p *profile.Profile) string {
 	return strings.Join(parts, ", ")
 }
 
-// locConverter turns pprof locations back into symbolize ones, sharing
-// them as the symbolizer would.
+// locConverter turns pprof locations back into the capture model's,
+// sharing them as the symbolizer would. named keeps the symbolizer's
+// promise that a location has a line: a line without a function is
+// left out, and a location left without one is named by its address;
+// otherwise the lines are the profile's, nameless ones included (a
+// profile another tool wrote may be unsymbolized).
 type locConverter struct {
-	locs map[*profile.Location]*model.Location
-	maps map[*profile.Mapping]*model.Mapping
+	named bool
+	locs  map[*profile.Location]*model.Location
+	maps  map[*profile.Mapping]*model.Mapping
+}
+
+func newLocConverter(named bool) *locConverter {
+	return &locConverter{named: named, locs: map[*profile.Location]*model.Location{}, maps: map[*profile.Mapping]*model.Mapping{}}
 }
 
 func (c *locConverter) location(l *profile.Location) *model.Location {
 	if sl := c.locs[l]; sl != nil {
 		return sl
 	}
-	sl := &model.Location{Addr: l.Address, Kind: toKind(locationKind(l))}
+	sl := &model.Location{Addr: l.Address, Kind: locationKind(l)}
 	if m := l.Mapping; m != nil {
-		sm := c.maps[m]
-		if sm == nil {
-			sm = &model.Mapping{
-				Start: m.Start, Limit: m.Limit, Offset: m.Offset, File: m.File, BuildID: m.BuildID,
-				Kind:         sl.Kind,
-				HasFunctions: m.HasFunctions, HasFilenames: m.HasFilenames,
-				HasLineNumbers: m.HasLineNumbers, HasInlineFrames: m.HasInlineFrames,
-			}
-			c.maps[m] = sm
-		}
-		sl.Mapping = sm
+		sl.Mapping = c.mapping(m, sl.Kind)
 	}
 	for _, ln := range l.Line {
-		if ln.Function == nil {
-			continue
+		switch {
+		case ln.Function != nil:
+			sl.Lines = append(sl.Lines, model.Line{
+				Function: ln.Function.Name, SystemName: ln.Function.SystemName,
+				File: ln.Function.Filename, Line: ln.Line,
+			})
+		case !c.named:
+			sl.Lines = append(sl.Lines, model.Line{Line: ln.Line})
 		}
-		sl.Lines = append(sl.Lines, model.Line{
-			Function: ln.Function.Name, SystemName: ln.Function.SystemName,
-			File: ln.Function.Filename, Line: ln.Line,
-		})
 	}
-	if len(sl.Lines) == 0 {
+	if c.named && len(sl.Lines) == 0 {
 		sl.Lines = []model.Line{{Function: fmt.Sprintf("[unknown] %#x", l.Address)}}
 	}
 	c.locs[l] = sl
 	return sl
 }
 
-func toKind(k frameKind) model.FrameKind {
-	switch k {
-	case kindKernel:
-		return model.KindKernel
-	case kindJIT:
-		return model.KindJIT
-	case kindNative:
-		return model.KindNative
+// mapping converts m, its kind that of the first of its locations met.
+func (c *locConverter) mapping(m *profile.Mapping, kind model.FrameKind) *model.Mapping {
+	sm := c.maps[m]
+	if sm == nil {
+		sm = &model.Mapping{
+			Start: m.Start, Limit: m.Limit, Offset: m.Offset, File: m.File, BuildID: m.BuildID,
+			Kind:         kind,
+			HasFunctions: m.HasFunctions, HasFilenames: m.HasFilenames,
+			HasLineNumbers: m.HasLineNumbers, HasInlineFrames: m.HasInlineFrames,
+		}
+		c.maps[m] = sm
 	}
-	return model.KindUnknown
+	return sm
 }
 
 // processID reads a sample's process_id: a string label, or a number as

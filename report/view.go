@@ -2,7 +2,6 @@ package report
 
 import (
 	"fmt"
-	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,7 +23,7 @@ type view struct {
 	sections []*section
 	comments []string
 	snap     *model.Snapshot
-	a        *analysis // nil without a profile
+	a        *stackTable // nil without a profile
 	c        *Capture
 }
 
@@ -69,15 +68,14 @@ func buildView(c *Capture) *view {
 	v.title = titleOf(c)
 	v.notes = c.Info.Notes
 	v.facts = factsOf(c)
-	var a *analysis
 	if c.Profile != nil {
-		a = analyze(c.Profile)
+		a := analyze(c.Profile)
 		v.a = a
 		v.sections = sectionsOf(a)
 		v.comments = c.Profile.Comments
 	}
 	v.threads = threadRows(c)
-	v.findings = findingsOf(c, a)
+	v.findings = c.Info.Findings
 	return v
 }
 
@@ -278,7 +276,7 @@ func settingsText(s *model.Settings) string {
 
 // sectionsOf ranks stacks: on-CPU and off-CPU, per phase, "during" first.
 // A profile without our sample types gets one section of its default.
-func sectionsOf(a *analysis) []*section {
+func sectionsOf(a *stackTable) []*section {
 	p := a.p
 	if len(p.Sample) == 0 {
 		return nil // a snapshot alone, or a capture cut before any sample
@@ -413,42 +411,6 @@ func threadRows(c *Capture) []threadRow {
 	return rows
 }
 
-// topFrame is the frame that says most about where a thread is: its first
-// user frame in the program's own code, past libc's and the Go runtime's
-// wrappers; else its first user frame; else the kernel's wait function.
-func topFrame(t *model.Thread) string {
-	first := ""
-	for _, l := range t.User {
-		if l == nil || len(l.Lines) == 0 {
-			continue
-		}
-		mod := ""
-		if l.Mapping != nil {
-			mod = path.Base(l.Mapping.File)
-		}
-		for _, ln := range l.Lines {
-			if !systemCode(mod, ln.Function) {
-				return frameText(ln)
-			}
-		}
-		if first == "" {
-			first = frameText(l.Lines[0])
-		}
-	}
-	if first != "" {
-		return first
-	}
-	for _, l := range t.Kernel {
-		if l != nil && len(l.Lines) > 0 {
-			return "[k] " + clean(l.Lines[0].Function)
-		}
-	}
-	if t.Wchan != "" {
-		return "[k] " + clean(t.Wchan)
-	}
-	return "-"
-}
-
 // waitText is what the thread table says a thread waits for: the owner
 // when one is known, what is waited on when it is more than a bare futex
 // (the thread dump has the whole description).
@@ -462,11 +424,4 @@ func waitText(w *model.Wait) string {
 		return ""
 	}
 	return clean(w.Desc)
-}
-
-func listText(items []string, max int) string {
-	if len(items) <= max {
-		return strings.Join(items, ", ")
-	}
-	return strings.Join(items[:max], ", ") + fmt.Sprintf(" and %d more", len(items)-max)
 }

@@ -7,9 +7,11 @@ import (
 	"io"
 	"strings"
 
+	"github.com/stallwatch/stallwatch/analysis"
 	"github.com/stallwatch/stallwatch/internal/cli"
 	"github.com/stallwatch/stallwatch/internal/safedir"
 	"github.com/stallwatch/stallwatch/internal/termsafe"
+	"github.com/stallwatch/stallwatch/model"
 	reports "github.com/stallwatch/stallwatch/report"
 )
 
@@ -112,6 +114,15 @@ func runReport(ctx context.Context, inv *cli.Invocation, f *reportFlags) error {
 	c, err := reports.Open(ctx, pos[0])
 	if err != nil {
 		return err
+	}
+	if c.Info.Schema == 0 {
+		// A profile or a thread dump read alone has no capture.json to
+		// say its findings: they are drawn here, as a capture draws them.
+		var p *model.Profile
+		if c.Profile != nil {
+			p = reports.Samples(c.Profile)
+		}
+		c.Info.Findings = analysis.Findings(&c.Info, p, c.Threads)
 	}
 	if f.output != "" && c.ReadFrom(f.output) {
 		return cli.UsageErrorf("-o %s is a file the report is read from: it would be replaced; write elsewhere", f.output)

@@ -5,13 +5,15 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/stallwatch/stallwatch/analysis"
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/report"
 )
 
 // WriteCapture writes a capture directory under root as a capture writes
-// one (report's renderings through capdir), from a profile and a snapshot
+// one (the findings of package analysis, report's renderings through
+// capdir), from a profile and a snapshot
 // made by the test; p nil writes an empty, valid profile, snap nil no
 // threads.pb.gz. It returns the directory's path.
 func WriteCapture(t testing.TB, root string, info model.Info, p *profile.Profile, snap *model.Snapshot) string {
@@ -22,6 +24,11 @@ func WriteCapture(t testing.TB, root string, info model.Info, p *profile.Profile
 	}
 	defer r.Close()
 	c := &report.Capture{Info: info, Profile: p, Threads: snap}
+	prof, err := report.CaptureProfile(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Info.Findings = analysis.Findings(&c.Info, report.Samples(prof), snap)
 	files, err := report.CaptureFiles(c)
 	if err != nil {
 		t.Fatal(err)

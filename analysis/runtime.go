@@ -1,10 +1,10 @@
-package report
+package analysis
 
 import (
 	"path"
 	"strings"
 
-	"github.com/google/pprof/profile"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // runtimeKind is the language runtime a capture's process runs, as far as
@@ -60,33 +60,33 @@ func (r runtimeKind) jitSwitch() string {
 
 // detectRuntime names the runtime from the executable's name, then from
 // the libraries and functions in the profile.
-func detectRuntime(c *Capture, a *analysis) runtimeKind {
+func detectRuntime(info *model.Info, p *model.Profile, snap *model.Snapshot, a *stackTable) runtimeKind {
 	var names []string
-	if c.Info.Executable != "" {
-		names = append(names, c.Info.Executable)
+	if info.Executable != "" {
+		names = append(names, info.Executable)
 	}
-	if len(c.Info.Command) > 0 {
-		names = append(names, c.Info.Command[0])
+	if len(info.Command) > 0 {
+		names = append(names, info.Command[0])
 	}
-	if c.Threads != nil && len(c.Threads.Command) > 0 {
-		names = append(names, c.Threads.Command[0])
+	if snap != nil && len(snap.Command) > 0 {
+		names = append(names, snap.Command[0])
 	}
 	for _, n := range names {
 		if r := runtimeOfFile(n); r != rtNone {
 			return r
 		}
 	}
-	var maps []*profile.Mapping
-	if a != nil {
-		maps = a.p.Mapping
+	var maps []*model.Mapping
+	if p != nil {
+		maps = p.Mappings
 	}
 	for _, m := range maps {
 		if r := runtimeOfLibrary(m.File); r != rtNone {
 			return r
 		}
 	}
-	if c.Threads != nil {
-		for _, t := range c.Threads.Threads {
+	if snap != nil {
+		for _, t := range snap.Threads {
 			for _, l := range t.User {
 				if l != nil && l.Mapping != nil {
 					if r := runtimeOfLibrary(l.Mapping.File); r != rtNone {
@@ -100,7 +100,7 @@ func detectRuntime(c *Capture, a *analysis) runtimeKind {
 	if a != nil {
 		for _, fr := range a.stacks {
 			for _, f := range fr {
-				if f.name == "runtime.goexit" || f.name == "runtime.goexit.abi0" || f.name == "runtime.mstart" || f.name == "runtime.mstart.abi0" {
+				if f.Name == "runtime.goexit" || f.Name == "runtime.goexit.abi0" || f.Name == "runtime.mstart" || f.Name == "runtime.mstart.abi0" {
 					return rtGo
 				}
 			}

@@ -1,12 +1,11 @@
-package report
+package analysis
 
 import (
 	"sort"
 	"strconv"
 	"strings"
 
-	"github.com/google/pprof/profile"
-
+	"github.com/stallwatch/stallwatch/internal/textfmt"
 	"github.com/stallwatch/stallwatch/model"
 )
 
@@ -16,9 +15,9 @@ import (
 // Every threshold a finding uses is a share of the window, so that a
 // 3-second capture and a 60-second one are judged alike.
 type evidence struct {
-	c    *Capture
-	a    *analysis // nil without a profile
-	p    *profile.Profile
+	info *model.Info
+	a    *stackTable // nil without a profile
+	p    *model.Profile
 	snap *model.Snapshot
 	ix   threadIndex
 
@@ -47,29 +46,29 @@ func (t *threadTime) subject() string {
 
 func (t *threadTime) label() string {
 	if t.name != "" {
-		return "tid " + strconv.Itoa(t.tid) + " " + quoted(t.name)
+		return "tid " + strconv.Itoa(t.tid) + " " + textfmt.Quoted(t.name)
 	}
 	return "tid " + strconv.Itoa(t.tid)
 }
 
-func gatherEvidence(c *Capture, a *analysis) *evidence {
-	e := &evidence{c: c, a: a, snap: c.Threads, threads: map[int]*threadTime{}}
+func gatherEvidence(info *model.Info, p *model.Profile, snap *model.Snapshot) *evidence {
+	e := &evidence{info: info, p: p, snap: snap, threads: map[int]*threadTime{}}
 	if e.snap != nil {
-		e.ix = indexThreads(e.snap)
+		e.ix = e.snap.ByTID()
 	}
 	e.when = "in the capture"
-	if a != nil {
-		e.p = a.p
-		e.phase = phasesOf(e.p)[0]
+	if p != nil {
+		e.a = readStacks(p)
+		e.phase = judgedPhase(p)
 		if e.phase == model.PhaseDuring {
 			e.when = "during the stall"
 		}
-		e.hasCPU = hasType(e.p, model.TypeCPUTime)
-		e.hasOff = hasType(e.p, model.TypeOffCPUTime)
+		e.hasCPU = p.OnCPU
+		e.hasOff = p.OffCPU
 		e.sumThreads()
 	}
 	e.window = e.windowNanos()
-	e.rt = detectRuntime(c, a)
+	e.rt = detectRuntime(info, p, snap, e.a)
 	return e
 }
 
@@ -87,33 +86,23 @@ func (e *evidence) thread(tid int) *threadTime {
 }
 
 func (e *evidence) sumThreads() {
-	cpuI, offI := -1, -1
-	if e.hasCPU {
-		cpuI, _ = valueIndex(e.p, model.TypeCPUTime)
-	}
-	if e.hasOff {
-		offI, _ = valueIndex(e.p, model.TypeOffCPUTime)
-	}
-	for i, s := range e.p.Sample {
-		if label(s, model.LabelPhase) != e.phase {
+	for i := range e.p.Samples {
+		s := &e.p.Samples[i]
+		if s.Phase != e.phase || s.TID == 0 {
 			continue
 		}
-		tid, err := strconv.Atoi(label(s, model.LabelThreadID))
-		if err != nil {
-			continue
+		t := e.thread(s.TID)
+		if s.ThreadName != "" && t.name == "" {
+			t.name = s.ThreadName
 		}
-		t := e.thread(tid)
-		if n := label(s, model.LabelThreadName); n != "" && t.name == "" {
-			t.name = n
-		}
-		id := e.a.stackOf[i]
-		if cpuI >= 0 && s.Value[cpuI] > 0 {
-			t.cpu += s.Value[cpuI]
-			t.cpuStacks[id] += s.Value[cpuI]
-		}
-		if offI >= 0 && s.Value[offI] > 0 {
-			v := s.Value[offI]
-			if label(s, model.LabelOffCPU) == "preempted" {
+		id, v := e.a.stackOf[i], s.Nanos
+		switch {
+		case v <= 0:
+		case !s.OffCPU && e.hasCPU:
+			t.cpu += v
+			t.cpuStacks[id] += v
+		case s.OffCPU && e.hasOff:
+			if s.Preempted {
 				t.preempted += v
 			} else {
 				t.blocked += v
@@ -127,26 +116,24 @@ func (e *evidence) sumThreads() {
 // end when judging "during", the whole capture otherwise; failing those,
 // the span of the samples' timestamps, or the longest thread's time.
 func (e *evidence) windowNanos() int64 {
-	in := &e.c.Info
+	in := e.info
 	switch {
 	case e.phase == model.PhaseDuring && !in.TriggerAt.IsZero() && in.End.After(in.TriggerAt):
 		return int64(in.End.Sub(in.TriggerAt))
 	case e.phase == "" && !in.Start.IsZero() && in.End.After(in.Start):
 		return int64(in.End.Sub(in.Start))
-	case e.phase == "" && e.p != nil && e.p.DurationNanos > 0:
-		return e.p.DurationNanos
+	case e.phase == "" && e.p != nil && e.p.Duration > 0:
+		return int64(e.p.Duration)
 	}
 	if e.p != nil {
 		lo, hi := int64(0), int64(0)
-		for _, s := range e.p.Sample {
-			if label(s, model.LabelPhase) != e.phase {
+		for i := range e.p.Samples {
+			s := &e.p.Samples[i]
+			if s.Phase != e.phase || s.EndNanos == 0 {
 				continue
 			}
-			end, ok := numLabel(s, model.LabelEndTime)
-			if !ok {
-				continue
-			}
-			start := end - sampleSpan(e.p, s)
+			end := s.EndNanos
+			start := end - s.Nanos
 			if lo == 0 || start < lo {
 				lo = start
 			}
@@ -163,19 +150,11 @@ func (e *evidence) windowNanos() int64 {
 	return longest
 }
 
-// sampleSpan is how long before its end timestamp a sample began: an
-// off-CPU interval's length, an on-CPU sample's period.
-func sampleSpan(p *profile.Profile, s *profile.Sample) int64 {
-	if label(s, model.LabelOffCPU) != "" {
-		if i, err := valueIndex(p, model.TypeOffCPUTime); err == nil {
-			return s.Value[i]
-		}
-	}
-	if i, err := valueIndex(p, model.TypeCPUTime); err == nil {
-		return s.Value[i]
-	}
-	return 0
-}
+// threadIndex finds the snapshot's threads by tid.
+type threadIndex map[int]*model.Thread
+
+// name is how a sentence names a thread: `tid 12 "worker"`.
+func (ix threadIndex) name(tid int) string { return textfmt.ThreadLabel(tid, ix[tid]) }
 
 // share is v as a fraction of the window (0 when the window is unknown).
 func (e *evidence) share(v int64) float64 {
@@ -187,17 +166,7 @@ func (e *evidence) share(v int64) float64 {
 
 // pctOf prints v as a percentage of the window: "62%".
 func (e *evidence) pctOf(v int64) string {
-	return pctText(e.share(v))
-}
-
-func pctText(f float64) string {
-	switch {
-	case f >= 0.995 && f < 1:
-		return "99%"
-	case f < 0.1:
-		return strconv.FormatFloat(100*f, 'f', 1, 64) + "%"
-	}
-	return strconv.FormatFloat(100*f, 'f', 0, 64) + "%"
+	return textfmt.Share(e.share(v))
 }
 
 // byCPU lists the threads, most CPU first.
@@ -230,7 +199,7 @@ func frameMatch(name string, pats []string) bool {
 // stackHas says whether analysis stack id has a frame matching pats.
 func (e *evidence) stackHas(id int, pats []string) bool {
 	for _, f := range e.a.stacks[id] {
-		if frameMatch(f.name, pats) {
+		if frameMatch(f.Name, pats) {
 			return true
 		}
 	}
@@ -297,7 +266,7 @@ func (e *evidence) appFrame(id int) string {
 	if len(fr) == 0 {
 		return ""
 	}
-	return fr[e.a.waitSite(id)].name
+	return fr[e.a.waitSite(id)].Name
 }
 
 // heldUnder finds the deepest frame under which at least frac of a
@@ -314,14 +283,14 @@ func (e *evidence) heldUnder(t *threadTime, frac float64, ok func(frame) bool) s
 		clear(seen)
 		fr := e.a.stacks[id]
 		for i, f := range fr {
-			if !ok(f) || seen[f.name] {
+			if !ok(f) || seen[f.Name] {
 				continue
 			}
-			seen[f.name] = true
-			cum[f.name] += v
+			seen[f.Name] = true
+			cum[f.Name] += v
 			// depth from the root: deeper callees have larger depth
-			if d := len(fr) - i; d > depth[f.name] {
-				depth[f.name] = d
+			if d := len(fr) - i; d > depth[f.Name] {
+				depth[f.Name] = d
 			}
 		}
 	}

@@ -1,9 +1,10 @@
-package report
+package analysis
 
 import (
 	"fmt"
 	"strings"
 
+	"github.com/stallwatch/stallwatch/internal/textfmt"
 	"github.com/stallwatch/stallwatch/model"
 )
 
@@ -21,26 +22,29 @@ const pyTrampolineCaller = "py_trampoline_evaluator"
 // function. (When stallwatch reads CPython's frames from its memory, this
 // finding gives way to the names it reads.)
 func (e *evidence) unnamedPythonFrames() []finding {
-	if e.a == nil || !e.hasCPU || e.rt != rtPython || e.c.Info.Counts.JITSources == 0 {
+	if e.a == nil || !e.hasCPU || e.rt != rtPython || e.info.Counts.JITSources == 0 {
 		return nil // no JIT symbol file at all: missingJIT says which switch
 	}
-	cpuI, _ := valueIndex(e.p, model.TypeCPUTime)
 	named, unnamed := map[string]bool{}, map[string]bool{}
 	var under, total int64
-	for i, s := range e.p.Sample {
-		v := s.Value[cpuI]
+	for i := range e.p.Samples {
+		s := &e.p.Samples[i]
+		var v int64 // on-CPU time
+		if !s.OffCPU {
+			v = s.Nanos
+		}
 		total += v
 		hit := false
 		stack := e.a.stacks[e.a.stackOf[i]]
 		for j := 0; j+1 < len(stack); j++ {
-			if stack[j+1].name != pyTrampolineCaller {
+			if stack[j+1].Name != pyTrampolineCaller {
 				continue
 			}
 			switch f := stack[j]; {
-			case f.kind == kindUnknown:
-				unnamed[f.name], hit = true, true
-			case f.kind == kindJIT:
-				named[f.name] = true
+			case f.Kind == model.KindUnknown:
+				unnamed[f.Name], hit = true, true
+			case f.Kind == model.KindJIT:
+				named[f.Name] = true
 			}
 		}
 		if hit {
@@ -52,12 +56,12 @@ func (e *evidence) unnamedPythonFrames() []finding {
 	}
 	m := len(named) + len(unnamed)
 	why := "CPython 3.13's -X perf_jit writes its jitdump through a buffer and completes it only when the interpreter exits"
-	if e.c.Info.Counts.JITTruncated > 0 {
+	if e.info.Counts.JITTruncated > 0 {
 		why += " (the file read here ends mid-record)"
 	}
 	f := e.newFinding(model.FindingMissingJITSymbols, model.SeverityInfo, float64(under)/float64(total), nil,
 		fmt.Sprintf("CPython functions without names: %d of the %d Python functions on the sampled stacks are unnamed JIT frames ([anon] 0x…), under %s of the on-CPU time.",
-			len(unnamed), m, strings.TrimSpace(pct(under, total))),
+			len(unnamed), m, strings.TrimSpace(textfmt.Pct(under, total))),
 		why+": a live capture finds only the functions compiled before its last write, and the hot ones come last. "+
 			"To name them all while the process runs, start it with -X perf (or PYTHONPERFSUPPORT=1): its perf map, /tmp/perf-<pid>.map, is written out at each new function.")
 	f.Runtime = string(e.rt)

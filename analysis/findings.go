@@ -1,4 +1,4 @@
-package report
+package analysis
 
 import (
 	"fmt"
@@ -7,8 +7,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stallwatch/stallwatch/internal/textfmt"
 	"github.com/stallwatch/stallwatch/model"
 )
+
+// maxDeadlocks is how many deadlocks the findings name one by one; more
+// are summed up in one finding.
+const maxDeadlocks = 3
 
 // Thresholds of the findings, as shares of the judged window (see
 // evidence): what counts as "most of the time" does not depend on how long
@@ -58,11 +63,18 @@ var kindPriority = map[model.FindingKind]int{
 	model.FindingAllWaiting:        11,
 }
 
-// findingsOf says what stands out, the most likely cause first: each
-// finding with its kind, severity, a sentence, the numbers behind it and
-// the threads and functions it names.
-func findingsOf(c *Capture, a *analysis) []model.Finding {
-	e := gatherEvidence(c, a)
+// Findings says what stands out in a capture, the most likely cause
+// first: each finding with its kind, severity, a sentence, the numbers
+// behind it and the threads and functions it names. It reads the capture
+// model alone: capture.json's facts (info), the samples as the capture
+// stores them (p, nil for a capture without a profile) and the thread
+// snapshot (snap, nil for none), so that a capture read back gives the
+// findings it was written with.
+func Findings(info *model.Info, p *model.Profile, snap *model.Snapshot) []model.Finding {
+	if info == nil {
+		info = &model.Info{}
+	}
+	e := gatherEvidence(info, p, snap)
 	var fs []finding
 	for _, detect := range []func() []finding{
 		e.stopped, e.deadlocks, e.runtimePause, e.eventLoop, e.gil, e.convoys,
@@ -121,20 +133,20 @@ func (e *evidence) stopped() []finding {
 		for _, t := range e.threads {
 			cpu += t.cpu
 		}
-		cpuNote = fmt.Sprintf(" The process used %s of CPU %s.", fmtDur(time.Duration(cpu)), e.when)
+		cpuNote = fmt.Sprintf(" The process used %s of CPU %s.", textfmt.Dur(time.Duration(cpu)), e.when)
 	}
 	if len(traced) > 0 {
 		var names []string
 		for pid, name := range tracers {
 			s := fmt.Sprintf("pid %d", pid)
 			if name != "" {
-				s += " " + quoted(name)
+				s += " " + textfmt.Quoted(name)
 			}
 			names = append(names, s)
 		}
 		sort.Strings(names)
 		f := e.newFinding(model.FindingStopped, model.SeverityCritical, float64(len(traced)), traced,
-			fmt.Sprintf("STOPPED BY A DEBUGGER: %s of %d traced by %s.", plural(len(traced), "thread", "threads"), all, strings.Join(names, ", ")),
+			fmt.Sprintf("STOPPED BY A DEBUGGER: %s of %d traced by %s.", textfmt.Plural(len(traced), "thread", "threads"), all, strings.Join(names, ", ")),
 			"A tracer (a debugger, strace, another profiler) holds the threads: while it keeps them in ptrace stops they do not run."+cpuNote+
 				" Continue or detach the debugger (gdb: `continue` or `detach`).")
 		out = append(out, f)
@@ -144,7 +156,7 @@ func (e *evidence) stopped() []finding {
 		if len(stopped)*2 < all {
 			sev = model.SeverityWarning
 		}
-		summary := fmt.Sprintf("STOPPED: %s of %d in state T (stopped by a signal).", plural(len(stopped), "thread", "threads"), all)
+		summary := fmt.Sprintf("STOPPED: %s of %d in state T (stopped by a signal).", textfmt.Plural(len(stopped), "thread", "threads"), all)
 		if len(stopped) == all {
 			summary = fmt.Sprintf("STOPPED: the process is stopped (all %d threads in state T): SIGSTOP or job control holds it.", all)
 		}
@@ -162,7 +174,7 @@ func (e *evidence) deadlocks() []finding {
 	}
 	var out []finding
 	for i, cy := range e.snap.Locks.Cycles {
-		if i == screenDeadlocks && len(e.snap.Locks.Cycles) > screenDeadlocks+1 {
+		if i == maxDeadlocks && len(e.snap.Locks.Cycles) > maxDeadlocks+1 {
 			out = append(out, e.newFinding(model.FindingDeadlock, model.SeverityCritical, 0, nil,
 				fmt.Sprintf("… and %d more deadlocks: see the lock graph below.", len(e.snap.Locks.Cycles)-i), ""))
 			break
@@ -175,12 +187,12 @@ func (e *evidence) deadlocks() []finding {
 		for j, tid := range cy {
 			parts = append(parts, e.ix.name(tid))
 			if t := e.ix[tid]; t != nil {
-				if f := topFrame(t); f != "-" && !slices.Contains(funcs, f) {
+				if f := textfmt.TopFrame(t); f != "-" && !slices.Contains(funcs, f) {
 					funcs = append(funcs, f)
 				}
 				what := fmt.Sprintf("tid %d", cy[(j+1)%len(cy)])
 				if t.Wait != nil && t.Wait.Desc != "" {
-					what = clean(t.Wait.Desc)
+					what = textfmt.Clean(t.Wait.Desc)
 				}
 				holds = append(holds, fmt.Sprintf("tid %d waits for %s", tid, what))
 			}
@@ -305,19 +317,19 @@ func (e *evidence) pause(spec pauseSpec) (finding, bool) {
 	case culprit != nil && collector != nil && stopTime >= opTime:
 		fn := e.appFrame(topStackOf(culprit.cpuStacks))
 		summary = fmt.Sprintf("%s: %s waited %s (%s of the window) for the other threads to stop; %s ran %s without stopping.",
-			strings.ToUpper(name[:1])+name[1:], collector.label(), fmtDur(time.Duration(stopTime)), e.pctOf(stopTime), culprit.label(), fn)
+			strings.ToUpper(name[:1])+name[1:], collector.label(), textfmt.Dur(time.Duration(stopTime)), e.pctOf(stopTime), culprit.label(), fn)
 		tids = []int{culprit.tid, collector.tid}
 		funcs = append(funcs, fn)
 		fmt.Fprintf(&sb, "%s %s.", culprit.label(), spec.notReached)
 	case collector != nil:
 		op := e.operationName(collector, spec)
 		summary = fmt.Sprintf("%s pauses: %s spent %s (%s of the window %s) stopping the threads and running %s.",
-			strings.ToUpper(name[:1])+name[1:], collector.label(), fmtDur(time.Duration(collTime)), e.pctOf(collTime), e.when, op)
+			strings.ToUpper(name[:1])+name[1:], collector.label(), textfmt.Dur(time.Duration(collTime)), e.pctOf(collTime), e.when, op)
 		tids = []int{collector.tid}
 		funcs = append(funcs, op)
 	default:
 		summary = fmt.Sprintf("%s: %s parked in the %s's pause functions.", strings.ToUpper(name[:1])+name[1:],
-			plural(max(len(waiters), parked), "thread", "threads"), e.rt)
+			textfmt.Plural(max(len(waiters), parked), "thread", "threads"), e.rt)
 	}
 	sort.Slice(waiters, func(i, j int) bool { return waited[waiters[i].tid] > waited[waiters[j].tid] })
 	if len(waiters) > 0 {
@@ -327,13 +339,13 @@ func (e *evidence) pause(spec pauseSpec) (finding, bool) {
 				ws = append(ws, fmt.Sprintf("%d more", len(waiters)-i))
 				break
 			}
-			ws = append(ws, fmt.Sprintf("%s %s", t.label(), fmtDur(time.Duration(waited[t.tid]))))
+			ws = append(ws, fmt.Sprintf("%s %s", t.label(), textfmt.Dur(time.Duration(waited[t.tid]))))
 			tids = append(tids, t.tid)
 		}
 		fmt.Fprintf(&sb, " Threads waiting for it %s: %s.", e.when, strings.Join(ws, ", "))
 	}
 	if parked > 0 {
-		fmt.Fprintf(&sb, " At the snapshot %s in %s.", plural(parked, "thread was", "threads were"), strings.Join(spec.waiter[:min(2, len(spec.waiter))], " or "))
+		fmt.Fprintf(&sb, " At the snapshot %s in %s.", textfmt.Plural(parked, "thread was", "threads were"), strings.Join(spec.waiter[:min(2, len(spec.waiter))], " or "))
 	}
 	fmt.Fprintf(&sb, " %s.", upperFirst(spec.advice))
 	f := e.newFinding(model.FindingRuntimePause, sev, share, tids, summary, strings.TrimSpace(sb.String()))
@@ -376,15 +388,15 @@ func (e *evidence) operationName(t *threadTime, spec pauseSpec) string {
 	for id, v := range mergeStacks(t.cpuStacks, t.offStacks) {
 		fr := e.a.stacks[id]
 		for i := len(fr) - 1; i >= 0; i-- {
-			if frameMatch(fr[i].name, spec.operation) {
+			if frameMatch(fr[i].Name, spec.operation) {
 				// the callee of the outermost operation frame
 				j := i - 1
-				for j >= 0 && frameMatch(fr[j].name, spec.operation) {
+				for j >= 0 && frameMatch(fr[j].Name, spec.operation) {
 					j--
 				}
-				name := fr[i].name
-				if j >= 0 && !systemCode(fr[j].module, fr[j].name) && fr[j].kind != kindKernel {
-					name = fr[j].name
+				name := fr[i].Name
+				if j >= 0 && !textfmt.SystemCode(fr[j].Module, fr[j].Name) && fr[j].Kind != model.KindKernel {
+					name = fr[j].Name
 				}
 				by[name] += v
 				break
@@ -420,7 +432,7 @@ func (e *evidence) eventLoop() []finding {
 	if e.a == nil || e.rt != rtNode || !e.hasCPU {
 		return nil
 	}
-	main := e.threads[e.c.Info.PID]
+	main := e.threads[e.info.PID]
 	if main == nil && e.snap != nil {
 		main = e.threads[e.snap.PID]
 	}
@@ -439,13 +451,13 @@ func (e *evidence) eventLoop() []finding {
 	if _, pollO := e.timeIn(main, []string{"epoll_wait", "epoll_pwait"}); e.share(pollO) > 0.2 {
 		return nil
 	}
-	fn := e.heldUnder(main, spinShare, func(f frame) bool { return f.kind == kindJIT && jsFunction(f.name) })
+	fn := e.heldUnder(main, spinShare, func(f frame) bool { return f.Kind == model.KindJIT && jsFunction(f.Name) })
 	unnamed := ""
 	if fn == "" {
 		var anon int64
 		for id, v := range main.cpuStacks {
 			for _, f := range e.a.stacks[id] {
-				if f.kind == kindUnknown {
+				if f.Kind == model.KindUnknown {
 					anon += v
 					break
 				}
@@ -537,14 +549,14 @@ func (e *evidence) gil() []finding {
 			ws = append(ws, fmt.Sprintf("%d more", len(waiters)-i))
 			break
 		}
-		ws = append(ws, fmt.Sprintf("%s %s (%s)", t.label(), fmtDur(time.Duration(waited[t.tid])), e.pctOf(waited[t.tid])))
+		ws = append(ws, fmt.Sprintf("%s %s (%s)", t.label(), textfmt.Dur(time.Duration(waited[t.tid])), e.pctOf(waited[t.tid])))
 		tids = append(tids, t.tid)
 	}
 	summary := fmt.Sprintf("GIL contention: %s waited for CPython's global interpreter lock (take_gil) %s",
-		plural(len(waiters), "thread", "threads"), e.when)
+		textfmt.Plural(len(waiters), "thread", "threads"), e.when)
 	var funcs []string
 	if holder != nil {
-		fn := e.heldUnder(holder, 0.5, func(f frame) bool { return strings.HasPrefix(f.name, "py::") })
+		fn := e.heldUnder(holder, 0.5, func(f frame) bool { return strings.HasPrefix(f.Name, "py::") })
 		if fn == "" {
 			fn = pythonFunction(e.ix[holder.tid])
 		}
@@ -558,7 +570,7 @@ func (e *evidence) gil() []finding {
 	summary += "."
 	detail := "Waiting: " + strings.Join(ws, ", ") + "."
 	if parked > 0 {
-		detail += fmt.Sprintf(" At the snapshot %s in take_gil.", plural(parked, "thread was", "threads were"))
+		detail += fmt.Sprintf(" At the snapshot %s in take_gil.", textfmt.Plural(parked, "thread was", "threads were"))
 	}
 	detail += " Only one thread runs Python code at a time: CPU-bound Python in threads serializes. Move CPU-bound work to processes (multiprocessing, concurrent.futures.ProcessPoolExecutor) or into native code that releases the GIL; with -X perf the Python functions show by name."
 	sev := model.SeverityWarning
@@ -584,7 +596,7 @@ func pythonFunction(t *model.Thread) string {
 		}
 		for _, ln := range l.Lines {
 			if strings.HasPrefix(ln.Function, "py::") {
-				return clean(ln.Function)
+				return textfmt.Clean(ln.Function)
 			}
 		}
 	}
@@ -628,8 +640,8 @@ func (e *evidence) convoys() []finding {
 		what := "not in the snapshot"
 		var funcs []string
 		if ot != nil {
-			what = doing(ot)
-			if f := topFrame(ot); f != "-" {
+			what = textfmt.Doing(ot)
+			if f := textfmt.TopFrame(ot); f != "-" {
 				what += " at " + f
 				funcs = funcNames([]string{f})
 			}
@@ -656,7 +668,7 @@ func (e *evidence) convoys() []finding {
 		f := e.newFinding(model.FindingLockConvoy, sev, float64(len(ws)), append([]int{o}, ws...),
 			fmt.Sprintf("Lock convoy: %d threads wait for %s, which holds the lock they need and is %s.", len(ws), e.ix.name(o), what),
 			fmt.Sprintf("Waiting: %s%s. While the owner keeps the lock (in a slow call, on a CPU, or itself blocked) every waiter queues behind it: shorten the critical section, or do the slow part outside the lock.",
-				strings.Join(names, ", "), prefixed(" for ", clean(lock))))
+				strings.Join(names, ", "), prefixed(" for ", textfmt.Clean(lock))))
 		f.Functions = funcs
 		out = append(out, f)
 	}
@@ -726,7 +738,7 @@ func (e *evidence) uninterruptible() []finding {
 		sev := model.SeverityWarning
 		forText := ""
 		if known {
-			forText = " for " + fmtDur(longest)
+			forText = " for " + textfmt.Dur(longest)
 			if e.window > 0 && float64(longest) >= pauseCritical*float64(e.window) {
 				sev = model.SeverityCritical
 			}
@@ -735,7 +747,7 @@ func (e *evidence) uninterruptible() []finding {
 		if where == "" {
 			where = "an unknown kernel function"
 		}
-		summary := fmt.Sprintf("%s in uninterruptible sleep (D) in %s%s: %s.", plural(len(ts), "thread", "threads"), where, forText, listText(names, 5))
+		summary := fmt.Sprintf("%s in uninterruptible sleep (D) in %s%s: %s.", textfmt.Plural(len(ts), "thread", "threads"), where, forText, textfmt.List(names, 5))
 		detail := "A thread in D state cannot be interrupted, not even killed, until the kernel finishes what it waits for"
 		if m := dWaitMeaning(fn); m != "" {
 			detail += ": " + m
@@ -761,9 +773,9 @@ func kernelWaitFunc(t *model.Thread) string {
 		if fn == "" || slices.Contains(genericWaits, fn) || strings.HasPrefix(fn, "__schedule") || syscallEntry(fn) {
 			continue
 		}
-		return clean(fn)
+		return textfmt.Clean(fn)
 	}
-	return clean(t.Wchan)
+	return textfmt.Clean(t.Wchan)
 }
 
 // kernelSyscall names the system call a kernel stack is in, from its
@@ -776,7 +788,7 @@ func kernelSyscall(t *model.Thread) string {
 		fn := l.Lines[0].Function
 		for _, p := range []string{"__x64_sys_", "__do_sys_", "__se_sys_", "__ia32_sys_"} {
 			if name, ok := strings.CutPrefix(fn, p); ok && name != "" {
-				return clean(name) + "()"
+				return textfmt.Clean(name) + "()"
 			}
 		}
 	}
@@ -817,16 +829,16 @@ func (e *evidence) starvation() []finding {
 			ws = append(ws, fmt.Sprintf("%d more", len(starved)-i))
 			break
 		}
-		ws = append(ws, fmt.Sprintf("%s waited %s (%s), ran %s", t.label(), fmtDur(time.Duration(t.preempted)), e.pctOf(t.preempted), fmtDur(time.Duration(t.cpu))))
+		ws = append(ws, fmt.Sprintf("%s waited %s (%s), ran %s", t.label(), textfmt.Dur(time.Duration(t.preempted)), e.pctOf(t.preempted), textfmt.Dur(time.Duration(t.cpu))))
 		tids = append(tids, t.tid)
 	}
 	top := starved[0]
 	summary := fmt.Sprintf("CPU starvation: %s runnable but waiting for a CPU for %s or more of the window %s; %s the most, %s (%s).",
-		plural(len(starved), "thread was", "threads were"), pctText(starveShare), e.when, top.label(), fmtDur(time.Duration(top.preempted)), e.pctOf(top.preempted))
+		textfmt.Plural(len(starved), "thread was", "threads were"), textfmt.Share(starveShare), e.when, top.label(), textfmt.Dur(time.Duration(top.preempted)), e.pctOf(top.preempted))
 	detail := strings.Join(ws, "; ") + "."
 	used := float64(procCPU) / float64(e.window)
 	detail += fmt.Sprintf(" The process used %.1f CPUs on average.", used)
-	if h := e.c.Info.Host; h != nil && h.CPUs > 0 {
+	if h := e.info.Host; h != nil && h.CPUs > 0 {
 		detail += fmt.Sprintf(" The host: %d CPUs, load %.2f (1 min), %d tasks runnable at the end of the capture", h.CPUs, h.Load1, h.Running)
 		switch {
 		case h.Load1 > float64(h.CPUs) && used < 0.8*float64(h.CPUs):
@@ -864,7 +876,7 @@ func (e *evidence) spinningOrHot() []finding {
 	fnID := topStackOf(spin.cpuStacks)
 	where := ""
 	if fnID >= 0 {
-		where = stackSummary(e.a.stacks[fnID], 3)
+		where = textfmt.StackSummary(e.a.stacks[fnID], 3)
 	}
 	app := e.appFrame(fnID)
 	var waiting []*threadTime
@@ -886,9 +898,9 @@ func (e *evidence) spinningOrHot() []finding {
 		}
 		f := e.newFinding(model.FindingSpinning, model.SeverityWarning, e.share(spin.cpu), tids,
 			fmt.Sprintf("%s spun on a CPU %s of the window %s (%s) in %s while %s waited.",
-				spin.subject(), e.pctOf(spin.cpu), e.when, fmtDur(time.Duration(spin.cpu)), where, plural(len(waiting), "thread", "threads")),
+				spin.subject(), e.pctOf(spin.cpu), e.when, textfmt.Dur(time.Duration(spin.cpu)), where, textfmt.Plural(len(waiting), "thread", "threads")),
 			fmt.Sprintf("Waiting most of the window: %s. A thread that runs all the time while the others wait is busy-waiting (polling a flag, retrying) or doing work nobody waits for; if it should hand something to them, it never does. %s of all on-CPU time was its.",
-				strings.Join(names, ", "), strings.TrimSpace(pct(spin.cpu, total))))
+				strings.Join(names, ", "), strings.TrimSpace(textfmt.Pct(spin.cpu, total))))
 		f.Functions = []string{app}
 		return []finding{f}
 	}
@@ -897,7 +909,7 @@ func (e *evidence) spinningOrHot() []finding {
 	}
 	f := e.newFinding(model.FindingHotThread, model.SeverityInfo, float64(spin.cpu)/float64(total), []int{spin.tid},
 		fmt.Sprintf("%s used %s of CPU %s (%s of all on-CPU time) in %s.",
-			spin.subject(), fmtDur(time.Duration(spin.cpu)), e.when, strings.TrimSpace(pct(spin.cpu, total)), where),
+			spin.subject(), textfmt.Dur(time.Duration(spin.cpu)), e.when, strings.TrimSpace(textfmt.Pct(spin.cpu, total)), where),
 		fmt.Sprintf("It was on a CPU %s of the window; the flame graph shows where inside %s.", e.pctOf(spin.cpu), app))
 	f.Functions = []string{app}
 	return []finding{f}
@@ -923,19 +935,19 @@ func (e *evidence) waitsInOwnCode(t *threadTime) bool {
 func (e *evidence) missingJIT() []finding {
 	// With a JIT symbol file read, the switch was given: code it does not
 	// name is something else (a stub, a trampoline, a truncated stack).
-	if e.a == nil || !e.hasCPU || e.rt.jitSwitch() == "" || e.c.Info.Counts.JITSources > 0 {
+	if e.a == nil || !e.hasCPU || e.rt.jitSwitch() == "" || e.info.Counts.JITSources > 0 {
 		return nil
 	}
-	cpuI, _ := valueIndex(e.p, model.TypeCPUTime)
 	var unnamed, total int64
-	for i, s := range e.p.Sample {
-		v := s.Value[cpuI]
-		if v == 0 {
+	for i := range e.p.Samples {
+		s := &e.p.Samples[i]
+		v := s.Nanos
+		if s.OffCPU || v == 0 {
 			continue
 		}
 		total += v
 		for _, f := range e.a.stacks[e.a.stackOf[i]] {
-			if f.kind == kindUnknown && (strings.HasPrefix(f.name, "[anon]") || strings.HasPrefix(f.name, "[unknown]")) {
+			if f.Kind == model.KindUnknown && (strings.HasPrefix(f.Name, "[anon]") || strings.HasPrefix(f.Name, "[unknown]")) {
 				unnamed += v
 				break
 			}
@@ -947,7 +959,7 @@ func (e *evidence) missingJIT() []finding {
 	srcs := "no JIT symbol file was found"
 	f := e.newFinding(model.FindingMissingJITSymbols, model.SeverityInfo, float64(unnamed)/float64(total), nil,
 		fmt.Sprintf("%s JIT code without names: %s of the on-CPU time is in compiled code no symbol names (%s).",
-			e.rt, strings.TrimSpace(pct(unnamed, total)), srcs),
+			e.rt, strings.TrimSpace(textfmt.Pct(unnamed, total)), srcs),
 		"To name it, "+e.rt.jitSwitch()+".")
 	f.Runtime = string(e.rt)
 	return []finding{f}
