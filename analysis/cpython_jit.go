@@ -6,6 +6,7 @@ import (
 
 	"github.com/stallwatch/stallwatch/internal/textfmt"
 	"github.com/stallwatch/stallwatch/model"
+	"github.com/stallwatch/stallwatch/runtimes"
 )
 
 // pyTrampolineCaller is the CPython function that calls a Python
@@ -22,7 +23,7 @@ const pyTrampolineCaller = "py_trampoline_evaluator"
 // function. (When stallwatch reads CPython's frames from its memory, this
 // finding gives way to the names it reads.)
 func (e *evidence) unnamedPythonFrames() []finding {
-	if e.a == nil || !e.hasCPU || e.rt != rtPython || e.info.Counts.JITSources == 0 {
+	if e.a == nil || !e.hasCPU || e.rt != runtimes.Python || e.info.Counts.JITSources == 0 {
 		return nil // no JIT symbol file at all: missingJIT says which switch
 	}
 	named, unnamed := map[string]bool{}, map[string]bool{}
@@ -64,6 +65,6 @@ func (e *evidence) unnamedPythonFrames() []finding {
 			len(unnamed), m, strings.TrimSpace(textfmt.Pct(under, total))),
 		why+": a live capture finds only the functions compiled before its last write, and the hot ones come last. "+
 			"To name them all while the process runs, start it with -X perf (or PYTHONPERFSUPPORT=1): its perf map, /tmp/perf-<pid>.map, is written out at each new function.")
-	f.Runtime = string(e.rt)
+	f.Runtime = e.rt.ID
 	return []finding{f}
 }

@@ -19,6 +19,11 @@
 // (package internal/textfmt: frames by function name, the program's own
 // code told from libc's and the runtime's wrappers).
 //
+// What it knows of each language runtime is package runtimes': how a
+// capture's runtime is recognised (from its executable, its libraries,
+// its frames; capture.json's runtime records it), the functions of its
+// pauses, the switch that names its JIT code.
+//
 // The findings, in the order they explain a stall: a stopped process (a
 // signal, a debugger); deadlocks (cycles of the waits-for graph); a
 // language runtime's pause (HotSpot's SafepointSynchronize, Go's

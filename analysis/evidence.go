@@ -7,6 +7,7 @@ import (
 
 	"github.com/stallwatch/stallwatch/internal/textfmt"
 	"github.com/stallwatch/stallwatch/model"
+	"github.com/stallwatch/stallwatch/runtimes"
 )
 
 // evidence is what the findings are drawn from, worked out once per
@@ -28,7 +29,7 @@ type evidence struct {
 	hasOff bool   // and off-CPU time
 
 	threads map[int]*threadTime
-	rt      runtimeKind
+	rt      *runtimes.Runtime // nil: none known
 }
 
 // threadTime is one thread's time in the judged window.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stallwatch/stallwatch/internal/textfmt"
 	"github.com/stallwatch/stallwatch/model"
+	"github.com/stallwatch/stallwatch/runtimes"
 )
 
 // maxDeadlocks is how many deadlocks the findings name one by one; more
@@ -71,6 +72,28 @@ var kindPriority = map[model.FindingKind]int{
 // snapshot (snap, nil for none), so that a capture read back gives the
 // findings it was written with.
 func Findings(info *model.Info, p *model.Profile, snap *model.Snapshot) []model.Finding {
+	return Analyze(info, p, snap).Findings
+}
+
+// Analysis is what a capture's analysis draws: its findings, and the
+// language runtime its process runs.
+type Analysis struct {
+	Findings []model.Finding
+	Runtime  *runtimes.Runtime // nil: none package runtimes knows
+}
+
+// Into records the analysis in capture.json's facts: the findings, and the
+// runtime by its ID.
+func (a Analysis) Into(info *model.Info) {
+	info.Findings, info.Runtime = a.Findings, ""
+	if a.Runtime != nil {
+		info.Runtime = a.Runtime.ID
+	}
+}
+
+// Analyze draws a capture's findings and recognises its runtime, from the
+// capture model alone (as Findings).
+func Analyze(info *model.Info, p *model.Profile, snap *model.Snapshot) Analysis {
 	if info == nil {
 		info = &model.Info{}
 	}
@@ -96,7 +119,7 @@ func Findings(info *model.Info, p *model.Profile, snap *model.Snapshot) []model.
 	for i, f := range fs {
 		out[i] = f.Finding
 	}
-	return out
+	return Analysis{Findings: out, Runtime: e.rt}
 }
 
 func (e *evidence) newFinding(kind model.FindingKind, sev model.Severity, weight float64, tids []int, summary, detail string) finding {
@@ -230,20 +253,16 @@ func funcNames(frames []string) []string {
 // stop-the-world, suspension, GC) that one thread runs or that one thread
 // holds up by not stopping.
 func (e *evidence) runtimePause() []finding {
-	if e.a == nil || e.rt == rtNone {
+	if e.a == nil || e.rt == nil || e.rt.Pause == nil {
 		return nil
 	}
-	for _, spec := range pauseSpecs {
-		if spec.rt == e.rt {
-			if f, ok := e.pause(spec); ok {
-				return []finding{f}
-			}
-		}
+	if f, ok := e.pause(e.rt.Pause); ok {
+		return []finding{f}
 	}
 	return nil
 }
 
-func (e *evidence) pause(spec pauseSpec) (finding, bool) {
+func (e *evidence) pause(spec *runtimes.Pause) (finding, bool) {
 	// The collector: the thread with the most time stopping the world
 	// (collector frames) or working while it is stopped (operation
 	// frames without collector frames).
@@ -253,14 +272,14 @@ func (e *evidence) pause(spec pauseSpec) (finding, bool) {
 	var waitTime int64
 	waited := map[int]int64{}
 	for _, t := range e.byCPU() {
-		sc, so := e.timeIn(t, spec.collector)
-		oc, oo := e.timeIn(t, spec.operation)
-		both := e.timeInBoth(t, spec.collector, spec.operation)
+		sc, so := e.timeIn(t, spec.Collector)
+		oc, oo := e.timeIn(t, spec.Operation)
+		both := e.timeInBoth(t, spec.Collector, spec.Operation)
 		stop, op := sc+so, oc+oo-both
 		if stop+op > collTime {
 			collector, collTime, stopTime, opTime = t, stop+op, stop, op
 		}
-		wc, wo := e.timeIn(t, spec.waiter)
+		wc, wo := e.timeIn(t, spec.Waiter)
 		if w := wc + wo; w > 0 && e.share(w) >= pauseShare/2 {
 			waiters = append(waiters, t)
 			waited[t.tid] = w
@@ -275,7 +294,7 @@ func (e *evidence) pause(spec pauseSpec) (finding, bool) {
 	parked := 0
 	if e.snap != nil {
 		for i := range e.snap.Threads {
-			if t := &e.snap.Threads[i]; e.snapHas(t.TID, spec.waiter) {
+			if t := &e.snap.Threads[i]; e.snapHas(t.TID, spec.Waiter) {
 				parked++
 			}
 		}
@@ -291,7 +310,7 @@ func (e *evidence) pause(spec pauseSpec) (finding, bool) {
 	// or was runnable) most of the window in none of the runtime's
 	// pause functions — on a busy host it may have run little of it.
 	var culprit *threadTime
-	all := slices.Concat(spec.collector, spec.operation, spec.waiter)
+	all := slices.Concat(spec.Collector, spec.Operation, spec.Waiter)
 	var best int64
 	for _, t := range e.byCPU() {
 		if t == collector || t.cpu == 0 {
@@ -311,7 +330,7 @@ func (e *evidence) pause(spec pauseSpec) (finding, bool) {
 	var tids []int
 	var funcs []string
 	var sb strings.Builder
-	name := e.rt.String() + " " + spec.what
+	name := e.rt.String() + " " + spec.What
 	summary := ""
 	switch {
 	case culprit != nil && collector != nil && stopTime >= opTime:
@@ -320,7 +339,7 @@ func (e *evidence) pause(spec pauseSpec) (finding, bool) {
 			strings.ToUpper(name[:1])+name[1:], collector.label(), textfmt.Dur(time.Duration(stopTime)), e.pctOf(stopTime), culprit.label(), fn)
 		tids = []int{culprit.tid, collector.tid}
 		funcs = append(funcs, fn)
-		fmt.Fprintf(&sb, "%s %s.", culprit.label(), spec.notReached)
+		fmt.Fprintf(&sb, "%s %s.", culprit.label(), spec.NotReached)
 	case collector != nil:
 		op := e.operationName(collector, spec)
 		summary = fmt.Sprintf("%s pauses: %s spent %s (%s of the window %s) stopping the threads and running %s.",
@@ -345,12 +364,12 @@ func (e *evidence) pause(spec pauseSpec) (finding, bool) {
 		fmt.Fprintf(&sb, " Threads waiting for it %s: %s.", e.when, strings.Join(ws, ", "))
 	}
 	if parked > 0 {
-		fmt.Fprintf(&sb, " At the snapshot %s in %s.", textfmt.Plural(parked, "thread was", "threads were"), strings.Join(spec.waiter[:min(2, len(spec.waiter))], " or "))
+		fmt.Fprintf(&sb, " At the snapshot %s in %s.", textfmt.Plural(parked, "thread was", "threads were"), strings.Join(spec.Waiter[:min(2, len(spec.Waiter))], " or "))
 	}
-	fmt.Fprintf(&sb, " %s.", upperFirst(spec.advice))
+	fmt.Fprintf(&sb, " %s.", upperFirst(spec.Advice))
 	f := e.newFinding(model.FindingRuntimePause, sev, share, tids, summary, strings.TrimSpace(sb.String()))
-	f.Runtime = string(e.rt)
-	f.Functions = append(funcs, spec.collector[0])
+	f.Runtime = e.rt.ID
+	f.Functions = append(funcs, spec.Collector[0])
 	return f, true
 }
 
@@ -383,15 +402,15 @@ func (e *evidence) timeInBoth(t *threadTime, a, b []string) int64 {
 // operationName is the function the collector ran under the operation
 // frame (HotSpot's VM_G1CollectFull::doit), or the operation frame when
 // that callee is the runtime's plumbing (Go's systemstack).
-func (e *evidence) operationName(t *threadTime, spec pauseSpec) string {
+func (e *evidence) operationName(t *threadTime, spec *runtimes.Pause) string {
 	by := map[string]int64{}
 	for id, v := range mergeStacks(t.cpuStacks, t.offStacks) {
 		fr := e.a.stacks[id]
 		for i := len(fr) - 1; i >= 0; i-- {
-			if frameMatch(fr[i].Name, spec.operation) {
+			if frameMatch(fr[i].Name, spec.Operation) {
 				// the callee of the outermost operation frame
 				j := i - 1
-				for j >= 0 && frameMatch(fr[j].Name, spec.operation) {
+				for j >= 0 && frameMatch(fr[j].Name, spec.Operation) {
 					j--
 				}
 				name := fr[i].Name
@@ -410,7 +429,7 @@ func (e *evidence) operationName(t *threadTime, spec pauseSpec) string {
 		}
 	}
 	if best == "" {
-		return spec.operation[0]
+		return spec.Operation[0]
 	}
 	return best
 }
@@ -429,7 +448,7 @@ func mergeStacks(a, b map[int]int64) map[int]int64 {
 // eventLoop: a Node.js main thread that spent the window on a CPU in
 // JavaScript instead of returning to poll for events.
 func (e *evidence) eventLoop() []finding {
-	if e.a == nil || e.rt != rtNode || !e.hasCPU {
+	if e.a == nil || e.rt != runtimes.Node || !e.hasCPU {
 		return nil
 	}
 	main := e.threads[e.info.PID]
@@ -477,7 +496,7 @@ func (e *evidence) eventLoop() []finding {
 		"Break the work into chunks (setImmediate), move it to a worker thread (worker_threads), or make it asynchronous; "+
 		"--cpu-prof or this report's flame graph shows what inside it costs most.", main.label())
 	f := e.newFinding(model.FindingEventLoopBlocked, sev, e.share(main.cpu+main.preempted), []int{main.tid}, summary, detail)
-	f.Runtime = string(rtNode)
+	f.Runtime = runtimes.Node.ID
 	if fn != "" && unnamed == "" {
 		f.Functions = []string{fn}
 	}
@@ -497,7 +516,7 @@ func jsFunction(name string) bool {
 
 // gil: CPython threads waiting in take_gil while one thread runs.
 func (e *evidence) gil() []finding {
-	if e.a == nil || e.rt != rtPython {
+	if e.a == nil || e.rt != runtimes.Python {
 		return nil
 	}
 	pats := []string{"take_gil"}
@@ -578,7 +597,7 @@ func (e *evidence) gil() []finding {
 		sev = model.SeverityCritical
 	}
 	f := e.newFinding(model.FindingGIL, sev, e.share(most), tids, summary, detail)
-	f.Runtime = string(rtPython)
+	f.Runtime = runtimes.Python.ID
 	f.Functions = append(funcs, "take_gil")
 	return []finding{f}
 }
@@ -935,7 +954,7 @@ func (e *evidence) waitsInOwnCode(t *threadTime) bool {
 func (e *evidence) missingJIT() []finding {
 	// With a JIT symbol file read, the switch was given: code it does not
 	// name is something else (a stub, a trampoline, a truncated stack).
-	if e.a == nil || !e.hasCPU || e.rt.jitSwitch() == "" || e.info.Counts.JITSources > 0 {
+	if e.a == nil || !e.hasCPU || jitSwitch(e.rt) == "" || e.info.Counts.JITSources > 0 {
 		return nil
 	}
 	var unnamed, total int64
@@ -960,8 +979,8 @@ func (e *evidence) missingJIT() []finding {
 	f := e.newFinding(model.FindingMissingJITSymbols, model.SeverityInfo, float64(unnamed)/float64(total), nil,
 		fmt.Sprintf("%s JIT code without names: %s of the on-CPU time is in compiled code no symbol names (%s).",
 			e.rt, strings.TrimSpace(textfmt.Pct(unnamed, total)), srcs),
-		"To name it, "+e.rt.jitSwitch()+".")
-	f.Runtime = string(e.rt)
+		"To name it, "+jitSwitch(e.rt)+".")
+	f.Runtime = e.rt.ID
 	return []finding{f}
 }
 

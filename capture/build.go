@@ -304,7 +304,8 @@ func (f *facts) write(root *capdir.Root) (*model.Result, error) {
 	return &model.Result{Dir: dir, Trigger: f.trigger, Info: c.Info}, nil
 }
 
-// analyze draws the capture's findings into its capture.json, once, from
+// analyze draws the capture's findings (and the runtime its process runs)
+// into its capture.json, once, from
 // what the capture directory will hold: the profile as profile.pb.gz keeps
 // it, the snapshot, capture.json's facts (so that the same findings come
 // from the directory read back). Alerts, hooks and the reports read them
@@ -315,7 +316,7 @@ func analyze(c *report.Capture) error {
 		return fmt.Errorf("build profile: %w", err)
 	}
 	c.Profile = p
-	c.Info.Findings = analysis.Findings(&c.Info, report.Samples(p), c.Threads)
+	analysis.Analyze(&c.Info, report.Samples(p), c.Threads).Into(&c.Info)
 	return nil
 }
 

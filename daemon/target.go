@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/stallwatch/stallwatch/capture"
-	"github.com/stallwatch/stallwatch/internal/ddtags"
 	"github.com/stallwatch/stallwatch/internal/procwatch"
 	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/notify"
+	"github.com/stallwatch/stallwatch/runtimes"
 	"github.com/stallwatch/stallwatch/watchdog"
 )
 
@@ -89,7 +89,7 @@ func (d *Daemon) events(f procwatch.Facts, r *Rule) func(watchdog.Event) {
 		return nil
 	}
 	n := &r.Watch.Notify
-	return d.opts.Events(notify.Target{PID: f.PID, Process: ddtags.ProcessName(f.Exe, f.Cmdline, f.Comm), Service: n.Service, Tags: n.Tags,
+	return d.opts.Events(notify.Target{PID: f.PID, Process: runtimes.ProcessName(f.Exe, f.Cmdline, f.Comm), Service: n.Service, Tags: n.Tags,
 		OnCapture: n.OnCapture, OnRecover: n.OnRecover})
 }
 

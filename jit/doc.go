@@ -17,6 +17,7 @@
 //   - the names people read: DisplayName turns a runtime's raw name
 //     ("JS:*fibonacci /app/fib.js:1:1", "julia_fibonacci_1234",
 //     "long Hot.fibonacci(long)") into a function name plus file and line,
+//     in the syntax package runtimes describes for each runtime's JIT,
 //     and Index.LineAt gives the line of any address from the jitdump's
 //     line table (Options.LineTables);
 //   - a perf map writer (MapFile) that hands a jitdump's names to tools

@@ -3,9 +3,12 @@ package jit
 import (
 	"fmt"
 	"strings"
+
+	"github.com/stallwatch/stallwatch/runtimes"
 )
 
-// Runtime is the JIT that wrote a symbol.
+// Runtime is the JIT that wrote a symbol: the writers package runtimes
+// describes (each a runtime's JIT.Writer).
 type Runtime uint8
 
 const (
@@ -38,67 +41,25 @@ func (r Runtime) String() string {
 // MarshalText makes runtimes readable in JSON.
 func (r Runtime) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 
-// v8Prefixes are the code kinds V8's perf logger writes before the colon
-// (log.cc, CodeEventLogger); "LazyCompile", "Function" and "Script" are
-// the names of V8 before 11.x.
-var v8Prefixes = []string{
-	"JS:", "Builtin:", "BytecodeHandler:", "Handler:", "Stub:", "RegExp:",
-	"Eval:", "Script:", "LazyCompile:", "Function:", "Callback:",
-	"Wasm:",
-}
-
-// llvmPrefixes are the symbol prefixes Julia's code generator gives the
-// functions it hands to LLVM (those src/debuginfo.cpp's jl_demangle
-// knows, and its wrappers'), and its runtime's own (jl_).
-var llvmPrefixes = []string{"julia_", "jfptr_", "japi1_", "japi3_", "jsys1_", "jlsys_", "jlcapi_", "jlplt_", "tojlinvoke", "jl_"}
-
 // detectRuntime guesses the writer from one raw name; RuntimeUnknown when
-// the name says nothing decisive. It only looks at prefixes and a few
-// bytes, so it is cheap enough to call for every record.
+// the name says nothing decisive (package runtimes knows each JIT's
+// syntax). It only looks at prefixes and a few bytes, so it is cheap
+// enough to call for every record.
 func detectRuntime(name string) Runtime {
-	if name == "" {
-		return RuntimeUnknown
-	}
-	switch name[0] {
-	case 'J', 'B', 'H', 'S', 'R', 'E', 'L', 'F', 'C', 'W':
-		for _, p := range v8Prefixes {
-			if strings.HasPrefix(name, p) {
-				return RuntimeV8
-			}
-		}
-	}
-	if strings.HasPrefix(name, "py::") {
-		return RuntimeCPython
-	}
-	if strings.HasPrefix(name, "wasm[") || strings.HasPrefix(name, "wasm-function[") || strings.HasPrefix(name, "wasm::") {
-		return RuntimeWasmtime
-	}
-	for _, p := range llvmPrefixes {
-		if strings.HasPrefix(name, p) {
-			return RuntimeLLVM
-		}
-	}
-	if _, ok := jvmtiParts(name); ok {
-		return RuntimeJVM
-	}
-	if isDotNet(name) {
-		return RuntimeDotNet
-	}
-	if isJVMExternal(name) {
-		return RuntimeJVM
+	if j := runtimes.JITOf(name); j != nil {
+		return runtimeOfWriter(j.Writer)
 	}
 	return RuntimeUnknown
 }
 
-// isDotNet recognizes "<ret> [<assembly>] <Type>::<Method>(<args>)".
-func isDotNet(name string) bool {
-	i := strings.Index(name, "] ")
-	if i < 0 {
-		return false
+// runtimeOfWriter is the Runtime a JIT writer's name names.
+func runtimeOfWriter(w string) Runtime {
+	for i, n := range runtimeNames {
+		if n == w {
+			return Runtime(i)
+		}
 	}
-	j := strings.LastIndexByte(name[:i], '[')
-	rest := name[i:]
-	return j >= 0 && (j == 0 || name[j-1] == ' ') && strings.Contains(rest, "::") && strings.Contains(rest, "(")
+	return RuntimeUnknown
 }
 
 // runtimeFromPath recognizes the directories LLVM's listener and perf's
@@ -115,11 +76,10 @@ func runtimeFromPath(path string) Runtime {
 
 // UnmarshalText reads what MarshalText wrote.
 func (r *Runtime) UnmarshalText(b []byte) error {
-	for i, n := range runtimeNames {
-		if n == string(b) {
-			*r = Runtime(i)
-			return nil
-		}
+	rt := runtimeOfWriter(string(b))
+	if rt == RuntimeUnknown && string(b) != runtimeNames[RuntimeUnknown] {
+		return fmt.Errorf("unknown runtime %q", b)
 	}
-	return fmt.Errorf("unknown runtime %q", b)
+	*r = rt
+	return nil
 }

@@ -58,6 +58,11 @@
 //	settings            freq_hz, baseline_freq_hz, history_ns,
 //	                    capture_for_ns, offcpu, kernel, ptrace, unwind
 //	                    ("cfi", "fp"), stack_copy_bytes
+//	runtime             the language runtime the process runs, as the
+//	                    findings recognised it ("jvm", "go", "node",
+//	                    "python", "dotnet", "julia", "ruby", "erlang",
+//	                    "php", "deno", "bun", "wasmtime"); omitted when
+//	                    none
 //	findings            what the report concludes, the most likely cause
 //	                    first: kind ("stopped", "deadlock",
 //	                    "runtime_pause", "event_loop_blocked",

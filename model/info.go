@@ -40,6 +40,10 @@ type Info struct {
 
 	Counts   Counts   `json:"counts"`
 	Settings Settings `json:"settings"`
+	// Runtime is the language runtime the process runs, as the findings
+	// recognised it ("jvm", "go", "node" …: package runtimes' IDs); ""
+	// when none they know.
+	Runtime string `json:"runtime,omitempty"`
 	// Findings are what the report's first screen says, most severe
 	// first, as data for alerts and hooks.
 	Findings []Finding `json:"findings,omitempty"`
@@ -108,7 +112,8 @@ type Finding struct {
 	// Functions are the functions it names, the most telling first.
 	Functions []string `json:"functions,omitempty"`
 	// Runtime names the language runtime a runtime finding is about
-	// ("jvm", "go", "node", "python", "dotnet", "julia").
+	// ("jvm", "go", "node", "python", "dotnet", "julia": package
+	// runtimes' IDs).
 	Runtime string `json:"runtime,omitempty"`
 }
 

@@ -38,7 +38,7 @@ type Config struct {
 // Target is a watched process.
 type Target struct {
 	PID     int
-	Process string // its command name
+	Process string // its process name (runtimes.ProcessName)
 	// Service is its service (--service, DD_SERVICE, or a daemon rule's);
 	// "" names it by its process.
 	Service string

@@ -13,6 +13,7 @@ import (
 	"github.com/stallwatch/stallwatch/hook"
 	"github.com/stallwatch/stallwatch/internal/ddtags"
 	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/runtimes"
 	"github.com/stallwatch/stallwatch/spool"
 	"github.com/stallwatch/stallwatch/upload"
 )
@@ -188,13 +189,13 @@ func NewUploader(o Options) (*upload.Uploader, error) {
 }
 
 // Target describes pid for alerts, hooks and uploads: its name as the
-// uploads' process tag gives it (ddtags.ProcessName), and the service the
+// uploads' process tag gives it (runtimes.ProcessName), and the service the
 // options name.
 func (s *Stack) Target(pid int) Target {
 	comm, _ := procfs.Comm(pid, pid)
 	exe, _ := procfs.Exe(pid)
 	args, _ := procfs.Cmdline(pid)
-	return Target{PID: pid, Process: ddtags.ProcessName(exe, args, comm), Service: s.Service}
+	return Target{PID: pid, Process: runtimes.ProcessName(exe, args, comm), Service: s.Service}
 }
 
 // Close acts on the events handed over, gives the uploads queued up to

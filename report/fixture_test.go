@@ -207,6 +207,6 @@ func analyzed(c *Capture) *Capture {
 	if c.Profile != nil {
 		p = Samples(c.Profile)
 	}
-	c.Info.Findings = analysis.Findings(&c.Info, p, c.Threads)
+	analysis.Analyze(&c.Info, p, c.Threads).Into(&c.Info)
 	return c
 }

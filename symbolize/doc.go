@@ -36,10 +36,11 @@
 // before its thread's first function ends with a pseudo-frame saying why
 // (CutLocation: "[truncated: no unwind info in libfoo.so]").
 //
-// Names are those gdb prints: C++ and Rust demangled with their scope and
-// template arguments but no parameters or return type, inlined C++
-// functions qualified by their namespaces and classes, PLT stubs as
-// "name@plt", Go functions without their ABI suffix.
+// Names are those gdb prints (runtimes.Demangle, the one demangler, which
+// names a JIT's C++ functions the same way): C++ and Rust demangled with
+// their scope and template arguments but no parameters or return type,
+// inlined C++ functions qualified by their namespaces and classes, PLT
+// stubs as "name@plt", Go functions without their ABI suffix.
 //
 // Everything read comes from the target and is untrusted: package
 // internal/objfile checks what it parses; names are bounded before they

@@ -5,10 +5,10 @@ import (
 	"path"
 	"strings"
 
-	"github.com/ianlancetaylor/demangle"
 	"github.com/stallwatch/stallwatch/internal/objfile"
 	"github.com/stallwatch/stallwatch/internal/unwind"
 	"github.com/stallwatch/stallwatch/model"
+	"github.com/stallwatch/stallwatch/runtimes"
 )
 
 // Locate resolves one address. It never returns nil: an address nobody
@@ -192,57 +192,5 @@ func nativeLines(syms *objfile.Symbols, vaddr uint64) []model.Line {
 }
 
 func line(raw, file string, ln int64) model.Line {
-	return model.Line{Function: demangleName(raw), SystemName: raw, File: file, Line: ln}
-}
-
-// maxDemangle bounds the names given to the demangler, whose time grows
-// faster than linearly with a name's length (80,000 bytes took seconds):
-// names come from files the target controls. Real C++ names longer than
-// this are rare and stay mangled.
-const maxDemangle = 4096
-
-// demangleName turns a symbol's name into the one gdb and Go's traceback
-// print: C++ (Itanium) and Rust names demangled with their full scope and
-// template arguments but without parameters or a return type
-// ("std::thread::_Invoker<std::tuple<void (*)()> >::_M_invoke<0ul>"); the
-// symbol version a .symtab appends dropped ("pthread_mutex_lock@@GLIBC_2.2.5");
-// a PLT stub's "@plt" kept ("__tls_get_addr@plt"); Go's ABI suffix
-// dropped ("runtime.goexit.abi0" is runtime.goexit). Other names are
-// returned as they are.
-func demangleName(raw string) string {
-	if base, ok := strings.CutSuffix(raw, "@plt"); ok {
-		return demangleName(base) + "@plt"
-	}
-	if i := strings.IndexByte(raw, '@'); i > 0 && !strings.ContainsAny(raw[:i], " :") {
-		raw = raw[:i]
-	}
-	if !strings.HasPrefix(raw, "_Z") && !strings.HasPrefix(raw, "_R") || len(raw) > maxDemangle {
-		return trimGoABI(raw)
-	}
-	d, err := demangle.ToString(raw, demangle.NoParams, demangle.MaxLength(16))
-	if err != nil {
-		return raw
-	}
-	// A clone (foo.cold, foo.part.0, foo.isra.0) is another function
-	// than its origin: keep what the demangler says of it, as gdb does.
-	if i := strings.IndexByte(raw, '.'); i > 0 {
-		if full, err := demangle.ToString(raw, demangle.MaxLength(16)); err == nil {
-			if j := strings.Index(full, " [clone "); j >= 0 {
-				d += full[j:]
-			}
-		}
-	}
-	return d
-}
-
-// trimGoABI drops the ABI suffix the Go linker gives assembly functions
-// and ABI wrappers (".abi0", ".abiinternal"), which Go's own traceback
-// does not print.
-func trimGoABI(name string) string {
-	for _, suf := range []string{".abi0", ".abiinternal"} {
-		if base, ok := strings.CutSuffix(name, suf); ok && strings.IndexByte(base, '.') > 0 {
-			return base
-		}
-	}
-	return name
+	return model.Line{Function: runtimes.Demangle(raw), SystemName: raw, File: file, Line: ln}
 }

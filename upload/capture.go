@@ -4,15 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/ddtags"
 	"github.com/stallwatch/stallwatch/internal/version"
 	"github.com/stallwatch/stallwatch/model"
+	"github.com/stallwatch/stallwatch/runtimes"
 )
 
 // maxFile bounds a profile read from a capture directory: far above any
@@ -34,7 +33,7 @@ func Load(dir string) (*Profile, error) {
 		Start: info.Start, End: info.End,
 		Tags:     CaptureTags(info),
 		Hostname: info.Hostname, Kernel: info.Kernel,
-		Runtime: RuntimeOf(info.Executable, info.Command),
+		Runtime: runtimeOf(info),
 	}
 	if p.Start.IsZero() || p.End.Before(p.Start) {
 		return nil, fmt.Errorf("upload: %s/%s: no sampled window (start %v, end %v)", dir, capdir.FileInfo, info.Start, info.End)
@@ -65,7 +64,7 @@ func CaptureTags(info *model.Info) []string {
 	if p := processName(info); p != "" {
 		tags = append(tags, "process:"+ddtags.Value(p))
 	}
-	if r := RuntimeOf(info.Executable, info.Command); r != "" {
+	if r := runtimeOf(info); r != "" {
 		tags = append(tags, "runtime:"+r)
 	}
 	if info.Trigger != "" {
@@ -82,34 +81,29 @@ func CaptureTags(info *model.Info) []string {
 }
 
 func processName(info *model.Info) string {
-	return ddtags.ProcessName(info.Executable, info.Command, "")
+	return runtimes.ProcessName(info.Executable, info.Command, "")
 }
 
-// runtimes maps an executable's name to the runtime Datadog's tag
-// names. Names are matched without a version suffix (python3.12 →
-// python).
-var runtimes = map[string]string{
-	"julia": "julia", "node": "node", "nodejs": "node", "java": "jvm",
-	"python": "python", "dotnet": "dotnet", "ruby": "ruby", "beam.smp": "erlang",
-	"php": "php", "php-fpm": "php", "deno": "deno", "bun": "bun",
+// runtimeOf is the capture's runtime as its analysis recognised it, else
+// as its executable's name says (a capture.json written before the
+// analysis said).
+func runtimeOf(info *model.Info) string {
+	if info.Runtime != "" {
+		return info.Runtime
+	}
+	return RuntimeOf(info.Executable, info.Command)
 }
 
 // RuntimeOf names the runtime of a process from its executable (or its
-// command's first word), or "" when the name does not say.
+// command's first word), as Datadog's `runtime` tag names it
+// (runtimes.OfExecutable), or "" when the name does not say.
 func RuntimeOf(executable string, command []string) string {
 	name := executable
 	if name == "" && len(command) > 0 {
 		name = command[0]
 	}
-	if name == "" {
-		return ""
-	}
-	name = strings.TrimSuffix(path.Base(name), " (deleted)")
-	if r, ok := runtimes[name]; ok {
-		return r
-	}
-	if base := strings.TrimRight(name, "0123456789."); base != name {
-		return runtimes[base]
+	if r := runtimes.OfExecutable(name); r != nil && name != "" {
+		return r.ID
 	}
 	return ""
 }

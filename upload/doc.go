@@ -16,8 +16,11 @@
 //
 // Tags: those of the Uploader (service, env, version, host and the
 // user's), then the capture's (CaptureTags): language:native,
-// profiler_version, process_id, pid, process, runtime (julia, node, jvm …
-// when the executable says), trigger and stall_seconds.
+// profiler_version, process_id, pid, process (runtimes.ProcessName: the
+// executable's name, as alerts and hooks name the process), runtime
+// (capture.json's, as the findings recognised it, else as the
+// executable's name says: package runtimes' IDs, julia, node, jvm …),
+// trigger and stall_seconds.
 //
 // An Uploader is one per stallwatch process and safe for concurrent use;
 // retrying is the spool's concern: Upload says with Retryable whether a

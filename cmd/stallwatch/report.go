@@ -122,7 +122,7 @@ func runReport(ctx context.Context, inv *cli.Invocation, f *reportFlags) error {
 		if c.Profile != nil {
 			p = reports.Samples(c.Profile)
 		}
-		c.Info.Findings = analysis.Findings(&c.Info, p, c.Threads)
+		analysis.Analyze(&c.Info, p, c.Threads).Into(&c.Info)
 	}
 	if f.output != "" && c.ReadFrom(f.output) {
 		return cli.UsageErrorf("-o %s is a file the report is read from: it would be replaced; write elsewhere", f.output)

@@ -4,10 +4,7 @@
 // everything stallwatch sends about a target.
 package ddtags
 
-import (
-	"path"
-	"strings"
-)
+import "strings"
 
 // Parse reads a list of tags as Datadog's libraries read DD_TAGS: "k:v"
 // items separated by commas or spaces; empty items are skipped, and a tag
@@ -57,22 +54,4 @@ func Value(s string) string {
 		}
 		return r
 	}, s)
-}
-
-// ProcessName is the value of the process tag, the one name alerts,
-// hooks and uploads give a process: its executable's base name
-// ("python3.11", as the kernel resolved it, whatever name or link the
-// process was started by), else its command's first word's, else comm
-// (15 characters at most, and the program may rename it). It is not yet
-// the runtime's own naming of its process: that belongs with the runtime
-// descriptors.
-func ProcessName(exe string, command []string, comm string) string {
-	exe = strings.TrimSuffix(exe, " (deleted)")
-	switch {
-	case exe != "":
-		return path.Base(exe)
-	case len(command) > 0 && command[0] != "":
-		return path.Base(command[0])
-	}
-	return comm
 }

@@ -32,21 +32,3 @@ func TestCommon(t *testing.T) {
 		t.Errorf("%q", got)
 	}
 }
-
-func TestProcessName(t *testing.T) {
-	for _, tc := range []struct {
-		exe     string
-		command []string
-		comm    string
-		want    string
-	}{
-		{"/usr/bin/python3.11", []string{"python3", "app.py"}, "python3", "python3.11"},
-		{"/opt/app/server (deleted)", []string{"./server"}, "server", "server"},
-		{"", []string{"/usr/bin/node", "x.js"}, "node", "node"}, // exe unreadable
-		{"", nil, "kworker", "kworker"},
-	} {
-		if got := ProcessName(tc.exe, tc.command, tc.comm); got != tc.want {
-			t.Errorf("ProcessName(%q, %q, %q) = %q, want %q", tc.exe, tc.command, tc.comm, got, tc.want)
-		}
-	}
-}

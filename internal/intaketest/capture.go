@@ -28,7 +28,7 @@ func WriteCapture(t testing.TB, root string, info model.Info, p *profile.Profile
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Info.Findings = analysis.Findings(&c.Info, report.Samples(prof), snap)
+	analysis.Analyze(&c.Info, report.Samples(prof), snap).Into(&c.Info)
 	files, err := report.CaptureFiles(c)
 	if err != nil {
 		t.Fatal(err)
