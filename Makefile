@@ -6,7 +6,7 @@ BIN       := bin/stallwatch
 FUZZTIME  ?= 20s
 BENCHCOUNT ?= 5
 
-.PHONY: all build test test-short lint fuzz bench demo clean deps man
+.PHONY: all build test test-short lint fuzz bench demo clean deps man corpus corpus-update
 
 all: build
 
@@ -49,6 +49,23 @@ fuzz:
 # BENCHCOUNT runs each, printed as a table of medians.
 bench:
 	$(GO) test -p 1 -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) -timeout 60m ./... | tee bench.out | $(GO) run ./internal/benchtab
+
+# The stored captures the findings and the renderings are tested on
+# (testdata/captures, each with a MADE-BY file): captured again from real
+# targets (as root, with perf and the runtimes), their first screens
+# rendered, then checked. After a change to the findings or the
+# renderings, corpus-update draws them again from the stored files
+# (capture.json's findings and runtime, first-screen.txt); review the
+# diff before committing it.
+corpus:
+	rm -rf testdata/captures && mkdir testdata/captures
+	STALLWATCH_REQUIRE_PERF=1 $(GO) test -count=1 -run '^TestFindingsLive$$' ./analysis -record-corpus
+	$(MAKE) corpus-update
+	$(GO) test -count=1 -run '^TestCorpus' ./analysis ./report
+
+corpus-update:
+	$(GO) test -count=1 -run '^TestCorpus$$' ./analysis -update
+	$(GO) test -count=1 -run '^TestCorpus$$' ./report -update
 
 # The manual page, made from the command table (a test checks it is current).
 man:

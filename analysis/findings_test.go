@@ -184,6 +184,18 @@ func TestFindings(t *testing.T) {
 			}
 		},
 	}, {
+		// Go's idle threads park in the runtime; their stacks may end
+		// with the mark of a walk cut short, which is not the program's
+		// code: they do not wait for the spinner.
+		name: "a hot Go thread, the runtime's threads idle",
+		scene: scene{exe: "/srv/spin", samples: []model.Sample{
+			on(101, 9*time.Second, stack(at(mApp, "main.spinHot"), at(mApp, "runtime.goexit"))),
+			off(102, 9*time.Second, false, stack(at(mKernel, "futex_wait_queue"), at(mApp, "runtime.futex"), at(mApp, "runtime.mstart"),
+				&model.Location{Kind: model.KindUnknown, Lines: []model.Line{{Function: "[truncated: no unwind info in spin]"}}})),
+		}},
+		first:  model.FindingHotThread,
+		absent: []model.FindingKind{model.FindingSpinning},
+	}, {
 		name:  "a hot thread, nobody waiting",
 		scene: scene{samples: []model.Sample{on(101, 2*time.Second, spinStack), on(102, 100*time.Millisecond, lockStack[2:])}},
 		first: model.FindingHotThread,

@@ -66,8 +66,9 @@ func SystemCode(module, function string) bool {
 	for _, p := range []string{"runtime.", "internal/runtime/", "runtime/internal/", "syscall.", "internal/syscall/",
 		// cgo's thread start-up, below the Go runtime's frames
 		"crosscall1", "crosscall2", "_cgo_", "x_cgo_", "threadentry",
-		// an address in no mapping: a walk's end, not the program's code
-		"[unknown]"} {
+		// an address in no mapping, or the mark of a stack cut short
+		// (symbolize's CutLocation): a walk's end, not the program's code
+		"[unknown]", "[truncated: "} {
 		if strings.HasPrefix(function, p) {
 			return true
 		}

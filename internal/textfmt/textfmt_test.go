@@ -25,6 +25,8 @@ func TestStackSummary(t *testing.T) {
 		{"Go runtime wrappers skipped", []Frame{{Name: "internal/runtime/syscall/linux.Syscall6"}, {Name: "syscall.Syscall6"}, {Name: "main.(*mutex).Lock"}}, 6, "internal/runtime/syscall/linux.Syscall6 ← … ← main.(*mutex).Lock"},
 		{"cut at max", []Frame{k("k"), app("a"), app("b"), app("c"), app("d")}, 3, "k ← a ← b ← … (2 more)"},
 		{"only system code", []Frame{k("schedule"), k("do_nanosleep"), libc("clock_nanosleep")}, 6, "schedule ← do_nanosleep ← clock_nanosleep"},
+		{"a stack cut short is not the program's", []Frame{k("futex_wait"), {Name: "runtime.futex"}, {Name: "runtime.mstart"}, {Name: "[truncated: no unwind info in app]"}}, 6,
+			"futex_wait ← runtime.futex ← runtime.mstart ← [truncated: no unwind info in app]"},
 	}
 	for _, tt := range tests {
 		if got := StackSummary(tt.fr, tt.max); got != tt.want {
