@@ -17,8 +17,27 @@ type Java struct {
 	Deadlocks []Deadlock
 	// Safepoint is the VM's safepoint state (memory only).
 	Safepoint *Safepoint
-	// Problems are what could not be read: threads, stacks, lines.
+	// Problems are what could not be read: threads, stacks, lines (at
+	// most maxProblems, then a count of the rest).
 	Problems []string
+	dropped  int
+}
+
+// problem keeps a problem, within the bound.
+func (j *Java) problem(s string) {
+	if len(j.Problems) >= maxProblems {
+		j.dropped++
+		return
+	}
+	j.Problems = append(j.Problems, s)
+}
+
+// closeProblems says how many problems were not kept.
+func (j *Java) closeProblems() {
+	if j.dropped > 0 {
+		j.Problems = append(j.Problems, fmt.Sprintf("and %d more", j.dropped))
+		j.dropped = 0
+	}
 }
 
 // Source says which path gave a Java reading.
@@ -125,19 +144,19 @@ func (vm *VM) ReadJava(regs map[int]Registers) (*Java, error) {
 	}
 	j := &Java{Source: FromMemory}
 	if err != nil {
-		j.Problems = append(j.Problems, err.Error())
+		j.problem(err.Error())
 	}
 	if sp, err := vm.Safepoint(); err != nil {
-		j.Problems = append(j.Problems, "safepoint state: "+err.Error())
+		j.problem("safepoint state: " + err.Error())
 	} else if sp.Known {
 		j.Safepoint = &sp
 	}
 	cc, err := vm.CodeCache()
 	if err != nil {
-		j.Problems = append(j.Problems, "code cache: "+err.Error())
+		j.problem("code cache: " + err.Error())
 		cc = &CodeCache{}
 	} else if cc.Err != nil {
-		j.Problems = append(j.Problems, "code cache: "+cc.Err.Error())
+		j.problem("code cache: " + cc.Err.Error())
 	}
 	byAddr := make(map[uint64]*Thread, len(ts))
 	for i := range ts {
@@ -149,12 +168,22 @@ func (vm *VM) ReadJava(regs map[int]Registers) (*Java, error) {
 			laggard[t.Addr] = true
 		}
 	}
+	exhausted := false
 	for i := range ts {
 		t := &ts[i]
 		jt := JavaThread{TID: t.TID, Name: t.Name, JavaID: t.JavaID, Daemon: t.Daemon, Priority: t.Priority,
 			Status: t.Status, VMState: t.State, Laggard: laggard[t.Addr], WaitsFor: waitsFor(t, byAddr)}
 		if t.Err != nil {
-			j.Problems = append(j.Problems, fmt.Sprintf("thread %q (tid %d): %v", t.Name, t.TID, t.Err))
+			j.problem(fmt.Sprintf("thread %q (tid %d): %v", t.Name, t.TID, t.Err))
+		}
+		if vm.r.Exhausted() {
+			// The threads' names and states are still worth having.
+			if !exhausted {
+				j.problem(fmt.Sprintf("the frames of %d threads not read: %v", len(ts)-i, ErrBudget))
+				exhausted = true
+			}
+			j.Threads = append(j.Threads, jt)
+			continue
 		}
 		var r *Registers
 		if rg, ok := regs[t.TID]; ok {
@@ -171,6 +200,7 @@ func (vm *VM) ReadJava(regs map[int]Registers) (*Java, error) {
 		j.Threads = append(j.Threads, jt)
 	}
 	j.Deadlocks = FindDeadlocks(j.Threads)
+	j.closeProblems()
 	return j, nil
 }
 

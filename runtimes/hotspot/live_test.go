@@ -15,7 +15,7 @@ import (
 // its maps name: the tests' stand-in for the capture's own lookup.
 type liveSymbols map[string]uint64
 
-func (s liveSymbols) Lookup(name string) (uint64, bool) { a, ok := s[name]; return a, ok }
+func (s liveSymbols) Symbol(name string) (uint64, uint64, bool) { a, ok := s[name]; return a, 0, ok }
 
 func openLive(t testing.TB, pid int) (Memory, liveSymbols) {
 	t.Helper()

@@ -14,11 +14,13 @@ type Memory interface {
 	ReadAt(p []byte, addr uint64) (int, error)
 }
 
-// Symbols finds the run-time address of a symbol libjvm.so exports (the
-// VMStructs tables and their entry layouts); ok is false when there is
-// none.
+// Symbols finds libjvm.so's symbols by name: the VMStructs tables and
+// their entry layouts (exported), and the few statics the safepoint's
+// state is read from (.symtab). Symbol returns the run-time address and
+// size; ok is false when the image does not define it. (The method set is
+// runtimes/cpython's, so one lookup serves both readers.)
 type Symbols interface {
-	Lookup(name string) (addr uint64, ok bool)
+	Symbol(name string) (addr, size uint64, ok bool)
 }
 
 // ErrBudget is wrapped by the error of a read past a Reader's budget: the
@@ -51,11 +53,14 @@ type Limits struct {
 	Bytes int64
 	// Pages is the most pages it keeps cached.
 	Pages int
+	// Reads is the most reads it answers, cached or not: garbage that
+	// leads a walk in circles through cached pages ends there.
+	Reads int64
 }
 
 // DefaultLimits fit a JVM of thousands of threads and a full code cache:
-// a snapshot of a 200-thread JVM reads about 2 MiB.
-var DefaultLimits = Limits{Bytes: 256 << 20, Pages: 8192}
+// a snapshot of a 200-thread JVM reads about 2 MiB in 60,000 reads.
+var DefaultLimits = Limits{Bytes: 256 << 20, Pages: 8192, Reads: 64 << 20}
 
 const pageSize = 4096
 
@@ -69,7 +74,11 @@ type Reader struct {
 	mem    Memory
 	limits Limits
 	spent  int64
+	reads  int64
 	pages  map[uint64]*page
+	// used, when set, hears of every range a reader took from the cache
+	// (tests record real images with it).
+	used func(addr uint64, n int)
 }
 
 type page struct {
@@ -84,11 +93,31 @@ func NewReader(mem Memory, limits Limits) *Reader {
 	if limits.Pages <= 0 {
 		limits.Pages = DefaultLimits.Pages
 	}
+	if limits.Reads <= 0 {
+		limits.Reads = DefaultLimits.Reads
+	}
 	return &Reader{mem: mem, limits: limits, pages: map[uint64]*page{}}
 }
 
 // Spent is how many bytes the Reader has read from the target.
 func (r *Reader) Spent() int64 { return r.spent }
+
+// Reads is how many reads it has answered.
+func (r *Reader) Reads() int64 { return r.reads }
+
+// Exhausted says whether the Reader's limits are reached: any further
+// read fails.
+func (r *Reader) Exhausted() bool {
+	return r.reads >= r.limits.Reads || r.spent+pageSize > r.limits.Bytes
+}
+
+// count charges one read, failing past the limit.
+func (r *Reader) count() error {
+	if r.reads++; r.reads > r.limits.Reads {
+		return ErrBudget
+	}
+	return nil
+}
 
 // page returns the cached page at base, reading it first.
 func (r *Reader) page(base uint64) (*page, error) {
@@ -126,6 +155,9 @@ func (r *Reader) read(p []byte, addr uint64, what string) error {
 	if addr+uint64(len(p)) < addr {
 		return &MemoryError{Addr: addr, Len: len(p), What: what, Err: errors.New("address range wraps")}
 	}
+	if err := r.count(); err != nil {
+		return &MemoryError{Addr: addr, Len: len(p), What: what, Err: err}
+	}
 	done := 0
 	for done < len(p) {
 		a := addr + uint64(done)
@@ -138,7 +170,11 @@ func (r *Reader) read(p []byte, addr uint64, what string) error {
 		if err != nil {
 			return &MemoryError{Addr: addr, Len: len(p), What: what, Err: err}
 		}
-		done += copy(p[done:], pg.b[off:])
+		n := copy(p[done:], pg.b[off:])
+		if r.used != nil {
+			r.used(a, n)
+		}
+		done += n
 	}
 	return nil
 }
@@ -192,6 +228,9 @@ func (r *Reader) CString(addr uint64, max int, what string) (string, error) {
 	if addr == 0 {
 		return "", &MemoryError{Addr: addr, Len: 1, What: what, Err: ErrNull}
 	}
+	if err := r.count(); err != nil {
+		return "", &MemoryError{Addr: addr, Len: 1, What: what, Err: err}
+	}
 	var out []byte
 	for len(out) < max {
 		a := addr + uint64(len(out))
@@ -210,8 +249,14 @@ func (r *Reader) CString(addr uint64, max int, what string) (string, error) {
 		}
 		for i, c := range chunk {
 			if c == 0 {
+				if r.used != nil {
+					r.used(a, i+1)
+				}
 				return string(append(out, chunk[:i]...)), nil
 			}
+		}
+		if r.used != nil {
+			r.used(a, len(chunk))
 		}
 		out = append(out, chunk...)
 	}

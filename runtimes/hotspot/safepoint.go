@@ -64,7 +64,7 @@ const maxVMOps = 512
 // libjvm's symbol table lacks it: Known is then false.
 func (vm *VM) Safepoint() (Safepoint, error) {
 	var sp Safepoint
-	at, ok := vm.syms.Lookup(symSafepointState)
+	at, _, ok := vm.syms.Symbol(symSafepointState)
 	if !ok {
 		return sp, nil
 	}
@@ -73,14 +73,14 @@ func (vm *VM) Safepoint() (Safepoint, error) {
 		return sp, err
 	}
 	sp.Known, sp.State = true, SafepointState(st)
-	if at, ok := vm.syms.Lookup(symSafepointCounter); ok {
+	if at, _, ok := vm.syms.Symbol(symSafepointCounter); ok {
 		c, err := vm.r.U64(at, "SafepointSynchronize::_safepoint_counter")
 		if err != nil {
 			return sp, err
 		}
 		sp.Count = c / 2
 	}
-	if at, ok := vm.syms.Lookup(symTracingBegin); ok {
+	if at, _, ok := vm.syms.Symbol(symTracingBegin); ok {
 		ns, err := vm.r.U64(at, "SafepointTracing::_last_safepoint_begin_time_ns")
 		if err != nil {
 			return sp, err
@@ -90,8 +90,8 @@ func (vm *VM) Safepoint() (Safepoint, error) {
 	if sp.State == NotSynchronized {
 		return sp, nil
 	}
-	typ, okType := vm.syms.Lookup(symTracingType)
-	names, okNames := vm.syms.Lookup(symVMOpNames)
+	typ, _, okType := vm.syms.Symbol(symTracingType)
+	names, _, okNames := vm.syms.Symbol(symVMOpNames)
 	if !okType || !okNames {
 		return sp, nil
 	}

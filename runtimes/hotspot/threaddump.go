@@ -45,7 +45,6 @@ type dumpParser struct {
 	link *DeadlockLink
 	// Deadlock links name threads; they are resolved to tids at the end.
 	linkHolders [][]string
-	dropped     int
 }
 
 type dumpMode int
@@ -59,11 +58,7 @@ const (
 )
 
 func (p *dumpParser) problem(format string, args ...any) {
-	if len(p.j.Problems) >= maxProblems {
-		p.dropped++
-		return
-	}
-	p.j.Problems = append(p.j.Problems, fmt.Sprintf("line %d: ", p.line)+fmt.Sprintf(format, args...))
+	p.j.problem(fmt.Sprintf("line %d: ", p.line) + fmt.Sprintf(format, args...))
 }
 
 func (p *dumpParser) take(l string) {
@@ -391,10 +386,8 @@ func parseDeadlockOwnable(s string) Lock {
 // finish works out what each thread waits for and who holds it, and
 // resolves the deadlocks' thread names to tids.
 func (p *dumpParser) finish() {
-	if p.dropped > 0 {
-		p.j.Problems = append(p.j.Problems, fmt.Sprintf("and %d more lines not understood", p.dropped))
-	}
 	j := p.j
+	defer j.closeProblems()
 	holder := map[uint64]*JavaThread{} // object → the thread that holds it
 	for i := range j.Threads {
 		t := &j.Threads[i]
@@ -413,6 +406,15 @@ func (p *dumpParser) finish() {
 		t := &j.Threads[i]
 		t.WaitsFor = dumpWaitsFor(t, holder)
 	}
+	kept := j.Deadlocks[:0]
+	for _, d := range j.Deadlocks {
+		if len(d.Links) == 0 {
+			p.problem("a deadlock that names no thread")
+			continue
+		}
+		kept = append(kept, d)
+	}
+	j.Deadlocks = kept
 	byName := map[string][]*JavaThread{}
 	for i := range j.Threads {
 		byName[j.Threads[i].Name] = append(byName[j.Threads[i].Name], &j.Threads[i])

@@ -1,8 +1,10 @@
 package hotspot
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -156,6 +158,9 @@ func (vm *VM) Threads() ([]Thread, error) {
 			return threads, err
 		}
 		threads = append(threads, vm.thread(jt))
+		if vm.r.Exhausted() {
+			return threads, fmt.Errorf("ThreadsList: %d of %d threads read: %w", len(threads), n, ErrBudget)
+		}
 	}
 	vm.resolveOwners(threads)
 	return threads, tooMany
@@ -335,17 +340,22 @@ func (vm *VM) monitorAt(addr uint64, what string) (*Monitor, error) {
 // owner that is no listed thread is unknown (zero).
 func (vm *VM) resolveOwners(ts []Thread) {
 	byAddr := make(map[uint64]bool, len(ts))
-	for _, t := range ts {
-		byAddr[t.Addr] = true
+	stacks := make([]*Thread, 0, len(ts))
+	for i := range ts {
+		byAddr[ts[i].Addr] = true
+		if ts[i].stackHi > ts[i].stackLo {
+			stacks = append(stacks, &ts[i])
+		}
 	}
+	slices.SortFunc(stacks, func(a, b *Thread) int { return cmp.Compare(a.stackLo, b.stackLo) })
 	owner := func(v uint64) uint64 {
 		if v == 0 || byAddr[v] {
 			return v
 		}
-		for _, t := range ts {
-			if v >= t.stackLo && v < t.stackHi {
-				return t.Addr
-			}
+		// The last stack starting at or below v, if v is inside it.
+		i, _ := slices.BinarySearchFunc(stacks, v, func(t *Thread, v uint64) int { return cmp.Compare(t.stackLo, v+1) })
+		if i > 0 && v < stacks[i-1].stackHi {
+			return stacks[i-1].Addr
 		}
 		return 0
 	}

@@ -75,7 +75,7 @@ type table struct {
 
 func readTable(r *Reader, syms Symbols, array, prefix string, members ...string) (*table, error) {
 	sym := func(name string) (uint64, error) {
-		a, ok := syms.Lookup(name)
+		a, _, ok := syms.Symbol(name)
 		if !ok {
 			return 0, fmt.Errorf("symbol %s: %w", name, ErrNotHotSpot)
 		}
