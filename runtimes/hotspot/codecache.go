@@ -79,6 +79,139 @@ func (c *CodeCache) InInterpreter(pc uint64) bool {
 	return pc >= c.Interpreter[0] && pc < c.Interpreter[1]
 }
 
+// codeIndex finds the blob holding a pc without reading the whole code
+// cache: each CodeHeap's segment map says, for every segment, how many
+// segments back its block starts (HotSpot's CodeHeap::find_block_for),
+// so a lookup reads a few bytes of the map, then the blob. Blobs found
+// are kept for the VM's reading.
+type codeIndex struct {
+	vm          *VM
+	c           *codeOffsets
+	heaps       []heapRange
+	interpreter [2]uint64
+	blobs       map[uint64]*Blob // by block
+	names       map[uint64]string
+}
+
+type heapRange struct {
+	low, high, segmap uint64
+	log2              uint
+}
+
+// maxSegmapHops bounds a walk back through a segment map: a block of n
+// segments takes at most n/254 hops, and blocks are at most a few MiB.
+const maxSegmapHops = 1 << 16
+
+// freeSegment marks a segment of a free block in a segment map.
+const freeSegment = 0xff
+
+func (vm *VM) codeIndex() (*codeIndex, error) {
+	if vm.code != nil {
+		return vm.code, nil
+	}
+	c, err := vm.codeOffsets()
+	if err != nil {
+		return nil, err
+	}
+	cc := &CodeCache{}
+	if err := vm.readInterpreter(c, cc); err != nil {
+		return nil, err
+	}
+	ix := &codeIndex{vm: vm, c: c, interpreter: cc.Interpreter, blobs: map[uint64]*Blob{}, names: map[uint64]string{}}
+	heaps, err := vm.heaps(c)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range heaps {
+		hr, err := vm.heapRange(c, h)
+		if err != nil {
+			return nil, err
+		}
+		ix.heaps = append(ix.heaps, hr)
+	}
+	vm.code = ix
+	return ix, nil
+}
+
+func (vm *VM) heapRange(c *codeOffsets, heap uint64) (heapRange, error) {
+	var h heapRange
+	var err error
+	if h.low, err = vm.r.U64(heap+c.heapMemory+c.vsLow, "CodeHeap::_memory._low"); err != nil {
+		return h, err
+	}
+	if h.high, err = vm.r.U64(heap+c.heapMemory+c.vsHigh, "CodeHeap::_memory._high"); err != nil {
+		return h, err
+	}
+	if h.segmap, err = vm.r.U64(heap+c.heapSegmap+c.vsLow, "CodeHeap::_segmap._low"); err != nil {
+		return h, err
+	}
+	log2, err := vm.r.U32(heap+c.heapLog2, "CodeHeap::_log2_segment_size")
+	if err != nil {
+		return h, err
+	}
+	if log2 < 4 || log2 > 16 || h.high < h.low || h.high-h.low > 1<<34 {
+		return h, fmt.Errorf("code heap %#x: segments of 2^%d bytes over [%#x, %#x): not a code heap", heap, log2, h.low, h.high)
+	}
+	h.log2 = uint(log2)
+	return h, nil
+}
+
+// InInterpreter says whether pc is in the interpreter's code.
+func (ix *codeIndex) InInterpreter(pc uint64) bool {
+	return pc >= ix.interpreter[0] && pc < ix.interpreter[1]
+}
+
+// Lookup finds the blob holding pc.
+func (ix *codeIndex) Lookup(pc uint64) (*Blob, bool) {
+	for _, h := range ix.heaps {
+		if pc < h.low || pc >= h.high {
+			continue
+		}
+		block, ok := ix.blockFor(h, pc)
+		if !ok {
+			return nil, false
+		}
+		b, ok := ix.blobs[block]
+		if !ok {
+			blob, err := ix.vm.blob(ix.c, block+ix.c.heapBlockSize, ix.names)
+			if err != nil {
+				ix.blobs[block] = nil
+				return nil, false
+			}
+			b = &blob
+			ix.blobs[block] = b
+		}
+		if b == nil || pc < b.Start || pc >= b.End {
+			return nil, false
+		}
+		return b, true
+	}
+	return nil, false
+}
+
+// blockFor walks the segment map back from pc's segment to its block's
+// first, and checks that the block is in use.
+func (ix *codeIndex) blockFor(h heapRange, pc uint64) (uint64, bool) {
+	seg := (pc - h.low) >> h.log2
+	r := ix.vm.r
+	for range maxSegmapHops {
+		v, err := r.U8(h.segmap+seg, "CodeHeap segment map")
+		if err != nil || v == freeSegment {
+			return 0, false
+		}
+		if v == 0 {
+			block := h.low + seg<<h.log2
+			used, err := r.U8(block+ix.c.headerUsed, "HeapBlock used")
+			return block, err == nil && used != 0
+		}
+		if uint64(v) > seg {
+			return 0, false
+		}
+		seg -= uint64(v)
+	}
+	return 0, false
+}
+
 // Bounds on a walk of the code cache: HotSpot's default reserve is 240
 // MiB in 128-byte segments; a busy service holds tens of thousands of
 // blobs.
@@ -89,16 +222,16 @@ const (
 
 // codeOffsets are the VMStructs entries the code cache readers need.
 type codeOffsets struct {
-	heaps, arrLen, arrData                  uint64
-	heapMemory, heapLog2, vsLow, vsHigh     uint64
-	headerLength, headerUsed, heapBlockSize uint64
-	blobName, blobCodeBegin, blobCodeEnd    uint64
-	blobFrameSize                           uint64
-	cmMethod, nmLevel                       uint64
-	mConst, mAccess                         uint64
-	cmConstants, cmName, cmSignature        uint64
-	cpSourceFile                            uint64
-	interpCode, sqBuffer, sqLimit           uint64
+	heaps, arrLen, arrData                          uint64
+	heapMemory, heapLog2, heapSegmap, vsLow, vsHigh uint64
+	headerLength, headerUsed, heapBlockSize         uint64
+	blobName, blobCodeBegin, blobCodeEnd            uint64
+	blobFrameSize                                   uint64
+	cmMethod, nmLevel                               uint64
+	mConst, mAccess                                 uint64
+	cmConstants, cmName, cmSignature                uint64
+	cpSourceFile                                    uint64
+	interpCode, sqBuffer, sqLimit                   uint64
 }
 
 func (vm *VM) codeOffsets() (*codeOffsets, error) {
@@ -109,6 +242,7 @@ func (vm *VM) codeOffsets() (*codeOffsets, error) {
 	c.arrData = n.offset("GrowableArray<int>", "_data")
 	c.heapMemory = n.offset("CodeHeap", "_memory")
 	c.heapLog2 = n.offset("CodeHeap", "_log2_segment_size")
+	c.heapSegmap = n.offset("CodeHeap", "_segmap")
 	c.vsLow = n.offset("VirtualSpace", "_low")
 	c.vsHigh = n.offset("VirtualSpace", "_high")
 	c.headerLength = n.offset("HeapBlock::Header", "_length")
@@ -145,27 +279,12 @@ func (vm *VM) CodeCache() (*CodeCache, error) {
 	if err := vm.readInterpreter(c, cc); err != nil {
 		return nil, err
 	}
-	arr, err := vm.r.U64(c.heaps, "CodeCache::_heaps")
-	if err != nil {
-		return nil, err
-	}
-	nheaps, err := vm.r.U32(arr+c.arrLen, "CodeCache::_heaps length")
-	if err != nil {
-		return nil, err
-	}
-	if nheaps > maxHeaps {
-		return nil, fmt.Errorf("CodeCache::_heaps of %d heaps: %w (%d)", nheaps, ErrTooMany, maxHeaps)
-	}
-	data, err := vm.r.U64(arr+c.arrData, "CodeCache::_heaps data")
+	heaps, err := vm.heaps(c)
 	if err != nil {
 		return nil, err
 	}
 	names := map[uint64]string{} // CodeBlob::_name pointers are string literals
-	for i := range uint64(nheaps) {
-		heap, err := vm.r.U64(data+i*8, "CodeHeap*")
-		if err != nil {
-			return nil, err
-		}
+	for _, heap := range heaps {
 		if err := vm.walkHeap(c, heap, cc, names); err != nil {
 			cc.Err = err
 			break
@@ -173,6 +292,34 @@ func (vm *VM) CodeCache() (*CodeCache, error) {
 	}
 	slices.SortFunc(cc.Blobs, func(a, b Blob) int { return cmp.Compare(a.Start, b.Start) })
 	return cc, nil
+}
+
+// heaps reads the addresses of the code cache's CodeHeaps.
+func (vm *VM) heaps(c *codeOffsets) ([]uint64, error) {
+	arr, err := vm.r.U64(c.heaps, "CodeCache::_heaps")
+	if err != nil {
+		return nil, err
+	}
+	n, err := vm.r.U32(arr+c.arrLen, "CodeCache::_heaps length")
+	if err != nil {
+		return nil, err
+	}
+	if n > maxHeaps {
+		return nil, fmt.Errorf("CodeCache::_heaps of %d heaps: %w (%d)", n, ErrTooMany, maxHeaps)
+	}
+	data, err := vm.r.U64(arr+c.arrData, "CodeCache::_heaps data")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]uint64, 0, n)
+	for i := range uint64(n) {
+		h, err := vm.r.U64(data+i*8, "CodeHeap*")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	return out, nil
 }
 
 func (vm *VM) readInterpreter(c *codeOffsets, cc *CodeCache) error {
@@ -194,21 +341,11 @@ func (vm *VM) readInterpreter(c *codeOffsets, cc *CodeCache) error {
 
 // walkHeap reads the blocks of one CodeHeap.
 func (vm *VM) walkHeap(c *codeOffsets, heap uint64, cc *CodeCache, names map[uint64]string) error {
-	low, err := vm.r.U64(heap+c.heapMemory+c.vsLow, "CodeHeap::_memory._low")
+	h, err := vm.heapRange(c, heap)
 	if err != nil {
 		return err
 	}
-	high, err := vm.r.U64(heap+c.heapMemory+c.vsHigh, "CodeHeap::_memory._high")
-	if err != nil {
-		return err
-	}
-	log2, err := vm.r.U32(heap+c.heapLog2, "CodeHeap::_log2_segment_size")
-	if err != nil {
-		return err
-	}
-	if log2 < 4 || log2 > 16 || high < low || high-low > 1<<34 {
-		return fmt.Errorf("code heap %#x: segments of 2^%d bytes over [%#x, %#x): not a code heap", heap, log2, low, high)
-	}
+	low, high, log2 := h.low, h.high, h.log2
 	for b := low; b < high; {
 		if len(cc.Blobs)+cc.Skipped >= maxBlobs {
 			return fmt.Errorf("code heap %#x: %w (%d blobs)", heap, ErrTooMany, maxBlobs)

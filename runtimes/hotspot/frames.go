@@ -149,10 +149,17 @@ func (vm *VM) frameOffsets() (*frameOffsets, error) {
 	return f, n.err("HotSpot's Java frames")
 }
 
+// Code finds the code at a pc: a CodeCache read whole, or the VM's own
+// lookups through the code heaps' segment maps (what ReadJava uses).
+type Code interface {
+	Lookup(pc uint64) (*Blob, bool)
+	InInterpreter(pc uint64) bool
+}
+
 // walker walks one thread's Java frames.
 type walker struct {
 	vm *VM
-	cc *CodeCache
+	cc Code
 	c  *codeOffsets
 	f  *frameOffsets
 	t  *Thread
@@ -164,8 +171,8 @@ type walker struct {
 // JavaStack reads the Java frames of t, from its frame anchor (set while
 // the thread is out of Java code: blocked, in native code, in the VM) or
 // from regs when it runs Java code. cc is the code cache read in the same
-// reading.
-func (vm *VM) JavaStack(t *Thread, cc *CodeCache, regs *Registers) (Stack, error) {
+// reading (or nil: the VM's segment maps are read as needed).
+func (vm *VM) JavaStack(t *Thread, cc Code, regs *Registers) (Stack, error) {
 	c, err := vm.codeOffsets()
 	if err != nil {
 		return Stack{}, err
@@ -173,6 +180,13 @@ func (vm *VM) JavaStack(t *Thread, cc *CodeCache, regs *Registers) (Stack, error
 	f, err := vm.frameOffsets()
 	if err != nil {
 		return Stack{}, err
+	}
+	if cc == nil {
+		ix, err := vm.codeIndex()
+		if err != nil {
+			return Stack{}, err
+		}
+		cc = ix
 	}
 	w := &walker{vm: vm, cc: cc, c: c, f: f, t: t}
 	if w.callStubReturn, err = vm.r.U64(f.callStubReturn, "StubRoutines::_call_stub_return_address"); err != nil {

@@ -49,6 +49,11 @@ func TestImage(t *testing.T) {
 			if first == nil || len(first.Frames) < 3 || first.Frames[0].Method.String() != c.top {
 				t.Errorf("frames of %q:\n%s", c.threads[0], stackText(first.Frames))
 			}
+			for _, th := range j.Threads {
+				if th.Cut != "" {
+					t.Errorf("%q's frames end early: %s", th.Name, th.Cut)
+				}
+			}
 		})
 	}
 }

@@ -151,12 +151,12 @@ func (vm *VM) ReadJava(regs map[int]Registers) (*Java, error) {
 	} else if sp.Known {
 		j.Safepoint = &sp
 	}
-	cc, err := vm.CodeCache()
-	if err != nil {
+	var cc Code
+	if ix, err := vm.codeIndex(); err != nil {
 		j.problem("code cache: " + err.Error())
 		cc = &CodeCache{}
-	} else if cc.Err != nil {
-		j.problem("code cache: " + cc.Err.Error())
+	} else {
+		cc = ix
 	}
 	byAddr := make(map[uint64]*Thread, len(ts))
 	for i := range ts {

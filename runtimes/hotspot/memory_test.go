@@ -220,6 +220,22 @@ func TestCodeCacheMatchesPerfMap(t *testing.T) {
 	for _, b := range cc.Blobs {
 		ours[[2]uint64{b.Start, b.End - b.Start}] = b.Name
 	}
+	// The lookups the frame walker makes (through the segment maps) find
+	// the blobs the walk of every block found.
+	ix, err := vm.codeIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range cc.Blobs {
+		if b.End == b.Start {
+			continue
+		}
+		for _, pc := range []uint64{b.Start, (b.Start + b.End) / 2, b.End - 1} {
+			if got, ok := ix.Lookup(pc); !ok || got.Start != b.Start || got.Name != b.Name {
+				t.Errorf("pc %#x of %s [%#x, %#x): looked up %+v", pc, b.Name, b.Start, b.End, got)
+			}
+		}
+	}
 	lines := strings.Split(strings.TrimSpace(string(text)), "\n")
 	var missing []string
 	methods := 0

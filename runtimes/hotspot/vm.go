@@ -18,9 +18,9 @@ type VM struct {
 	oopShift, klassShift    uint
 	arrayLength             uint64 // offset of an array's length
 
-	fields    map[uint64]map[string]uint64 // klass → field name → offset
-	flagAddrs map[string]uint64            // flag name → its value's address
-	methods   map[uint64]*Method           // Method* → what it names
+	fields  map[uint64]map[string]uint64 // klass → field name → offset
+	methods map[uint64]*Method           // Method* → what it names
+	code    *codeIndex                   // the code cache, looked up by pc
 }
 
 // offsets are the VMStructs entries every reader here needs; NewVM fails
@@ -185,15 +185,15 @@ func (vm *VM) readCompression() error {
 const maxFlags = 8192
 
 // flagAddr returns the address of the named flag's value.
+// The flag table does not change while the VM runs: it is read once per
+// Layout, by the first reading that needs it.
 func (vm *VM) flagAddr(name string) (uint64, error) {
-	if vm.flagAddrs == nil {
-		addrs, err := vm.readFlagTable()
-		if err != nil {
-			return 0, err
-		}
-		vm.flagAddrs = addrs
+	l := vm.l
+	l.flagsOnce.Do(func() { l.flagAddrs, l.flagsErr = vm.readFlagTable() })
+	if l.flagsErr != nil {
+		return 0, l.flagsErr
 	}
-	a, ok := vm.flagAddrs[name]
+	a, ok := l.flagAddrs[name]
 	if !ok {
 		return 0, &FlagError{Name: name}
 	}

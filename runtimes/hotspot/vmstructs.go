@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Layout is what libjvm.so says of its own data structures, read from the
@@ -19,6 +20,10 @@ type Layout struct {
 	Types  map[string]Type
 	Ints   map[string]int64
 	Longs  map[string]uint64
+
+	flagsOnce sync.Once
+	flagAddrs map[string]uint64 // flag name → its value's address
+	flagsErr  error
 }
 
 // Field is one entry of gHotSpotVMStructs.
