@@ -37,6 +37,7 @@ type Process struct {
 	jitUn *jitUnwind
 	js    v8Runtime
 	notes []string
+	jvm   jvm // the HotSpot VM, found at the first JVM()
 }
 
 // Open reads pid's maps and opens its mapped files, its JIT sources and

@@ -5,83 +5,25 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stallwatch/stallwatch/internal/testutil"
 )
 
-// The tests run real JVMs: testdata/Stall.java, compiled once per test
-// binary into a directory TestMain removes.
-var classes struct {
-	once sync.Once
-	dir  string
-	err  error
-}
-
+// The tests run real JVMs: testdata/jvm/Stall.java.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if classes.dir != "" {
-		os.RemoveAll(classes.dir)
-	}
+	testutil.RemoveJavaClasses()
 	os.Exit(code)
 }
 
-// stallClasses compiles testdata/Stall.java (once) and returns the class
-// directory.
-func stallClasses(t testing.TB) string {
-	t.Helper()
-	javac := testutil.RequireTool(t, "javac")
-	classes.once.Do(func() {
-		dir, err := os.MkdirTemp("", "hotspot-classes-")
-		if err != nil {
-			classes.err = err
-			return
-		}
-		classes.dir = dir
-		out, err := exec.Command(javac, "-d", dir, filepath.Join("testdata", "Stall.java")).CombinedOutput()
-		if err != nil {
-			classes.err = fmt.Errorf("javac: %v\n%s", err, out)
-		}
-	})
-	if classes.err != nil {
-		t.Fatal(classes.err)
-	}
-	return classes.dir
-}
-
-// startStall runs `java [flags] Stall mode args...` in a directory of its
-// own, waits for its "ready" line, and, once the test ends and the JVM is
-// killed, removes what a killed JVM leaves behind (its hsperfdata file,
-// its attach socket).
+// startStall runs `java [flags] Stall mode args...` and waits for it.
 func startStall(t testing.TB, flags []string, mode string, args ...string) *testutil.Target {
 	t.Helper()
-	java := testutil.RequireTool(t, "java")
-	dir := stallClasses(t)
-	cwd := t.TempDir()
-	var pid int
-	t.Cleanup(func() { // runs after the target's own cleanup killed it
-		if pid == 0 {
-			return
-		}
-		matches, _ := filepath.Glob(filepath.Join(os.TempDir(), "hsperfdata_*", strconv.Itoa(pid)))
-		for _, m := range matches {
-			os.Remove(m)
-		}
-		os.Remove(filepath.Join(os.TempDir(), ".java_pid"+strconv.Itoa(pid)))
-		os.Remove(filepath.Join(os.TempDir(), ".attach_pid"+strconv.Itoa(pid)))
-	})
-	argv := append(append(append([]string{}, flags...), "-cp", dir, "Stall", mode), args...)
-	cmd := exec.Command(java, argv...)
-	cmd.Dir = cwd
-	tg := testutil.StartCmd(t, cmd)
-	pid = tg.Pid
-	tg.WaitLine(t, "ready", 60*time.Second)
-	return tg
+	return testutil.StartJava(t, flags, append([]string{mode}, args...)...)
 }
 
 // jstack runs `jstack -l pid` within timeout; ok is false when it did not

@@ -70,6 +70,31 @@ func ReadLayout(r *Reader, syms Symbols) (*Layout, error) {
 	return l, nil
 }
 
+// tables are the exported tables and the members of their entries
+// (each published as a variable gHotSpotVM<Entry><Member>Offset).
+var tables = []struct {
+	array, prefix string
+	members       []string
+}{
+	{"gHotSpotVMStructs", "gHotSpotVMStructEntry", []string{"TypeName", "FieldName", "TypeString", "IsStatic", "Offset", "Address"}},
+	{"gHotSpotVMTypes", "gHotSpotVMTypeEntry", []string{"TypeName", "SuperclassName", "IsOopType", "IsIntegerType", "IsUnsigned", "Size"}},
+	{"gHotSpotVMIntConstants", "gHotSpotVMIntConstantEntry", []string{"Name", "Value"}},
+	{"gHotSpotVMLongConstants", "gHotSpotVMLongConstantEntry", []string{"Name", "Value"}},
+}
+
+// SymbolNames are the names a reading may look up in libjvm.so (Symbols):
+// the tables, their entries' layout, and the safepoint's statics.
+func SymbolNames() []string {
+	var out []string
+	for _, t := range tables {
+		out = append(out, t.array, t.prefix+"ArrayStride")
+		for _, m := range t.members {
+			out = append(out, t.prefix+m+"Offset")
+		}
+	}
+	return append(out, symSafepointState, symSafepointCounter, symTracingType, symTracingBegin, symVMOpNames)
+}
+
 // table locates one exported table: the array's address (gHotSpotVMStructs
 // is a pointer to it), its stride, and the offsets of the named members
 // of an entry (each published as a variable holding the offset).
@@ -154,8 +179,7 @@ func (t *table) u32(r *Reader, entry uint64, m, what string) (uint32, error) {
 
 func readStructs(r *Reader, syms Symbols, l *Layout) error {
 	const what = "gHotSpotVMStructs entry"
-	t, err := readTable(r, syms, "gHotSpotVMStructs", "gHotSpotVMStructEntry",
-		"TypeName", "FieldName", "TypeString", "IsStatic", "Offset", "Address")
+	t, err := readTable(r, syms, tables[0].array, tables[0].prefix, tables[0].members...)
 	if err != nil {
 		return err
 	}
@@ -192,8 +216,7 @@ func readStructs(r *Reader, syms Symbols, l *Layout) error {
 
 func readTypes(r *Reader, syms Symbols, l *Layout) error {
 	const what = "gHotSpotVMTypes entry"
-	t, err := readTable(r, syms, "gHotSpotVMTypes", "gHotSpotVMTypeEntry",
-		"TypeName", "SuperclassName", "IsOopType", "IsIntegerType", "IsUnsigned", "Size")
+	t, err := readTable(r, syms, tables[1].array, tables[1].prefix, tables[1].members...)
 	if err != nil {
 		return err
 	}
@@ -227,7 +250,7 @@ func readTypes(r *Reader, syms Symbols, l *Layout) error {
 
 func readIntConstants(r *Reader, syms Symbols, l *Layout) error {
 	const what = "gHotSpotVMIntConstants entry"
-	t, err := readTable(r, syms, "gHotSpotVMIntConstants", "gHotSpotVMIntConstantEntry", "Name", "Value")
+	t, err := readTable(r, syms, tables[2].array, tables[2].prefix, tables[2].members...)
 	if err != nil {
 		return err
 	}
@@ -247,7 +270,7 @@ func readIntConstants(r *Reader, syms Symbols, l *Layout) error {
 
 func readLongConstants(r *Reader, syms Symbols, l *Layout) error {
 	const what = "gHotSpotVMLongConstants entry"
-	t, err := readTable(r, syms, "gHotSpotVMLongConstants", "gHotSpotVMLongConstantEntry", "Name", "Value")
+	t, err := readTable(r, syms, tables[3].array, tables[3].prefix, tables[3].members...)
 	if err != nil {
 		return err
 	}

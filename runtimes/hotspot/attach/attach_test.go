@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,42 +17,11 @@ import (
 	"github.com/stallwatch/stallwatch/runtimes/hotspot"
 )
 
-// The tests attach to real JVMs running ../testdata/Stall.java, compiled
-// once per test binary into a directory TestMain removes.
-var classes struct {
-	once sync.Once
-	dir  string
-	err  error
-}
-
+// The tests attach to real JVMs running testdata/jvm/Stall.java.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if classes.dir != "" {
-		os.RemoveAll(classes.dir)
-	}
+	testutil.RemoveJavaClasses()
 	os.Exit(code)
-}
-
-func stallClasses(t testing.TB) string {
-	t.Helper()
-	javac := testutil.RequireTool(t, "javac")
-	classes.once.Do(func() {
-		dir, err := os.MkdirTemp("", "hotspot-attach-classes-")
-		if err != nil {
-			classes.err = err
-			return
-		}
-		classes.dir = dir
-		os.Chmod(dir, 0o755) // a JVM of another user reads it
-		out, err := exec.Command(javac, "-d", dir, filepath.Join("..", "testdata", "Stall.java")).CombinedOutput()
-		if err != nil {
-			classes.err = fmt.Errorf("javac: %v\n%s", err, out)
-		}
-	})
-	if classes.err != nil {
-		t.Fatal(classes.err)
-	}
-	return classes.dir
 }
 
 // jvm is a test JVM: the target and where it runs.
@@ -69,17 +37,12 @@ type jvm struct {
 func startJVM(t testing.TB, sys *syscall.SysProcAttr, shell string, flags []string, mode string) *jvm {
 	t.Helper()
 	java := testutil.RequireTool(t, "java")
-	dir := stallClasses(t)
+	dir := testutil.JavaClasses(t)
 	cwd := t.TempDir()
 	var pid int
 	t.Cleanup(func() {
-		if pid == 0 {
-			return
-		}
-		p := strconv.Itoa(pid)
-		matches, _ := filepath.Glob(filepath.Join(os.TempDir(), "hsperfdata_*", p))
-		for _, m := range append(matches, filepath.Join(os.TempDir(), ".java_pid"+p), filepath.Join(os.TempDir(), ".attach_pid"+p)) {
-			os.Remove(m)
+		if pid != 0 {
+			testutil.RemoveJavaLeftovers(pid)
 		}
 	})
 	argv := append(append([]string{java}, flags...), "-cp", dir, "Stall", mode)

@@ -1,6 +1,7 @@
-// Stall: JVMs stuck the ways users meet them, for runtimes/hotspot's tests.
+// Stall: JVMs stuck the ways users meet them, for the tests of the JVM's
+// readers (runtimes/hotspot), the snapshot, the capture and its findings.
 //
-//   java -cp DIR Stall MODE [N]
+//   java -cp DIR Stall MODE [N]      (tests: testutil.StartJava)
 //
 // MODE is one of
 //   deadlock      transfer-1 and transfer-2 deadlock on two synchronized

@@ -1,0 +1,85 @@
+package target
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/stallwatch/stallwatch/internal/objfile"
+	"github.com/stallwatch/stallwatch/runtimes/hotspot"
+)
+
+// jvm is the target's HotSpot VM, found once.
+type jvm struct {
+	once sync.Once
+	j    *JVM
+	err  error
+}
+
+// JVM is a HotSpot VM's memory and its libjvm.so's layout, read once per
+// target: what package runtimes/hotspot reads the VM's Java threads, its
+// flags and its code cache through.
+type JVM struct {
+	// Path is libjvm.so as the target maps it.
+	Path   string
+	mem    hotspot.Memory
+	syms   jvmSymbols
+	layout *hotspot.Layout
+}
+
+// JVM returns the target's HotSpot VM, found at the first call: an error
+// wrapping hotspot.ErrNotHotSpot for a process that maps no libjvm.so
+// with the VMStructs tables, a *hotspot.MissingError for a HotSpot whose
+// layout the reader does not know.
+func (p *Process) JVM() (*JVM, error) {
+	p.jvm.once.Do(func() { p.jvm.j, p.jvm.err = openJVM(p) })
+	return p.jvm.j, p.jvm.err
+}
+
+func openJVM(p *Process) (*JVM, error) {
+	for _, m := range p.space.Modules() {
+		if m.File == nil || m.Gone || !strings.HasPrefix(filepath.Base(m.Path), "libjvm.") {
+			continue
+		}
+		names, err := m.File.LookupNames(hotspot.SymbolNames())
+		if err != nil && len(names) == 0 {
+			return nil, fmt.Errorf("%s: %w", m.Path, err)
+		}
+		j := &JVM{Path: m.Path, mem: p.space.Memory(), syms: jvmSymbols{}}
+		for n, s := range names {
+			j.syms[n] = objfile.Named{Addr: s.Addr + m.Bias, Size: s.Size}
+		}
+		j.layout, err = hotspot.ReadLayout(hotspot.NewReader(j.mem, hotspot.Limits{}), j.syms)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", m.Path, err)
+		}
+		if _, err := j.VM(); err != nil {
+			return nil, fmt.Errorf("%s: %w", m.Path, err)
+		}
+		return j, nil
+	}
+	return nil, fmt.Errorf("pid %d maps no libjvm.so: %w", p.pid, hotspot.ErrNotHotSpot)
+}
+
+// VM starts one reading of the VM: what it reads, it reads fresh.
+func (j *JVM) VM() (*hotspot.VM, error) {
+	return hotspot.NewVM(hotspot.NewReader(j.mem, hotspot.Limits{}), j.syms, j.layout)
+}
+
+// Flag reads one of the VM's bool -XX flags as it has it now.
+func (j *JVM) Flag(name string) (bool, error) {
+	vm, err := j.VM()
+	if err != nil {
+		return false, err
+	}
+	return vm.BoolFlag(name)
+}
+
+// jvmSymbols are libjvm's symbols by name, at run-time addresses.
+type jvmSymbols map[string]objfile.Named
+
+func (s jvmSymbols) Symbol(name string) (uint64, uint64, bool) {
+	n, ok := s[name]
+	return n.Addr, n.Size, ok
+}
