@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/stallwatch/stallwatch/internal/objfile"
+	"github.com/stallwatch/stallwatch/jit"
 	"github.com/stallwatch/stallwatch/runtimes/hotspot"
 )
 
@@ -82,4 +83,34 @@ type jvmSymbols map[string]objfile.Named
 func (s jvmSymbols) Symbol(name string) (uint64, uint64, bool) {
 	n, ok := s[name]
 	return n.Addr, n.Size, ok
+}
+
+// SetMemoryNames makes entries a source of JIT names (package jit's
+// SetMemoryMap): code a reader of the target's memory named, such as the
+// JVM's code cache. It is read at the next Refresh.
+func (p *Process) SetMemoryNames(path string, entries []jit.MapEntry) error {
+	if p.jit == nil {
+		return fmt.Errorf("pid %d: no JIT sources are read", p.pid)
+	}
+	return p.jit.SetMemoryMap(path, entries)
+}
+
+// CodeCacheNames reads the JVM's code cache: every compiled method and
+// stub, named as its own perf map would name them.
+func (j *JVM) CodeCacheNames() ([]jit.MapEntry, error) {
+	vm, err := j.VM()
+	if err != nil {
+		return nil, err
+	}
+	cc, err := vm.CodeCache()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]jit.MapEntry, 0, len(cc.Blobs))
+	for _, b := range cc.Blobs {
+		if b.End > b.Start {
+			out = append(out, jit.MapEntry{Start: b.Start, Size: b.End - b.Start, Name: b.Name})
+		}
+	}
+	return out, cc.Err
 }

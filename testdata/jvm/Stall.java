@@ -14,6 +14,8 @@
 //                 the main thread calls System.gc(): the VM holds a
 //                 safepoint it cannot reach
 //   threads N     N threads (worker-0 …) sleeping in Object.wait
+//   spin          spinner-1 runs Spinner.spin, compiled, for ever; the
+//                 VM stays responsive (its loops keep their polls)
 //
 // It prints "ready <pid>" once the state is reached (the deadlocked threads
 // are BLOCKED or WAITING, the parked thread is WAITING), then stays so.
@@ -188,6 +190,17 @@ public class Stall {
                     }
                 });
                 Stall.heartbeat();
+                break;
+            }
+            case "spin": {
+                for (int i = 0; i < 2000; i++) {
+                    Spinner.sink += Spinner.spin(300);
+                }
+                start("spinner-1", () -> {
+                    while (true) {
+                        Spinner.sink += Spinner.spin(30_000);
+                    }
+                });
                 break;
             }
             case "threads": {
