@@ -67,10 +67,16 @@ func writeTextSummary(w io.Writer, v *view) {
 	}
 }
 
+// writeThreadTable writes the first max rows, and more where the rows
+// past max hold threads a hang is made of (deadlocked, waiting for another
+// thread, in uninterruptible sleep): those are never left out.
 func writeThreadTable(w io.Writer, rows []threadRow, max int) {
 	n := len(rows)
 	if max > 0 && n > max {
 		n = max
+		for n < len(rows) && rows[n].rank <= rankUninterruptible {
+			n++
+		}
 	}
 	fmt.Fprintf(w, "Threads (%d; waiting first", len(rows))
 	if n < len(rows) {

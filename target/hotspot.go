@@ -8,6 +8,7 @@ import (
 
 	"github.com/stallwatch/stallwatch/internal/objfile"
 	"github.com/stallwatch/stallwatch/jit"
+	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/runtimes/hotspot"
 )
 
@@ -113,4 +114,52 @@ func (j *JVM) CodeCacheNames() ([]jit.MapEntry, error) {
 		}
 	}
 	return out, cc.Err
+}
+
+// javaLocs interns the locations of Java frames: one *Location per method
+// and line, as the symbolizer has one per address, so that renderings
+// (pprof's locations by pointer) merge them.
+type javaLocs struct {
+	mu   sync.Mutex
+	locs map[javaKey]*model.Location
+}
+
+type javaKey struct {
+	method uint64
+	name   string
+	line   int
+}
+
+// maxJavaLocs bounds the locations remembered; past it they start over
+// (locations already returned stay valid).
+const maxJavaLocs = 1 << 16
+
+var javaMapping = &model.Mapping{File: model.JavaMapping, Kind: model.KindJIT, HasFunctions: true, HasFilenames: true, HasLineNumbers: true}
+
+// JavaLocation is the location of one Java frame: its method as jstack
+// names it ("Ledger.settleChecking"), its source file and line; kind jit,
+// in the pseudo mapping "[java]", its address the Method's.
+func (p *Process) JavaLocation(f hotspot.Frame) *model.Location {
+	if f.Method == nil {
+		return nil
+	}
+	k := javaKey{method: f.Method.Addr, name: f.Method.String(), line: f.Line}
+	p.javaLocs.mu.Lock()
+	defer p.javaLocs.mu.Unlock()
+	if l := p.javaLocs.locs[k]; l != nil {
+		return l
+	}
+	if p.javaLocs.locs == nil || len(p.javaLocs.locs) >= maxJavaLocs {
+		p.javaLocs.locs = map[javaKey]*model.Location{}
+	}
+	system := f.Method.String()
+	if f.Method.Signature != "" {
+		system = f.Method.PerfMapName()
+	}
+	l := &model.Location{
+		Addr: f.Method.Addr, Mapping: javaMapping, Kind: model.KindJIT,
+		Lines: []model.Line{{Function: f.Method.String(), SystemName: system, File: f.Method.File, Line: int64(f.Line)}},
+	}
+	p.javaLocs.locs[k] = l
+	return l
 }

@@ -83,8 +83,16 @@ func ownCode(f Frame) bool {
 }
 
 // WaitSite is the index of the innermost frame of the program's own code
-// in a stack; failing that, of the innermost user frame; failing that, 0.
+// in a stack — a Java thread's, its innermost Java frame (the JVM's own
+// frames above it are the runtime's, as the Go runtime's are a
+// goroutine's) —; failing that, of the innermost user frame; failing
+// that, 0.
 func WaitSite(fr []Frame) int {
+	for i, f := range fr {
+		if f.Module == model.JavaMapping {
+			return i
+		}
+	}
 	user := -1
 	for i, f := range fr {
 		if f.Kind == model.KindKernel {

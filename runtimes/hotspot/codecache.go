@@ -294,6 +294,26 @@ func (vm *VM) CodeCache() (*CodeCache, error) {
 	return cc, nil
 }
 
+// codeBounds reads the code cache's range (CodeCache::_low_bound and
+// _high_bound).
+func (vm *VM) codeBounds() (lo, hi uint64, err error) {
+	n := &need{l: vm.l}
+	loAt, hiAt := n.static("CodeCache", "_low_bound"), n.static("CodeCache", "_high_bound")
+	if err := n.err("HotSpot's code cache"); err != nil {
+		return 0, 0, err
+	}
+	if lo, err = vm.r.U64(loAt, "CodeCache::_low_bound"); err != nil {
+		return 0, 0, err
+	}
+	if hi, err = vm.r.U64(hiAt, "CodeCache::_high_bound"); err != nil {
+		return 0, 0, err
+	}
+	if hi < lo {
+		return 0, 0, fmt.Errorf("code cache [%#x, %#x): its end before its start", lo, hi)
+	}
+	return lo, hi, nil
+}
+
 // heaps reads the addresses of the code cache's CodeHeaps.
 func (vm *VM) heaps(c *codeOffsets) ([]uint64, error) {
 	arr, err := vm.r.U64(c.heaps, "CodeCache::_heaps")
@@ -426,7 +446,7 @@ func (vm *VM) blob(c *codeOffsets, addr uint64, names map[uint64]string) (Blob, 
 		return b, err
 	}
 	b.Level = int(int32(lvl))
-	b.Name = b.Method.perfMapName()
+	b.Name = b.Method.PerfMapName()
 	return b, nil
 }
 
@@ -481,9 +501,9 @@ func (vm *VM) method(c *codeOffsets, addr uint64) (*Method, error) {
 	return m, nil
 }
 
-// perfMapName spells the method as HotSpot's perf map does
+// PerfMapName spells the method as HotSpot's perf map does
 // (Method::external_name): "java.lang.Object java.util.HashMap.get(java.lang.Object)".
-func (m *Method) perfMapName() string {
+func (m *Method) PerfMapName() string {
 	params, ret, err := decodeDescriptor(m.Signature)
 	if err != nil {
 		return m.Class + "." + m.Name + m.Signature

@@ -17,6 +17,10 @@ type Java struct {
 	Deadlocks []Deadlock
 	// Safepoint is the VM's safepoint state (memory only).
 	Safepoint *Safepoint
+	// Code is the range of the VM's code cache, [low, high): a native
+	// frame there runs Java code (interpreted, compiled) or one of the
+	// VM's stubs. Memory only.
+	Code [2]uint64
 	// Problems are what could not be read: threads, stacks, lines (at
 	// most maxProblems, then a count of the rest).
 	Problems []string
@@ -133,10 +137,11 @@ func (j *Java) Thread(tid int) *JavaThread {
 
 // ReadJava reads every Java thread, its frames and the lock it waits for,
 // the code cache, the safepoint state and the deadlocks, from memory.
-// regs gives, by tid, where the stacks of threads running Java code start
-// (threads out of Java code have a frame anchor and need none). What
-// cannot be read of one thread is in Problems; an error means nothing
-// could be.
+// Each thread's frames start at its frame anchor (a thread out of Java
+// code has one), else at its registers in regs (by tid: those of a
+// thread running Java code, read under a stop); a thread in Java code
+// without them has no frames. What cannot be read of one thread is in
+// Problems; an error means nothing could be.
 func (vm *VM) ReadJava(regs map[int]Registers) (*Java, error) {
 	ts, err := vm.Threads()
 	if ts == nil && err != nil {
@@ -150,6 +155,9 @@ func (vm *VM) ReadJava(regs map[int]Registers) (*Java, error) {
 		j.problem("safepoint state: " + err.Error())
 	} else if sp.Known {
 		j.Safepoint = &sp
+	}
+	if lo, hi, err := vm.codeBounds(); err == nil {
+		j.Code = [2]uint64{lo, hi}
 	}
 	var cc Code
 	if ix, err := vm.codeIndex(); err != nil {
