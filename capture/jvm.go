@@ -10,7 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stallwatch/stallwatch/model"
+	"github.com/stallwatch/stallwatch/runtimes/hotspot"
 	"github.com/stallwatch/stallwatch/runtimes/hotspot/attach"
+	"github.com/stallwatch/stallwatch/snapshot"
 	"github.com/stallwatch/stallwatch/target"
 )
 
@@ -36,6 +39,9 @@ const codeCacheSource = "[memory: the JVM's code cache]"
 // rather than print a thread dump).
 type jvmSession struct {
 	tp *target.Process
+	// memErr says why the JVM's memory cannot be read (its Java threads
+	// then come from its thread dump); nil when it can.
+	memErr error
 
 	mu     sync.Mutex
 	client *attach.Client
@@ -46,7 +52,7 @@ type jvmSession struct {
 func newJVMSession(tp *target.Process) *jvmSession {
 	for _, m := range tp.Space().Modules() {
 		if !m.Gone && strings.HasPrefix(filepath.Base(m.Path), "libjvm.") {
-			return &jvmSession{tp: tp}
+			return &jvmSession{tp: tp, memErr: jvmMemory(tp)}
 		}
 	}
 	return nil
@@ -116,6 +122,9 @@ func (j *jvmSession) jitNames(a *perfMapAsk) string {
 	if errors.Is(a.err, attach.ErrNoAnswer) {
 		why = fmt.Sprintf("the JVM did not answer its attach mechanism within %v (a JVM held at a safepoint cannot)", jvmAskTimeout)
 	}
+	if j.memErr != nil {
+		return fmt.Sprintf("JIT names: none from the JVM: %s; and its memory cannot be read (%v)", why, j.memErr)
+	}
 	vm, err := j.tp.JVM()
 	if err != nil {
 		return fmt.Sprintf("JIT names: none from the JVM: %s; and its memory cannot be read (%v)", why, err)
@@ -128,6 +137,49 @@ func (j *jvmSession) jitNames(a *perfMapAsk) string {
 		return fmt.Sprintf("JIT names: none from the JVM: %s; and its code cache: %v", why, err)
 	}
 	return fmt.Sprintf("JIT names: the JVM's code cache read from its memory (%d compiled methods and stubs): %s", len(entries), why)
+}
+
+// jvmMemory opens the JVM's memory for the snapshot's reading (a test
+// makes it fail, as it does for a HotSpot whose layout the reader does
+// not know).
+var jvmMemory = func(tp *target.Process) error {
+	_, err := tp.JVM()
+	return err
+}
+
+// readsMemory says whether the snapshot reads the Java threads from the
+// JVM's memory (for any other target: whether it may try).
+func (j *jvmSession) readsMemory() bool { return j == nil || j.memErr == nil }
+
+// javaThreads gives the snapshot the JVM's Java threads from the JVM's
+// own thread dump (jcmd Thread.print -l, through its attach mechanism)
+// when its memory cannot be read: the snapshot read the memory itself
+// otherwise. It runs once the snapshot's stops are over (the dump is a
+// safepoint, which would wait for a thread held stopped), within
+// jvmAskTimeout: a JVM held at a safepoint gives nothing, and the note
+// says so.
+func (j *jvmSession) javaThreads(ctx context.Context, snap *model.Snapshot) string {
+	if j == nil || snap == nil || j.memErr == nil {
+		return ""
+	}
+	memErr := j.memErr
+	ctx, cancel := context.WithTimeout(ctx, jvmAskTimeout)
+	defer cancel()
+	c, err := j.attachClient()
+	var out []byte
+	if err == nil {
+		out, err = c.Command(ctx, "Thread.print -l")
+	}
+	if err != nil {
+		return fmt.Sprintf("Java threads: none: the JVM's memory cannot be read (%v), and its thread dump did not come (%v)", memErr, err)
+	}
+	java := hotspot.ParseThreadDump(out)
+	snapshot.ApplyJava(snap, j.tp, java)
+	n := fmt.Sprintf("Java threads: %d from the JVM's thread dump (jcmd Thread.print -l through its attach mechanism): its memory cannot be read (%v)", len(java.Threads), memErr)
+	if len(java.Problems) > 0 {
+		n += "; the dump read with problems: " + strings.Join(java.Problems, "; ")
+	}
+	return n
 }
 
 // close ends the session's attach client (removing a trigger file left

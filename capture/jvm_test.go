@@ -1,13 +1,19 @@
 package capture
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/pprof/profile"
+	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/model"
+	"github.com/stallwatch/stallwatch/target"
 )
 
 // spinShare is the share of a profile's on-CPU samples whose stacks run
@@ -69,5 +75,51 @@ func TestRecordJVMAtSafepoint(t *testing.T) {
 	}
 	if named, total := spinShare(t, p, "Spinner.spin"); total == 0 || float64(named) < 0.9*float64(total) {
 		t.Errorf("Spinner.spin in %d of spinner-1's %d CPU samples", named, total)
+	}
+}
+
+// TestRecordJVMThreadDump: where the JVM's memory cannot be read (a
+// HotSpot whose layout the reader does not know: here, made to fail),
+// its Java threads come from its own thread dump, asked through its
+// attach mechanism once the snapshot's stops are over: the capture's
+// snapshot has the Java-level deadlock, and its notes say where it came
+// from.
+func TestRecordJVMThreadDump(t *testing.T) {
+	testutil.RequirePerf(t)
+	defer func(f func(*target.Process) error) { jvmMemory = f }(jvmMemory)
+	jvmMemory = func(*target.Process) error { return errors.New("a layout the reader does not know") }
+	tg := testutil.StartJava(t, nil, "deadlock")
+	res, _, info := record(t, tg.Pid, time.Second, func(c *Config) { c.NoOffCPU, c.Snapshot = true, true })
+	found := false
+	for _, n := range info.Notes {
+		found = found || strings.HasPrefix(n, "Java threads:") && strings.Contains(n, "from the JVM's thread dump (jcmd Thread.print -l")
+	}
+	if !found {
+		t.Errorf("notes %q, want the Java threads from the JVM's thread dump", info.Notes)
+	}
+	f, err := os.Open(filepath.Join(res.Dir, capdir.FileThreadJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	snap, err := model.ReadSnapshotJSON(f, "threads.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Locks.Cycles) != 1 {
+		t.Fatalf("cycles %v", snap.Locks.Cycles)
+	}
+	byTID := snap.ByTID()
+	var names []string
+	for _, tid := range snap.Locks.Cycles[0] {
+		th := byTID[tid]
+		names = append(names, th.Name)
+		if th.Wait == nil || th.Wait.Kind != "java monitor" || th.Wait.OwnerSite == "" {
+			t.Errorf("%q waits for %+v", th.Name, th.Wait)
+		}
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"transfer-1", "transfer-2"}) {
+		t.Errorf("deadlocked %q", names)
 	}
 }

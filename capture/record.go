@@ -60,6 +60,7 @@ func Record(ctx context.Context, cfg Config, d time.Duration, progress func(Prog
 	samples := rec.Stop()
 	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, stats: rec.Stats(), cutWhy: cutWhy, notes: s.notes, exited: !procfs.Alive(cfg.PID)}
 	f.snap = snap()
+	f.addNote(s.jvm.javaThreads(ctx, f.snap))
 	f.addNote(s.jvm.jitNames(ask))
 	return s.finish(f, smp, rec, []window{{"", nil}, {"", samples}})
 }

@@ -238,6 +238,7 @@ func (s *Session) Capture(ctx context.Context, tr model.Trigger) (*model.Result,
 	}
 	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, stats: rec.Stats(), cutWhy: cutWhy, notes: slices.Concat(s.notes, lost), exited: !procfs.Alive(s.cfg.PID)}
 	f.snap = snap()
+	f.addNote(s.jvm.javaThreads(ctx, f.snap))
 	f.addNote(s.jvm.jitNames(ask))
 	return s.finish(f, smp, rec, []window{{model.PhaseBefore, before}, {model.PhaseDuring, during}})
 }
@@ -252,6 +253,7 @@ func (s *Session) snapshotOnly(ctx context.Context, tr model.Trigger, ask *perfM
 		s.cfg.Logger.Debug("refreshing what is known of the target", "err", err)
 	}
 	f.snap = s.startSnapshot(ctx, nil)()
+	f.addNote(s.jvm.javaThreads(ctx, f.snap))
 	if f.snap != nil && overBudget {
 		f.stats.ThreadsOverBudget = len(f.snap.Threads)
 	}
@@ -276,6 +278,7 @@ func (s *Session) startSnapshot(ctx context.Context, offCPUSince func(int) (uint
 			NoPtrace:    s.cfg.NoPtrace,
 			Target:      s.tp,
 			OffCPUSince: offCPUSince,
+			NoJava:      !s.jvm.readsMemory(),
 			Logger:      s.cfg.Logger,
 		})
 		if err != nil {

@@ -34,7 +34,7 @@ type javaReading struct {
 // prepareJava finds out whether the target is a HotSpot JVM the reader
 // knows (before any stop: the layout is read once per target).
 func (tk *taker) prepareJava() {
-	if tk.tg == nil {
+	if tk.tg == nil || tk.opts.NoJava {
 		return
 	}
 	j, err := tk.tg.JVM()
@@ -82,7 +82,29 @@ func (tk *taker) readJava() {
 
 // applyJava puts a reading of the JVM's threads into the snapshot.
 func (tk *taker) applyJava(java *hotspot.Java) {
-	byTID := tk.snap.ByTID()
+	applyJava(tk.snap, tk.tg, java, tk.note)
+}
+
+// ApplyJava puts a reading of a JVM's threads made apart from the
+// snapshot — the JVM's own thread dump (Thread.print, through its attach
+// mechanism), where its memory cannot be read — into a snapshot of it,
+// notes where it came from, and draws the lock graph again.
+func ApplyJava(snap *model.Snapshot, tp *target.Process, java *hotspot.Java) {
+	notes := map[string]bool{}
+	for _, n := range snap.Notes {
+		notes[n] = true
+	}
+	applyJava(snap, tp, java, func(format string, args ...any) {
+		if n := fmt.Sprintf(format, args...); !notes[n] {
+			notes[n] = true
+			snap.Notes = append(snap.Notes, n)
+		}
+	})
+	snap.Locks = model.BuildLockGraph(snap.Threads)
+}
+
+func applyJava(snap *model.Snapshot, tp *target.Process, java *hotspot.Java, note func(string, ...any)) {
+	byTID := snap.ByTID()
 	for i := range java.Threads {
 		jt := &java.Threads[i]
 		t := byTID[jt.TID]
@@ -93,19 +115,19 @@ func (tk *taker) applyJava(java *hotspot.Java) {
 			t.Name = jt.Name
 		}
 		if len(jt.Frames) > 0 {
-			t.User = spliceJava(t.User, tk.javaLocations(jt.Frames), java.Code)
+			t.User = spliceJava(t.User, javaLocations(tp, jt.Frames), java.Code)
 		}
 		if w := javaWait(java, jt); w != nil {
 			t.Wait = w
 		}
 	}
-	tk.safepointWait(java, byTID)
+	safepointWait(snap, java, byTID, note)
 }
 
-func (tk *taker) javaLocations(fs []hotspot.Frame) []*model.Location {
+func javaLocations(tp *target.Process, fs []hotspot.Frame) []*model.Location {
 	out := make([]*model.Location, 0, len(fs))
 	for _, f := range fs {
-		if l := tk.tg.JavaLocation(f); l != nil {
+		if l := tp.JavaLocation(f); l != nil {
 			out = append(out, l)
 		}
 	}
@@ -118,10 +140,17 @@ func (tk *taker) javaLocations(fs []hotspot.Frame) []*model.Location {
 // the thread waits) stay on top, those below (the thread's start) under
 // them. A native stack that never reached the code cache (its walk
 // stopped in the VM) gets the Java frames at its end, before the
-// pseudo-frame saying why it ends.
+// pseudo-frame saying why it ends. Without the code cache's range (a
+// thread dump has none), its frames are those in anonymous memory.
 func spliceJava(native, java []*model.Location, code [2]uint64) []*model.Location {
 	inCode := func(l *model.Location) bool {
-		return l != nil && l.Addr >= code[0] && l.Addr < code[1] && !isCut(l)
+		if l == nil || isCut(l) {
+			return false
+		}
+		if code[1] == 0 {
+			return l.Mapping != nil && l.Mapping.File == "[anon]"
+		}
+		return l.Addr >= code[0] && l.Addr < code[1]
 	}
 	out := make([]*model.Location, 0, len(native)+len(java))
 	i := 0
@@ -223,7 +252,7 @@ func frameText(f hotspot.Frame) string {
 // safepoint waits for: the Java threads that reached it wait for the VM
 // Thread (their native stacks are in SafepointSynchronize::block), so the
 // lock graph's chain ends at the thread holding everyone up.
-func (tk *taker) safepointWait(java *hotspot.Java, byTID map[int]*model.Thread) {
+func safepointWait(snap *model.Snapshot, java *hotspot.Java, byTID map[int]*model.Thread, note func(string, ...any)) {
 	sp := java.Safepoint
 	if sp == nil || sp.State != hotspot.Synchronizing {
 		return
@@ -239,11 +268,11 @@ func (tk *taker) safepointWait(java *hotspot.Java, byTID map[int]*model.Thread) 
 		op = sp.Operation
 	}
 	since := ""
-	if sp.Began > 0 && uint64(sp.Began) < tk.snap.Mono {
-		since = fmt.Sprintf(", begun %v before the snapshot", (time.Duration(tk.snap.Mono) - sp.Began).Round(time.Millisecond))
+	if sp.Began > 0 && uint64(sp.Began) < snap.Mono {
+		since = fmt.Sprintf(", begun %v before the snapshot", (time.Duration(snap.Mono) - sp.Began).Round(time.Millisecond))
 	}
 	if len(lag) == 0 {
-		tk.note("the JVM is reaching a safepoint for %s%s; no Java thread holds it up", op, since)
+		note("the JVM is reaching a safepoint for %s%s; no Java thread holds it up", op, since)
 		return
 	}
 	var names []string
@@ -255,7 +284,7 @@ func (tk *taker) safepointWait(java *hotspot.Java, byTID map[int]*model.Thread) 
 		names = append(names, n+")")
 	}
 	desc := fmt.Sprintf("the JVM's safepoint for %s%s, which waits for %s to reach a safepoint poll", op, since, strings.Join(names, ", "))
-	tk.note("%s", strings.ToUpper(desc[:1])+desc[1:])
+	note("%s", strings.ToUpper(desc[:1])+desc[1:])
 	for _, t := range byTID {
 		if t.Name == "VM Thread" {
 			t.Wait = &model.Wait{Kind: "safepoint", Owner: lag[0].TID, Desc: desc}

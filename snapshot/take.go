@@ -41,7 +41,11 @@ type Options struct {
 	// stopped had been off the CPU, which our stop resets in the
 	// kernel's accounting (stops.go). Nil: this stallwatch process's
 	// book, shared by all its snapshots.
-	Stops  *StopBook
+	Stops *StopBook
+	// NoJava leaves a JVM's Java threads unread: the caller reads them
+	// another way (the JVM's own thread dump, where its memory cannot be
+	// read: package capture).
+	NoJava bool
 	Logger *slog.Logger
 }
 
