@@ -38,8 +38,13 @@
 // frame walker knows x86-64's interpreter frame; other architectures get
 // names and states without frames.
 //
-// Known to work with OpenJDK 17 (tested on Debian's 17.0.15, compressed
-// oops and class pointers on and off); the fields read exist from JDK 11
-// to 20 (JDK 21 moved a field's layout into a compressed stream and is
-// refused with a *MissingError naming what is missing).
+// Tested on OpenJDK 17 (Debian's 17.0.15; compressed oops and class
+// pointers on and off). Where other releases' layouts differ in what is
+// read, the reader follows what VMStructs says where it can (a
+// JavaThread's Thread object held directly before JDK 16, through an
+// OopHandle since; a Thread's status in its FieldHolder since JDK 19),
+// and a layout that lacks a field it needs (JDK 21 replaced FieldInfo
+// with a compressed stream) is refused with a *MissingError naming all
+// that is missing; the capture then asks the JVM for its own thread dump
+// instead (package capture).
 package hotspot

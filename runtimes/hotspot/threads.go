@@ -227,16 +227,9 @@ func (vm *VM) vmState(v int64) VMState {
 // id, priority, daemon flag, status and park blocker. Since JDK 19 the
 // status, priority and daemon flag live in the Thread's FieldHolder.
 func (vm *VM) readThreadObject(t *Thread) error {
-	h, err := vm.r.U64(t.Addr+vm.o.threadObj+vm.o.oopHandleObj, "JavaThread::_threadObj")
-	if err != nil {
-		return err
-	}
-	if h == 0 {
-		return nil // attaching: no Thread object yet
-	}
-	obj, err := vm.r.U64(h, "JavaThread::_threadObj handle")
+	obj, err := vm.threadOop(t.Addr)
 	if err != nil || obj == 0 {
-		return err
+		return err // 0: attaching, no Thread object yet
 	}
 	t.threadObj = obj
 	name, err := vm.objectField(obj, "name")
@@ -276,6 +269,20 @@ func (vm *VM) readThreadObject(t *Thread) error {
 	}
 	t.Blocker, err = vm.object(blocker)
 	return err
+}
+
+// threadOop reads a JavaThread's java.lang.Thread: through an OopHandle
+// (JDK 16 and later), or the oop itself where VMStructs types the field
+// so (before).
+func (vm *VM) threadOop(jt uint64) (uint64, error) {
+	if vm.l.Fields["JavaThread::_threadObj"].Type == "oop" {
+		return vm.r.U64(jt+vm.o.threadObj, "JavaThread::_threadObj")
+	}
+	h, err := vm.r.U64(jt+vm.o.threadObj+vm.o.oopHandleObj, "JavaThread::_threadObj")
+	if err != nil || h == 0 {
+		return 0, err
+	}
+	return vm.r.U64(h, "JavaThread::_threadObj handle")
 }
 
 // object reads an object's class, and, for an ownable synchronizer

@@ -297,7 +297,7 @@ type MissingError struct {
 }
 
 func (e *MissingError) Error() string {
-	return fmt.Sprintf("%s: libjvm's VMStructs lack %s (a HotSpot this reader does not know; it knows JDK 11 to 21)",
+	return fmt.Sprintf("%s: libjvm's VMStructs lack %s (a HotSpot whose layout this reader does not know; it was tested on JDK 17)",
 		e.What, strings.Join(e.Missing, ", "))
 }
 
