@@ -115,7 +115,7 @@ func applyJava(snap *model.Snapshot, tp *target.Process, java *hotspot.Java, not
 			t.Name = jt.Name
 		}
 		if len(jt.Frames) > 0 {
-			t.User = spliceJava(t.User, javaLocations(tp, jt.Frames), java.Code)
+			t.User = spliceJava(t.User, javaSegments(tp, jt), java.Code)
 		}
 		if w := javaWait(java, jt); w != nil {
 			t.Wait = w
@@ -124,25 +124,43 @@ func applyJava(snap *model.Snapshot, tp *target.Process, java *hotspot.Java, not
 	safepointWait(snap, java, byTID, note)
 }
 
-func javaLocations(tp *target.Process, fs []hotspot.Frame) []*model.Location {
-	out := make([]*model.Location, 0, len(fs))
-	for _, f := range fs {
-		if l := tp.JavaLocation(f); l != nil {
-			out = append(out, l)
+// javaSegments are a thread's Java frames as locations, run by run (each
+// run of Java frames native code called into: hotspot.Stack.Segments).
+func javaSegments(tp *target.Process, jt *hotspot.JavaThread) [][]*model.Location {
+	bounds := jt.Segments
+	if len(bounds) == 0 {
+		bounds = []int{0}
+	}
+	var out [][]*model.Location
+	for k, start := range bounds {
+		end := len(jt.Frames)
+		if k+1 < len(bounds) {
+			end = bounds[k+1]
 		}
+		if start < 0 || start > end || end > len(jt.Frames) {
+			break
+		}
+		var seg []*model.Location
+		for _, f := range jt.Frames[start:end] {
+			if l := tp.JavaLocation(f); l != nil {
+				seg = append(seg, l)
+			}
+		}
+		out = append(out, seg)
 	}
 	return out
 }
 
 // spliceJava puts a thread's Java frames (innermost first) in place of the
 // native frames that run in the code cache (the interpreter, compiled
-// methods, stubs): the native frames above them (the VM's and libc's, as
-// the thread waits) stay on top, those below (the thread's start) under
-// them. A native stack that never reached the code cache (its walk
-// stopped in the VM) gets the Java frames at its end, before the
-// pseudo-frame saying why it ends. Without the code cache's range (a
-// thread dump has none), its frames are those in anonymous memory.
-func spliceJava(native, java []*model.Location, code [2]uint64) []*model.Location {
+// methods, stubs): each run of such frames in the native stack gets the
+// next run of Java frames (native code that calls Java again, JNI or
+// reflection, parts them); the native frames around them stay. Java
+// frames the native stack has no run for (its walk stopped in the VM) go
+// at its end, before the pseudo-frame saying why it ends. Without the
+// code cache's range (a thread dump has none), its frames are those in
+// anonymous memory.
+func spliceJava(native []*model.Location, java [][]*model.Location, code [2]uint64) []*model.Location {
 	inCode := func(l *model.Location) bool {
 		if l == nil || isCut(l) {
 			return false
@@ -153,16 +171,29 @@ func spliceJava(native, java []*model.Location, code [2]uint64) []*model.Locatio
 		return l.Addr >= code[0] && l.Addr < code[1]
 	}
 	out := make([]*model.Location, 0, len(native)+len(java))
-	i := 0
-	for i < len(native) && !inCode(native[i]) && !isCut(native[i]) {
+	rest := func() {
+		for _, seg := range java {
+			out = append(out, seg...)
+		}
+		java = nil
+	}
+	for i := 0; i < len(native); {
+		if inCode(native[i]) && len(java) > 0 {
+			out = append(out, java[0]...)
+			java = java[1:]
+			for i < len(native) && inCode(native[i]) {
+				i++
+			}
+			continue
+		}
+		if isCut(native[i]) {
+			rest()
+		}
 		out = append(out, native[i])
 		i++
 	}
-	out = append(out, java...)
-	for i < len(native) && inCode(native[i]) {
-		i++
-	}
-	return append(out, native[i:]...)
+	rest()
+	return out
 }
 
 // isCut says whether l is the pseudo-frame that says why a stack ends.

@@ -91,6 +91,11 @@ type Registers struct {
 // ended where it did.
 type Stack struct {
 	Frames []Frame
+	// Segments are where each run of Java frames begins in Frames: a
+	// Java stack is cut in runs by native code that calls Java again
+	// (JNI, reflection, the VM's own calls), each run below an entry
+	// frame. Segments[0] is 0 when there are frames.
+	Segments []int
 	// Cut says why the walk stopped before the thread's first Java
 	// frame; nil when it reached it.
 	Cut error
@@ -127,6 +132,9 @@ type frameOffsets struct {
 	cmCodeSize, cmFlags, constMethodSize uint64
 	hasLineTable                         int64
 	lockObj, lockSize                    uint64
+	entryWrapper                         int64 // words from an entry frame's fp to its JavaCallWrapper*
+	wrapperAnchor                        uint64
+	anchorSP, anchorFP, anchorPC         uint64 // in a JavaFrameAnchor
 }
 
 func (vm *VM) frameOffsets() (*frameOffsets, error) {
@@ -145,6 +153,11 @@ func (vm *VM) frameOffsets() (*frameOffsets, error) {
 	f.constMethodSize = n.size("ConstMethod")
 	f.hasLineTable = n.int("ConstMethod::_has_linenumber_table")
 	f.lockObj = n.offset("BasicObjectLock", "_obj")
+	f.entryWrapper = n.int("frame::entry_frame_call_wrapper_offset")
+	f.wrapperAnchor = n.offset("JavaCallWrapper", "_anchor")
+	f.anchorSP = n.offset("JavaFrameAnchor", "_last_Java_sp")
+	f.anchorFP = n.offset("JavaFrameAnchor", "_last_Java_fp")
+	f.anchorPC = n.offset("JavaFrameAnchor", "_last_Java_pc")
 	f.lockSize = n.size("BasicObjectLock")
 	return f, n.err("HotSpot's Java frames")
 }
@@ -166,6 +179,7 @@ type walker struct {
 
 	callStubReturn uint64
 	out            []Frame
+	segments       []int
 }
 
 // JavaStack reads the Java frames of t, from its frame anchor (set while
@@ -199,9 +213,13 @@ func (vm *VM) JavaStack(t *Thread, cc Code, regs *Registers) (Stack, error) {
 	if sp == 0 && pc == 0 {
 		return Stack{}, nil // no Java frames (a thread in the VM only, or not started)
 	}
+	w.segments = []int{0}
 	cut := w.walk(sp, fp, pc, regs != nil && regs.SP == 0)
 	w.markTop()
-	return Stack{Frames: w.out, Cut: cut}, nil
+	if len(w.out) == 0 {
+		w.segments = nil
+	}
+	return Stack{Frames: w.out, Segments: w.segments, Cut: cut}, nil
 }
 
 // start finds the topmost Java frame: the anchor's, else the registers'.
@@ -239,7 +257,17 @@ func (w *walker) walk(sp, fp, pc uint64, pcOnly bool) error {
 			return ErrTruncated
 		}
 		if pc == w.callStubReturn {
-			return nil // the entry frame: the Java stack's bottom
+			// An entry frame: native code called Java here. The Java
+			// frames that called that native code, if any, start at
+			// the anchor its JavaCallWrapper saved.
+			next, more, err := w.entrySender(fp)
+			if err != nil || !more {
+				return err
+			}
+			sp, unextended, fp, pc = next.sp, next.sp, next.fp, next.pc
+			w.segments = append(w.segments, len(w.out))
+			top = true
+			continue
 		}
 		if w.cc.InInterpreter(pc) {
 			if err := w.interpreted(fp); err != nil {
@@ -318,6 +346,47 @@ func (w *walker) markTop() {
 }
 
 type frameAt struct{ sp, unextended, fp, pc uint64 }
+
+// maxSegments bounds the runs of Java frames followed through entry
+// frames (each a native call into Java).
+const maxSegments = 64
+
+// entrySender reads the JavaCallWrapper of the entry frame at fp and the
+// anchor it saved: the last Java frame before native code called into
+// Java again; more is false when there was none.
+func (w *walker) entrySender(fp uint64) (frameAt, bool, error) {
+	var n frameAt
+	if len(w.segments) >= maxSegments {
+		return n, false, fmt.Errorf("more than %d runs of Java frames", maxSegments)
+	}
+	if !w.onStack(fp) {
+		return n, false, fmt.Errorf("entry frame's fp %#x is off the thread's stack", fp)
+	}
+	r := w.vm.r
+	jcw, err := r.U64(uint64(int64(fp)+w.f.entryWrapper*8), "an entry frame's JavaCallWrapper")
+	if err != nil {
+		return n, false, err
+	}
+	a := jcw + w.f.wrapperAnchor
+	if n.sp, err = r.U64(a+w.f.anchorSP, "JavaCallWrapper anchor's last_Java_sp"); err != nil || n.sp == 0 {
+		return n, false, err
+	}
+	if n.fp, err = r.U64(a+w.f.anchorFP, "JavaCallWrapper anchor's last_Java_fp"); err != nil {
+		return n, false, err
+	}
+	if n.pc, err = r.U64(a+w.f.anchorPC, "JavaCallWrapper anchor's last_Java_pc"); err != nil {
+		return n, false, err
+	}
+	if n.pc == 0 {
+		if n.pc, err = r.U64(n.sp-8, "the last Java frame's return address"); err != nil {
+			return n, false, err
+		}
+	}
+	if n.sp <= fp || !w.onStack(n.sp) {
+		return n, false, fmt.Errorf("entry frame at fp %#x: its caller's Java sp %#x is not above it", fp, n.sp)
+	}
+	return n, true, nil
+}
 
 // interpretedSender is the caller of the interpreted frame at fp.
 func (w *walker) interpretedSender(fp uint64) (frameAt, error) {

@@ -72,6 +72,9 @@ type JavaThread struct {
 	Status   Status
 	VMState  VMState // memory only
 	Frames   []Frame // innermost first
+	// Segments are where each run of Frames begins (Stack.Segments):
+	// nil when the reading does not tell (a thread dump).
+	Segments []int
 	// Cut says why Frames stop before the thread's first Java frame.
 	Cut string
 	// WaitsFor is the lock the thread waits to take (synchronized) or
@@ -204,7 +207,7 @@ func (vm *VM) ReadJava(regs map[int]Registers) (*Java, error) {
 		case st.Cut != nil:
 			jt.Cut = st.Cut.Error()
 		}
-		jt.Frames = st.Frames
+		jt.Frames, jt.Segments = st.Frames, st.Segments
 		j.Threads = append(j.Threads, jt)
 	}
 	j.Deadlocks = FindDeadlocks(j.Threads)

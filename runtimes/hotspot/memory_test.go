@@ -256,3 +256,31 @@ func TestCodeCacheMatchesPerfMap(t *testing.T) {
 		t.Errorf("%d of the perf map's %d entries (%d methods) not read from memory: %q", len(missing), len(lines), methods, missing)
 	}
 }
+
+// TestMemoryAcrossEntryFrames: a thread whose Java frames are parted by
+// native code that called Java again (reflection's Method.invoke) is read
+// whole, as jstack reads it: the runs of Java frames below each entry
+// frame follow the anchor its JavaCallWrapper saved.
+func TestMemoryAcrossEntryFrames(t *testing.T) {
+	testutil.RequirePtrace(t)
+	tg := startStall(t, nil, "reflect")
+	out, ok := jstack(t, tg.Pid, time.Minute)
+	if !ok {
+		t.Fatal("jstack did not answer")
+	}
+	dump := ParseThreadDump(out)
+	mem := readMemory(t, tg.Pid, nil)
+	sameThreads(t, mem, dump)
+	var main *JavaThread
+	for i := range mem.Threads {
+		if mem.Threads[i].Name == "main" {
+			main = &mem.Threads[i]
+		}
+	}
+	if main == nil {
+		t.Fatal("no thread main")
+	}
+	if len(main.Segments) < 2 {
+		t.Errorf("the main thread's frames in runs starting at %v, want 2 or more:\n%s", main.Segments, stackText(main.Frames))
+	}
+}

@@ -16,6 +16,8 @@
 //   threads N     N threads (worker-0 …) sleeping in Object.wait
 //   spin          spinner-1 runs Spinner.spin, compiled, for ever; the
 //                 VM stays responsive (its loops keep their polls)
+//   reflect       the main thread sleeps in a method it called through
+//                 reflection (native code between two runs of Java frames)
 //
 // It prints "ready <pid>" once the state is reached (the deadlocked threads
 // are BLOCKED or WAITING, the parked thread is WAITING), then stays so.
@@ -138,7 +140,7 @@ public class Stall {
         System.out.flush();
     }
 
-    static void heartbeat() throws InterruptedException {
+    public static void heartbeat() throws InterruptedException {
         while (true) {
             Thread.sleep(1000);
         }
@@ -219,6 +221,10 @@ public class Stall {
                 waitFor(Thread.State.WAITING, ts.toArray(new Thread[0]));
                 break;
             }
+            case "reflect":
+                ready();
+                Stall.class.getMethod("heartbeat").invoke(null);
+                break;
             default:
                 throw new IllegalArgumentException("unknown mode " + args[0]);
         }
