@@ -24,16 +24,23 @@ func rawSamples(b testing.TB, pid, copy int, d time.Duration) []sampler.Sample {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	rec := s.StartRecording()
-	time.Sleep(d)
+	// cpu-clock counts the target's CPU time, which a loaded host hands
+	// out slowly: record for d, then on until there are enough samples
+	// to compare (a bound far above an idle machine's second).
+	const enough = 50
 	var out []sampler.Sample
-	for _, smp := range rec.Stop() {
-		if len(smp.StackDump) > 0 && len(smp.Stack) > int(smp.Kernel) {
-			out = append(out, smp)
+	deadline := time.Now().Add(d + time.Minute)
+	for window := d; len(out) < enough && time.Now().Before(deadline); window = 250 * time.Millisecond {
+		rec := s.StartRecording()
+		time.Sleep(window)
+		for _, smp := range rec.Stop() {
+			if len(smp.StackDump) > 0 && len(smp.Stack) > int(smp.Kernel) {
+				out = append(out, smp)
+			}
 		}
 	}
-	if len(out) < 50 {
-		b.Fatalf("%d samples with a stack copy", len(out))
+	if len(out) < enough {
+		b.Fatalf("%d samples with a stack copy in %v", len(out), d+time.Minute)
 	}
 	return out
 }
