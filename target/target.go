@@ -36,6 +36,7 @@ type Process struct {
 	unw   *unwind.Process
 	jitUn *jitUnwind
 	js    v8Runtime
+	py    python
 	notes []string
 }
 

@@ -1,0 +1,216 @@
+package cpython
+
+import (
+	"fmt"
+)
+
+// Frame is one Python frame.
+type Frame struct {
+	// Function is the code object's qualified name (co_qualname, 3.11+:
+	// "Ledger.settle.<locals>.check"), or its co_name before 3.11.
+	Function string
+	File     string // co_filename
+	// Line is the line being run, as the frame's f_lineno says; 0 when
+	// the line table gives none (or could not be read).
+	Line int
+	// Entry marks the outermost frame of those one call of the
+	// interpreter's evaluation function (_PyEval_EvalFrameDefault) runs:
+	// before 3.11 each frame has its own call; since, a call runs the
+	// Python functions its frames call without a C call of its own. The
+	// frames up to the first Entry, innermost first, are those of the
+	// innermost evaluation call on the native stack, and so on.
+	Entry bool
+	// Starting marks an Entry frame that has not run its first
+	// instruction (3.11+): Python's own tracebacks do not show it yet.
+	Starting bool
+	// Code is the code object's address.
+	Code uint64
+}
+
+func (f Frame) String() string {
+	return fmt.Sprintf("%s (%s:%d)", f.Function, f.File, f.Line)
+}
+
+// Frame owners of 3.11+ (enum _frameowner, pycore_frame.h).
+const (
+	ownedByThread    = 0
+	ownedByGenerator = 1
+	ownedByMaxKnown  = 3 // FRAME_OWNED_BY_CSTACK (3.12+)
+)
+
+// frameReads is the budget of reads per frame: the frame and its code
+// object (and, for code not seen before, its names and line table).
+const frameReads = 8
+
+// Frames reads the Python frames of the thread whose state is at state,
+// innermost first, appending them to dst. On an error it returns the
+// frames read before it: a *ReadError, a *CorruptError, ErrTooDeep or
+// ErrCycle (wrapped in a *CorruptError) says why the walk ended early.
+func (rt *Runtime) Frames(state uint64, dst []Frame) ([]Frame, error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.frames(state, dst)
+}
+
+// Dump reads every thread state, its frames, and the GILs. Each thread
+// is read as it stands at the time its walk reaches it.
+func (rt *Runtime) Dump() (*Dump, error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	ts, gils, err := rt.threads()
+	d := &Dump{Version: rt.version, Threads: ts, GILs: gils}
+	if len(ts) == 0 && err != nil {
+		return d, err
+	}
+	for i := range d.Threads {
+		d.Threads[i].Frames, d.Threads[i].Err = rt.frames(d.Threads[i].State, nil)
+	}
+	return d, err
+}
+
+func (rt *Runtime) frames(state uint64, dst []Frame) ([]Frame, error) {
+	rt.r.reset(16 + rt.opts.MaxDepth*frameReads)
+	l := rt.l
+	tb, err := rt.r.structAt("PyThreadState", state, fieldsEnd(l.ThreadFrame), 8, rt.frameBuf[:0])
+	if err != nil {
+		return dst, err
+	}
+	f := u64(tb, l.ThreadFrame)
+	if l.CFrameCurrentFrame >= 0 && f != 0 {
+		// 3.11, 3.12: a _PyCFrame on the C stack of the innermost
+		// evaluation call points to its current frame.
+		cb, err := rt.r.structAt("_PyCFrame", f, fieldsEnd(l.CFrameCurrentFrame), 8, rt.frameBuf[:0])
+		if err != nil {
+			return dst, err
+		}
+		f = u64(cb, l.CFrameCurrentFrame)
+	}
+	clear(rt.seen)
+	start := len(dst)
+	if l.FrameInstr < 0 {
+		dst, err = rt.frameObjects(f, dst)
+	} else {
+		dst, err = rt.interpreterFrames(f, dst)
+	}
+	return dropStarting(dst, start), err
+}
+
+// visit bounds a walk and finds its cycles.
+func (rt *Runtime) visit(what string, f uint64, depth int) error {
+	if depth >= rt.opts.MaxDepth {
+		return ErrTooDeep
+	}
+	if _, dup := rt.seen[f]; dup {
+		return &CorruptError{What: what + " chain", Addr: f, Detail: ErrCycle.Error()}
+	}
+	rt.seen[f] = struct{}{}
+	return nil
+}
+
+// frameObjects walks 3.8–3.10 PyFrameObjects from f by f_back: each is
+// run by its own evaluation call.
+func (rt *Runtime) frameObjects(f uint64, dst []Frame) ([]Frame, error) {
+	l := rt.l
+	for depth := 0; f != 0; depth++ {
+		if err := rt.visit("frame", f, depth); err != nil {
+			return dst, err
+		}
+		b, err := rt.r.structAt("frame object", f, l.FrameSize, 8, rt.frameBuf[:0])
+		if err != nil {
+			return dst, err
+		}
+		if err := rt.checkType("frame object", f, u64(b, offObType), rt.types.frame, "frame"); err != nil {
+			return dst, err
+		}
+		code, back := u64(b, l.FrameCode), u64(b, l.FrameBack)
+		lasti := int(int32(u32(b, l.FrameLasti)))
+		c, _, err := rt.code(code)
+		if err != nil {
+			return dst, err
+		}
+		addr := lasti // 3.8, 3.9: a byte offset
+		if l.LineTable == LineTable310 && lasti >= 0 {
+			addr = lasti * codeUnitBytes // 3.10: in code units
+		}
+		dst = append(dst, Frame{Function: c.function, File: c.file, Line: c.line(rt.l.LineTable, addr), Entry: true, Code: code})
+		f = back
+	}
+	return dst, nil
+}
+
+// interpreterFrames walks 3.11+ _PyInterpreterFrames from f by previous.
+func (rt *Runtime) interpreterFrames(f uint64, dst []Frame) ([]Frame, error) {
+	l := rt.l
+	for depth := 0; f != 0; depth++ {
+		if err := rt.visit("_PyInterpreterFrame", f, depth); err != nil {
+			return dst, err
+		}
+		b, err := rt.r.structAt("_PyInterpreterFrame", f, l.FrameSize, 8, rt.frameBuf[:0])
+		if err != nil {
+			return dst, err
+		}
+		owner := int64(u8(b, l.FrameOwner))
+		code, prev, instr := u64(b, l.FrameCode), u64(b, l.FrameBack), u64(b, l.FrameInstr)
+		if owner > ownedByMaxKnown {
+			return dst, &CorruptError{What: "_PyInterpreterFrame", Addr: f, Detail: fmt.Sprintf("owner %d", owner)}
+		}
+		if owner == l.OwnedByCStack {
+			// 3.12+: the shim an evaluation call pushes below its first
+			// frame: that frame is the call's entry.
+			if len(dst) > 0 {
+				dst[len(dst)-1].Entry = true
+			}
+			f = prev
+			continue
+		}
+		if code == rt.none && rt.none != 0 {
+			f = prev
+			continue
+		}
+		c, hdr, err := rt.code(code)
+		if err != nil {
+			return dst, err
+		}
+		fr := Frame{Function: c.function, File: c.file, Code: code}
+		fr.Entry = l.FrameIsEntry >= 0 && u8(b, l.FrameIsEntry) != 0
+		// The instruction's byte offset; 3.11's prev_instr is one code
+		// unit before the first instruction in a frame not yet started.
+		off := int64(instr - (code + uint64(l.CodeAdaptive)))
+		units := int64(u64(hdr, offObSize))
+		if off >= -codeUnitBytes && off < units*codeUnitBytes {
+			fr.Line = c.line(l.LineTable, int(max(off, -1)))
+		}
+		if owner != ownedByGenerator && off/codeUnitBytes < int64(int32(u32(hdr, l.CodeFirstTraceable))) {
+			fr.Starting = true
+		}
+		dst = append(dst, fr)
+		f = prev
+	}
+	return dst, nil
+}
+
+// dropStarting removes from dst[start:] the frames that have not started
+// and are not an evaluation call's entry: Python's tracebacks skip them,
+// and they mark no native frame.
+func dropStarting(dst []Frame, start int) []Frame {
+	out := dst[:start]
+	for _, f := range dst[start:] {
+		if f.Starting && !f.Entry {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// line is the line at byte offset addr (0: none).
+func (c *codeInfo) line(f LineTableFormat, addr int) int {
+	if c.tableErr != nil && addr >= 0 {
+		return 0
+	}
+	line, ok := addr2line(f, c.table, int(c.key.firstLine), addr)
+	if !ok || line < 0 {
+		return 0
+	}
+	return line
+}

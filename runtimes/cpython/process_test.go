@@ -1,0 +1,161 @@
+package cpython_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/runtimes/cpython"
+	"github.com/stallwatch/stallwatch/target"
+)
+
+// pythons are the CPython builds on this machine kind: Debian's python3
+// (3.11, a static build, stripped of its local symbols) and pyenv's
+// (shared libpython, with symbols).
+var pythons = []struct {
+	name, path string
+	minor      int
+}{
+	{"debian-3.11", "/usr/bin/python3", 11},
+	{"3.8", "/root/.pyenv/versions/3.8.18/bin/python3", 8},
+	{"3.9", "/root/.pyenv/versions/3.9.18/bin/python3", 9},
+	{"3.10", "/root/.pyenv/versions/3.10.13/bin/python3", 10},
+	{"3.11", "/root/.pyenv/versions/3.11.7/bin/python3", 11},
+	{"3.12", "/root/.pyenv/versions/3.12.1/bin/python3", 12},
+	{"3.13", "/root/.pyenv/versions/3.13.0/bin/python3", 13},
+}
+
+// pyThread is one thread as the target's own sys._current_frames() saw it.
+type pyThread struct {
+	Name   string  `json:"name"`
+	Frames [][]any `json:"frames"`
+}
+
+// framesTarget runs testdata/python/frames.py under python and returns
+// its pid and what it says of its threads, once only those threads are
+// left (the ones that wrote the file have exited).
+func framesTarget(t *testing.T, python string, args ...string) (int, map[int]pyThread) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "frames.json")
+	tg := testutil.Start(t, python, append([]string{testutil.Testdata(t, "python", "frames.py"), out}, args...)...)
+	tg.WaitLine(t, "ready", 60*time.Second)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]pyThread
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	want := map[int]pyThread{}
+	for k, v := range raw {
+		tid, _ := strconv.Atoi(k)
+		want[tid] = v
+	}
+	// The dumper and the thread that printed "ready" are on their way out.
+	err = testutil.Eventually(30*time.Second, func() bool {
+		tids, err := procfs.Threads(tg.Pid)
+		return err == nil && len(tids) == len(want)
+	})
+	if err != nil {
+		t.Fatalf("the target's threads did not come down to the %d it described", len(want))
+	}
+	return tg.Pid, want
+}
+
+func openPython(t *testing.T, pid int) *cpython.Runtime {
+	t.Helper()
+	p, err := target.Open(pid, target.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	rt, err := p.Python()
+	if err != nil {
+		t.Fatalf("Python: %v", err)
+	}
+	return rt
+}
+
+// frameText is a frame as the target writes it: "name file:line".
+func frameText(name, file string, line int) string { return fmt.Sprintf("%s %s:%d", name, file, line) }
+
+func wantFrames(t pyThread) []string {
+	var out []string
+	for _, f := range t.Frames {
+		out = append(out, frameText(f[0].(string), f[1].(string), int(f[2].(float64))))
+	}
+	return out
+}
+
+func gotFrames(fs []cpython.Frame) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, frameText(f.Function, f.File, f.Line))
+	}
+	return out
+}
+
+// TestDumpMatchesPython reads every thread of a real CPython of each
+// version, from the outside and without stopping it, and compares its
+// frames (qualified names, files, lines) with what the program's own
+// sys._current_frames() says of them.
+func TestDumpMatchesPython(t *testing.T) {
+	testutil.RequirePtrace(t)
+	for _, py := range pythons {
+		t.Run(py.name, func(t *testing.T) {
+			python := testutil.RequireTool(t, py.path)
+			pid, want := framesTarget(t, python)
+			rt := openPython(t, pid)
+			if rt.Version().Minor != py.minor {
+				t.Fatalf("version %s, want 3.%d", rt.Version(), py.minor)
+			}
+			d, err := rt.Dump()
+			if err != nil {
+				t.Fatalf("Dump: %v (notes: %q)", err, rt.Notes())
+			}
+			checkDump(t, d, want)
+		})
+	}
+}
+
+func checkDump(t *testing.T, d *cpython.Dump, want map[int]pyThread) {
+	t.Helper()
+	got := map[int]cpython.Thread{}
+	for _, th := range d.Threads {
+		if th.Err != nil {
+			t.Errorf("tid %d: %v", th.TID, th.Err)
+		}
+		got[th.TID] = th
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d thread states, want %d", len(got), len(want))
+	}
+	for tid, w := range want {
+		g, ok := got[tid]
+		if !ok {
+			t.Errorf("no thread state for tid %d %q", tid, w.Name)
+			continue
+		}
+		if gf, wf := gotFrames(g.Frames), wantFrames(w); !slices.Equal(gf, wf) {
+			t.Errorf("tid %d %q:\n got %s\nwant %s", tid, w.Name, strings.Join(gf, "\n     "), strings.Join(wf, "\n     "))
+		}
+		if g.HoldsGIL && (w.Name == "reader" || w.Name == "main") {
+			t.Errorf("tid %d %q holds the GIL while blocked in read", tid, w.Name)
+		}
+	}
+	if len(d.GILs) != 1 {
+		t.Errorf("%d GILs, want 1", len(d.GILs))
+	}
+}
+
+var _ = errors.Is
