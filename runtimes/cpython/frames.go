@@ -49,27 +49,31 @@ const frameReads = 8
 func (rt *Runtime) Frames(state uint64, dst []Frame) ([]Frame, error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	rt.r.reset(16 + rt.opts.MaxDepth*frameReads)
 	return rt.frames(state, dst)
 }
 
 // Dump reads every thread state, its frames, and the GILs. Each thread
-// is read as it stands at the time its walk reaches it.
+// is read as it stands at the time its walk reaches it; the whole Dump
+// has one budget of reads and allocation.
 func (rt *Runtime) Dump() (*Dump, error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	rt.r.reset(listReads(rt.opts))
 	ts, gils, err := rt.threads()
 	d := &Dump{Version: rt.version, Threads: ts, GILs: gils}
 	if len(ts) == 0 && err != nil {
 		return d, err
 	}
+	rt.r.budget += len(ts) * (16 + rt.opts.MaxDepth*frameReads)
 	for i := range d.Threads {
 		d.Threads[i].Frames, d.Threads[i].Err = rt.frames(d.Threads[i].State, nil)
 	}
 	return d, err
 }
 
+// frames walks one thread's frames within the reader's current budget.
 func (rt *Runtime) frames(state uint64, dst []Frame) ([]Frame, error) {
-	rt.r.reset(16 + rt.opts.MaxDepth*frameReads)
 	l := rt.l
 	tb, err := rt.r.structAt("PyThreadState", state, fieldsEnd(l.ThreadFrame), 8, rt.frameBuf[:0])
 	if err != nil {
@@ -95,9 +99,11 @@ func (rt *Runtime) frames(state uint64, dst []Frame) ([]Frame, error) {
 	return dropStarting(dst, start), err
 }
 
-// visit bounds a walk and finds its cycles.
-func (rt *Runtime) visit(what string, f uint64, depth int) error {
-	if depth >= rt.opts.MaxDepth {
+// visit bounds a walk and finds its cycles: at most MaxDepth frames are
+// kept (frames, the number kept so far), and at most twice as many links
+// followed (3.12+ puts a shim frame below each evaluation call's first).
+func (rt *Runtime) visit(what string, f uint64, frames, links int) error {
+	if frames >= rt.opts.MaxDepth || links >= 2*rt.opts.MaxDepth+2 {
 		return ErrTooDeep
 	}
 	if _, dup := rt.seen[f]; dup {
@@ -111,8 +117,9 @@ func (rt *Runtime) visit(what string, f uint64, depth int) error {
 // run by its own evaluation call.
 func (rt *Runtime) frameObjects(f uint64, dst []Frame) ([]Frame, error) {
 	l := rt.l
-	for depth := 0; f != 0; depth++ {
-		if err := rt.visit("frame", f, depth); err != nil {
+	start := len(dst)
+	for links := 0; f != 0; links++ {
+		if err := rt.visit("frame", f, len(dst)-start, links); err != nil {
 			return dst, err
 		}
 		b, err := rt.r.structAt("frame object", f, l.FrameSize, 8, rt.frameBuf[:0])
@@ -141,8 +148,9 @@ func (rt *Runtime) frameObjects(f uint64, dst []Frame) ([]Frame, error) {
 // interpreterFrames walks 3.11+ _PyInterpreterFrames from f by previous.
 func (rt *Runtime) interpreterFrames(f uint64, dst []Frame) ([]Frame, error) {
 	l := rt.l
-	for depth := 0; f != 0; depth++ {
-		if err := rt.visit("_PyInterpreterFrame", f, depth); err != nil {
+	start := len(dst)
+	for links := 0; f != 0; links++ {
+		if err := rt.visit("_PyInterpreterFrame", f, len(dst)-start, links); err != nil {
 			return dst, err
 		}
 		b, err := rt.r.structAt("_PyInterpreterFrame", f, l.FrameSize, 8, rt.frameBuf[:0])

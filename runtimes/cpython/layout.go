@@ -292,4 +292,3 @@ func layout313() *Layout {
 	l.CodeFirstTraceable, l.CodeAdaptive, l.CodeSize = 184, 200, 208
 	return l
 }
-

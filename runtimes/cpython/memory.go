@@ -56,6 +56,7 @@ type reader struct {
 	pages  [cachePages]cachedPage
 	reads  int // reads of the target's memory since reset
 	budget int // most reads allowed between resets
+	spent  int // bytes allocated for what was read since reset
 }
 
 type cachedPage struct {
@@ -72,6 +73,23 @@ func (r *reader) reset(budget int) {
 	r.epoch++
 	r.reads = 0
 	r.budget = budget
+	r.spent = 0
+}
+
+// maxWalkBytes bounds what one walk allocates for strings and line
+// tables: sizes come from the target.
+const maxWalkBytes = 8 << 20
+
+// errTooMuch ends a walk whose objects claim more bytes than it may take.
+var errTooMuch = errors.New("the objects read claim more memory than a walk may take")
+
+// spend charges n bytes about to be allocated to the walk.
+func (r *reader) spend(n int) error {
+	if n > maxWalkBytes-r.spent {
+		return errTooMuch
+	}
+	r.spent += n
+	return nil
 }
 
 // read fills p from addr, through the page cache.

@@ -101,7 +101,7 @@ func (rt *Runtime) str(what string, addr uint64, max int) (string, error) {
 	if err := rt.checkType(what, addr, u64(hdr, offObType), rt.types.unicode, "str"); err != nil {
 		return "", err
 	}
-	s, err := decodeStr(l, hdr, addr, max, func(p []byte, at uint64) error { return rt.r.read(p, at) })
+	s, err := decodeStr(l, hdr, addr, max, rt.r.read, rt.r.spend)
 	if err != nil {
 		if _, ok := err.(*CorruptError); ok {
 			return "", err
@@ -113,7 +113,7 @@ func (rt *Runtime) str(what string, addr uint64, max int) (string, error) {
 
 // decodeStr decodes a str object whose PyASCIIObject (from addr) is hdr,
 // reading its characters (and a legacy string's data pointer) with read.
-func decodeStr(l *Layout, hdr []byte, addr uint64, max int, read func([]byte, uint64) error) (string, error) {
+func decodeStr(l *Layout, hdr []byte, addr uint64, max int, read func([]byte, uint64) error, spend func(int) error) (string, error) {
 	state := u32(hdr, l.UnicodeState)
 	kind := int(state>>l.KindShift) & 7
 	compact := state>>l.CompactBit&1 != 0
@@ -141,6 +141,9 @@ func decodeStr(l *Layout, hdr []byte, addr uint64, max int, read func([]byte, ui
 			return "", err
 		}
 		data = u64(p[:], 0)
+	}
+	if err := spend(n * kind); err != nil {
+		return "", err
 	}
 	raw := make([]byte, n*kind)
 	if n > 0 {
@@ -206,6 +209,17 @@ func (rt *Runtime) bytesObject(what string, addr uint64, max int) ([]byte, error
 	if size < 0 || size > int64(max) {
 		return nil, &CorruptError{What: what, Addr: addr, Detail: fmt.Sprintf("size %d (at most %d read)", size, max)}
 	}
+	if size > 0 {
+		// The last byte first: a lying size over unmapped memory costs
+		// no allocation.
+		var last [1]byte
+		if err := rt.r.read(last[:], addr+offBytesVal+uint64(size)-1); err != nil {
+			return nil, &ReadError{What: what + "'s bytes", Addr: addr + offBytesVal, Err: err}
+		}
+	}
+	if err := rt.r.spend(int(size)); err != nil {
+		return nil, &ReadError{What: what + "'s bytes", Addr: addr + offBytesVal, Err: err}
+	}
 	b := make([]byte, size)
 	if err := rt.r.read(b, addr+offBytesVal); err != nil {
 		return nil, &ReadError{What: what + "'s bytes", Addr: addr + offBytesVal, Err: err}
@@ -230,9 +244,12 @@ type codeKey struct {
 	firstLine                           int32
 }
 
-// maxCodes bounds the code objects remembered; past it the cache starts
-// over.
-const maxCodes = 16384
+// maxCodes and maxCodeBytes bound the code objects remembered (and the
+// bytes of their names and tables); past either the cache starts over.
+const (
+	maxCodes     = 16384
+	maxCodeBytes = 64 << 20
+)
 
 // code reads (or finds again) the code object at addr; hdr is its first
 // CodeSize bytes.
@@ -257,10 +274,13 @@ func (rt *Runtime) code(addr uint64) (*codeInfo, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(rt.codes) >= maxCodes {
+	size := len(c.function) + len(c.file) + len(c.table) + 128
+	if len(rt.codes) >= maxCodes || rt.codeBytes+size > maxCodeBytes {
 		clear(rt.codes)
+		rt.codeBytes = 0
 	}
 	rt.codes[addr] = c
+	rt.codeBytes += size
 	return c, hdr, nil
 }
 

@@ -71,6 +71,7 @@ type Runtime struct {
 	tidFrom   string
 
 	codes     map[uint64]*codeInfo
+	codeBytes int
 	typeNames map[uint64]string
 	seen      map[uint64]struct{}
 
@@ -103,17 +104,7 @@ func (rt *Runtime) Notes() []string { return append([]string(nil), rt.notes...) 
 // *VersionError for a version it does not read, or a *ReadError when the
 // runtime's memory cannot be read.
 func Open(mem Memory, images []Image, opts Options) (*Runtime, error) {
-	if opts.MaxDepth <= 0 {
-		opts.MaxDepth = 1024
-	}
-	if opts.MaxThreads <= 0 {
-		opts.MaxThreads = 65536
-	}
-	rt := &Runtime{
-		r: reader{mem: mem}, opts: opts, tidOffset: -1,
-		codes: map[uint64]*codeInfo{}, typeNames: map[uint64]string{}, seen: map[uint64]struct{}{},
-	}
-	rt.r.reset(4096)
+	rt := newRuntime(mem, opts)
 	img, addr, how := findRuntime(images)
 	if img == nil {
 		return nil, ErrNotPython
@@ -139,6 +130,21 @@ func Open(mem Memory, images []Image, opts Options) (*Runtime, error) {
 	rt.findTypes(img, images)
 	rt.findTIDOffset(images)
 	return rt, nil
+}
+
+func newRuntime(mem Memory, opts Options) *Runtime {
+	if opts.MaxDepth <= 0 {
+		opts.MaxDepth = 1024
+	}
+	if opts.MaxThreads <= 0 {
+		opts.MaxThreads = 65536
+	}
+	rt := &Runtime{
+		r: reader{mem: mem}, opts: opts, tidOffset: -1,
+		codes: map[uint64]*codeInfo{}, typeNames: map[uint64]string{}, seen: map[uint64]struct{}{},
+	}
+	rt.r.reset(4096)
+	return rt
 }
 
 // findRuntime picks the image that holds the interpreter and, when it

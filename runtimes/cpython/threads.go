@@ -86,11 +86,14 @@ type interp struct {
 func (rt *Runtime) Threads() ([]Thread, []GIL, error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	rt.r.reset(listReads(rt.opts))
 	return rt.threads()
 }
 
+// listReads is the budget of reads of the interpreter and thread lists.
+func listReads(o Options) int { return 16 + maxInterpreters*2 + o.MaxThreads*threadReads }
+
 func (rt *Runtime) threads() ([]Thread, []GIL, error) {
-	rt.r.reset(16 + maxInterpreters*2 + rt.opts.MaxThreads*threadReads)
 	interps, err := rt.interpreters()
 	if err != nil {
 		return nil, nil, err

@@ -103,6 +103,7 @@ int main(void) {
 	OFF("frame.back", PyFrameObject, f_back);
 	OFF("frame.code", PyFrameObject, f_code);
 	OFF("frame.lasti", PyFrameObject, f_lasti);
+	OFF("frame.localsplus", PyFrameObject, f_localsplus);
 #endif
 
 	OFF("code.name", PyCodeObject, co_name);
