@@ -76,7 +76,9 @@ func (f *fakeBuilder) alloc(n int) uint64 {
 	return addr
 }
 
-func (f *fakeBuilder) at(addr uint64, n int) []byte { return f.b[addr-fakeBase : addr-fakeBase+uint64(n)] }
+func (f *fakeBuilder) at(addr uint64, n int) []byte {
+	return f.b[addr-fakeBase : addr-fakeBase+uint64(n)]
+}
 
 func (f *fakeBuilder) put64(addr, v uint64) { binary.LittleEndian.PutUint64(f.at(addr, 8), v) }
 func (f *fakeBuilder) put32(addr uint64, v uint32) {

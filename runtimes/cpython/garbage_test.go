@@ -53,9 +53,9 @@ func innermost(f *fakeBuilder, ts uint64) uint64 {
 // never loops.
 func TestGarbage(t *testing.T) {
 	cases := []struct {
-		name  string
+		name   string
 		break_ func(f *fakeBuilder, states []uint64)
-		want  func(err error) bool
+		want   func(err error) bool
 		// frames is how many frames of the first thread are still read.
 		frames int
 	}{
