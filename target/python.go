@@ -61,7 +61,7 @@ func PythonImages(space *addrspace.Space) []cpython.Image {
 		}
 		img := cpython.Image{Path: m.Path, Symbols: syms}
 		for _, s := range m.File.Sections() {
-			img.Sections = append(img.Sections, cpython.Section{Name: s.Name, Addr: s.Addr + m.Bias, Size: s.Size})
+			img.Sections = append(img.Sections, cpython.Section{Name: s.Name, Addr: s.Addr + m.Bias, Size: s.Size, Writable: s.Writable})
 		}
 		out = append(out, img)
 	}

@@ -96,6 +96,7 @@ func cstringAt(b []byte, off int) string {
 type SectionHeader struct {
 	Name       string
 	Addr, Size uint64 // link-time address
+	Writable   bool
 }
 
 // Sections lists the file's allocated sections (SHF_ALLOC): where its
@@ -110,7 +111,7 @@ func (f *File) Sections() []SectionHeader {
 	var out []SectionHeader
 	for _, s := range f.ef.Sections {
 		if s.Flags&elf.SHF_ALLOC != 0 && s.Size > 0 {
-			out = append(out, SectionHeader{Name: s.Name, Addr: s.Addr, Size: s.Size})
+			out = append(out, SectionHeader{Name: s.Name, Addr: s.Addr, Size: s.Size, Writable: s.Flags&elf.SHF_WRITE != 0})
 		}
 	}
 	return out

@@ -94,7 +94,7 @@ func checkLayout(t *testing.T, printed map[string]int64) {
 		"unicode.compact_bit": l.CompactBit, "unicode.ascii_bit": l.ASCIIBit, "unicode.ready_bit": l.ReadyBit,
 	}
 	// Printed for what they bound, not held in the table as such.
-	informational := map[string]bool{"version": true, "runtime.size": true, "thread.size": true, "frame.localsplus": true, "runtime.debug_offsets": true}
+	informational := map[string]bool{"version": true, "runtime.size": true, "thread.size": true, "frame.localsplus": true, "runtime.debug_offsets": true, "runtime.interpreters_main": true}
 	for name, v := range printed {
 		if informational[name] {
 			continue
@@ -115,6 +115,10 @@ func checkLayout(t *testing.T, printed map[string]int64) {
 	}
 	if got := printed["frame.localsplus"]; got < l.FrameSize {
 		t.Errorf("3.%d: a frame is read as %d bytes, past its fixed part (%d)", minor, l.FrameSize, got)
+	}
+	// The scan for _PyRuntime (runtime.go) relies on main following head.
+	if printed["runtime.interpreters_main"] != l.RuntimeInterpretersHead+8 {
+		t.Errorf("3.%d: interpreters.main at %d, not after head (%d)", minor, printed["runtime.interpreters_main"], l.RuntimeInterpretersHead)
 	}
 	if printed["runtime.debug_offsets"] != 0 && minor >= 13 {
 		t.Errorf("3.%d: _Py_DebugOffsets at %d of _PyRuntime, want 0", minor, printed["runtime.debug_offsets"])

@@ -158,4 +158,101 @@ func checkDump(t *testing.T, d *cpython.Dump, want map[int]pyThread) {
 	}
 }
 
-var _ = errors.Is
+// hidden hides one symbol of an image.
+type hidden struct {
+	cpython.Symbols
+	name string
+}
+
+func (h hidden) Symbol(name string) (uint64, uint64, bool) {
+	if name == h.name {
+		return 0, 0, false
+	}
+	return h.Symbols.Symbol(name)
+}
+
+// TestFindWithoutSymbol finds _PyRuntime where no symbol names it, as in
+// a build stripped of its dynamic symbols too: by the .PyRuntime section
+// (3.10+), else by scanning the image's writable sections (3.8, 3.9, and
+// a build whose section has another name). It must find what the symbol
+// says, and read the same threads.
+func TestFindWithoutSymbol(t *testing.T) {
+	testutil.RequirePtrace(t)
+	cases := []struct {
+		python        string
+		renameSection bool
+	}{
+		{"/usr/bin/python3", false},
+		{"/usr/bin/python3", true},
+		{"/root/.pyenv/versions/3.8.18/bin/python3", false},
+		{"/root/.pyenv/versions/3.10.13/bin/python3", true},
+		{"/root/.pyenv/versions/3.13.0/bin/python3", false},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%s/rename-section=%v", c.python, c.renameSection), func(t *testing.T) {
+			python := testutil.RequireTool(t, c.python)
+			pid, want := framesTarget(t, python)
+			p, err := target.Open(pid, target.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			withSymbol, err := p.Python()
+			if err != nil {
+				t.Fatal(err)
+			}
+			images := target.PythonImages(p.Space())
+			for i := range images {
+				images[i].Symbols = hidden{images[i].Symbols, "_PyRuntime"}
+				for j := range images[i].Sections {
+					if s := &images[i].Sections[j]; c.renameSection && s.Name == ".PyRuntime" {
+						s.Name = ".data.rel.unknown"
+					}
+				}
+			}
+			tids, _ := procfs.Threads(pid)
+			rt, err := cpython.Open(p.Memory(), images, cpython.Options{TIDs: tids})
+			if err != nil {
+				t.Fatalf("Open without the symbol: %v", err)
+			}
+			if rt.Address() != withSymbol.Address() {
+				t.Fatalf("found _PyRuntime at %#x, the symbol says %#x (notes %q)", rt.Address(), withSymbol.Address(), rt.Notes())
+			}
+			d, err := rt.Dump()
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkDump(t, d, want)
+		})
+	}
+}
+
+// TestVersionsNotRead: the CPythons this machine has that the reader
+// does not know say which they are and which are known, as a typed error.
+func TestVersionsNotRead(t *testing.T) {
+	testutil.RequirePtrace(t)
+	for _, c := range []struct{ python, version string }{
+		{"/root/.pyenv/versions/3.7.16/bin/python3", "3.7"},
+		{"/root/.pyenv/versions/3.6.15/bin/python3", "3.6"},
+		{"/root/.pyenv/versions/2.7.18/bin/python2", "2.7"},
+	} {
+		t.Run(c.version, func(t *testing.T) {
+			python := testutil.RequireTool(t, c.python)
+			tg := testutil.Start(t, python, "-c", "import os, sys; sys.stdout.write('ready %d\\n' % os.getpid()); sys.stdout.flush(); os.read(os.pipe()[0], 1)")
+			tg.WaitLine(t, "ready", 30*time.Second)
+			p, err := target.Open(tg.Pid, target.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			_, err = p.Python()
+			var ve *cpython.VersionError
+			if !errors.As(err, &ve) || ve.Version.String() != c.version {
+				t.Fatalf("Python: %v, want a VersionError for %s", err, c.version)
+			}
+			if !strings.Contains(err.Error(), strings.Join(cpython.Known(), ", ")) {
+				t.Errorf("%q does not say which versions are known", err)
+			}
+		})
+	}
+}

@@ -34,6 +34,7 @@ type Symbols interface {
 type Section struct {
 	Name       string
 	Addr, Size uint64
+	Writable   bool
 }
 
 // Options bound what is read.
@@ -304,15 +305,17 @@ const (
 	scanChunk = 64 << 10
 )
 
-// scan looks for _PyRuntime in img's writable data (.data, .bss, and
-// .PyRuntime), when no symbol or section names it: the runtime is the
-// word whose interpreters.head points to an interpreter whose first
-// thread state points back to it.
+// scan looks for _PyRuntime in img's writable sections (.data, .bss,
+// and whatever holds it) when no symbol or section names it: the runtime
+// is where interpreters {head, main, next_id} are a chain of interpreters
+// that reaches the main one (id 0), whose first thread state points back
+// to it, with a next id past 0, and a GIL that is free or held by one of
+// its threads.
 func (rt *Runtime) scan(img *Image) (uint64, error) {
 	var scanned uint64
 	buf := make([]byte, scanChunk)
 	for _, s := range img.Sections {
-		if s.Name != ".data" && s.Name != ".bss" && s.Name != ".PyRuntime" {
+		if !s.Writable {
 			continue
 		}
 		for off := uint64(0); off < s.Size && scanned < maxScan; off += scanChunk {
@@ -324,11 +327,18 @@ func (rt *Runtime) scan(img *Image) (uint64, error) {
 			scanned += n
 			for i := uint64(0); i+8 <= n; i += 8 {
 				cand := s.Addr + off + i - uint64(rt.l.RuntimeInterpretersHead)
-				p := binary.LittleEndian.Uint64(chunk[i:])
-				if p == 0 || p%8 != 0 || p >= userTop || cand%8 != 0 || cand < s.Addr {
+				head := binary.LittleEndian.Uint64(chunk[i:])
+				if head == 0 || head%8 != 0 || head >= userTop || cand%8 != 0 || cand < s.Addr || i+16 > n {
 					continue
 				}
-				if rt.looksLikeRuntime(p) {
+				// interpreters {mutex, head, main, next_id}: the next id is
+				// at least 1 (main's is 0) and small.
+				main := binary.LittleEndian.Uint64(chunk[i+8:])
+				var nextID uint64
+				if i+24 <= n {
+					nextID = binary.LittleEndian.Uint64(chunk[i+16:])
+				}
+				if main != 0 && main%8 == 0 && nextID >= 1 && nextID < 1<<20 && rt.looksLikeRuntime(cand, head, main) {
 					return cand, nil
 				}
 			}
@@ -337,19 +347,68 @@ func (rt *Runtime) scan(img *Image) (uint64, error) {
 	return 0, fmt.Errorf("no _PyRuntime symbol or .PyRuntime section in %s, and none found in its .data or .bss: %w", img.Path, ErrNotInitialized)
 }
 
-// looksLikeRuntime says whether interp is an interpreter state whose
-// thread list links back to it.
-func (rt *Runtime) looksLikeRuntime(interp uint64) bool {
+// looksLikeRuntime says whether head and main (interpreters.head and
+// .main, the word after it in every version) are a list of interpreters
+// that reaches the main one, id 0, whose first thread state points back
+// to it, and whose GIL (the runtime's at cand before 3.12) is held by
+// nobody or by one of its threads.
+func (rt *Runtime) looksLikeRuntime(cand, head, main uint64) bool {
 	rt.r.reset(64)
 	l := rt.l
-	ib, err := rt.r.structAt("PyInterpreterState", interp, fieldsEnd(l.InterpThreadsHead, l.InterpID), 8, nil)
+	size := fieldsEnd(l.InterpNext, l.InterpThreadsHead, l.InterpID)
+	p := head
+	for range 16 {
+		ib, err := rt.r.structAt("PyInterpreterState", p, size, 8, nil)
+		if err != nil {
+			return false
+		}
+		if p == main {
+			ts := u64(ib, l.InterpThreadsHead)
+			if u64(ib, l.InterpID) != 0 || ts == 0 || ts%8 != 0 {
+				return false
+			}
+			tb, err := rt.r.structAt("PyThreadState", ts, fieldsEnd(l.ThreadInterp, l.ThreadID), 8, nil)
+			if err != nil || u64(tb, l.ThreadInterp) != main || u64(tb, l.ThreadID) == 0 {
+				return false
+			}
+			gil := cand + uint64(l.RuntimeGIL)
+			if l.InterpGIL >= 0 {
+				gil = u64(ib, l.InterpGIL)
+			}
+			return rt.plausibleGIL(gil, main, ts)
+		}
+		if p = u64(ib, l.InterpNext); p == 0 {
+			return false
+		}
+	}
+	return false
+}
+
+// plausibleGIL says whether gil is unlocked (its last holder may have
+// exited since), or locked by a thread state of interp (first is its
+// first).
+func (rt *Runtime) plausibleGIL(gil, interp, first uint64) bool {
+	l := rt.l
+	gb, err := rt.r.structAt("GIL", gil, fieldsEnd(l.GILLastHolder, l.GILLocked), 8, nil)
 	if err != nil {
 		return false
 	}
-	ts := u64(ib, l.InterpThreadsHead)
-	if ts == 0 || ts%8 != 0 {
+	locked, holder := u32(gb, l.GILLocked), u64(gb, l.GILLastHolder)
+	if locked > 1 {
 		return false
 	}
-	tb, err := rt.r.structAt("PyThreadState", ts, fieldsEnd(l.ThreadInterp, l.ThreadID), 8, nil)
-	return err == nil && u64(tb, l.ThreadInterp) == interp && u64(tb, l.ThreadID) != 0
+	if locked == 0 {
+		return true
+	}
+	for ts, n := first, 0; ts != 0 && n < 64; n++ {
+		if ts == holder {
+			return true
+		}
+		tb, err := rt.r.structAt("PyThreadState", ts, fieldsEnd(l.ThreadNext, l.ThreadInterp), 8, nil)
+		if err != nil || u64(tb, l.ThreadInterp) != interp {
+			return false
+		}
+		ts = u64(tb, l.ThreadNext)
+	}
+	return false
 }

@@ -34,6 +34,7 @@ static int bit_of(PyASCIIObject *o) {
 int main(void) {
 	P("version", PY_VERSION_HEX >> 16);
 	OFF("runtime.interpreters_head", _PyRuntimeState, interpreters.head);
+	OFF("runtime.interpreters_main", _PyRuntimeState, interpreters.main);
 #if PY_VERSION_HEX < 0x030C0000
 	OFF("runtime.tstate_current", _PyRuntimeState, gilstate.tstate_current);
 	OFF("runtime.gil", _PyRuntimeState, ceval.gil);
