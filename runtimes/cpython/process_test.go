@@ -256,3 +256,53 @@ func TestVersionsNotRead(t *testing.T) {
 		})
 	}
 }
+
+// TestReadWhileRunning reads a target that pushes and pops frames and
+// starts and ends threads as fast as it can, without stopping it: what is
+// read may be cut short (a typed error says why), but every frame read
+// is one of the program's (or of threading.py), never garbage taken for
+// a frame.
+func TestReadWhileRunning(t *testing.T) {
+	testutil.RequirePtrace(t)
+	for _, py := range pythons {
+		t.Run(py.name, func(t *testing.T) {
+			python := testutil.RequireTool(t, py.path)
+			script := testutil.Testdata(t, "python", "churn.py")
+			tg := testutil.Start(t, python, script)
+			tg.WaitLine(t, "ready", 30*time.Second)
+			rt := openPython(t, tg.Pid)
+			var frames, cut int
+			for range 200 {
+				d, err := rt.Dump()
+				if err != nil && !typed(err) {
+					t.Fatalf("Dump: untyped error %v", err)
+				}
+				for _, th := range d.Threads {
+					if th.Err != nil {
+						if !typed(th.Err) {
+							t.Fatalf("tid %d: untyped error %v", th.TID, th.Err)
+						}
+						cut++
+					}
+					for _, f := range th.Frames {
+						frames++
+						if f.File != script && !strings.HasSuffix(f.File, "/threading.py") || f.Line <= 0 {
+							t.Fatalf("tid %d: frame %v is none of the program's", th.TID, f)
+						}
+					}
+				}
+			}
+			t.Logf("%d frames read, %d walks cut short", frames, cut)
+			if frames < 1000 {
+				t.Errorf("only %d frames read in 200 dumps", frames)
+			}
+		})
+	}
+}
+
+// typed says whether err is one of the errors the reader documents.
+func typed(err error) bool {
+	var re *cpython.ReadError
+	var ce *cpython.CorruptError
+	return errors.As(err, &re) || errors.As(err, &ce) || errors.Is(err, cpython.ErrTooDeep) || errors.Is(err, cpython.ErrNotInitialized)
+}
