@@ -16,6 +16,7 @@ import (
 var pythonSymbols = []string{
 	"_PyRuntime", "Py_Version", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type",
 	"PyFrame_Type", "_Py_NoneStruct", "_thread_db_pthread_tid",
+	"_PyEval_EvalFrameDefault", "_PyEval_EvalFrameDefault.cold",
 }
 
 // python is the target's CPython runtime, opened once.

@@ -50,7 +50,18 @@ func (rt *Runtime) Frames(state uint64, dst []Frame) ([]Frame, error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	rt.r.reset(16 + rt.opts.MaxDepth*frameReads)
-	return rt.frames(state, dst)
+	return rt.frames(state, dst, false)
+}
+
+// SampleFrames is Frames for a sampler, which reads a thread's frames at
+// each sample: code objects it checked in the last second are not read
+// again (see codeTrust), so that a sample costs the reads of the thread
+// state and its frames (a page or two).
+func (rt *Runtime) SampleFrames(state uint64, dst []Frame) ([]Frame, error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.r.reset(16 + rt.opts.MaxDepth*frameReads)
+	return rt.frames(state, dst, true)
 }
 
 // Dump reads every thread state, its frames, and the GILs. Each thread
@@ -67,13 +78,14 @@ func (rt *Runtime) Dump() (*Dump, error) {
 	}
 	rt.r.budget += len(ts) * (16 + rt.opts.MaxDepth*frameReads)
 	for i := range d.Threads {
-		d.Threads[i].Frames, d.Threads[i].Err = rt.frames(d.Threads[i].State, nil)
+		d.Threads[i].Frames, d.Threads[i].Err = rt.frames(d.Threads[i].State, nil, false)
 	}
 	return d, err
 }
 
-// frames walks one thread's frames within the reader's current budget.
-func (rt *Runtime) frames(state uint64, dst []Frame) ([]Frame, error) {
+// frames walks one thread's frames within the reader's current budget;
+// trust: see SampleFrames.
+func (rt *Runtime) frames(state uint64, dst []Frame, trust bool) ([]Frame, error) {
 	l := rt.l
 	tb, err := rt.r.structAt("PyThreadState", state, fieldsEnd(l.ThreadFrame), 8, rt.frameBuf[:0])
 	if err != nil {
@@ -92,9 +104,9 @@ func (rt *Runtime) frames(state uint64, dst []Frame) ([]Frame, error) {
 	clear(rt.seen)
 	start := len(dst)
 	if l.FrameInstr < 0 {
-		dst, err = rt.frameObjects(f, dst)
+		dst, err = rt.frameObjects(f, dst, trust)
 	} else {
-		dst, err = rt.interpreterFrames(f, dst)
+		dst, err = rt.interpreterFrames(f, dst, trust)
 	}
 	return dropStarting(dst, start), err
 }
@@ -115,7 +127,7 @@ func (rt *Runtime) visit(what string, f uint64, frames, links int) error {
 
 // frameObjects walks 3.8–3.10 PyFrameObjects from f by f_back: each is
 // run by its own evaluation call.
-func (rt *Runtime) frameObjects(f uint64, dst []Frame) ([]Frame, error) {
+func (rt *Runtime) frameObjects(f uint64, dst []Frame, trust bool) ([]Frame, error) {
 	l := rt.l
 	start := len(dst)
 	for links := 0; f != 0; links++ {
@@ -131,7 +143,7 @@ func (rt *Runtime) frameObjects(f uint64, dst []Frame) ([]Frame, error) {
 		}
 		code, back := u64(b, l.FrameCode), u64(b, l.FrameBack)
 		lasti := int(int32(u32(b, l.FrameLasti)))
-		c, _, err := rt.code(code)
+		c, err := rt.code(code, trust)
 		if err != nil {
 			return dst, err
 		}
@@ -146,7 +158,7 @@ func (rt *Runtime) frameObjects(f uint64, dst []Frame) ([]Frame, error) {
 }
 
 // interpreterFrames walks 3.11+ _PyInterpreterFrames from f by previous.
-func (rt *Runtime) interpreterFrames(f uint64, dst []Frame) ([]Frame, error) {
+func (rt *Runtime) interpreterFrames(f uint64, dst []Frame, trust bool) ([]Frame, error) {
 	l := rt.l
 	start := len(dst)
 	for links := 0; f != 0; links++ {
@@ -175,20 +187,25 @@ func (rt *Runtime) interpreterFrames(f uint64, dst []Frame) ([]Frame, error) {
 			f = prev
 			continue
 		}
-		c, hdr, err := rt.code(code)
+		entry := l.FrameIsEntry >= 0 && u8(b, l.FrameIsEntry) != 0
+		c, err := rt.code(code, trust)
 		if err != nil {
 			return dst, err
 		}
-		fr := Frame{Function: c.function, File: c.file, Code: code}
-		fr.Entry = l.FrameIsEntry >= 0 && u8(b, l.FrameIsEntry) != 0
 		// The instruction's byte offset; 3.11's prev_instr is one code
 		// unit before the first instruction in a frame not yet started.
 		off := int64(instr - (code + uint64(l.CodeAdaptive)))
-		units := int64(u64(hdr, offObSize))
-		if off >= -codeUnitBytes && off < units*codeUnitBytes {
+		if inside := off >= -codeUnitBytes && off < c.units*codeUnitBytes; !inside && trust {
+			// Not in the code remembered: read it again.
+			if c, err = rt.code(code, false); err != nil {
+				return dst, err
+			}
+		}
+		fr := Frame{Function: c.function, File: c.file, Code: code, Entry: entry}
+		if off >= -codeUnitBytes && off < c.units*codeUnitBytes {
 			fr.Line = c.line(l.LineTable, int(max(off, -1)))
 		}
-		if owner != ownedByGenerator && off/codeUnitBytes < int64(int32(u32(hdr, l.CodeFirstTraceable))) {
+		if owner != ownedByGenerator && off/codeUnitBytes < c.firstTraceable {
 			fr.Starting = true
 		}
 		dst = append(dst, fr)

@@ -57,6 +57,7 @@ type reader struct {
 	reads  int // reads of the target's memory since reset
 	budget int // most reads allowed between resets
 	spent  int // bytes allocated for what was read since reset
+	total  uint64
 }
 
 type cachedPage struct {
@@ -118,6 +119,7 @@ func (r *reader) readDirect(p []byte, addr uint64) error {
 		return errBudget
 	}
 	r.reads++
+	r.total++
 	_, err := r.mem.ReadAt(p, addr)
 	return err
 }
@@ -134,6 +136,7 @@ func (r *reader) page(base uint64) (*cachedPage, error) {
 		return nil, errBudget
 	}
 	r.reads++
+	r.total++
 	pg.addr, pg.epoch = base, r.epoch
 	_, err := r.mem.ReadAt(pg.data[:], base)
 	pg.ok = err == nil

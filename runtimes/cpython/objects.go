@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -227,16 +228,19 @@ func (rt *Runtime) bytesObject(what string, addr uint64, max int) ([]byte, error
 	return b, nil
 }
 
-// codeInfo is what is kept of one code object: its names, first line and
-// line table, and the fields they were read from (key), which must still
-// be there for the entry to be used again: a code object freed and
-// another allocated at its address is read anew.
+// codeInfo is what is kept of one code object: its names, first line,
+// line table and size, and the fields they were read from (key), which
+// must still be there for the entry to be used again: a code object freed
+// and another allocated at its address is read anew.
 type codeInfo struct {
-	key      codeKey
-	function string
-	file     string
-	table    []byte
-	tableErr error
+	key            codeKey
+	function       string
+	file           string
+	table          []byte
+	tableErr       error
+	units          int64 // instructions, in code units (3.11+)
+	firstTraceable int64 // _co_firsttraceable (3.11+)
+	checked        time.Time
 }
 
 type codeKey struct {
@@ -251,29 +255,45 @@ const (
 	maxCodeBytes = 64 << 20
 )
 
-// code reads (or finds again) the code object at addr; hdr is its first
-// CodeSize bytes.
-func (rt *Runtime) code(addr uint64) (*codeInfo, []byte, error) {
+// codeTrust is how long a sample's walk (SampleFrames) uses a code object
+// it checked without reading it again. A code object a live frame runs
+// cannot be freed; one freed and replaced by another at its address in
+// that time is named as the one before, unless the frame's instruction
+// falls outside it.
+const codeTrust = time.Second
+
+// code reads (or finds again) the code object at addr; with trust, one
+// checked within codeTrust is not read again.
+func (rt *Runtime) code(addr uint64, trust bool) (*codeInfo, error) {
+	if c, ok := rt.codes[addr]; ok && trust && rt.now().Sub(c.checked) < codeTrust {
+		return c, nil
+	}
 	l := rt.l
 	hdr, err := rt.r.structAt("code object", addr, l.CodeSize, 8, rt.codeBuf[:0])
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	rt.codeBuf = hdr
 	if err := rt.checkType("code object", addr, u64(hdr, offObType), rt.types.code, "code"); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	key := codeKey{
 		name: u64(hdr, l.CodeName), qualname: u64(hdr, l.CodeQualname), filename: u64(hdr, l.CodeFilename),
 		linetable: u64(hdr, l.CodeLineTable), firstLine: int32(u32(hdr, l.CodeFirstLine)),
 	}
 	if c, ok := rt.codes[addr]; ok && c.key == key {
-		return c, hdr, nil
+		c.checked = rt.now()
+		return c, nil
 	}
 	c, err := rt.readCode(addr, key)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	if l.CodeAdaptive >= 0 {
+		c.units = int64(u64(hdr, offObSize))
+		c.firstTraceable = int64(int32(u32(hdr, l.CodeFirstTraceable)))
+	}
+	c.checked = rt.now()
 	size := len(c.function) + len(c.file) + len(c.table) + 128
 	if len(rt.codes) >= maxCodes || rt.codeBytes+size > maxCodeBytes {
 		clear(rt.codes)
@@ -281,7 +301,7 @@ func (rt *Runtime) code(addr uint64) (*codeInfo, []byte, error) {
 	}
 	rt.codes[addr] = c
 	rt.codeBytes += size
-	return c, hdr, nil
+	return c, nil
 }
 
 func (rt *Runtime) readCode(addr uint64, key codeKey) (*codeInfo, error) {

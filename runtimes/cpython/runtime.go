@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Image is one object file the target maps: its executable (a static
@@ -68,11 +69,14 @@ type Runtime struct {
 	opts    Options
 	notes   []string
 
+	eval []Range // the code of the evaluation function
+
 	tidOffset int64 // where struct pthread holds the tid; -1: unknown
 	tidFrom   string
 
 	codes     map[uint64]*codeInfo
 	codeBytes int
+	now       func() time.Time
 	typeNames map[uint64]string
 	seen      map[uint64]struct{}
 
@@ -94,6 +98,13 @@ func (rt *Runtime) Image() string { return rt.image }
 
 // Layout is the layout the runtime is read with.
 func (rt *Runtime) Layout() Layout { return *rt.l }
+
+// Reads counts the reads of the target's memory made so far.
+func (rt *Runtime) Reads() uint64 {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.r.total
+}
 
 // Notes say what a reader should know of how the runtime was found: the
 // version's source, offsets _Py_DebugOffsets gave that differ from the
@@ -130,7 +141,51 @@ func Open(mem Memory, images []Image, opts Options) (*Runtime, error) {
 	}
 	rt.findTypes(img, images)
 	rt.findTIDOffset(images)
+	rt.findEval(img)
 	return rt, nil
+}
+
+// EvalFunctions are the interpreter's functions that run Python frames:
+// a native frame in one of them stands for the Python frames of one
+// evaluation call (Frame.Entry). The .cold part is the same function's
+// code moved away by the compiler.
+var EvalFunctions = []string{"_PyEval_EvalFrameDefault", "_PyEval_EvalFrameDefault.cold"}
+
+// IsEvalFunction says whether a native function (as a symbol table names
+// it) is one of EvalFunctions.
+func IsEvalFunction(name string) bool {
+	for _, f := range EvalFunctions {
+		if name == f {
+			return true
+		}
+	}
+	return false
+}
+
+// findEval learns where the evaluation function's code lies.
+func (rt *Runtime) findEval(img *Image) {
+	if img.Symbols == nil {
+		return
+	}
+	for _, name := range EvalFunctions {
+		if a, size, ok := img.Symbols.Symbol(name); ok && size > 0 {
+			rt.eval = append(rt.eval, Range{Addr: a, Size: size})
+		}
+	}
+	if len(rt.eval) == 0 {
+		rt.notes = append(rt.notes, "_PyEval_EvalFrameDefault is not exported: native stacks cannot be told to run Python code by their addresses")
+	}
+}
+
+// InEval says whether a native code address lies in the evaluation
+// function: a stack with such a frame runs Python code.
+func (rt *Runtime) InEval(addr uint64) bool {
+	for _, r := range rt.eval {
+		if r.Contains(addr) {
+			return true
+		}
+	}
+	return false
 }
 
 func newRuntime(mem Memory, opts Options) *Runtime {
@@ -143,6 +198,7 @@ func newRuntime(mem Memory, opts Options) *Runtime {
 	rt := &Runtime{
 		r: reader{mem: mem}, opts: opts, tidOffset: -1,
 		codes: map[uint64]*codeInfo{}, typeNames: map[uint64]string{}, seen: map[uint64]struct{}{},
+		now: time.Now,
 	}
 	rt.r.reset(4096)
 	return rt
