@@ -239,3 +239,23 @@ func (c *codeInfo) line(f LineTableFormat, addr int) int {
 	}
 	return line
 }
+
+// Calls splits a thread's frames (innermost first) into those of each
+// call of the evaluation function, innermost first: a native stack's
+// frames in EvalFunctions, innermost first, stand for these calls one to
+// one. Frames outer to the last Entry (a walk cut short) make a last
+// call of their own.
+func Calls(frames []Frame) [][]Frame {
+	var out [][]Frame
+	start := 0
+	for i, f := range frames {
+		if f.Entry {
+			out = append(out, frames[start:i+1])
+			start = i + 1
+		}
+	}
+	if start < len(frames) {
+		out = append(out, frames[start:])
+	}
+	return out
+}

@@ -1,6 +1,7 @@
 package cpython_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/runtimes/cpython"
+	"github.com/stallwatch/stallwatch/snapshot"
 	"github.com/stallwatch/stallwatch/target"
 )
 
@@ -305,4 +307,53 @@ func typed(err error) bool {
 	var re *cpython.ReadError
 	var ce *cpython.CorruptError
 	return errors.As(err, &re) || errors.As(err, &ce) || errors.Is(err, cpython.ErrTooDeep) || errors.Is(err, cpython.ErrNotInitialized)
+}
+
+// TestEntriesMatchNativeStacks: the calls of the evaluation function that
+// Frame.Entry delimits are, one to one, the _PyEval_EvalFrameDefault
+// frames of each thread's native stack (read by a snapshot under ptrace:
+// the threads stay where they are), on every version — what putting
+// Python frames in place of native ones relies on.
+func TestEntriesMatchNativeStacks(t *testing.T) {
+	testutil.RequirePtrace(t)
+	for _, py := range pythons {
+		t.Run(py.name, func(t *testing.T) {
+			python := testutil.RequireTool(t, py.path)
+			pid, want := framesTarget(t, python)
+			p, err := target.Open(pid, target.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			rt, err := p.Python()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := rt.Dump()
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap, err := snapshot.Take(context.Background(), pid, snapshot.Options{Target: p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			native := map[int]int{}
+			for _, th := range snap.Threads {
+				for _, l := range th.User {
+					// The function that holds the code: inlined calls
+					// inside it come first.
+					if len(l.Lines) > 0 && cpython.IsEvalFunction(l.Lines[len(l.Lines)-1].Function) {
+						native[th.TID]++
+					}
+				}
+			}
+			for _, th := range d.Threads {
+				calls := len(cpython.Calls(th.Frames))
+				if native[th.TID] != calls {
+					t.Errorf("tid %d %q: %d evaluation frames on the native stack, %d calls in the Python frames %s",
+						th.TID, want[th.TID].Name, native[th.TID], calls, strings.Join(gotFrames(th.Frames), " ← "))
+				}
+			}
+		})
+	}
 }
