@@ -29,15 +29,16 @@ type Options struct {
 // files, its memory), its JIT sources, the unwinder's tables and the
 // symbolizer. It is safe for concurrent use.
 type Process struct {
-	pid   int
-	space *addrspace.Space
-	jit   *jit.Process // nil without Options.JIT, or when none could be opened
-	sym   *symbolize.Process
-	unw   *unwind.Process
-	jitUn *jitUnwind
-	js    v8Runtime
-	py    python
-	notes []string
+	pid    int
+	space  *addrspace.Space
+	jit    *jit.Process // nil without Options.JIT, or when none could be opened
+	sym    *symbolize.Process
+	unw    *unwind.Process
+	jitUn  *jitUnwind
+	js     v8Runtime
+	py     python
+	pyLocs pythonLocs
+	notes  []string
 }
 
 // Open reads pid's maps and opens its mapped files, its JIT sources and

@@ -2,13 +2,9 @@ package cpython_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,60 +15,6 @@ import (
 	"github.com/stallwatch/stallwatch/snapshot"
 	"github.com/stallwatch/stallwatch/target"
 )
-
-// pythons are the CPython builds on this machine kind: Debian's python3
-// (3.11, a static build, stripped of its local symbols) and pyenv's
-// (shared libpython, with symbols).
-var pythons = []struct {
-	name, path string
-	minor      int
-}{
-	{"debian-3.11", "/usr/bin/python3", 11},
-	{"3.8", "/root/.pyenv/versions/3.8.18/bin/python3", 8},
-	{"3.9", "/root/.pyenv/versions/3.9.18/bin/python3", 9},
-	{"3.10", "/root/.pyenv/versions/3.10.13/bin/python3", 10},
-	{"3.11", "/root/.pyenv/versions/3.11.7/bin/python3", 11},
-	{"3.12", "/root/.pyenv/versions/3.12.1/bin/python3", 12},
-	{"3.13", "/root/.pyenv/versions/3.13.0/bin/python3", 13},
-}
-
-// pyThread is one thread as the target's own sys._current_frames() saw it.
-type pyThread struct {
-	Name   string  `json:"name"`
-	Frames [][]any `json:"frames"`
-}
-
-// framesTarget runs testdata/python/frames.py under python and returns
-// its pid and what it says of its threads, once only those threads are
-// left (the ones that wrote the file have exited).
-func framesTarget(t *testing.T, python string, args ...string) (int, map[int]pyThread) {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "frames.json")
-	tg := testutil.Start(t, python, append([]string{testutil.Testdata(t, "python", "frames.py"), out}, args...)...)
-	tg.WaitLine(t, "ready", 60*time.Second)
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var raw map[string]pyThread
-	if err := json.Unmarshal(b, &raw); err != nil {
-		t.Fatal(err)
-	}
-	want := map[int]pyThread{}
-	for k, v := range raw {
-		tid, _ := strconv.Atoi(k)
-		want[tid] = v
-	}
-	// The dumper and the thread that printed "ready" are on their way out.
-	err = testutil.Eventually(30*time.Second, func() bool {
-		tids, err := procfs.Threads(tg.Pid)
-		return err == nil && len(tids) == len(want)
-	})
-	if err != nil {
-		t.Fatalf("the target's threads did not come down to the %d it described", len(want))
-	}
-	return tg.Pid, want
-}
 
 func openPython(t *testing.T, pid int) *cpython.Runtime {
 	t.Helper()
@@ -88,21 +30,10 @@ func openPython(t *testing.T, pid int) *cpython.Runtime {
 	return rt
 }
 
-// frameText is a frame as the target writes it: "name file:line".
-func frameText(name, file string, line int) string { return fmt.Sprintf("%s %s:%d", name, file, line) }
-
-func wantFrames(t pyThread) []string {
-	var out []string
-	for _, f := range t.Frames {
-		out = append(out, frameText(f[0].(string), f[1].(string), int(f[2].(float64))))
-	}
-	return out
-}
-
 func gotFrames(fs []cpython.Frame) []string {
 	var out []string
 	for _, f := range fs {
-		out = append(out, frameText(f.Function, f.File, f.Line))
+		out = append(out, testutil.PyFrame(f.Function, f.File, f.Line))
 	}
 	return out
 }
@@ -113,13 +44,13 @@ func gotFrames(fs []cpython.Frame) []string {
 // sys._current_frames() says of them.
 func TestDumpMatchesPython(t *testing.T) {
 	testutil.RequirePtrace(t)
-	for _, py := range pythons {
-		t.Run(py.name, func(t *testing.T) {
-			python := testutil.RequireTool(t, py.path)
-			pid, want := framesTarget(t, python)
+	for _, py := range testutil.Pythons {
+		t.Run(py.Name, func(t *testing.T) {
+			python := testutil.RequireTool(t, py.Path)
+			pid, want := testutil.FramesTarget(t, python)
 			rt := openPython(t, pid)
-			if rt.Version().Minor != py.minor {
-				t.Fatalf("version %s, want 3.%d", rt.Version(), py.minor)
+			if rt.Version().Minor != py.Minor {
+				t.Fatalf("version %s, want 3.%d", rt.Version(), py.Minor)
 			}
 			d, err := rt.Dump()
 			if err != nil {
@@ -130,7 +61,7 @@ func TestDumpMatchesPython(t *testing.T) {
 	}
 }
 
-func checkDump(t *testing.T, d *cpython.Dump, want map[int]pyThread) {
+func checkDump(t *testing.T, d *cpython.Dump, want map[int]testutil.PyThread) {
 	t.Helper()
 	got := map[int]cpython.Thread{}
 	for _, th := range d.Threads {
@@ -148,7 +79,7 @@ func checkDump(t *testing.T, d *cpython.Dump, want map[int]pyThread) {
 			t.Errorf("no thread state for tid %d %q", tid, w.Name)
 			continue
 		}
-		if gf, wf := gotFrames(g.Frames), wantFrames(w); !slices.Equal(gf, wf) {
+		if gf, wf := gotFrames(g.Frames), w.Want(); !slices.Equal(gf, wf) {
 			t.Errorf("tid %d %q:\n got %s\nwant %s", tid, w.Name, strings.Join(gf, "\n     "), strings.Join(wf, "\n     "))
 		}
 		if g.HoldsGIL && (w.Name == "reader" || w.Name == "main") {
@@ -193,7 +124,7 @@ func TestFindWithoutSymbol(t *testing.T) {
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s/rename-section=%v", c.python, c.renameSection), func(t *testing.T) {
 			python := testutil.RequireTool(t, c.python)
-			pid, want := framesTarget(t, python)
+			pid, want := testutil.FramesTarget(t, python)
 			p, err := target.Open(pid, target.Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -266,9 +197,9 @@ func TestVersionsNotRead(t *testing.T) {
 // a frame.
 func TestReadWhileRunning(t *testing.T) {
 	testutil.RequirePtrace(t)
-	for _, py := range pythons {
-		t.Run(py.name, func(t *testing.T) {
-			python := testutil.RequireTool(t, py.path)
+	for _, py := range testutil.Pythons {
+		t.Run(py.Name, func(t *testing.T) {
+			python := testutil.RequireTool(t, py.Path)
 			script := testutil.Testdata(t, "python", "churn.py")
 			tg := testutil.Start(t, python, script)
 			tg.WaitLine(t, "ready", 30*time.Second)
@@ -316,10 +247,10 @@ func typed(err error) bool {
 // Python frames in place of native ones relies on.
 func TestEntriesMatchNativeStacks(t *testing.T) {
 	testutil.RequirePtrace(t)
-	for _, py := range pythons {
-		t.Run(py.name, func(t *testing.T) {
-			python := testutil.RequireTool(t, py.path)
-			pid, want := framesTarget(t, python)
+	for _, py := range testutil.Pythons {
+		t.Run(py.Name, func(t *testing.T) {
+			python := testutil.RequireTool(t, py.Path)
+			pid, want := testutil.FramesTarget(t, python)
 			p, err := target.Open(pid, target.Options{})
 			if err != nil {
 				t.Fatal(err)
