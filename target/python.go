@@ -8,8 +8,8 @@ import (
 	"github.com/stallwatch/stallwatch/internal/addrspace"
 	"github.com/stallwatch/stallwatch/internal/objfile"
 	"github.com/stallwatch/stallwatch/internal/procfs"
-	"github.com/stallwatch/stallwatch/runtimes/cpython"
 	"github.com/stallwatch/stallwatch/model"
+	"github.com/stallwatch/stallwatch/runtimes/cpython"
 	"github.com/stallwatch/stallwatch/symbolize"
 )
 

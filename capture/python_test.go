@@ -1,0 +1,174 @@
+package capture
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/stallwatch/stallwatch/internal/monotime"
+	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
+)
+
+// phasesTarget starts testdata/python/phases.py (alpha, beta, gamma for
+// phase each, rounds times) and returns it with its standard input, to
+// be told to begin, and the path of the timeline it writes.
+func phasesTarget(t *testing.T, python string, phase time.Duration, rounds int, args ...string) (*testutil.Target, io.WriteCloser, string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "timeline.json")
+	args = append(args, testutil.Testdata(t, "python", "phases.py"), strconv.Itoa(int(phase.Milliseconds())), strconv.Itoa(rounds), out)
+	cmd := exec.Command(python, args...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := testutil.StartCmd(t, cmd)
+	tg.WaitLine(t, "ready", 30*time.Second)
+	return tg, stdin, out
+}
+
+// timeline is when each phase began, CLOCK_MONOTONIC.
+type timeline []struct {
+	at   uint64
+	name string
+}
+
+func readTimeline(t *testing.T, path string) timeline {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw [][]any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	var tl timeline
+	for _, e := range raw {
+		tl = append(tl, struct {
+			at   uint64
+			name string
+		}{uint64(e[0].(float64)), e[1].(string)})
+	}
+	return tl
+}
+
+// at is the function running at monotonic time m ("" outside the phases).
+func (tl timeline) at(m uint64) string {
+	name := ""
+	for _, e := range tl {
+		if e.at > m {
+			break
+		}
+		name = e.name
+	}
+	if name == "end" {
+		return ""
+	}
+	return name
+}
+
+// leafPython is the phase function a sample ran in (its innermost
+// Python function, or the caller of phases.py's now(), which the phase
+// functions call), and whether its stack ran in the interpreter at all (a
+// Python frame, or an evaluation frame left unattributed).
+func leafPython(s *profile.Sample) (string, bool) {
+	inInterp := false
+	for _, l := range s.Location {
+		if l.Mapping != nil && l.Mapping.File == model.PythonMapping && len(l.Line) > 0 {
+			if fn := l.Line[0].Function.Name; fn != "now" {
+				return fn, true
+			}
+			inInterp = true
+			continue
+		}
+		for _, ln := range l.Line {
+			if strings.HasPrefix(ln.Function.Name, "_PyEval_EvalFrameDefault") {
+				inInterp = true
+			}
+		}
+	}
+	return "", inInterp
+}
+
+// TestPythonAttribution records a CPython of each version running pure
+// Python in known functions for known phases at 997 Hz: of the on-CPU
+// samples taken in the interpreter, at least 90% must carry the function
+// that ran at that moment (the target's own timeline) as their
+// innermost Python frame, and capture.json must say how long after each
+// sample its frames were read.
+func TestPythonAttribution(t *testing.T) {
+	testutil.RequirePerf(t)
+	testutil.RequirePtrace(t)
+	for _, py := range testutil.Pythons {
+		t.Run(py.Name, func(t *testing.T) {
+			python := testutil.RequireTool(t, py.Path)
+			tg, stdin, tlPath := phasesTarget(t, python, 150*time.Millisecond, 6)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			started := make(chan struct{})
+			var once bool
+			go func() {
+				<-started
+				stdin.Write([]byte("go\n"))
+				tg.WaitLine(t, "done", 60*time.Second)
+				cancel()
+			}()
+			offset := time.Now().UnixNano() - int64(monotime.Now())
+			_, p, info := recordCtx(t, ctx, tg.Pid, time.Minute, nil, func(Progress) {
+				if !once {
+					once = true
+					close(started)
+				}
+			})
+			tl := readTimeline(t, tlPath)
+			cpu := valueIndex(t, p, model.TypeCPUSamples)
+			var in, right int
+			wrong := map[string]int{}
+			for _, s := range p.Sample {
+				end := s.NumLabel[model.LabelEndTime]
+				if s.Value[cpu] == 0 || len(end) == 0 {
+					continue
+				}
+				want := tl.at(uint64(end[0] - offset))
+				fn, interp := leafPython(s)
+				if want == "" || !interp {
+					continue
+				}
+				in++
+				if fn == want {
+					right++
+				} else {
+					wrong[want+"→"+fn]++
+				}
+			}
+			if in < 200 {
+				t.Fatalf("only %d on-CPU samples in the interpreter during the phases", in)
+			}
+			share := float64(right) / float64(in)
+			t.Logf("%d of %d samples in the interpreter attributed right (%.1f%%); wrong: %v", right, in, 100*share, wrong)
+			if share < 0.9 {
+				t.Errorf("%.1f%% of samples in the interpreter attributed to the function running then, want ≥ 90%%", 100*share)
+			}
+			var noted bool
+			for _, n := range info.Notes {
+				noted = noted || strings.Contains(n, "got their Python frames")
+				if strings.Contains(n, "Python") {
+					t.Logf("note: %s", n)
+				}
+			}
+			if !noted {
+				t.Errorf("capture.json does not say how the Python frames were read: %q", info.Notes)
+			}
+		})
+	}
+}
