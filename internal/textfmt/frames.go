@@ -84,13 +84,17 @@ func ownCode(f Frame) bool {
 
 // WaitSite is the index of the innermost frame of the program's own code
 // in a stack; failing that, of the innermost user frame; failing that, 0.
+// Where the stack has Python frames (read from CPython's memory), the
+// program's own code is the Python code and the interpreter's C frames
+// are plumbing, as libc is.
 func WaitSite(fr []Frame) int {
 	user := -1
+	python := HasPython(fr)
 	for i, f := range fr {
 		if f.Kind == model.KindKernel {
 			continue
 		}
-		if !SystemCode(f.Module, f.Name) {
+		if !SystemCode(f.Module, f.Name) && !(python && InterpreterCode(f)) {
 			return i
 		}
 		if user < 0 {
@@ -98,6 +102,22 @@ func WaitSite(fr []Frame) int {
 		}
 	}
 	return max(user, 0)
+}
+
+// HasPython says whether a stack has Python frames.
+func HasPython(fr []Frame) bool {
+	for _, f := range fr {
+		if f.Kind == model.KindPython {
+			return true
+		}
+	}
+	return false
+}
+
+// InterpreterCode says whether a native frame is CPython's own (its
+// executable or libpython).
+func InterpreterCode(f Frame) bool {
+	return f.Kind != model.KindPython && (strings.HasPrefix(f.Module, "python") || strings.HasPrefix(f.Module, "libpython"))
 }
 
 // SystemOnly says whether a stack has no frame of the program's own code.
