@@ -3,10 +3,12 @@ package capture
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/model"
+	"github.com/stallwatch/stallwatch/sampler"
 )
 
 // phasesTarget starts testdata/python/phases.py (alpha, beta, gamma for
@@ -170,5 +173,78 @@ func TestPythonAttribution(t *testing.T) {
 				t.Errorf("capture.json does not say how the Python frames were read: %q", info.Notes)
 			}
 		})
+	}
+}
+
+// TestPythonPerfTrampolinesAgree: CPython 3.12 under -X perf names its
+// Python functions twice in a sample, by the perf trampolines on the
+// native stack (from its perf map) and by the frames read from its
+// memory: the two must be the same functions, in the same order, in at
+// least 90% of the samples that have both (the rest were read after the
+// thread called or returned).
+func TestPythonPerfTrampolinesAgree(t *testing.T) {
+	testutil.RequirePerf(t)
+	testutil.RequirePtrace(t)
+	python := testutil.RequireTool(t, "/root/.pyenv/versions/3.12.1/bin/python3")
+	tg, stdin, _ := phasesTarget(t, python, 150*time.Millisecond, 6, "-X", "perf")
+	t.Cleanup(func() { os.Remove(filepath.Join("/tmp", "perf-"+strconv.Itoa(tg.Pid)+".map")) })
+	cfg := Config{PID: tg.Pid, Out: t.TempDir()}
+	if err := cfg.fill(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSession(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.tp.Close()
+	if s.py == nil {
+		t.Fatalf("no Python annotator for a CPython target: %q", s.notes)
+	}
+	smp, err := sampler.Start(s.samplerConfig(997, false, -1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer smp.Close()
+	rec := smp.StartRecording()
+	stdin.Write([]byte("go\n"))
+	tg.WaitLine(t, "done", 60*time.Second)
+	samples := rec.Stop()
+	if err := s.tp.Refresh(); err != nil {
+		t.Logf("refresh: %v", err)
+	}
+	var both, same int
+	var example string
+	for i := range samples {
+		smp := &samples[i]
+		py := s.py.resolve(smp.Interp)
+		if len(py) == 0 {
+			continue
+		}
+		native := s.tp.Symbols().LocateSample(nil, smp.Stack, int(smp.Kernel), smp.Time, smp.Cut)
+		var tramp, read []string
+		for _, l := range native {
+			if l.Kind == model.KindJIT && len(l.Lines) > 0 && strings.HasPrefix(l.Lines[0].SystemName, "py::") {
+				tramp = append(tramp, l.Lines[0].Function)
+			}
+		}
+		for _, f := range py {
+			read = append(read, f.Function)
+		}
+		if len(tramp) == 0 {
+			continue
+		}
+		both++
+		if slices.Equal(tramp, read) {
+			same++
+		} else if example == "" {
+			example = fmt.Sprintf("trampolines %v, frames read %v", tramp, read)
+		}
+	}
+	if both < 100 {
+		t.Fatalf("only %d samples with both trampolines and Python frames", both)
+	}
+	t.Logf("%d of %d samples name the same functions both ways; first difference: %s", same, both, example)
+	if float64(same) < 0.9*float64(both) {
+		t.Errorf("the perf trampolines and the frames read agree in %d of %d samples, want ≥ 90%%", same, both)
 	}
 }
