@@ -15,7 +15,7 @@ import (
 // that were running: as each sample whose user stack runs through the
 // interpreter's evaluation function is decoded (sampler.Config.Annotate,
 // with a wakeup per record), the sampled thread's frames are read from
-// the interpreter's memory (cpython.Runtime.SampleFrames: its thread
+// the interpreter's memory (cpython.Runtime.FramesCached: its thread
 // state and frames, a few reads). They are what ran when they were read,
 // which is after the sample: the delay is measured for every sample and
 // said in capture.json, as the bound on their error.
@@ -66,7 +66,7 @@ func (a *pyAnnotator) annotate(tid int32, t uint64, user []uint64) []uint64 {
 		return nil
 	}
 	var err error
-	a.buf, err = a.rt.SampleFrames(state, a.buf[:0])
+	a.buf, err = a.rt.FramesCached(state, a.buf[:0])
 	if now := monotime.Now(); now > t {
 		a.delays[min(bits.Len64((now-t)/1000), len(a.delays)-1)]++
 	}

@@ -61,7 +61,9 @@ func (tk *taker) readPython(tid int) {
 	if !ok {
 		return
 	}
-	fs, err := tk.py.rt.Frames(state, nil)
+	// Code objects checked for one thread are not read again for the
+	// next (their names are what a stop must not wait for).
+	fs, err := tk.py.rt.FramesCached(state, nil)
 	tk.py.frames[tid] = fs
 	if err != nil {
 		tk.py.errs[tid] = err

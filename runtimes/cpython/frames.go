@@ -53,11 +53,11 @@ func (rt *Runtime) Frames(state uint64, dst []Frame) ([]Frame, error) {
 	return rt.frames(state, dst, false)
 }
 
-// SampleFrames is Frames for a sampler, which reads a thread's frames at
-// each sample: code objects it checked in the last second are not read
-// again (see codeTrust), so that a sample costs the reads of the thread
-// state and its frames (a page or two).
-func (rt *Runtime) SampleFrames(state uint64, dst []Frame) ([]Frame, error) {
+// FramesCached is Frames for readers of many walks in a row (a sampler at
+// each sample, a snapshot thread after thread): code objects checked in
+// the last second are not read again (see codeTrust), so that a walk
+// costs the reads of the thread state and its frames (a page or two).
+func (rt *Runtime) FramesCached(state uint64, dst []Frame) ([]Frame, error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	rt.r.reset(16 + rt.opts.MaxDepth*frameReads)
@@ -84,7 +84,7 @@ func (rt *Runtime) Dump() (*Dump, error) {
 }
 
 // frames walks one thread's frames within the reader's current budget;
-// trust: see SampleFrames.
+// trust: see FramesCached.
 func (rt *Runtime) frames(state uint64, dst []Frame, trust bool) ([]Frame, error) {
 	l := rt.l
 	tb, err := rt.r.structAt("PyThreadState", state, fieldsEnd(l.ThreadFrame), 8, rt.frameBuf[:0])

@@ -255,7 +255,7 @@ const (
 	maxCodeBytes = 64 << 20
 )
 
-// codeTrust is how long a sample's walk (SampleFrames) uses a code object
+// codeTrust is how long a sample's walk (FramesCached) uses a code object
 // it checked without reading it again. A code object a live frame runs
 // cannot be freed; one freed and replaced by another at its address in
 // that time is named as the one before, unless the frame's instruction
