@@ -72,5 +72,17 @@
 // Reads go through a cache of whole pages emptied at each walk: a 3.11+
 // thread's frames lie side by side in its data stack and cost a read or
 // two; code objects (names, line tables) are remembered by address while
-// their fields stay the same.
+// their fields stay the same, and FramesCached, for readers of many walks
+// in a row (a sampler, a snapshot), does not read again those checked in
+// the last second: about three reads a walk.
+//
+// # Native stacks
+//
+// The package reads no native stack; it says how Python frames go into
+// one: EvalFunctions (and InEval, by address) are the native frames that
+// run Python code, and Calls splits a thread's frames into the calls of
+// those functions, one to one with their native frames (tested on every
+// version against the stacks a snapshot unwinds). Package target splices
+// them; the snapshot reads a thread's frames under its ptrace stop, the
+// capture's sampler as each sample arrives.
 package cpython
