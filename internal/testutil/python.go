@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/stallwatch/stallwatch/internal/procfs"
 )
 
 // Python is one CPython build on this machine kind.
@@ -74,8 +72,8 @@ func FramesTarget(t testing.TB, python string, args ...string) (int, map[int]PyT
 	// The threads that wrote the file and printed "ready" are on their
 	// way out.
 	err = Eventually(60*time.Second, func() bool {
-		tids, err := procfs.Threads(tg.Pid)
-		return err == nil && len(tids) == len(want)
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", tg.Pid))
+		return err == nil && len(tasks) == len(want)
 	})
 	if err != nil {
 		t.Fatalf("the target's threads did not come down to the %d it described", len(want))
