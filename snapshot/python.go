@@ -77,7 +77,7 @@ func (tk *taker) splicePython(t *model.Thread) {
 		return
 	}
 	if err := tk.py.errs[t.TID]; err != nil {
-		t.Err = errors.Join(t.Err, fmt.Errorf("python frames: %w", err))
+		t.Err = errors.Join(t.Err, fmt.Errorf("reading its Python frames: %w", err))
 	}
 	fs := tk.py.frames[t.TID]
 	if len(fs) == 0 {
