@@ -13,6 +13,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/runtimes/cpython"
 	"github.com/stallwatch/stallwatch/snapshot"
+	"github.com/stallwatch/stallwatch/symbolize"
 	"github.com/stallwatch/stallwatch/target"
 )
 
@@ -268,11 +269,12 @@ func TestEntriesMatchNativeStacks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The native stack as unwound (the snapshot's own stacks have
+			// the Python frames in place already).
 			native := map[int]int{}
 			for _, th := range snap.Threads {
-				for _, l := range th.User {
-					// The function that holds the code: inlined calls
-					// inside it come first.
+				for j, pc := range th.UserAddrs {
+					l := p.Symbols().Locate(symbolize.Addr{PC: pc, Time: snap.Mono, Return: j > 0 && !(j < len(th.UserExact) && th.UserExact[j])})
 					if len(l.Lines) > 0 && cpython.IsEvalFunction(l.Lines[len(l.Lines)-1].Function) {
 						native[th.TID]++
 					}
