@@ -170,6 +170,9 @@ func (a *pyAnnotator) note() string {
 // openPython makes the Python annotator of a CPython target; a CPython
 // that cannot be read is a note, not a failure.
 func (s *Session) openPython() {
+	if s.cfg.NativeOnly {
+		return
+	}
 	rt, err := s.tp.Python()
 	switch {
 	case err == nil:

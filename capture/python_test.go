@@ -115,7 +115,7 @@ func TestPythonAttribution(t *testing.T) {
 	for _, py := range testutil.Pythons {
 		t.Run(py.Name, func(t *testing.T) {
 			python := testutil.RequireTool(t, py.Path)
-			tg, stdin, tlPath := phasesTarget(t, python, 150*time.Millisecond, 6)
+			tg, stdin, tlPath := phasesTarget(t, python, 100*time.Millisecond, 10)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			started := make(chan struct{})
@@ -154,7 +154,7 @@ func TestPythonAttribution(t *testing.T) {
 					wrong[want+"→"+fn]++
 				}
 			}
-			if in < 200 {
+			if in < 100 {
 				t.Fatalf("only %d on-CPU samples in the interpreter during the phases", in)
 			}
 			share := float64(right) / float64(in)
