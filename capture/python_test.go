@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/model"
@@ -246,5 +247,50 @@ func TestPythonPerfTrampolinesAgree(t *testing.T) {
 	t.Logf("%d of %d samples name the same functions both ways; first difference: %s", same, both, example)
 	if float64(same) < 0.9*float64(both) {
 		t.Errorf("the perf trampolines and the frames read agree in %d of %d samples, want ≥ 90%%", same, both)
+	}
+}
+
+// TestPythonFlightRecorder: the flight recorder's samples of a CPython
+// target (the baseline rate, before the trigger) carry their Python
+// frames too, resolved when the capture is written.
+func TestPythonFlightRecorder(t *testing.T) {
+	testutil.RequirePerf(t)
+	testutil.RequirePtrace(t)
+	python := testutil.RequireTool(t, "/usr/bin/python3")
+	tg := testutil.Start(t, python, testutil.Testdata(t, "python", "pywork.py"))
+	tg.WaitLine(t, "ready", 30*time.Second)
+	go func() { _, _ = io.Copy(io.Discard, tg.Stdout) }()
+	s, err := Open(Config{PID: tg.Pid, Out: t.TempDir(), Freq: 499, BaselineFreq: 97, CaptureFor: time.Second, History: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := testutil.Eventually(60*time.Second, func() bool { return s.smp.Stats().Samples >= 50 }); err != nil {
+		t.Fatalf("the flight recorder took %d samples", s.smp.Stats().Samples)
+	}
+	res, err := s.Capture(context.Background(), capdir.Trigger{Kind: capdir.Manual, Reason: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := report.ReadProfile(context.Background(), filepath.Join(res.Dir, capdir.FileProfile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, named int
+	for _, smp := range p.Sample {
+		if ph := smp.Label[report.LabelPhase]; len(ph) == 0 || ph[0] != report.PhaseBefore {
+			continue
+		}
+		fn, interp := leafPython(smp)
+		if !interp {
+			continue
+		}
+		before++
+		if fn == "leaf" || fn == "level" {
+			named++
+		}
+	}
+	if before < 20 || float64(named) < 0.9*float64(before) {
+		t.Errorf("%d of the flight recorder's %d samples in the interpreter name pywork.py's functions", named, before)
 	}
 }
