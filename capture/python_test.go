@@ -20,6 +20,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/model"
+	"github.com/stallwatch/stallwatch/report"
 	"github.com/stallwatch/stallwatch/sampler"
 )
 
@@ -269,7 +270,7 @@ func TestPythonFlightRecorder(t *testing.T) {
 	if err := testutil.Eventually(60*time.Second, func() bool { return s.smp.Stats().Samples >= 50 }); err != nil {
 		t.Fatalf("the flight recorder took %d samples", s.smp.Stats().Samples)
 	}
-	res, err := s.Capture(context.Background(), capdir.Trigger{Kind: capdir.Manual, Reason: "test"})
+	res, err := s.Capture(context.Background(), model.Trigger{Kind: model.Manual, Reason: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +280,7 @@ func TestPythonFlightRecorder(t *testing.T) {
 	}
 	var before, named int
 	for _, smp := range p.Sample {
-		if ph := smp.Label[report.LabelPhase]; len(ph) == 0 || ph[0] != report.PhaseBefore {
+		if ph := smp.Label[model.LabelPhase]; len(ph) == 0 || ph[0] != model.PhaseBefore {
 			continue
 		}
 		fn, interp := leafPython(smp)
