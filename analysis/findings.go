@@ -1102,6 +1102,9 @@ func (e *evidence) waitsText() (string, []string) {
 			continue
 		}
 		fr := e.a.stacks[id]
+		if textfmt.SystemOnly(fr) {
+			continue // only the runtime's or libc's frames: the thread table has them
+		}
 		site := e.a.waitSite(id)
 		text := frameLabel(fr[site])
 		if call := userTop(fr); call >= 0 && call < site {
