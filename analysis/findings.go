@@ -31,8 +31,8 @@ const (
 	// from this share of the window, critical from pauseCritical.
 	pauseShare    = 0.2
 	pauseCritical = 0.5
-	// On-CPU time in code no symbol names, past which a JIT's switch is
-	// missing.
+	// On-CPU time in code no symbol names, past which CPython's
+	// half-written jitdump is worth a finding of its own (cpython_jit.go).
 	unnamedShare = 0.05
 	// A lock is a convoy when this many threads wait for its owner.
 	convoyWaiters = 3
@@ -207,28 +207,49 @@ func (e *evidence) deadlocks() []finding {
 		}
 		parts := make([]string, 0, len(cy)+1)
 		var funcs, holds []string
+		java := true // every wait of the cycle is a Java lock: a Java-level deadlock
 		for j, tid := range cy {
 			parts = append(parts, e.ix.name(tid))
-			if t := e.ix[tid]; t != nil {
-				if f := textfmt.TopFrame(t); f != "-" && !slices.Contains(funcs, f) {
-					funcs = append(funcs, f)
-				}
-				what := fmt.Sprintf("tid %d", cy[(j+1)%len(cy)])
-				if t.Wait != nil && t.Wait.Desc != "" {
-					what = textfmt.Clean(t.Wait.Desc)
-				}
+			t := e.ix[tid]
+			if t == nil {
+				java = false
+				continue
+			}
+			top := textfmt.TopFrame(t)
+			if top != "-" && !slices.Contains(funcs, top) {
+				funcs = append(funcs, top)
+			}
+			what := fmt.Sprintf("tid %d", cy[(j+1)%len(cy)])
+			if t.Wait != nil && t.Wait.Desc != "" {
+				what = textfmt.Clean(t.Wait.Desc)
+			}
+			java = java && t.Wait != nil && javaLock(t.Wait.Kind)
+			if java && top != "-" {
+				holds = append(holds, fmt.Sprintf("tid %d waits in %s for %s", tid, top, what))
+			} else {
 				holds = append(holds, fmt.Sprintf("tid %d waits for %s", tid, what))
+			}
+			if t.Wait != nil && t.Wait.OwnerSite != "" && !slices.Contains(funcs, t.Wait.OwnerSite) {
+				funcs = append(funcs, textfmt.Clean(t.Wait.OwnerSite))
 			}
 		}
 		parts = append(parts, e.ix.name(cy[0]))
+		kind := "DEADLOCK"
+		if java {
+			kind = "Java-level DEADLOCK"
+		}
 		f := e.newFinding(model.FindingDeadlock, model.SeverityCritical, float64(len(cy)), append([]int(nil), cy...),
-			fmt.Sprintf("DEADLOCK: %s.", strings.Join(parts, " waits for ")),
+			fmt.Sprintf("%s: %s.", kind, strings.Join(parts, " waits for ")),
 			strings.Join(holds, "; ")+". None of them can go on: each holds what the next one needs. Take the locks in one global order, or with a timeout.")
 		f.Functions = funcNames(funcs)
 		out = append(out, f)
 	}
 	return out
 }
+
+// javaLock says whether a wait is for a Java lock (a monitor, a
+// java.util.concurrent lock), as the snapshot reads them from a JVM.
+func javaLock(kind string) bool { return kind == "java monitor" || kind == "java lock" }
 
 func prefixed(p, s string) string {
 	if s == "" {
@@ -1024,38 +1045,88 @@ func (e *evidence) waitsInOwnCode(t *threadTime) bool {
 	return all > 0 && own*2 >= all
 }
 
-// missingJIT: a runtime with a JIT whose compiled code ran without names.
+// missingJIT: a runtime with a JIT whose compiled code is in stacks
+// without names, sampled (on or off the CPU) or in the snapshot: however
+// few, since a frame without a name hides what the thread ran.
 func (e *evidence) missingJIT() []finding {
-	// With a JIT symbol file read, the switch was given: code it does not
-	// name is something else (a stub, a trampoline, a truncated stack).
-	if e.a == nil || !e.hasCPU || jitSwitch(e.rt) == "" || e.info.Counts.JITSources > 0 {
-		return nil
+	if jitSwitch(e.rt) == "" || e.rt == runtimes.Python && e.info.Counts.JITSources > 0 {
+		return nil // CPython with a JIT file read: unnamedPythonFrames says why
 	}
-	var unnamed, total int64
-	for i := range e.p.Samples {
-		s := &e.p.Samples[i]
-		v := s.Nanos
-		if s.OffCPU || v == 0 {
-			continue
-		}
-		total += v
-		for _, f := range e.a.stacks[e.a.stackOf[i]] {
-			if f.Kind == model.KindUnknown && (strings.HasPrefix(f.Name, "[anon]") || strings.HasPrefix(f.Name, "[unknown]")) {
-				unnamed += v
-				break
+	// Unnamed and total time, on the CPU [0] and off it [1].
+	var unnamed, total [2]int64
+	if e.a != nil {
+		for i := range e.p.Samples {
+			s := &e.p.Samples[i]
+			k := 0
+			if s.OffCPU {
+				k = 1
+			}
+			total[k] += s.Nanos
+			for _, f := range e.a.stacks[e.a.stackOf[i]] {
+				if f.Kind == model.KindUnknown && (strings.HasPrefix(f.Name, "[anon]") || strings.HasPrefix(f.Name, "[unknown]")) {
+					unnamed[k] += s.Nanos
+					break
+				}
 			}
 		}
 	}
-	if total == 0 || float64(unnamed) < unnamedShare*float64(total) {
+	var tids []int
+	if e.snap != nil {
+		for i := range e.snap.Threads {
+			if unnamedJIT(e.snap.Threads[i].User) {
+				tids = append(tids, e.snap.Threads[i].TID)
+			}
+		}
+	}
+	if unnamed[0] == 0 && unnamed[1] == 0 && len(tids) == 0 {
 		return nil
 	}
+	var where []string
+	for k, what := range []string{"of the on-CPU time", "of the off-CPU time"} {
+		if unnamed[k] > 0 && unnamed[k]*1000 >= total[k] { // a share that prints as 0.0% says nothing
+			where = append(where, strings.TrimSpace(textfmt.Pct(unnamed[k], total[k]))+" "+what)
+		}
+	}
+	if len(tids) > 0 {
+		where = append(where, fmt.Sprintf("%s at the snapshot", textfmt.Plural(len(tids), "thread's stack", "threads' stacks")))
+	}
 	srcs := "no JIT symbol file was found"
-	f := e.newFinding(model.FindingMissingJITSymbols, model.SeverityInfo, float64(unnamed)/float64(total), nil,
-		fmt.Sprintf("%s JIT code without names: %s of the on-CPU time is in compiled code no symbol names (%s).",
-			e.rt, strings.TrimSpace(textfmt.Pct(unnamed, total)), srcs),
-		"To name it, "+jitSwitch(e.rt)+".")
+	if n := e.info.Counts.JITSources; n > 0 {
+		srcs = fmt.Sprintf("the %s read do not name it", textfmt.Plural(n, "JIT symbol source", "JIT symbol sources"))
+	}
+	weight := float64(len(tids))
+	if total[0] > 0 {
+		weight += float64(unnamed[0]) / float64(total[0])
+	}
+	advice := "To name it, " + jitSwitch(e.rt) + "."
+	if e.info.Counts.JITSources > 0 {
+		advice = "The runtime's own names were read (capture.json's notes say from where) and do not cover this code: " +
+			"code compiled, moved or freed after they were written, or a stub the runtime does not name."
+	}
+	f := e.newFinding(model.FindingMissingJITSymbols, model.SeverityInfo, weight, tids,
+		fmt.Sprintf("%s JIT code without names: %s ran in compiled code no symbol names (%s).",
+			e.rt, andList(where), srcs), advice)
 	f.Runtime = e.rt.ID
 	return []finding{f}
+}
+
+// andList joins "a", "b" and "c" as a sentence does.
+func andList(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
+}
+
+// unnamedJIT says whether a stack runs through anonymous executable
+// memory (a JIT's code) that nothing names.
+func unnamedJIT(stack []*model.Location) bool {
+	for _, l := range stack {
+		if l != nil && l.Kind == model.KindUnknown && strings.HasPrefix(l.Name(), "[anon]") {
+			return true
+		}
+	}
+	return false
 }
 
 // allWaiting: nothing ran.

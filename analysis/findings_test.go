@@ -310,14 +310,88 @@ func TestFindingsWithoutEvidence(t *testing.T) {
 	}
 }
 
-// TestMissingJITNotWhenNamed: with a JIT symbol file read, code it does
-// not name is something else: no finding that says to turn names on.
-func TestMissingJITNotWhenNamed(t *testing.T) {
-	fs := scene{exe: "/usr/bin/java", samples: []model.Sample{on(101, 2*time.Second, stack(at(mAnon, "[anon] 0x7f00001000")))},
-		info: func(in *model.Info) { in.Counts.JITSources = 1 }}.findings()
+// TestMissingJITWhenNamesMiss: JIT code no name covers is said however
+// the names were sought — sampled with a JIT symbol source read (the
+// source misses it: no switch to turn on), or only in the snapshot's
+// stacks (a stall: nothing on the CPU) — and never without such code.
+func TestMissingJITWhenNamesMiss(t *testing.T) {
+	anon := stack(at(mAnon, "[anon] 0x7f00001000"), at(mApp, "JavaMain"))
+	for _, c := range []struct {
+		name  string
+		scene scene
+		want  []string // in the summary and detail
+		not   string
+		tids  []int
+	}{
+		{"sampled, a source read", scene{exe: "/usr/bin/java", samples: []model.Sample{on(101, 2*time.Second, anon)},
+			info: func(in *model.Info) { in.Counts.JITSources = 1 }},
+			[]string{"100.0% of the on-CPU time", "the 1 JIT symbol source read do not name it", "do not cover this code"}, "To name it", nil},
+		{"the snapshot alone", scene{exe: "/usr/bin/java", noProfile: true, threads: []model.Thread{thread(101, "transfer-1", 'S', anon...)}},
+			[]string{"1 thread's stack at the snapshot", "no JIT symbol file was found", "Compiler.perfmap"}, "", []int{101}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got *model.Finding
+			for _, f := range c.scene.findings() {
+				if f.Kind == model.FindingMissingJITSymbols {
+					got = &f
+				}
+			}
+			if got == nil {
+				t.Fatal("no missing JIT names finding")
+			}
+			text := got.Summary + " " + got.Detail
+			for _, w := range c.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("%q lacks %q", text, w)
+				}
+			}
+			if c.not != "" && strings.Contains(text, c.not) {
+				t.Errorf("%q says %q", text, c.not)
+			}
+			if !slices.Equal(got.TIDs, c.tids) {
+				t.Errorf("threads %v, want %v", got.TIDs, c.tids)
+			}
+		})
+	}
+	named := stack(at(mJIT, "Hot.fibonacci"), at(mApp, "JavaMain"))
+	fs := scene{exe: "/usr/bin/java", samples: []model.Sample{on(101, 2*time.Second, named)},
+		threads: []model.Thread{thread(101, "main", 'S', named...)}}.findings()
 	for _, f := range fs {
 		if f.Kind == model.FindingMissingJITSymbols {
-			t.Errorf("%+v", f)
+			t.Errorf("named JIT code: %+v", f)
 		}
+	}
+}
+
+// TestJavaDeadlock: a cycle of Java threads each waiting for a monitor
+// the next holds is a Java-level deadlock, named as jstack names it: the
+// threads, the monitors, the methods each waits in and the methods that
+// took the monitors.
+func TestJavaDeadlock(t *testing.T) {
+	mJava := &model.Mapping{File: model.JavaMapping, Kind: model.KindJIT}
+	jframe := func(fn, file string, line int64) *model.Location {
+		return &model.Location{Addr: 0x1000, Mapping: mJava, Kind: model.KindJIT, Lines: []model.Line{{Function: fn, File: file, Line: line}}}
+	}
+	park := at(&model.Mapping{File: "/usr/lib/jvm/java-17/lib/server/libjvm.so", Kind: model.KindNative}, "os::PlatformEvent::park")
+	a := thread(101, "transfer-1", 'S', park, jframe("Ledger.settleSavingsFrom", "Stall.java", 44), jframe("Ledger.settleChecking", "Stall.java", 38))
+	b := thread(102, "transfer-2", 'S', park, jframe("Ledger.settleCheckingFrom", "Stall.java", 58), jframe("Ledger.settleSavings", "Stall.java", 52))
+	a.Wait = &model.Wait{Kind: "java monitor", Owner: 102, OwnerSite: "Ledger.settleSavings (Stall.java:52)",
+		Desc: `Java monitor <0x000000069ec1c1e8> (a java.lang.Object), held by tid 102 "transfer-2" (locked in Ledger.settleSavings (Stall.java:52))`}
+	b.Wait = &model.Wait{Kind: "java monitor", Owner: 101, OwnerSite: "Ledger.settleChecking (Stall.java:38)",
+		Desc: `Java monitor <0x000000069ec1c1d8> (a java.lang.Object), held by tid 101 "transfer-1" (locked in Ledger.settleChecking (Stall.java:38))`}
+	fs := scene{exe: "/usr/bin/java", noProfile: true, threads: []model.Thread{a, b}}.findings()
+	if len(fs) == 0 || fs[0].Kind != model.FindingDeadlock {
+		t.Fatalf("findings %s, want a deadlock first", kinds(fs))
+	}
+	f := fs[0]
+	for _, w := range []string{"Java-level DEADLOCK", `"transfer-1"`, `"transfer-2"`, "<0x000000069ec1c1e8> (a java.lang.Object)",
+		"waits in Ledger.settleSavingsFrom (Stall.java:44)", "locked in Ledger.settleChecking (Stall.java:38)"} {
+		if !strings.Contains(f.Summary+" "+f.Detail, w) {
+			t.Errorf("%q lacks %q", f.Summary+" "+f.Detail, w)
+		}
+	}
+	want := []string{"Ledger.settleSavingsFrom", "Ledger.settleSavings", "Ledger.settleCheckingFrom", "Ledger.settleChecking"}
+	if !slices.Equal(f.Functions, want) {
+		t.Errorf("functions %q, want %q", f.Functions, want)
 	}
 }

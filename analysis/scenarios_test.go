@@ -192,7 +192,14 @@ var scenarios = []scenario{{
 	about: "java -Xmx768m -XX:+UseG1GC testdata/stalls/GcLoop.java 200 (OpenJDK 17): System.gc() in a loop, a full collection at each safepoint",
 	run: func(t *testing.T) string {
 		java := testutil.RequireTool(t, "java")
+		var pid int
+		t.Cleanup(func() { // after the target's own cleanup killed it: the capture asked for its perf map
+			if pid != 0 {
+				testutil.RemoveJavaLeftovers(pid)
+			}
+		})
 		tg := testutil.StartCmd(t, exec.Command(java, "-Xmx768m", "-XX:+UseG1GC", testutil.Testdata(t, "stalls", "GcLoop.java"), "200"))
+		pid = tg.Pid
 		tg.WaitLine(t, "ready", 60*time.Second)
 		return record(t, tg.Pid)
 	},

@@ -185,6 +185,7 @@ func writeCaptures(b *testing.B, pid int, samples []sampler.Sample, unwind Unwin
 // TestMain stops the benchmark's target.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	testutil.RemoveJavaClasses()
 	if t := endToPprof.target; t != nil {
 		t.Process.Kill()
 		t.Wait()

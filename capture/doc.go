@@ -33,6 +33,14 @@
 // refreshed at the start of each capture (code loaded since) and before
 // its samples are resolved.
 //
+// A JVM is asked at the start of each capture, beside it, for its perf
+// map, through its attach mechanism (package runtimes/hotspot/attach,
+// within a second); one that cannot answer (held at a safepoint) or may
+// not be asked has its code named from its code cache, read from its
+// memory. Where its memory cannot be read at all, its Java threads come
+// from its own thread dump, asked once the snapshot's stops are over.
+// The notes say which path gave the names and the threads (jvm.go).
+//
 // # Descriptors
 //
 // Sampling holds a file descriptor per perf event and thread, and a

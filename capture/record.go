@@ -42,6 +42,7 @@ func Record(ctx context.Context, cfg Config, d time.Duration, progress func(Prog
 		return nil, err
 	}
 	defer s.tp.Close()
+	defer s.jvm.close()
 	if !s.canSample() {
 		return nil, fmt.Errorf("cannot record pid %d: %s", cfg.PID, s.plan.Summary())
 	}
@@ -52,12 +53,15 @@ func Record(ctx context.Context, cfg Config, d time.Duration, progress func(Prog
 	defer smp.Close()
 
 	tr := model.Trigger{Kind: model.Manual, At: time.Now(), Mono: monotime.Now(), Reason: fmt.Sprintf("stallwatch record for %v", d)}
+	ask := s.jvm.askPerfMap(ctx)
 	rec := smp.StartRecording()
 	snap := s.startSnapshot(ctx, smp.OffCPUSince)
 	cutWhy := recordFor(ctx, d, smp, progress)
 	samples := rec.Stop()
 	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, stats: rec.Stats(), cutWhy: cutWhy, notes: s.notes, exited: !procfs.Alive(cfg.PID)}
 	f.snap = snap()
+	f.addNote(s.jvm.javaThreads(ctx, f.snap))
+	f.addNote(s.jvm.jitNames(ask))
 	return s.finish(f, smp, rec, []window{{"", nil}, {"", samples}})
 }
 

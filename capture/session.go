@@ -39,6 +39,9 @@ type Session struct {
 	// py reads the Python frames of a CPython target's samples; nil for
 	// other targets.
 	py *pyAnnotator
+	// jvm is what is kept of a JVM target (its attach client); nil for
+	// any other.
+	jvm *jvmSession
 
 	mu sync.Mutex // one capture at a time
 }
@@ -122,6 +125,7 @@ func newSession(cfg Config, root *capdir.Root) (*Session, error) {
 	}
 	s.notes = s.tp.Notes()
 	s.openPython()
+	s.jvm = newJVMSession(s.tp)
 	s.planDescriptors()
 	s.unwind = s.cfg.Unwind
 	if s.unwind == UnwindAuto {
@@ -206,14 +210,15 @@ func (s *Session) Capture(ctx context.Context, tr model.Trigger) (*model.Result,
 	}
 	var lost []string
 	smp := s.smp
+	ask := s.jvm.askPerfMap(ctx)
 	if !s.canSample() {
-		return s.snapshotOnly(ctx, tr, "no samples: too few file descriptors for even one thread (the note above has the numbers and the fix)", true)
+		return s.snapshotOnly(ctx, tr, ask, "no samples: too few file descriptors for even one thread (the note above has the numbers and the fix)", true)
 	}
 	if smp == nil {
 		var err error
 		if smp, err = sampler.Start(s.samplerConfig(s.cfg.Freq, !s.cfg.NoOffCPU, -1)); err != nil {
 			s.cfg.Logger.Warn("capture: sampling could not start; writing the snapshot alone", "err", err)
-			return s.snapshotOnly(ctx, tr, "no samples: the sampler could not start: "+err.Error(), false)
+			return s.snapshotOnly(ctx, tr, ask, "no samples: the sampler could not start: "+err.Error(), false)
 		}
 		defer smp.Close()
 	} else if err := smp.SetRate(s.cfg.Freq, !s.cfg.NoOffCPU); err != nil {
@@ -240,18 +245,22 @@ func (s *Session) Capture(ctx context.Context, tr model.Trigger) (*model.Result,
 	}
 	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, stats: rec.Stats(), cutWhy: cutWhy, notes: slices.Concat(s.notes, lost), exited: !procfs.Alive(s.cfg.PID)}
 	f.snap = snap()
+	f.addNote(s.jvm.javaThreads(ctx, f.snap))
+	f.addNote(s.jvm.jitNames(ask))
 	return s.finish(f, smp, rec, []window{{model.PhaseBefore, before}, {model.PhaseDuring, during}})
 }
 
 // snapshotOnly writes a capture that has the thread snapshot and no
 // samples, with why in its notes; overBudget: no thread had room in the
 // descriptor plan, so every thread counts as unsampled.
-func (s *Session) snapshotOnly(ctx context.Context, tr model.Trigger, why string, overBudget bool) (*model.Result, error) {
+func (s *Session) snapshotOnly(ctx context.Context, tr model.Trigger, ask *perfMapAsk, why string, overBudget bool) (*model.Result, error) {
+	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, notes: slices.Concat(s.notes, []string{why}), exited: !procfs.Alive(s.cfg.PID)}
+	f.addNote(s.jvm.jitNames(ask))
 	if err := s.tp.Refresh(); err != nil {
 		s.cfg.Logger.Debug("refreshing what is known of the target", "err", err)
 	}
-	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, notes: slices.Concat(s.notes, []string{why}), exited: !procfs.Alive(s.cfg.PID)}
 	f.snap = s.startSnapshot(ctx, nil)()
+	f.addNote(s.jvm.javaThreads(ctx, f.snap))
 	if f.snap != nil && overBudget {
 		f.stats.ThreadsOverBudget = len(f.snap.Threads)
 	}
@@ -276,6 +285,7 @@ func (s *Session) startSnapshot(ctx context.Context, offCPUSince func(int) (uint
 			NoPtrace:    s.cfg.NoPtrace,
 			Target:      s.tp,
 			OffCPUSince: offCPUSince,
+			NoJava:      !s.jvm.readsMemory(),
 			Logger:      s.cfg.Logger,
 		})
 		if err != nil {
@@ -346,7 +356,7 @@ func (s *Session) Close() error {
 	if s.smp != nil {
 		err = s.smp.Close()
 	}
-	return errors.Join(err, s.tp.Close(), s.root.Close())
+	return errors.Join(err, s.jvm.close(), s.tp.Close(), s.root.Close())
 }
 
 // waitFor waits d, or less when ctx ends or the target exits; it returns

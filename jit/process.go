@@ -1,6 +1,7 @@
 package jit
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -414,4 +415,78 @@ func processStart(pid int) time.Time {
 	sinceBoot := time.Duration(st.StartTime) * time.Second / procfs.ClockTicks
 	up := time.Duration(boot.Nano())
 	return time.Now().Add(sinceBoot - up)
+}
+
+// MapEntry is one code range a reader of the target's memory named.
+type MapEntry struct {
+	Start, Size uint64
+	Name        string // as the runtime spells it in its own perf map
+}
+
+// SetMemoryMap makes entries a symbol source of the process, named path
+// (not a file of the target's: "[memory: the JVM's code cache]"), read as
+// a perf map: the names a reader of the target's memory found, where the
+// runtime wrote no file. A later call replaces the source. It is indexed
+// at the next Update.
+func (p *Process) SetMemoryMap(path string, entries []MapEntry) error {
+	f, err := memoryFile(path, entries)
+	if err != nil {
+		return err
+	}
+	s, err := newSource(f, KindPerfMap, path, "memory")
+	if err != nil {
+		f.Close()
+		return err
+	}
+	s.configure(p.opts)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		s.close()
+		return errors.New("jit: SetMemoryMap on a closed Process")
+	}
+	kept := p.sources[:0]
+	replaced := false
+	for _, o := range p.sources {
+		if o.info.Path == path {
+			o.close()
+			replaced = true
+			continue
+		}
+		kept = append(kept, o)
+	}
+	p.sources = append(kept, s)
+	if replaced {
+		// What the old source indexed must go: read everything again.
+		p.b = &builder{}
+		for _, o := range p.sources {
+			o.reset()
+		}
+	}
+	return nil
+}
+
+// memoryFile writes entries as perf map lines into an anonymous file.
+func memoryFile(name string, entries []MapEntry) (*os.File, error) {
+	fd, err := unix.MemfdCreate("stallwatch-map", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("%s: memfd_create: %w", name, err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	w := bufio.NewWriter(f)
+	var line []byte
+	for _, e := range entries {
+		line = strconv.AppendUint(line[:0], e.Start, 16)
+		line = append(line, ' ')
+		line = strconv.AppendUint(line, e.Size, 16)
+		line = append(line, ' ')
+		line = appendMapName(line, e.Name)
+		line = append(line, '\n')
+		w.Write(line)
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return f, nil
 }

@@ -317,3 +317,50 @@ func TestDiscoverInChrootAndPidNamespace(t *testing.T) {
 		t.Errorf("read a host file through a link out of the target's root: %+v", s)
 	}
 }
+
+// TestSetMemoryMap: names a reader of the target's memory found are
+// looked up as a perf map's, and a later set replaces them.
+func TestSetMemoryMap(t *testing.T) {
+	tg := testutil.Start(t, "/bin/sleep", "600")
+	p, err := OpenProcess(tg.Pid, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	const path = "[memory: test]"
+	if err := p.SetMemoryMap(path, []MapEntry{{0x1000, 0x100, "long Hot.fibonacci(long)"}, {0x2000, 0x10, "evil\nname"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Update(); err != nil {
+		t.Fatal(err)
+	}
+	ix := p.Index()
+	if s, ok := ix.Lookup(0x1010); !ok || s.Name != "long Hot.fibonacci(long)" || s.Runtime != RuntimeJVM {
+		t.Errorf("0x1010: %+v %v", s, ok)
+	}
+	if s, ok := ix.Lookup(0x2000); !ok || s.Name != "evil name" {
+		t.Errorf("a name with a line break: %+v %v", s, ok)
+	}
+	if err := p.SetMemoryMap(path, []MapEntry{{0x3000, 0x100, "void A.b()"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Update(); err != nil {
+		t.Fatal(err)
+	}
+	ix = p.Index()
+	if _, ok := ix.Lookup(0x1010); ok {
+		t.Error("the replaced set's names are still there")
+	}
+	if s, ok := ix.Lookup(0x3001); !ok || s.Name != "void A.b()" {
+		t.Errorf("0x3001: %+v %v", s, ok)
+	}
+	var memory []SourceInfo
+	for _, s := range p.Sources() {
+		if s.How == "memory" {
+			memory = append(memory, s)
+		}
+	}
+	if len(memory) != 1 || memory[0].Path != path || memory[0].Symbols != 1 {
+		t.Errorf("sources %+v", memory)
+	}
+}

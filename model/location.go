@@ -31,6 +31,11 @@ func (k FrameKind) String() string {
 // their code is a code object, in no file's mapping.
 const PythonMapping = "[python]"
 
+// JavaMapping is the pseudo mapping of Java frames read from a JVM
+// (package runtimes/hotspot): a method's code is bytecode or the code
+// cache's, in no file's mapping. Their kind is KindJIT.
+const JavaMapping = "[java]"
+
 // Mapping describes where a location's code came from, shaped like a pprof
 // mapping.
 type Mapping struct {

@@ -124,6 +124,10 @@ type Wait struct {
 	// Desc says it in words: "pthread mutex 0x7f..10 held by tid 12",
 	// "read() on fd 5 → socket:[8812]", "owner unknown".
 	Desc string
+	// OwnerSite is where the owner took what is waited for, when known:
+	// the frame of a Java thread holding a monitor
+	// ("Ledger.settleChecking (Stall.java:38)").
+	OwnerSite string
 }
 
 // LockGraph is the waits-for graph between the threads.

@@ -96,10 +96,11 @@ type jsonSyscall struct {
 }
 
 type jsonWait struct {
-	Kind  string `json:"kind"`
-	Addr  string `json:"addr,omitempty"`
-	Owner int    `json:"owner,omitempty"`
-	Desc  string `json:"desc,omitempty"`
+	Kind      string `json:"kind"`
+	Addr      string `json:"addr,omitempty"`
+	Owner     int    `json:"owner,omitempty"`
+	Desc      string `json:"desc,omitempty"`
+	OwnerSite string `json:"owner_site,omitempty"`
 }
 
 type jsonFrame struct {
@@ -214,7 +215,7 @@ func toJSONDump(snap *Snapshot) *jsonDump {
 			jt.UserAddrs = append(jt.UserAddrs, hex(a))
 		}
 		if wt := t.Wait; wt != nil {
-			jw := &jsonWait{Kind: wt.Kind, Owner: wt.Owner, Desc: wt.Desc}
+			jw := &jsonWait{Kind: wt.Kind, Owner: wt.Owner, Desc: wt.Desc, OwnerSite: wt.OwnerSite}
 			if wt.Addr != 0 {
 				jw.Addr = hex(wt.Addr)
 			}
@@ -365,7 +366,7 @@ func fromJSONDump(d *jsonDump, name string) (*Snapshot, error) {
 			t.UserAddrs = append(t.UserAddrs, v)
 		}
 		if jw := jt.Wait; jw != nil {
-			wt := &Wait{Kind: jw.Kind, Owner: jw.Owner, Desc: jw.Desc}
+			wt := &Wait{Kind: jw.Kind, Owner: jw.Owner, Desc: jw.Desc, OwnerSite: jw.OwnerSite}
 			if jw.Addr != "" {
 				if wt.Addr, err = parseHex(jw.Addr); err != nil {
 					return nil, fmt.Errorf("%s: thread %d: wait address: %v", name, jt.TID, err)

@@ -437,3 +437,60 @@ func TestOffCPUFlatIsTheWaitSite(t *testing.T) {
 		t.Error("report.txt does not say what off-CPU flat means")
 	}
 }
+
+// TestThreadTableKeepsBlocked: the first screen's thread table of a JVM
+// whose twenty threads of its own idle since start-up shows its
+// application's threads — the two in a deadlock and the one sleeping
+// beside them — and, when more threads wait for another than it has rows,
+// fills them with those and says how many more there are. (It showed 10 of 22 threads of such a JVM, without the three:
+// every thread waited on a futex with no owner known, and the VM's own,
+// off the CPU the longest, came first.)
+func TestThreadTableKeepsBlocked(t *testing.T) {
+	libjvm := &model.Mapping{File: "/usr/lib/jvm/java-17/lib/server/libjvm.so", Kind: model.KindNative}
+	java := &model.Mapping{File: model.JavaMapping, Kind: model.KindJIT}
+	loc := func(m *model.Mapping, fn string) *model.Location {
+		return &model.Location{Addr: 0x1000, Mapping: m, Kind: m.Kind, Lines: []model.Line{{Function: fn}}}
+	}
+	idle := []*model.Location{loc(libjvm, "os::PlatformMonitor::wait"), loc(libjvm, "Thread::call_run")}
+	var threads []model.Thread
+	for i := range 19 {
+		threads = append(threads, model.Thread{TID: 100 + i, Name: fmt.Sprintf("GC Thread#%d", i), State: 'S',
+			OffCPUKnown: true, OffCPUFor: time.Hour, User: idle,
+			Wait: &model.Wait{Kind: "futex", Desc: "a signal on the condition variable near 0x7f00 (no owner)"}})
+	}
+	app := func(tid int, name, fn string, w *model.Wait) model.Thread {
+		return model.Thread{TID: tid, Name: name, State: 'S', OffCPUKnown: true, OffCPUFor: time.Second, Wait: w,
+			User: []*model.Location{loc(libjvm, "os::PlatformEvent::park"), loc(java, fn)}}
+	}
+	threads = append(threads,
+		app(200, "transfer-1", "Ledger.settleSavingsFrom", &model.Wait{Kind: "java monitor", Owner: 201, Desc: "Java monitor <0x10> (a java.lang.Object)"}),
+		app(201, "transfer-2", "Ledger.settleCheckingFrom", &model.Wait{Kind: "java monitor", Owner: 200, Desc: "Java monitor <0x20> (a java.lang.Object)"}),
+		app(202, "heartbeat", "java.lang.Thread.sleep", &model.Wait{Kind: "java sleep", Desc: "Thread.sleep"}))
+	snap := &model.Snapshot{PID: 1, Threads: threads}
+	snap.Locks = model.BuildLockGraph(snap.Threads)
+	out := renderText(t, analyzed(&Capture{Info: model.Info{Trigger: model.Manual, PID: 1}, Threads: snap}))
+	table := out[strings.Index(out, "Threads ("):]
+	table = table[:strings.Index(table, "\n\n")]
+	for _, name := range []string{"transfer-1", "transfer-2", "heartbeat"} {
+		if !strings.Contains(table, name) {
+			t.Errorf("%s not in the first screen's table:\n%s", name, table)
+		}
+	}
+
+	// Fifteen threads waiting for another, more than the screen's ten
+	// rows: the rows are theirs, and the table says how many more the
+	// dump holds.
+	threads = threads[:19]
+	for i := range 15 {
+		threads = append(threads, app(300+i, fmt.Sprintf("worker-%d", i), "Pool.take", &model.Wait{Kind: "java monitor", Owner: 400, Desc: "Java monitor <0x30> (a Pool)"}))
+	}
+	snap = &model.Snapshot{PID: 1, Threads: threads}
+	snap.Locks = model.BuildLockGraph(snap.Threads)
+	out = renderText(t, analyzed(&Capture{Info: model.Info{Trigger: model.Manual, PID: 1}, Threads: snap}))
+	table = out[strings.Index(out, "Threads ("):]
+	table = table[:strings.Index(table, "\n\n")]
+	if n := strings.Count(table, "worker-"); n != 10 || strings.Contains(table, "GC Thread") ||
+		!strings.Contains(table, "… 5 more threads deadlocked, waiting for another or in uninterruptible sleep: in the thread dump below") {
+		t.Errorf("%d of the 15 waiting threads in the first screen's table, and no word of the rest:\n%s", n, table)
+	}
+}

@@ -67,6 +67,10 @@ func writeTextSummary(w io.Writer, v *view) {
 	}
 }
 
+// writeThreadTable writes the first max rows (the threads a hang is made
+// of rank first: deadlocked, waiting for another thread, in
+// uninterruptible sleep) and, when there are more of those than rows,
+// says how many more the thread dump holds.
 func writeThreadTable(w io.Writer, rows []threadRow, max int) {
 	n := len(rows)
 	if max > 0 && n > max {
@@ -84,6 +88,15 @@ func writeThreadTable(w io.Writer, rows []threadRow, max int) {
 			top += "  ⟵ " + r.waits
 		}
 		fmt.Fprintf(w, "  %-8d %-16s %-2s %9s %9s %9s  %s\n", r.tid, truncate(r.name, 16), r.state, r.offCPU, r.runq, r.cpu, truncate(top, 100))
+	}
+	more := 0
+	for _, r := range rows[n:] {
+		if r.rank <= rankUninterruptible {
+			more++
+		}
+	}
+	if more > 0 {
+		fmt.Fprintf(w, "  … %s deadlocked, waiting for another or in uninterruptible sleep: in the thread dump below\n", plural(more, "more thread", "more threads"))
 	}
 }
 

@@ -42,6 +42,10 @@ type threadRow struct {
 	rank          int
 	offCPUNanos   int64
 	unreadableErr string
+	// runtimeCode: the thread runs a language runtime's code (a Java
+	// thread's Java frames): the program's threads, before the
+	// runtime's own that idle beside them.
+	runtimeCode bool
 }
 
 // section is one ranking of stacks: a sample type in a phase.
@@ -396,6 +400,7 @@ func threadRows(c *Capture) []threadRow {
 			r.cpu = fmtDur(time.Duration(cpu[strconv.Itoa(t.TID)]))
 		}
 		r.waits = waitText(t.Wait)
+		r.runtimeCode = runsRuntimeCode(t)
 		rows = append(rows, r)
 	}
 	sort.SliceStable(rows, func(i, j int) bool {
@@ -403,12 +408,26 @@ func threadRows(c *Capture) []threadRow {
 		if a.rank != b.rank {
 			return a.rank < b.rank
 		}
+		if a.runtimeCode != b.runtimeCode {
+			return a.runtimeCode
+		}
 		if a.offCPUNanos != b.offCPUNanos {
 			return a.offCPUNanos > b.offCPUNanos
 		}
 		return a.tid < b.tid
 	})
 	return rows
+}
+
+// runsRuntimeCode says whether a thread's stack holds a language
+// runtime's frames (Java's, read from the JVM).
+func runsRuntimeCode(t *model.Thread) bool {
+	for _, l := range t.User {
+		if l != nil && l.Mapping != nil && l.Mapping.File == model.JavaMapping {
+			return true
+		}
+	}
+	return false
 }
 
 // waitText is what the thread table says a thread waits for: the owner

@@ -10,7 +10,9 @@ var JVM = &Runtime{
 	Libraries:   []string{"libjvm."},
 	JIT: &JIT{
 		Writer: "jvm",
-		Switch: "start java with -XX:+PreserveFramePointer (whole Java stacks) and write its JIT names with `jcmd <pid> Compiler.perfmap` (or -XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit, or perf's libperf-jvmti.so agent)",
+		// stallwatch asks the JVM itself (package capture, jvm.go).
+		Switch: "nothing need be started: stallwatch asks the JVM for its perf map at each capture (jcmd Compiler.perfmap, through its attach mechanism) and reads its code cache when it cannot answer; capture.json's notes say which it did and why a map did not come; " +
+			"code compiled after that is named at the next capture; start java with -XX:+PreserveFramePointer for whole Java stacks in samples",
 		Writes: func(raw string) bool {
 			_, ok := jvmtiParts(raw)
 			return ok || isJVMExternal(raw)

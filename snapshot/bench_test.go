@@ -2,14 +2,18 @@ package snapshot
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/target"
 )
 
 // BenchmarkSnapshot: the wall time of a snapshot of a process of 100 and
@@ -127,4 +131,118 @@ func BenchmarkSnapshotPython(b *testing.B) {
 		b.ReportMetric(float64(stops[len(stops)*99/100].Microseconds()), "p99-stop-µs")
 	}
 	b.ReportMetric(ours.Seconds()/theirs.Seconds(), "x-vs-own")
+}
+
+// BenchmarkJavaSnapshot: the snapshot of a JVM of 200 Java threads, with
+// its Java threads read from its memory, beside the snapshot without them
+// (as before the JVM was read) and jstack -l on the same JVM: the wall time
+// of each, and the longest any thread was stopped — the snapshot's
+// longest ptrace stop, and jstack's safepoint, for which every Java thread
+// stops (the VM's own -Xlog:safepoint). The target is opened once, as a
+// capture's session does.
+func BenchmarkJavaSnapshot(b *testing.B) {
+	testutil.RequirePtrace(b)
+	jstack := testutil.RequireTool(b, "jstack")
+	tg := testutil.StartJava(b, []string{"-Xlog:safepoint"}, "threads", "200")
+	log := collectLines(tg)
+	tp, err := target.Open(tg.Pid, target.Options{Kernel: true, JIT: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tp.Close()
+	// The first snapshot parses libjvm's symbols and unwind tables: a
+	// session does that once, before its first capture.
+	if _, err := Take(context.Background(), tg.Pid, Options{Target: tp}); err != nil {
+		b.Fatal(err)
+	}
+	walls := map[string]time.Duration{}
+	stops := map[string]time.Duration{}
+	for _, c := range []struct {
+		name   string
+		noJava bool
+	}{{"without-java", true}, {"with-java", false}} {
+		b.Run(c.name, func(b *testing.B) {
+			var maxStop time.Duration
+			for b.Loop() {
+				snap, err := Take(context.Background(), tg.Pid, Options{Target: tp, NoJava: c.noJava})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(snap.Threads) < 200 {
+					b.Fatalf("%d threads", len(snap.Threads))
+				}
+				maxStop = max(maxStop, snap.MaxStop)
+			}
+			walls[c.name] = b.Elapsed() / time.Duration(b.N)
+			stops[c.name] = maxStop
+			b.ReportMetric(float64(maxStop.Microseconds())/1000, "max-stop-ms")
+		})
+	}
+	b.Run("jstack", func(b *testing.B) {
+		log.take()
+		for b.Loop() {
+			if out, err := exec.Command(jstack, "-l", strconv.Itoa(tg.Pid)).CombinedOutput(); err != nil {
+				b.Fatalf("jstack: %v\n%s", err, out)
+			}
+		}
+		walls["jstack"] = b.Elapsed() / time.Duration(b.N)
+		var longest time.Duration
+		n := 0
+		err := testutil.Eventually(10*time.Second, func() bool {
+			for _, l := range log.take() {
+				if m := safepointTotal.FindStringSubmatch(l); m != nil && m[1] == "PrintThreads" {
+					ns, _ := strconv.ParseInt(m[2], 10, 64)
+					longest = max(longest, time.Duration(ns))
+					n++
+				}
+			}
+			return n >= b.N
+		})
+		if err != nil {
+			b.Fatalf("the VM logged %d of jstack's %d safepoints", n, b.N)
+		}
+		stops["jstack"] = longest
+		b.ReportMetric(float64(longest.Microseconds())/1000, "max-stop-ms")
+	})
+	if w := walls["with-java"]; w > 0 && walls["jstack"] > 0 {
+		fmt.Printf("JVM of 200 Java threads: snapshot with Java threads %v (longest stop %v), without %v (%v), jstack -l %v (every Java thread stopped up to %v): %.1f× faster than jstack\n",
+			w.Round(time.Millisecond), stops["with-java"].Round(10*time.Microsecond), walls["without-java"].Round(time.Millisecond),
+			stops["without-java"].Round(10*time.Microsecond), walls["jstack"].Round(time.Millisecond), stops["jstack"].Round(10*time.Microsecond),
+			float64(walls["jstack"])/float64(w))
+	}
+}
+
+// safepointTotal matches the VM's account of a safepoint
+// (-Xlog:safepoint): how long every Java thread was stopped for it.
+var safepointTotal = regexp.MustCompile(`Safepoint "(\w+)".* Total: (\d+) ns`)
+
+// lines are what a target prints, collected as it prints them.
+type lines struct {
+	mu sync.Mutex
+	l  []string
+}
+
+func collectLines(tg *testutil.Target) *lines {
+	ls := &lines{}
+	go func() {
+		for {
+			l, err := tg.Stdout.ReadString('\n')
+			ls.mu.Lock()
+			ls.l = append(ls.l, l)
+			ls.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return ls
+}
+
+// take returns the lines collected since the last take.
+func (ls *lines) take() []string {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	out := ls.l
+	ls.l = nil
+	return out
 }

@@ -47,6 +47,18 @@
 // in the word, pthread_join waits on the joined thread's tid. They make
 // the waits-for graph (model.BuildLockGraph), whose cycles are deadlocks.
 //
+// A HotSpot JVM's threads are also read as the JVM sees them, from its
+// memory (package runtimes/hotspot, java.go), once the stops are over and
+// with none of their own: their Java names, their Java frames in place of
+// the interpreter's and the code cache's frames in their native stacks
+// (frames of threads running Java code start at the registers of their
+// stop), the monitor or java.util.concurrent lock each waits for and the
+// thread holding it (edges of the waits-for graph: Java-level deadlocks
+// are its cycles), and, while a safepoint is being reached, the VM
+// Thread's wait for the thread it waits for. Where the JVM's memory
+// cannot be read, the capture gives the snapshot the JVM's own thread
+// dump instead (ApplyJava).
+//
 // How long a thread has been off the CPU comes from the kernel's
 // accounting (/proc/<pid>/task/<tid>/sched, se.exec_start) where the
 // kernel has it, converted from the task clock of the CPU the thread last

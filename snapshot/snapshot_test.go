@@ -23,6 +23,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(sharedDir)
+	testutil.RemoveJavaClasses()
 	os.Exit(code)
 }
 

@@ -41,7 +41,11 @@ type Options struct {
 	// stopped had been off the CPU, which our stop resets in the
 	// kernel's accounting (stops.go). Nil: this stallwatch process's
 	// book, shared by all its snapshots.
-	Stops  *StopBook
+	Stops *StopBook
+	// NoJava leaves a JVM's Java threads unread: the caller reads them
+	// another way (the JVM's own thread dump, where its memory cannot be
+	// read: package capture).
+	NoJava bool
 	Logger *slog.Logger
 }
 
@@ -92,6 +96,7 @@ type taker struct {
 	since    map[int]stopMark // each thread's off-CPU start and counts, before any stop
 	js       *jsReader        // nil: the target runs no V8
 	jsFrames map[int][]jsFrame
+	java     *javaReading // a JVM's threads (java.go); nil for any other process
 }
 
 func (tk *taker) note(format string, args ...any) {
@@ -183,6 +188,7 @@ func (tk *taker) prepare() {
 		for _, p := range tk.unw.Problems() {
 			tk.note("unwinding: %s", p)
 		}
+		tk.prepareJava()
 		if tk.ownTg {
 			for _, n := range tk.tg.Notes() {
 				tk.note("%s", n)
@@ -358,6 +364,7 @@ func (tk *taker) userStack(t *model.Thread, st procfs.Status, sc procfs.Syscall)
 			t.UserAddrs, t.UserExact, t.UserCut = res.trace.PCs, res.trace.Exact, res.trace.Cut
 			t.Unwinder = res.trace.Methods()
 			t.Stopped, t.Stop, t.StopHeld = true, res.stop, res.held
+			tk.keepRegs(t.TID, res.regs)
 			tk.snap.PtraceUsed = true
 			switch res.kind {
 			case stopGroup:
@@ -435,6 +442,7 @@ func (tk *taker) finish(tids []int, exited int) {
 		}
 	}
 	tk.name()
+	tk.readJava()
 	for i := range snap.Threads {
 		t := &snap.Threads[i]
 		if t.Wait != nil && t.Wait.Addr != 0 {

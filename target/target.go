@@ -29,16 +29,18 @@ type Options struct {
 // files, its memory), its JIT sources, the unwinder's tables and the
 // symbolizer. It is safe for concurrent use.
 type Process struct {
-	pid    int
-	space  *addrspace.Space
-	jit    *jit.Process // nil without Options.JIT, or when none could be opened
-	sym    *symbolize.Process
-	unw    *unwind.Process
-	jitUn  *jitUnwind
-	js     v8Runtime
-	py     python
-	pyLocs pythonLocs
-	notes  []string
+	pid      int
+	space    *addrspace.Space
+	jit      *jit.Process // nil without Options.JIT, or when none could be opened
+	sym      *symbolize.Process
+	unw      *unwind.Process
+	jitUn    *jitUnwind
+	js       v8Runtime
+	py       python
+	pyLocs   pythonLocs
+	notes    []string
+	jvm      jvm      // the HotSpot VM, found at the first JVM()
+	javaLocs javaLocs // the locations of Java frames
 }
 
 // Open reads pid's maps and opens its mapped files, its JIT sources and

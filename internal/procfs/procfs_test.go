@@ -71,13 +71,17 @@ func TestParseStat(t *testing.T) {
 }
 
 func TestParseStatus(t *testing.T) {
-	text := "Name:\tjulia\nState:\tS (sleeping)\nTgid:\t77\nPid:\t78\nPPid:\t1\nTracerPid:\t0\nUid:\t1000\t1000\t1000\t1000\nGid:\t100\t100\t100\t100\nNSpid:\t78\t5\nvoluntary_ctxt_switches:\t12\nnonvoluntary_ctxt_switches:\t3\n"
+	text := "Name:\tjulia\nState:\tS (sleeping)\nTgid:\t77\nPid:\t78\nPPid:\t1\nTracerPid:\t0\nUid:\t1000\t1000\t1000\t1000\nGid:\t100\t100\t100\t100\nNSpid:\t78\t5\nSigIgn:\t0000000000001000\nSigCgt:\t2000000181005ccf\nvoluntary_ctxt_switches:\t12\nnonvoluntary_ctxt_switches:\t3\n"
 	s, err := ParseStatus([]byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.Name != "julia" || s.State != 'S' || s.Tgid != 77 || s.Pid != 78 || s.InnerPid() != 5 ||
-		s.Uid[0] != 1000 || s.Gid[1] != 100 || s.VoluntaryCtxtSwitches != 12 || s.NonvoluntaryCtxtSwitches != 3 {
+		s.Uid[0] != 1000 || s.Gid[1] != 100 || s.VoluntaryCtxtSwitches != 12 || s.NonvoluntaryCtxtSwitches != 3 ||
+		s.SigIgn != 1<<12 || s.SigCgt&(1<<2) == 0 { // SIGPIPE ignored, SIGQUIT (3) caught
+		t.Errorf("ParseStatus = %+v", s)
+	}
+	if s.SigCgt != 0x2000000181005ccf {
 		t.Errorf("ParseStatus = %+v", s)
 	}
 }

@@ -21,6 +21,10 @@ type Status struct {
 	NSpid []int
 	// Uid and Gid: real, effective, saved, filesystem.
 	Uid, Gid [4]uint32
+	// SigIgn and SigCgt are the signals the process ignores and those it
+	// has handlers for (bit n-1 for signal n): whether a signal sent to
+	// it would be handled, ignored or take its default action.
+	SigIgn, SigCgt uint64
 
 	VoluntaryCtxtSwitches    uint64
 	NonvoluntaryCtxtSwitches uint64
@@ -78,6 +82,10 @@ func ParseStatus(b []byte) (Status, error) {
 			s.Uid = parseIDs(val)
 		case "Gid":
 			s.Gid = parseIDs(val)
+		case "SigIgn":
+			s.SigIgn, _ = strconv.ParseUint(val, 16, 64)
+		case "SigCgt":
+			s.SigCgt, _ = strconv.ParseUint(val, 16, 64)
 		case "voluntary_ctxt_switches":
 			s.VoluntaryCtxtSwitches, _ = strconv.ParseUint(val, 10, 64)
 		case "nonvoluntary_ctxt_switches":

@@ -83,11 +83,18 @@ func ownCode(f Frame) bool {
 }
 
 // WaitSite is the index of the innermost frame of the program's own code
-// in a stack; failing that, of the innermost user frame; failing that, 0.
-// Where the stack has Python frames (read from CPython's memory), the
-// program's own code is the Python code and the interpreter's C frames
-// are plumbing, as libc is.
+// in a stack — a Java thread's, its innermost Java frame (the JVM's own
+// frames above it are the runtime's, as the Go runtime's are a
+// goroutine's) —; failing that, of the innermost user frame; failing
+// that, 0. Where the stack has Python frames (read from CPython's
+// memory), the program's own code is the Python code and the
+// interpreter's C frames are plumbing, as libc is.
 func WaitSite(fr []Frame) int {
+	for i, f := range fr {
+		if f.Module == model.JavaMapping {
+			return i
+		}
+	}
 	user := -1
 	python := HasPython(fr)
 	for i, f := range fr {

@@ -24,10 +24,16 @@ func LineText(ln model.Line) string {
 	return name
 }
 
-// TopFrame is the frame that says most about where a thread is: its first
-// user frame in the program's own code, past libc's and the Go runtime's
-// wrappers; else its first user frame; else the kernel's wait function.
+// TopFrame is the frame that says most about where a thread is: a Java
+// thread's innermost Java frame; its first user frame in the program's
+// own code, past libc's and the Go runtime's wrappers; else its first
+// user frame; else the kernel's wait function.
 func TopFrame(t *model.Thread) string {
+	for _, l := range t.User {
+		if l != nil && len(l.Lines) > 0 && l.Mapping != nil && l.Mapping.File == model.JavaMapping {
+			return LineText(l.Lines[0]) // a Java thread's innermost Java frame
+		}
+	}
 	first := ""
 	for _, l := range t.User {
 		if l == nil || len(l.Lines) == 0 {
