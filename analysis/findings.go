@@ -545,7 +545,7 @@ func (e *evidence) gil() []finding {
 	waited := map[int]int64{}
 	var most int64
 	for _, t := range e.byCPU() {
-		c, o := e.timeIn(t, pats)
+		c, o := e.timeInGIL(t)
 		if w := c + o; e.share(w) >= pauseShare {
 			waiters = append(waiters, t)
 			waited[t.tid] = w
@@ -553,9 +553,16 @@ func (e *evidence) gil() []finding {
 		}
 	}
 	parked := 0
+	owners := map[int]int{} // the GIL's holder, as the threads waiting for it say
 	if e.snap != nil {
 		for i := range e.snap.Threads {
-			if e.snapHas(e.snap.Threads[i].TID, pats) {
+			th := &e.snap.Threads[i]
+			if th.Wait != nil && th.Wait.Kind == "gil" {
+				parked++
+				if th.Wait.Owner != 0 {
+					owners[th.Wait.Owner]++
+				}
+			} else if e.snapHas(th.TID, pats) {
 				parked++
 			}
 		}
@@ -571,6 +578,15 @@ func (e *evidence) gil() []finding {
 		if _, ok := waited[t.tid]; !ok && t.cpu > 0 {
 			holder = t
 			break
+		}
+	}
+	if snapHolder := mostOf(owners); snapHolder != 0 {
+		// The interpreter's own word (the GIL's holder, read from its
+		// memory at the snapshot) over a guess from CPU time.
+		for _, t := range e.byCPU() {
+			if t.tid == snapHolder {
+				holder = t
+			}
 		}
 	}
 	if holder == nil && e.snap != nil {
@@ -596,9 +612,11 @@ func (e *evidence) gil() []finding {
 		textfmt.Plural(len(waiters), "thread", "threads"), e.when)
 	var funcs []string
 	if holder != nil {
-		fn := e.heldUnder(holder, 0.5, func(f frame) bool { return strings.HasPrefix(f.Name, "py::") })
+		// Where the snapshot found it (function and line), else where
+		// it spent its CPU time.
+		fn := pythonFunction(e.ix[holder.tid])
 		if fn == "" {
-			fn = pythonFunction(e.ix[holder.tid])
+			fn = e.heldUnder(holder, 0.5, func(f frame) bool { return f.Kind == model.KindPython || strings.HasPrefix(f.Name, "py::") })
 		}
 		if fn == "" {
 			fn = e.appFrame(topStackOf(holder.cpuStacks))
@@ -612,7 +630,7 @@ func (e *evidence) gil() []finding {
 	if parked > 0 {
 		detail += fmt.Sprintf(" At the snapshot %s in take_gil.", textfmt.Plural(parked, "thread was", "threads were"))
 	}
-	detail += " Only one thread runs Python code at a time: CPU-bound Python in threads serializes. Move CPU-bound work to processes (multiprocessing, concurrent.futures.ProcessPoolExecutor) or into native code that releases the GIL; with -X perf the Python functions show by name."
+	detail += " Only one thread runs Python code at a time: CPU-bound Python in threads serializes. Move CPU-bound work to processes (multiprocessing, concurrent.futures.ProcessPoolExecutor) or into native code that releases the GIL."
 	sev := model.SeverityWarning
 	if e.share(most) >= pauseCritical {
 		sev = model.SeverityCritical
@@ -624,8 +642,8 @@ func (e *evidence) gil() []finding {
 }
 
 // pythonFunction is the innermost Python function of a thread's snapshot
-// stack: CPython's perf trampolines name them "py::function:file" (-X
-// perf).
+// stack, with its file and line: read from the interpreter's memory, or
+// named by CPython's perf trampolines ("py::function:file", -X perf).
 func pythonFunction(t *model.Thread) string {
 	if t == nil {
 		return ""
@@ -634,6 +652,9 @@ func pythonFunction(t *model.Thread) string {
 		if l == nil {
 			continue
 		}
+		if l.Kind == model.KindPython && len(l.Lines) > 0 {
+			return textfmt.LineText(l.Lines[0])
+		}
 		for _, ln := range l.Lines {
 			if strings.HasPrefix(ln.Function, "py::") {
 				return textfmt.Clean(ln.Function)
@@ -641,6 +662,59 @@ func pythonFunction(t *model.Thread) string {
 		}
 	}
 	return ""
+}
+
+// mostOf is the key with the largest count (0: none).
+func mostOf(m map[int]int) int {
+	best, n := 0, 0
+	for k, v := range m {
+		if v > n || v == n && k < best {
+			best, n = k, v
+		}
+	}
+	return best
+}
+
+// timeInGIL sums a thread's time waiting for CPython's GIL: in take_gil,
+// or — where the interpreter's local symbols are stripped (Debian's
+// python3) — on a condition variable the interpreter's own code waits on
+// under Python frames, which only the GIL is (Python's locks are
+// semaphores).
+func (e *evidence) timeInGIL(t *threadTime) (cpu, off int64) {
+	wait := func(id int) bool { return e.stackHas(id, []string{"take_gil"}) || gilWaitStack(e.a.stacks[id]) }
+	for id, v := range t.cpuStacks {
+		if wait(id) {
+			cpu += v
+		}
+	}
+	for id, v := range t.offStacks {
+		if wait(id) {
+			off += v
+		}
+	}
+	return cpu, off
+}
+
+// gilWaitStack says whether a stack (innermost first) waits on a
+// condition variable called by the interpreter's own code under a Python
+// frame.
+func gilWaitStack(fr []frame) bool {
+	i := 0
+	for i < len(fr) && !strings.HasPrefix(fr[i].Name, "pthread_cond_") {
+		if fr[i].Kind != model.KindKernel && !textfmt.SystemCode(fr[i].Module, fr[i].Name) {
+			return false
+		}
+		i++
+	}
+	if i == len(fr) {
+		return false
+	}
+	for i++; i < len(fr) && fr[i].Kind != model.KindPython; i++ {
+		if !textfmt.InterpreterCode(fr[i]) {
+			return false
+		}
+	}
+	return i < len(fr)
 }
 
 // convoys: many threads waiting for a lock one thread holds.
@@ -1068,6 +1142,70 @@ func (e *evidence) allWaiting() []finding {
 	if cpu != 0 || off == 0 {
 		return nil
 	}
-	return []finding{e.newFinding(model.FindingAllWaiting, model.SeverityInfo, 0, nil,
-		fmt.Sprintf("No thread ran on a CPU %s: the process is waiting, not busy; see the off-CPU stacks and the thread table.", e.when), "")}
+	detail, funcs := e.waitsText()
+	f := e.newFinding(model.FindingAllWaiting, model.SeverityInfo, 0, nil,
+		fmt.Sprintf("No thread ran on a CPU %s: the process is waiting, not busy; see the off-CPU stacks and the thread table.", e.when), detail)
+	f.Functions = funcs
+	return []finding{f}
+}
+
+// waitsText says where the threads that waited longest wait: the
+// function of the program's own code (a Python function, with its line,
+// where the stack has Python frames) and the call it waits in.
+func (e *evidence) waitsText() (string, []string) {
+	ts := make([]*threadTime, 0, len(e.threads))
+	for _, t := range e.threads {
+		ts = append(ts, t)
+	}
+	sort.Slice(ts, func(i, j int) bool {
+		if ts[i].blocked != ts[j].blocked {
+			return ts[i].blocked > ts[j].blocked
+		}
+		return ts[i].tid < ts[j].tid
+	})
+	var parts, funcs []string
+	for _, t := range ts {
+		if len(parts) == 3 || t.blocked == 0 {
+			break
+		}
+		id, _ := topStack(t.offStacks)
+		if id < 0 {
+			continue
+		}
+		fr := e.a.stacks[id]
+		if textfmt.SystemOnly(fr) {
+			continue // only the runtime's or libc's frames: the thread table has them
+		}
+		site := e.a.waitSite(id)
+		text := frameLabel(fr[site])
+		if call := userTop(fr); call >= 0 && call < site {
+			text += " under " + fr[call].Name
+		}
+		parts = append(parts, fmt.Sprintf("%s waits in %s", t.label(), text))
+		funcs = append(funcs, fr[site].Name)
+	}
+	if len(parts) == 0 {
+		return "", nil
+	}
+	return strings.Join(parts, "; ") + ".", funcs
+}
+
+// frameLabel is a frame as a finding names it: a Python function with
+// its file and line.
+func frameLabel(f frame) string {
+	if f.Kind == model.KindPython && f.Line > 0 {
+		return fmt.Sprintf("%s (%s:%d)", f.Name, f.File, f.Line)
+	}
+	return f.Name
+}
+
+// userTop is the innermost user frame of a stack (the call a thread
+// waits in: read, futex wait); -1 when it has none.
+func userTop(fr []frame) int {
+	for i, f := range fr {
+		if f.Kind != model.KindKernel {
+			return i
+		}
+	}
+	return -1
 }

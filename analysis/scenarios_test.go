@@ -255,10 +255,47 @@ var scenarios = []scenario{{
 		if f.Runtime != "python" || len(f.TIDs) < 2 || !strings.Contains(strings.Join(f.Functions, " "), "take_gil") {
 			t.Errorf("the GIL finding should name the holder and the waiters in take_gil: %+v", f)
 		}
-		// The holder's Python function (py::crunch with -X perf) needs a
-		// whole native stack: this CPython has no frame pointers, so
-		// neither the samples nor the snapshot reach its perf
-		// trampolines here.
+		// The holder's Python function, read from the interpreter's memory.
+		if !strings.Contains(f.Summary, "crunch (gil.py:") {
+			t.Errorf("the GIL finding should name the holder's Python function and line: %s", f.Summary)
+		}
+	},
+}, {
+	name:  "python-gil-stripped",
+	about: "/usr/bin/python3 testdata/stalls/gil.py 3: Debian's python3 (stripped: no take_gil), started with no flag, three threads taking turns on the GIL",
+	run: func(t *testing.T) string {
+		py := testutil.RequireTool(t, "/usr/bin/python3")
+		tg := testutil.StartCmd(t, exec.Command(py, testutil.Testdata(t, "stalls", "gil.py"), "3"))
+		tg.WaitLine(t, "ready", 20*time.Second)
+		return record(t, tg.Pid)
+	},
+	expect: func(t *testing.T, c *report.Capture) {
+		// The waiters known by the futex word they sleep on and their
+		// stacks, the holder by the GIL itself, its Python function and
+		// line by its frames.
+		f := only(t, c, model.FindingGIL)
+		if f.Runtime != "python" || len(f.TIDs) < 2 {
+			t.Errorf("the GIL finding should name the holder and the waiters: %+v", f)
+		}
+		if !strings.Contains(f.Summary, "crunch (gil.py:") || !strings.Contains(strings.Join(f.Functions, " "), "crunch") {
+			t.Errorf("the GIL finding should name the holder's Python function and line: %s", f.Summary)
+		}
+	},
+}, {
+	name:  "python-blocked-read",
+	about: "/usr/bin/python3 testdata/python/blocked.py: Debian's python3, its only thread blocked in os.read under wait_for_input",
+	run: func(t *testing.T) string {
+		py := testutil.RequireTool(t, "/usr/bin/python3")
+		tg := testutil.StartCmd(t, exec.Command(py, testutil.Testdata(t, "python", "blocked.py")))
+		tg.WaitLine(t, "ready", 20*time.Second)
+		return record(t, tg.Pid)
+	},
+	expect: func(t *testing.T, c *report.Capture) {
+		// The Python function that made the system call, with its line.
+		f := finding(t, c, model.FindingAllWaiting)
+		if !strings.Contains(f.Detail, "wait_for_input (blocked.py:8)") || !slices.Contains(f.Functions, "wait_for_input") {
+			t.Errorf("the finding should name the Python function that called read, with its line: %s %v", f.Detail, f.Functions)
+		}
 	},
 }, {
 	// CPython 3.13 -X perf_jit buffers its jitdump until exit, so the hot

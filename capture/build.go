@@ -47,6 +47,10 @@ type resolver struct {
 	toWall int64
 	cuts   map[unwind.Cut]int // user stacks cut short, by why
 	total  int                // samples with a user stack
+	// py resolves the Python frames of a CPython target's samples;
+	// pyMismatch counts those that did not fit their native stack.
+	py         *pyAnnotator
+	pyMismatch int
 }
 
 // wallOffset is what CLOCK_MONOTONIC nanoseconds add to become Unix
@@ -84,6 +88,15 @@ func (r *resolver) resolve(windows []window) []model.Sample {
 func (r *resolver) stack(s *sampler.Sample) []*model.Location {
 	k := min(int(s.Kernel), len(s.Stack))
 	out := r.tp.Symbols().LocateSample(make([]*model.Location, 0, len(s.Stack)+1), s.Stack, k, s.Time, s.Cut)
+	if r.py != nil && len(s.Interp) > 0 {
+		if py := r.py.resolve(s.Interp); len(py) > 0 {
+			var mismatch bool
+			out, mismatch = r.tp.SplicePython(out, py)
+			if mismatch {
+				r.pyMismatch++
+			}
+		}
+	}
 	if len(out) > k {
 		r.total++
 		if last := out[len(out)-1]; symbolize.IsCut(last) {

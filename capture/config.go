@@ -46,6 +46,11 @@ type Config struct {
 	// StackCopy is how many bytes of the user stack each sample copies
 	// for CFI unwinding (DefaultStackCopy; --stack-copy).
 	StackCopy int
+	// NativeOnly leaves samples' stacks as they were unwound: no
+	// interpreter frames read from the target's memory in place of its
+	// evaluation frames (CPython), no wakeup per record. For comparisons
+	// with profilers that see native frames only (perf).
+	NativeOnly bool
 	// Keep is how many capture directories to keep under Out (0: all).
 	Keep int
 	// Uploads, when set, is the queue of the captures' uploads: Keep

@@ -14,6 +14,19 @@
 // sampled. A capture hands back a model.Result (directory, capture.json,
 // findings), the type its callers share without importing this package.
 //
+// A CPython target's samples carry the Python frames that ran: the
+// sampler wakes at every record, and as each sample whose user stack
+// runs through the interpreter's evaluation function is decoded, the
+// sampled thread's frames are read from the interpreter's memory
+// (pyAnnotator, over runtimes/cpython) and kept once each behind 8-byte
+// handles, in the flight recorder too; at symbolization they take the
+// place of the evaluation frames (target.SplicePython). They are what
+// ran when they were read, after the sample: the delay is measured for
+// every sample and capture.json gives its median and 99th percentile,
+// the bound on their error (0.1 ms and tens of ms on a loaded 2-core
+// machine; TestPythonAttribution: 96–99% of samples in the interpreter
+// attributed to the function that ran).
+//
 // What is known of the target (package target: its files, unwind tables,
 // symbols, JIT sources, memory) is opened once per Session and shared by
 // the snapshot and the resolving of every capture's samples; it is

@@ -36,6 +36,9 @@ type Session struct {
 	plan sampler.FDPlan
 	// notes are facts found at Open that every capture reports.
 	notes []string
+	// py reads the Python frames of a CPython target's samples; nil for
+	// other targets.
+	py *pyAnnotator
 	// jvm is what is kept of a JVM target (its attach client); nil for
 	// any other.
 	jvm *jvmSession
@@ -121,6 +124,7 @@ func newSession(cfg Config, root *capdir.Root) (*Session, error) {
 		return nil, fmt.Errorf("symbol sources of pid %d: %w", cfg.PID, err)
 	}
 	s.notes = s.tp.Notes()
+	s.openPython()
 	s.jvm = newJVMSession(s.tp)
 	s.planDescriptors()
 	s.unwind = s.cfg.Unwind
@@ -175,6 +179,9 @@ func (s *Session) samplerConfig(freq int, offCPU bool, history time.Duration) sa
 		MaxThreads:   s.plan.MaxThreads,
 		FoldTracker:  s.plan.FoldTracker,
 		UserStack:    s.userStack,
+	}
+	if s.py != nil {
+		c.Annotate, c.PromptWakeup = s.py.annotate, true
 	}
 	if s.unwind == UnwindCFI {
 		c.DumpOnCPU, c.DumpOffCPU = s.cfg.StackCopy, s.cfg.StackCopy
@@ -297,8 +304,16 @@ func (s *Session) finish(f *facts, smp *sampler.Sampler, rec *sampler.Recording,
 	if err := s.tp.Refresh(); err != nil && !f.stats.TargetExited {
 		s.cfg.Logger.Debug("refreshing symbol sources", "err", err)
 	}
-	r := &resolver{tp: s.tp, names: threadNames(smp, f.snap), toWall: wallOffset()}
+	r := &resolver{tp: s.tp, names: threadNames(smp, f.snap), toWall: wallOffset(), py: s.py}
 	f.samples = r.resolve(windows)
+	if s.py != nil {
+		if n := s.py.note(); n != "" {
+			f.notes = append(f.notes, n)
+		}
+		if r.pyMismatch > 0 {
+			f.notes = append(f.notes, fmt.Sprintf("CPython: %d samples had more or fewer evaluation calls in their Python frames than evaluation frames on their native stack (the thread called or returned between the sample and the read): their Python frames fill the evaluation frames innermost first, the rest follow the native stack", r.pyMismatch))
+		}
+	}
 	f.cuts, f.userStacks, f.unwind = r.cuts, r.total, s.unwind
 	f.before = len(windows[0].samples)
 	start := rec.Start()

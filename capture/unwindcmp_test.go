@@ -109,7 +109,9 @@ func compareWithPerf(t *testing.T, w unwindWorkload) {
 	tg := w.start(t)
 	// perf records the same seconds as we do: the same code on the stacks.
 	run := testutil.StartPerfDwarf(t, tg.Pid, DefaultFreq, DefaultStackCopy, "3", t.TempDir())
-	_, p, info := record(t, tg.Pid, 3*time.Second, func(c *Config) { c.NoOffCPU, c.Unwind = true, UnwindCFI })
+	// Native frames only, as perf sees them: no Python frames in place
+	// of the interpreter's.
+	_, p, info := record(t, tg.Pid, 3*time.Second, func(c *Config) { c.NoOffCPU, c.Unwind, c.NativeOnly = true, UnwindCFI, true })
 	perf := run.Stacks(t)
 
 	ours, ourAddrs := ourStacks(p)

@@ -10,6 +10,7 @@ const (
 	KindKernel                   // kernel image or module
 	KindNative                   // a file-backed mapping (ELF)
 	KindJIT                      // code a JIT described in a jitdump or perf map
+	KindPython                   // a Python function, read from CPython's frames (package runtimes/cpython)
 )
 
 func (k FrameKind) String() string {
@@ -20,9 +21,15 @@ func (k FrameKind) String() string {
 		return "native"
 	case KindJIT:
 		return "jit"
+	case KindPython:
+		return "python"
 	}
 	return "unknown"
 }
+
+// PythonMapping is the pseudo mapping of Python frames (KindPython):
+// their code is a code object, in no file's mapping.
+const PythonMapping = "[python]"
 
 // JavaMapping is the pseudo mapping of Java frames read from a JVM
 // (package runtimes/hotspot): a method's code is bytecode or the code

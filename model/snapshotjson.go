@@ -391,7 +391,7 @@ func parseHex(s string) (uint64, error) {
 }
 
 func parseKind(s string) FrameKind {
-	for k := KindUnknown; k <= KindJIT; k++ {
+	for k := KindUnknown; k <= KindPython; k++ {
 		if k.String() == s {
 			return k
 		}

@@ -48,6 +48,8 @@ func moduleName(l *model.Location) string {
 		return "[kernel]"
 	case model.KindJIT:
 		return "[jit]"
+	case model.KindPython:
+		return "[python]"
 	}
 	return ""
 }

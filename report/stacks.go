@@ -62,8 +62,9 @@ const kernelSpace = 0xffff800000000000
 
 // locationKind is what a profile's location says of its code (pprof keeps
 // mappings, not kinds): kernel addresses and mappings named as perf names
-// the kernel's ("[kernel.kallsyms]", "[ext4]"), JIT code ("[jit]", a
-// jitdump or perf map), code in no file ("", "[anon]"), native otherwise.
+// the kernel's ("[kernel.kallsyms]", "[ext4]"), Python frames
+// ("[python]"), JIT code ("[jit]", a jitdump or perf map), code in no
+// file ("", "[anon]"), native otherwise.
 func locationKind(l *profile.Location) model.FrameKind {
 	if l.Address >= kernelSpace {
 		return model.KindKernel
@@ -75,6 +76,8 @@ func locationKind(l *profile.Location) model.FrameKind {
 	switch {
 	case f == model.KernelMapping || strings.HasPrefix(f, "[kernel"):
 		return model.KindKernel
+	case f == model.PythonMapping:
+		return model.KindPython
 	case strings.Contains(f, "[jit]") || strings.HasPrefix(path.Base(f), "jit-") || strings.HasPrefix(path.Base(f), "perf-"):
 		return model.KindJIT
 	case f == "" || f == "[anon]" || f == "//anon":

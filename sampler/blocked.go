@@ -45,6 +45,7 @@ func (s *Sampler) blockedNow(tid int, now uint64) (blocked *Sample, runnable boo
 		user = []uint64{sc.PC}
 	}
 	smp.Stack = append(smp.Stack, user...)
+	s.annotate(smp)
 	if s.cfg.UserStack == nil {
 		// Kept for an unwinder after sampling.
 		smp.Regs = UserRegs{IP: sc.PC, SP: sc.SP}

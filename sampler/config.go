@@ -43,6 +43,19 @@ type Config struct {
 	// the copies are kept in Sample.StackDump (within HistoryBytes and
 	// RecordingBytes).
 	UserStack UserStack
+	// Annotate, when not nil, is asked as each sample is decoded (an
+	// on-CPU sample, the switch-out of an off-CPU interval, a thread
+	// found blocked) for the frames of an interpreter that the sample's
+	// user stack (innermost first, as unwound) runs, read from the target
+	// at that moment: opaque handles, innermost first, that its caller
+	// resolves (Sample.Interp). It runs on the reader's goroutine and
+	// must be quick.
+	Annotate Annotate
+	// PromptWakeup wakes the reader at every record rather than when a
+	// quarter of a ring is full, so that Annotate reads the target within
+	// microseconds of each sample rather than milliseconds: a wakeup per
+	// record.
+	PromptWakeup bool
 	// History bounds the flight recorder by age (default 30s; negative:
 	// no flight recorder). HistoryBytes bounds it by memory (default 64
 	// MiB).
@@ -90,6 +103,11 @@ const (
 // MaxStackCopy is the largest stack copy a sample can carry: a perf record
 // is at most 64 KiB with its header, callchain and registers.
 const MaxStackCopy = 60 << 10
+
+// Annotate returns the interpreter frames a sample of thread tid at
+// CLOCK_MONOTONIC time t runs, given its user stack; nil for none. See
+// Config.Annotate.
+type Annotate func(tid int32, t uint64, user []uint64) []uint64
 
 // UserStack unwinds the user stack of a sample of thread tid at
 // CLOCK_MONOTONIC time t from its registers and stack copy (nil when the

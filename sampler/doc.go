@@ -13,6 +13,11 @@
 // arrives, so that neither the flight recorder nor a recording holds a
 // copy: their memory is that of stacks of addresses.
 //
+// Config.Annotate adds, as each sample is decoded, the frames of an
+// interpreter its stack runs, read from the target then (Sample.Interp:
+// handles its caller resolves); Config.PromptWakeup wakes the reader at
+// every record so that the read comes within microseconds of the sample.
+//
 // # Events and rings
 //
 // Each thread gets three events (pid = tid, cpu = -1; see Descriptors for

@@ -25,7 +25,7 @@ type chunk struct {
 const chunkLen = 512
 
 func sampleBytes(s *Sample) int64 {
-	return int64(unsafe.Sizeof(*s)) + 8*int64(cap(s.Stack)) + int64(cap(s.StackDump))
+	return int64(unsafe.Sizeof(*s)) + 8*int64(cap(s.Stack)+cap(s.Interp)) + int64(cap(s.StackDump))
 }
 
 func (h *history) add(s Sample, now uint64) {

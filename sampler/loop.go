@@ -270,14 +270,26 @@ func (s *Sampler) sampleOf(r *record) Sample {
 		s.userBuf = append(s.userBuf[:0], s.chainBuf[:kernel]...)
 		s.userBuf, smp.Cut = s.cfg.UserStack(smp.TID, r.time, regs, r.stackDump, s.chainBuf[kernel:], s.userBuf)
 		smp.Stack = append([]uint64(nil), s.userBuf...)
+		s.annotate(&smp)
 		return smp
 	}
 	smp.Stack = append([]uint64(nil), s.chainBuf...)
+	s.annotate(&smp)
 	smp.Regs = regs
 	if len(r.stackDump) > 0 {
 		smp.StackDump = append([]byte(nil), r.stackDump...)
 	}
 	return smp
+}
+
+// annotate asks Config.Annotate for the interpreter frames of a sample.
+func (s *Sampler) annotate(smp *Sample) {
+	if s.cfg.Annotate == nil || len(smp.Stack) <= int(smp.Kernel) {
+		return
+	}
+	if h := s.cfg.Annotate(smp.TID, smp.Time, smp.Stack[smp.Kernel:]); len(h) > 0 {
+		smp.Interp = append([]uint64(nil), h...)
+	}
 }
 
 // weightAt is the on-CPU period in force at time t.

@@ -62,6 +62,9 @@ func (s *Sampler) onCPUAttr(freq int) unix.PerfEventAttr {
 	// scheduled on a busy machine.
 	a.Bits |= unix.PerfBitWatermark
 	a.Wakeup = uint32(max(s.ringBytes()/4, 8))
+	if s.cfg.PromptWakeup {
+		a.Wakeup = 1
+	}
 	if s.cfg.FoldTracker {
 		a.Bits |= unix.PerfBitTask | unix.PerfBitComm
 	}

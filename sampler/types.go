@@ -43,6 +43,9 @@ type Sample struct {
 	// function (Config.UserStack); zero when it does not, or when no
 	// unwinder said.
 	Cut unwind.Cut
+	// Interp are the frames of an interpreter the stack ran at the
+	// sample, innermost first: handles Config.Annotate returned.
+	Interp []uint64
 
 	// Regs and StackDump, when StackDump is not empty, are the user
 	// registers and the top of the user stack (from Regs.SP up) at the

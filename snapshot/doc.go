@@ -34,6 +34,14 @@
 // start; a stack needing more than maxJSReads reads of its memory keeps
 // the rest native, and a note says so.
 //
+// A CPython process (package runtimes/cpython) has each thread's Python
+// frames read from the interpreter's memory while the thread is stopped
+// (without a stop under NoPtrace: a running thread's frames may change as
+// they are read), put in place of the interpreter's evaluation frames of
+// its user stack (target.SplicePython); a thread sleeping on a GIL's
+// condition variable or mutex waits for the thread the GIL says holds it
+// (Wait kind "gil"), whatever the binary names.
+//
 // Lock owners come from the futex words: a glibc pthread_mutex_t keeps
 // its owner's tid beside the word, a priority-inheritance futex holds it
 // in the word, pthread_join waits on the joined thread's tid. They make

@@ -84,6 +84,7 @@ type taker struct {
 	clock    *schedclock.Clock
 	tids     map[int]bool
 	kernel   map[int][]procfs.KernelFrame
+	py       *pyThreads // nil: not a CPython process, or it could not be read
 	notes    map[string]bool
 	denied   map[string]bool // /proc files of threads we may not read
 	vanished int             // threads that exited while being read
@@ -209,6 +210,7 @@ func (tk *taker) prepare() {
 			tk.note("no ptrace stops: %v", err)
 		}
 	}
+	tk.preparePython()
 	if !tk.sched {
 		if tk.opts.OffCPUSince != nil {
 			tk.note("off-CPU times come from the sampler (/proc/<pid>/task/<tid>/sched is absent: the kernel lacks CONFIG_SCHED_DEBUG)")
@@ -342,8 +344,11 @@ func (tk *taker) userStack(t *model.Thread, st procfs.Status, sc procfs.Syscall)
 	}
 	if stop {
 		var during func(unwind.Trace)
-		if tk.js != nil {
+		switch {
+		case tk.js != nil:
 			during = func(tr unwind.Trace) { tk.readJS(t.TID, tr) }
+		case tk.py != nil:
+			during = func(unwind.Trace) { tk.readPython(t.TID) }
 		}
 		res := stopThread(tk.pid, t.TID, tk.unw, tk.tg.Memory(), maxFrames, during)
 		switch {
@@ -370,6 +375,9 @@ func (tk *taker) userStack(t *model.Thread, st procfs.Status, sc procfs.Syscall)
 			return
 		}
 	}
+	// Without a stop: a blocked thread's frames stand still; a running
+	// one's may change while they are read.
+	tk.readPython(t.TID)
 	if sc.Running {
 		t.Unwinder = "none"
 		t.Err = errors.Join(t.Err, model.ErrRunning)
@@ -447,6 +455,7 @@ func (tk *taker) finish(tids []int, exited int) {
 			refineByStack(t.Wait, names)
 		}
 	}
+	tk.pythonWaits()
 	snap.Locks = model.BuildLockGraph(snap.Threads)
 	sort.SliceStable(snap.Threads, func(i, j int) bool { return snap.Threads[i].TID < snap.Threads[j].TID })
 }
@@ -494,6 +503,7 @@ func (tk *taker) name() {
 		if tk.sym != nil && len(t.User) > 0 {
 			t.User = tk.sym.EndStack(t.User, t.UserCut)
 		}
+		tk.splicePython(t)
 	}
 }
 

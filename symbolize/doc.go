@@ -26,6 +26,9 @@
 //     debug file's), or from the Go pclntab. The load bias comes from the
 //     program headers and the mapping's file offset.
 //   - vdso: the image in the target's memory.
+//   - Python: frames read from a CPython interpreter's memory (package
+//     runtimes/cpython) are locations of kind KindPython in the pseudo
+//     mapping "[python]", made by package target.
 //   - JIT: package jit's time-aware index, for anonymous executable
 //     memory, for addresses in no mapping, and for file code that no
 //     symbol names.

@@ -13,7 +13,12 @@
 //
 // The language runtimes a target runs are found here once, before any
 // stop, for the readers of their state in its memory: V8 (Process.V8: the
-// layout its binary publishes, and which addresses are its code).
+// layout its binary publishes, and which addresses are its code) and
+// CPython (Process.Python, package runtimes/cpython, over the Space's
+// memory and the files' symbols and sections: PythonImages).
+// SplicePython puts a thread's Python frames in place of its native
+// evaluation frames, as locations of their own (PythonLocation: kind
+// python, one per code object and line).
 //
 // JIT code is unwound with the call frame information its runtime wrote
 // in the jitdump for each piece of code (CODE_UNWINDING_INFO: CPython 3.13

@@ -36,6 +36,8 @@ type Process struct {
 	unw      *unwind.Process
 	jitUn    *jitUnwind
 	js       v8Runtime
+	py       python
+	pyLocs   pythonLocs
 	notes    []string
 	jvm      jvm      // the HotSpot VM, found at the first JVM()
 	javaLocs javaLocs // the locations of Java frames

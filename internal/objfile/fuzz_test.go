@@ -84,6 +84,13 @@ func exerciseELF(t *testing.T, data []byte) {
 	if b, _ := f.DataBytes("table"); len(b) > MaxDataBytes {
 		t.Fatalf("a data symbol of %d bytes in a file of %d", len(b), len(data))
 	}
+	names, _ := f.LookupNames([]string{"_PyRuntime", "main", "_start"})
+	if len(names) > 3 {
+		t.Fatalf("LookupNames of 3 names found %d", len(names))
+	}
+	if secs := f.Sections(); len(secs) > len(data)/40+1 {
+		t.Fatalf("%d sections in %d bytes", len(secs), len(data))
+	}
 }
 
 func FuzzELF(f *testing.F) {

@@ -86,7 +86,9 @@ func ownCode(f Frame) bool {
 // in a stack — a Java thread's, its innermost Java frame (the JVM's own
 // frames above it are the runtime's, as the Go runtime's are a
 // goroutine's) —; failing that, of the innermost user frame; failing
-// that, 0.
+// that, 0. Where the stack has Python frames (read from CPython's
+// memory), the program's own code is the Python code and the
+// interpreter's C frames are plumbing, as libc is.
 func WaitSite(fr []Frame) int {
 	for i, f := range fr {
 		if f.Module == model.JavaMapping {
@@ -94,11 +96,12 @@ func WaitSite(fr []Frame) int {
 		}
 	}
 	user := -1
+	python := HasPython(fr)
 	for i, f := range fr {
 		if f.Kind == model.KindKernel {
 			continue
 		}
-		if !SystemCode(f.Module, f.Name) {
+		if !SystemCode(f.Module, f.Name) && !(python && InterpreterCode(f)) {
 			return i
 		}
 		if user < 0 {
@@ -106,6 +109,22 @@ func WaitSite(fr []Frame) int {
 		}
 	}
 	return max(user, 0)
+}
+
+// HasPython says whether a stack has Python frames.
+func HasPython(fr []Frame) bool {
+	for _, f := range fr {
+		if f.Kind == model.KindPython {
+			return true
+		}
+	}
+	return false
+}
+
+// InterpreterCode says whether a native frame is CPython's own (its
+// executable or libpython).
+func InterpreterCode(f Frame) bool {
+	return f.Kind != model.KindPython && (strings.HasPrefix(f.Module, "python") || strings.HasPrefix(f.Module, "libpython"))
 }
 
 // SystemOnly says whether a stack has no frame of the program's own code.
