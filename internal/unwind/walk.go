@@ -172,9 +172,19 @@ func (w *walker) readCut(err error, cr *codeRange, pc uint64) stepResult {
 	return cutAt(BadFrame, cr, pc)
 }
 
-// copyCut says the walk needed more of the stack than its copy holds.
+// copyCut says the walk needed more of the stack than its copy holds,
+// and, when the kernel copied less than it was asked, whether the copy
+// stopped at the end of the stack's mapping (else at a page that was not
+// resident: the kernel copies without faulting pages in).
 func (w *walker) copyCut(cr *codeRange, pc uint64) Cut {
-	return Cut{Reason: CopyExhausted, Module: moduleName(cr), PC: pc, Limit: max(w.asked, w.copySize), Copied: w.copySize}
+	c := Cut{Reason: CopyExhausted, Module: moduleName(cr), PC: pc, Limit: max(w.asked, w.copySize), Copied: w.copySize}
+	if c.Short() && w.proc != nil {
+		top := w.stack.base + uint64(w.copySize)
+		if _, end, ok := w.proc.space.Region(w.stack.base); ok && end == top {
+			c.StackEnd = true
+		}
+	}
+	return c
 }
 
 // step unwinds s to its caller's frame.
