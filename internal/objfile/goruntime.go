@@ -34,6 +34,10 @@ type GoRuntime struct {
 	StartPC uint64
 	// Cgo: the binary has cgo's crosscall2, through which C calls Go.
 	Cgo bool
+	// AsyncPreempt is runtime.asyncPreempt, which a signal handler makes
+	// the goroutine "call" from wherever it was interrupted: the return
+	// address it leaves is the interrupted instruction, after no call.
+	AsyncPreempt Range
 }
 
 // G0Switch is a function that calls its callee at g0.sched.sp, having
@@ -91,6 +95,7 @@ func goRuntimeOf(g *GoTable, read func(vaddr uint64, n int) ([]byte, error)) *Go
 		}
 	}
 	rt.Cgo = hasFunc(g, "crosscall2")
+	rt.AsyncPreempt.Lo, rt.AsyncPreempt.Hi = g.findFunc("runtime.asyncPreempt")
 	mstart1, _ := g.findFunc("runtime.mstart1")
 	calls := func(name string) func(uint64) bool {
 		// name, or its ABI wrapper (which has the same name in the

@@ -72,6 +72,12 @@ func (w *walker) funcBounds(pc uint64) (lo, hi uint64, ok bool) {
 	return 0, 0, false
 }
 
+// inAsyncPreempt reports whether pc (exact) is in runtime.asyncPreempt.
+func (w *walker) inAsyncPreempt(pc uint64) bool {
+	cr := w.find(pc)
+	return cr != nil && cr.gort != nil && cr.gort.AsyncPreempt.Contains(pc-cr.bias)
+}
+
 // JITFuncs is what a JITCode may also know: the code range of the JIT
 // function live at pc at time t (0: the latest), which checks the calls
 // into it.
@@ -91,6 +97,11 @@ func (w *walker) checkEdge(ra, below, under uint64) edge {
 	if w.goOutermost(ra) {
 		// runtime.goexit's planted return address follows a NOP: it
 		// is every goroutine's first frame.
+		return edge{}
+	}
+	if w.inAsyncPreempt(below) {
+		// Injected by a preemption signal: it returns to the
+		// instruction the signal interrupted, which no call precedes.
 		return edge{}
 	}
 	calleeLo, calleeHi, known := w.funcBounds(below)
@@ -222,6 +233,28 @@ func (w *walker) sigreturnAt(pc uint64) bool {
 		return false
 	}
 	return bytes.Equal(b[:], sigreturnQ) || bytes.Equal(b[:len(sigreturnL)], sigreturnL)
+}
+
+// inSigreturn reports whether pc is inside an rt_sigreturn trampoline
+// (at its start, after its mov, or after its system call).
+func (w *walker) inSigreturn(pc uint64) bool {
+	for _, back := range []uint64{0, uint64(len(sigreturnL) - 2), uint64(len(sigreturnL)), uint64(len(sigreturnQ) - 2), uint64(len(sigreturnQ))} {
+		if pc >= back && w.sigreturnCode(pc-back, back) {
+			return true
+		}
+	}
+	return false
+}
+
+// sigreturnCode reports whether one of the trampolines' code starts at
+// start and is at least n bytes long.
+func (w *walker) sigreturnCode(start, n uint64) bool {
+	var b [9]byte
+	if _, err := w.codeMem().ReadAt(b[:], start); err != nil {
+		return false
+	}
+	return bytes.Equal(b[:], sigreturnQ) && n <= uint64(len(sigreturnQ)) ||
+		bytes.Equal(b[:len(sigreturnL)], sigreturnL) && n <= uint64(len(sigreturnL))
 }
 
 // callAt decodes the call that ends right before ra; a direct call's

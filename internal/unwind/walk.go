@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/bits"
 
+	"golang.org/x/arch/x86/x86asm"
+
 	"github.com/stallwatch/stallwatch/internal/objfile"
 )
 
@@ -209,6 +211,9 @@ func (w *walker) step(s *frameState) stepResult {
 	// A Go binary's Go code is unwound by its pclntab, as Go's own
 	// traceback does (it also knows where stacks start and switch); its
 	// C code (cgo, libc linked in) by CFI.
+	if cr.gotab != nil && s.exact && w.inSigreturn(pc) {
+		return w.sigreturnStep(s, cr)
+	}
 	if cr.gotab != nil {
 		if res, ok := w.goStep(s, cr, look-cr.bias); ok {
 			return res
@@ -429,7 +434,24 @@ func (w *walker) goStep(s *frameState, cr *codeRange, pc uint64) (stepResult, bo
 	case objfile.GoOutermost:
 		return finished(GoTable, s.sp()), true
 	case objfile.GoStackSwitch:
-		if sw, ok := g0Switch(cr, pc); ok && !s.exact {
+		written, after := true, uint64(0)
+		if s.exact {
+			written, after = w.spWritten(cr, pc)
+		}
+		if !written {
+			break // not switched yet: its frame is as its table says
+		}
+		if sw, ok := g0Switch(cr, pc); ok {
+			if s.exact {
+				// Switched, not called yet: what it pushed since is
+				// what its frame size grew by since the switch.
+				d1, ok1 := cr.gotab.SPDelta(pc)
+				d0, ok0 := cr.gotab.SPDelta(after)
+				if !ok0 || !ok1 || d1 < d0 {
+					return cutAt(StackSwitch, cr, s.ip()), true
+				}
+				sw.Pushed = d1 - d0
+			}
 			return w.g0Step(s, cr, sw), true
 		}
 		if bp, ok := s.regs.Get(objfile.RegRBP); ok && bp != 0 && bp&7 == 0 {
@@ -521,6 +543,74 @@ func (w *walker) switchStep(s *frameState, cr *codeRange, bp uint64) stepResult 
 	s.regs = next
 	s.exact, s.first = false, false
 	return stepResult{how: FramePointerChain, cfa: bp + 16}
+}
+
+// maxSwitchPrologue bounds the code decoded of a stack switch before the
+// instruction a sample stopped at.
+const maxSwitchPrologue = 512
+
+// spWritten reports whether the Go function holding link-time pc has
+// written the stack pointer (not pushed or popped it) before pc, and the
+// link-time address after the last such write: a sample taken in mcall or
+// gogo before the switch finds its frame where its frame sizes say.
+// Unknown code counts as switched, at an unknown place (0).
+func (w *walker) spWritten(cr *codeRange, pc uint64) (bool, uint64) {
+	lo, _, ok := cr.gotab.FuncBounds(pc)
+	if !ok || pc-lo > maxSwitchPrologue {
+		return true, 0
+	}
+	code := make([]byte, pc-lo)
+	if _, err := w.codeMem().ReadAt(code, lo+cr.bias); err != nil {
+		return true, 0
+	}
+	var after uint64
+	for i := 0; i < len(code); {
+		inst, err := x86asm.Decode(code[i:], 64)
+		if err != nil || inst.Len == 0 {
+			return true, 0
+		}
+		i += inst.Len
+		switch inst.Op {
+		case x86asm.MOV, x86asm.LEA, x86asm.XCHG:
+			if inst.Args[0] == x86asm.RSP || inst.Op == x86asm.XCHG && inst.Args[1] == x86asm.RSP {
+				after = lo + uint64(i)
+			}
+		}
+	}
+	return after != 0, after
+}
+
+// The kernel's signal frame on x86-64 (rt_sigframe): after the handler
+// returned to the sigreturn trampoline, the stack pointer is at its
+// ucontext, whose mcontext (at 40) holds the interrupted registers.
+const (
+	ucRBP = 40 + 80
+	ucRSP = 40 + 120
+	ucRIP = 40 + 128
+)
+
+// sigreturnStep unwinds a sample taken in Go's rt_sigreturn trampoline,
+// which has no call frame information: its caller is the instruction the
+// signal interrupted, with the registers the signal frame saved.
+func (w *walker) sigreturnStep(s *frameState, cr *codeRange) stepResult {
+	if w.signals++; w.signals > maxSignalFrames {
+		return cutAt(BadFrame, cr, s.ip())
+	}
+	sp := s.sp()
+	var next objfile.RegState
+	for _, r := range []struct {
+		reg uint64
+		off uint64
+	}{{objfile.RegRA, ucRIP}, {objfile.RegRSP, ucRSP}, {objfile.RegRBP, ucRBP}} {
+		v, err := w.read64(sp + r.off)
+		if err != nil {
+			return w.readCut(err, cr, s.ip())
+		}
+		next.Set(r.reg, v)
+	}
+	s.regs = next
+	s.exact, s.first = true, false
+	return stepResult{how: CFI, cfa: sp, signal: true}
 }
 
 // g0Switch returns the g0 switch (objfile.GoRuntime) holding link-time pc.
