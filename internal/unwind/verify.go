@@ -105,6 +105,12 @@ func (w *walker) checkEdge(ra, below, under uint64) edge {
 		return edge{}
 	}
 	calleeLo, calleeHi, known := w.funcBounds(below)
+	if cr := w.find(below); !known && (cr == nil || cr.anon) {
+		// JIT code nobody describes (or mapped since the maps were
+		// read): no direct call reaches it (its extent is taken as
+		// empty), a jump through a pointer may.
+		calleeLo, calleeHi, known = below, below, true
+	}
 	var underLo uint64
 	if under != 0 {
 		underLo, _, _ = w.funcBounds(under)
@@ -133,7 +139,12 @@ func (w *walker) decideEdge(ra, calleeLo, calleeHi uint64, known bool, underLo u
 		// where a return address would be: no call precedes it.
 		return edge{}
 	}
-	kind, target := w.callAt(ra)
+	kind, raw := w.rawCallAt(ra)
+	target := raw
+	if kind == directCall {
+		target = w.throughPLT(raw)
+	}
+	in := func(a uint64) bool { return a >= calleeLo && a < calleeHi }
 	switch {
 	case kind == notCall:
 		return edge{verdict: edgeNotACall}
@@ -141,17 +152,17 @@ func (w *walker) decideEdge(ra, calleeLo, calleeHi uint64, known bool, underLo u
 		// An indirect call may have called anything; a callee whose
 		// extent nobody knows cannot contradict a direct one.
 		return edge{}
-	case target >= calleeLo && target < calleeHi:
+	case in(target), in(raw): // the callee, or the PLT entry it is in
 		return edge{}
 	}
 	b := w.branchesOf(target)
 	if b == nil || !b.complete {
 		return edge{verdict: edgeWrongCallee}
 	}
-	calls, jumps := b.into(calleeLo, calleeHi)
-	if jumps {
+	if w.jumpsInto(b, calleeLo, calleeHi, maxTailCalls) {
 		return edge{}
 	}
+	calls, _ := b.into(calleeLo, calleeHi)
 	if len(calls) > 1 && underLo != 0 {
 		calls = w.passing(calls, underLo)
 	}
@@ -159,6 +170,35 @@ func (w *walker) decideEdge(ra, calleeLo, calleeHi uint64, known bool, underLo u
 		return edge{verdict: edgeMissing, missing: calls[0].ret}
 	}
 	return edge{verdict: edgeWrongCallee}
+}
+
+// maxTailCalls bounds the chain of tail calls followed from a call's
+// target to the function below (glibc's __new_sem_wait_slow64 calls
+// do_futex_wait, which jumps to __futex_abstimed_wait64, which jumps to
+// __futex_abstimed_wait_common).
+const maxTailCalls = 3
+
+// jumpsInto reports whether the function swept in b reaches [lo, hi) by
+// jumps alone: into it, through a register or memory (anywhere), through a
+// PLT entry, or to the entry of another function that does, depth levels
+// deep at most.
+func (w *walker) jumpsInto(b *branches, lo, hi uint64, depth int) bool {
+	if _, jumps := b.into(lo, hi); jumps {
+		return true
+	}
+	for _, j := range b.jumps {
+		t := w.throughPLT(j)
+		if t >= lo && t < hi {
+			return true
+		}
+		if depth <= 1 {
+			continue
+		}
+		if next := w.branchesOf(t); next != nil && next.complete && next != b && w.jumpsInto(next, lo, hi, depth-1) {
+			return true
+		}
+	}
+	return false
 }
 
 // passing keeps the calls that pass the function at fn, by the address
@@ -257,9 +297,9 @@ func (w *walker) sigreturnCode(start, n uint64) bool {
 		bytes.Equal(b[:len(sigreturnL)], sigreturnL) && n <= uint64(len(sigreturnL))
 }
 
-// callAt decodes the call that ends right before ra; a direct call's
-// target is followed through a PLT entry.
-func (w *walker) callAt(ra uint64) (callKind, uint64) {
+// rawCallAt decodes the call that ends right before ra: a direct call's
+// target is returned as it is (a PLT entry, perhaps).
+func (w *walker) rawCallAt(ra uint64) (callKind, uint64) {
 	cr := w.lookup(ra - 1)
 	if cr == nil {
 		return notCall, 0
@@ -277,7 +317,17 @@ func (w *walker) callAt(ra uint64) (callKind, uint64) {
 	if kind != directCall {
 		return kind, 0
 	}
-	return kind, w.throughPLT(ra + uint64(int64(rel)))
+	return kind, ra + uint64(int64(rel))
+}
+
+// callAt is rawCallAt with a direct call's target followed through a PLT
+// entry.
+func (w *walker) callAt(ra uint64) (callKind, uint64) {
+	kind, t := w.rawCallAt(ra)
+	if kind == directCall {
+		t = w.throughPLT(t)
+	}
+	return kind, t
 }
 
 // edgeCut is the Cut of a caller the code refutes.
