@@ -24,48 +24,123 @@ type goUnwindMode struct {
 }
 
 // BenchmarkGoUnwindModes: what each way of unwinding a Go program's
-// sampled stacks gives (the share of on-CPU and off-CPU stacks that reach
-// their thread's first function) and costs (the target's slowdown; our
-// CPU per thousand samples, reading the rings and unwinding), on a real
-// Go program: gofmt rewriting the standard library's go/ packages, from
-// start to exit, at 997 Hz with off-CPU sampling, the modes run
-// alternately with a run unsampled among them. --unwind auto takes for a
-// pure Go program the cheapest mode that reaches 99% or more.
+// sampled stacks gives and costs. What it gives — the share of on-CPU and
+// off-CPU stacks that reach their thread's first function — and our CPU
+// per thousand samples (reading the rings, unwinding) are measured on a
+// real Go program: gofmt rewriting the standard library's go/ packages,
+// from start to exit, at 997 Hz with off-CPU sampling. The target's
+// slowdown is measured on testdata/spin (two Go threads that count their
+// work per CPU second: the copies cost the target's own CPU time in the
+// kernel, which this measures whatever else loads the machine), sampled
+// at 997 Hz, before, during and after. The modes run alternately, each
+// b.N times; the figures are medians. --unwind auto takes for a pure Go
+// program the cheapest mode that reaches 99% or more.
 func BenchmarkGoUnwindModes(b *testing.B) {
 	testutil.RequirePerf(b)
 	gofmt := filepath.Join(goRoot(b, ""), "bin", "gofmt")
 	src := filepath.Join(goRoot(b, ""), "src", "go")
 	modes := []goUnwindMode{
-		{"none (unsampled)", 0},
 		{"fp, no copy", -1},
 		{fmt.Sprintf("fp + %d B copy (auto)", FramePointerCopy), FramePointerCopy},
 		{"cfi, 16 KiB copy", DefaultStackCopy},
 	}
+	spin := testutil.Start(b, testutil.BuildGo(b, "spin"), "-threads", "2", "-depth", "24", "-report", "100ms")
+	spin.WaitLine(b, "ready", 30*time.Second)
+	work := newWorkRate(spin)
 	results := make([][]goModeRun, len(modes))
 	for i := 0; i < b.N; i++ {
 		for j, m := range modes {
-			results[j] = append(results[j], runGofmtSampled(b, gofmt, src, m))
+			r := runGofmtSampled(b, gofmt, src, m)
+			r.slowdown = slowdownOf(b, spin.Pid, work, m)
+			results[j] = append(results[j], r)
 		}
 	}
-	base := medianOf(results[0], func(r goModeRun) float64 { return r.targetCPU.Seconds() })
 	for j, m := range modes {
 		rs := results[j]
-		cpu := medianOf(rs, func(r goModeRun) float64 { return r.targetCPU.Seconds() })
-		b.Logf("%-24s target CPU %.2fs (%+.1f%%)", m.name, cpu, 100*(cpu/base-1))
-		if j == 0 {
-			continue
-		}
 		on := medianOf(rs, func(r goModeRun) float64 { return r.share(sampler.OnCPU) })
 		off := medianOf(rs, func(r goModeRun) float64 { return r.share(sampler.OffCPU) })
 		ours := medianOf(rs, func(r goModeRun) float64 { return 1e6 * r.ourCPU.Seconds() / float64(max(r.samples(), 1)) })
-		n := medianOf(rs, func(r goModeRun) float64 { return float64(r.samples()) })
-		b.Logf("%-24s %6.0f samples, whole: on-CPU %.2f%%, off-CPU %.2f%%; our CPU %.1f ms per 1,000 samples",
-			m.name, n, 100*on, 100*off, ours)
+		slow := medianOf(rs, func(r goModeRun) float64 { return r.slowdown })
+		b.Logf("%-24s whole: on-CPU %.2f%%, off-CPU %.2f%%; our CPU %.1f ms per 1,000 samples; target slowdown %.1f%%",
+			m.name, 100*on, 100*off, ours, 100*slow)
 		b.ReportMetric(100*on, fmt.Sprintf("%%whole-oncpu-%s", metricName(m)))
 		b.ReportMetric(100*off, fmt.Sprintf("%%whole-offcpu-%s", metricName(m)))
-		b.ReportMetric(100*(cpu/base-1), fmt.Sprintf("%%slowdown-%s", metricName(m)))
+		b.ReportMetric(100*slow, fmt.Sprintf("%%slowdown-%s", metricName(m)))
 		b.ReportMetric(ours, fmt.Sprintf("ms/1k-samples-%s", metricName(m)))
 	}
+}
+
+// slowdownOf samples pid as m says for two seconds and returns how much
+// less work per CPU second the target did meanwhile than around it.
+func slowdownOf(b *testing.B, pid int, w *workRate, m goUnwindMode) float64 {
+	const window = 2 * time.Second
+	before := w.rate(window)
+	tp, err := target.Open(pid, target.Options{Kernel: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tp.Close()
+	var mu sync.Mutex
+	s, err := sampler.Start(sampler.Config{PID: pid, Freq: DefaultFreq, OffCPU: true, Kernel: true, History: -1,
+		DumpOnCPU: m.copy, DumpOffCPU: m.copy,
+		UserStack: func(us sampler.UserSample, dst []uint64) ([]uint64, unwind.Cut) {
+			mu.Lock()
+			defer mu.Unlock()
+			return tp.Unwinder().UnwindSample(unwindSample(us), unwind.MaxFrames, dst)
+		}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	during := w.rate(window)
+	s.Close()
+	after := w.rate(window)
+	return 1 - during/((before+after)/2)
+}
+
+// workRate reads testdata/spin's "work ITERATIONS CPU_NS" reports.
+type workRate struct {
+	mu        sync.Mutex
+	iter, cpu uint64
+	seen      chan struct{}
+}
+
+func newWorkRate(tg *testutil.Target) *workRate {
+	w := &workRate{seen: make(chan struct{}, 1)}
+	go func() {
+		for {
+			line, err := tg.Stdout.ReadString('\n')
+			var it, cpu uint64
+			if n, _ := fmt.Sscanf(line, "work %d %d", &it, &cpu); n == 2 {
+				w.mu.Lock()
+				w.iter, w.cpu = it, cpu
+				w.mu.Unlock()
+				select {
+				case w.seen <- struct{}{}:
+				default:
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return w
+}
+
+func (w *workRate) next() (iter, cpu uint64) {
+	<-w.seen
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.iter, w.cpu
+}
+
+// rate is the target's work per CPU second over d.
+func (w *workRate) rate(d time.Duration) float64 {
+	i0, c0 := w.next()
+	time.Sleep(d)
+	i1, c1 := w.next()
+	return float64(i1-i0) / (float64(c1-c0) / 1e9)
 }
 
 func metricName(m goUnwindMode) string {
@@ -78,12 +153,12 @@ func metricName(m goUnwindMode) string {
 	return "cfi"
 }
 
-// goModeRun is one sampled run of the target.
+// goModeRun is one sampled run of gofmt, and the slowdown of spin.
 type goModeRun struct {
-	targetCPU time.Duration
-	ourCPU    time.Duration
-	total     [2]int // per sampler.Kind
-	whole     [2]int
+	ourCPU   time.Duration
+	total    [2]int // per sampler.Kind
+	whole    [2]int
+	slowdown float64
 }
 
 func (r goModeRun) share(k sampler.Kind) float64 {
@@ -93,7 +168,7 @@ func (r goModeRun) share(k sampler.Kind) float64 {
 func (r goModeRun) samples() int { return r.total[0] + r.total[1] }
 
 // runGofmtSampled runs gofmt over src to its exit, sampled as m says, and
-// returns its CPU time, ours, and how many stacks were whole.
+// returns our CPU time and how many stacks were whole.
 func runGofmtSampled(b *testing.B, gofmt, src string, m goUnwindMode) goModeRun {
 	b.Helper()
 	cmd := exec.Command(gofmt, "-l", "-s", "-r", "a -> a", src)
@@ -102,46 +177,36 @@ func runGofmtSampled(b *testing.B, gofmt, src string, m goUnwindMode) goModeRun 
 		b.Fatal(err)
 	}
 	var run goModeRun
-	var smp *sampler.Sampler
-	var rec *sampler.Recording
-	var tp *target.Process
 	cpu0 := processCPU()
-	if m.name != "none (unsampled)" {
-		var err error
-		if tp, err = target.Open(cmd.Process.Pid, target.Options{Kernel: true}); err != nil {
-			b.Fatal(err)
-		}
-		var mu sync.Mutex
-		unw := func(us sampler.UserSample, dst []uint64) ([]uint64, unwind.Cut) {
-			mu.Lock()
-			defer mu.Unlock()
-			return tp.Unwinder().UnwindSample(unwindSample(us), unwind.MaxFrames, dst)
-		}
-		smp, err = sampler.Start(sampler.Config{PID: cmd.Process.Pid, Freq: DefaultFreq, OffCPU: true, Kernel: true,
-			History: -1, DumpOnCPU: m.copy, DumpOffCPU: m.copy, UserStack: unw})
-		if err != nil {
-			b.Fatal(err)
-		}
-		rec = smp.StartRecording()
+	tp, err := target.Open(cmd.Process.Pid, target.Options{Kernel: true})
+	if err != nil {
+		b.Fatal(err)
 	}
+	defer tp.Close()
+	var mu sync.Mutex
+	unw := func(us sampler.UserSample, dst []uint64) ([]uint64, unwind.Cut) {
+		mu.Lock()
+		defer mu.Unlock()
+		return tp.Unwinder().UnwindSample(unwindSample(us), unwind.MaxFrames, dst)
+	}
+	smp, err := sampler.Start(sampler.Config{PID: cmd.Process.Pid, Freq: DefaultFreq, OffCPU: true, Kernel: true,
+		History: -1, DumpOnCPU: m.copy, DumpOffCPU: m.copy, UserStack: unw})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec := smp.StartRecording()
 	_ = cmd.Wait()
-	if smp != nil {
-		for _, s := range rec.Stop() {
-			if len(s.Stack) <= int(s.Kernel) {
-				continue // no user frames: nothing to unwind
-			}
-			run.total[s.Kind]++
-			if !s.Cut.Truncated() {
-				run.whole[s.Kind]++
-			}
+	for _, s := range rec.Stop() {
+		if len(s.Stack) <= int(s.Kernel) {
+			continue // no user frames: nothing to unwind
 		}
-		smp.Close()
-		tp.Close()
+		run.total[s.Kind]++
+		if !s.Cut.Truncated() {
+			run.whole[s.Kind]++
+		}
 	}
+	smp.Close()
 	run.ourCPU = processCPU() - cpu0
-	if st, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		run.targetCPU = time.Duration(st.Utime.Nano() + st.Stime.Nano())
-	}
 	return run
 }
 

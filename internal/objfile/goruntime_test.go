@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/stallwatch/stallwatch/internal/testutil"
 )
 
 // TestGoRuntime: in this test binary (Go, built by the toolchain that runs
@@ -59,5 +61,28 @@ func TestGoRuntime(t *testing.T) {
 	}
 	if rt.Cgo != hasFunc(g, "crosscall2") {
 		t.Errorf("Cgo %v", rt.Cgo)
+	}
+}
+
+// TestSymbolValue: a data symbol's link-time address is found by name
+// (glibc exports its stdin, an object, in .dynsym), and a name no table
+// has is not.
+func TestSymbolValue(t *testing.T) {
+	const libc = "/lib/x86_64-linux-gnu/libc.so.6"
+	fd, err := os.Open(libc)
+	if err != nil {
+		testutil.Skip(t, "no glibc at %s: %v", libc, err)
+	}
+	f, err := Open(fd, libc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	v, ok, err := f.SymbolValue("stdin")
+	if err != nil || !ok || v == 0 {
+		t.Errorf("stdin: %#x, %v, %v", v, ok, err)
+	}
+	if _, ok, err := f.SymbolValue("__jit_debug_descriptor"); ok || err != nil {
+		t.Errorf("a symbol no table has: found %v, %v", ok, err)
 	}
 }

@@ -219,55 +219,50 @@ func put(data []byte, at uint64, n int, v uint64) error {
 }
 
 // SymbolValue returns the link-time value of the named symbol in the
-// file's .dynsym or .symtab, of any type (a variable's address, such as
-// the GDB JIT interface's __jit_debug_descriptor); ok is false when
-// neither has it.
+// file's .dynsym, else its .symtab, of any type (a variable's address,
+// such as the GDB JIT interface's __jit_debug_descriptor); ok is false
+// when neither has it.
 func (f *File) SymbolValue(name string) (uint64, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.readable() {
 		return 0, false, ErrClosed
 	}
-	var v uint64
-	var found bool
-	err := safely(f.Name, func() error {
-		for _, typ := range []elf.SectionType{elf.SHT_DYNSYM, elf.SHT_SYMTAB} {
-			sec := f.symbolSection(typ)
-			if sec == nil {
-				continue
-			}
-			if v, found = findSymbol(f.ef, sec, name); found {
-				return nil
-			}
-		}
-		return nil
-	})
-	return v, found, err
-}
-
-// findSymbol looks for a defined symbol named name in a symbol section.
-func findSymbol(ef *elf.File, sec *elf.Section, name string) (uint64, bool) {
-	if sec.Link == 0 || int(sec.Link) >= len(ef.Sections) {
-		return 0, false
-	}
-	data, err := sec.Data()
-	if err != nil {
-		return 0, false
-	}
-	strs, err := ef.Sections[sec.Link].Data()
-	if err != nil {
-		return 0, false
-	}
-	want := []byte(name)
-	for i := 24; i+24 <= len(data); i += 24 {
-		e := data[i:]
-		no := uint64(ef.ByteOrder.Uint32(e))
-		if ef.ByteOrder.Uint16(e[6:]) == uint16(elf.SHN_UNDEF) || no+uint64(len(want)) >= uint64(len(strs)) {
+	for _, typ := range []elf.SectionType{elf.SHT_DYNSYM, elf.SHT_SYMTAB} {
+		sec := f.symbolSection(typ)
+		if sec == nil {
 			continue
 		}
-		if bytes.Equal(strs[no:no+uint64(len(want))], want) && strs[no+uint64(len(want))] == 0 {
-			return ef.ByteOrder.Uint64(e[8:]), true
+		v, found, err := f.symbolValue(sec, name)
+		if found || err != nil {
+			return v, found, err
 		}
 	}
-	return 0, false
+	return 0, false, nil
+}
+
+// symbolValue looks for a defined symbol named name in one symbol section.
+func (f *File) symbolValue(sec *elf.Section, name string) (uint64, bool, error) {
+	if sec.Link == 0 || int(sec.Link) >= len(f.ef.Sections) {
+		return 0, false, fmt.Errorf("%s: section %s: string table index %d out of range", f.Name, sec.Name, sec.Link)
+	}
+	data, err := f.section(sec.Name)
+	if err != nil {
+		return 0, false, err
+	}
+	strs, err := f.sectionData(f.ef.Sections[sec.Link])
+	if err != nil {
+		return 0, false, err
+	}
+	want := []byte(name)
+	for i := 1; i < len(data)/symEntSize(f.ef.Class); i++ {
+		e := readSymEntry(data, i, f.ef.Class, f.ef.ByteOrder)
+		if e.shndx == uint16(elf.SHN_UNDEF) {
+			continue
+		}
+		if raw, ok := cString(strs, e.name); ok && bytes.Equal(raw, want) {
+			return e.addr, true, nil
+		}
+	}
+	return 0, false, nil
 }
