@@ -14,8 +14,10 @@ import "bytes"
 // calls it and T's own frame is what the chain skipped (a frameless leaf:
 // the kernel's chain then goes from its caller's frame record to the
 // caller's caller); when T calls it from one place only, that place is
-// T's frame, and it is put back. Anything else ends the walk with a Cut
-// that says which return address failed and why.
+// T's frame, and it is put back. A T whose code cannot be read whole (its
+// extent unknown: V8's builtins copied into its code space) cannot refute
+// the edge. Anything else ends the walk with a Cut that says which return
+// address failed and why.
 
 // edgeVerdict is what the code says of a caller.
 type edgeVerdict uint8
@@ -157,7 +159,10 @@ func (w *walker) decideEdge(ra, calleeLo, calleeHi uint64, known bool, underLo u
 	}
 	b := w.branchesOf(target)
 	if b == nil || !b.complete {
-		return edge{verdict: edgeWrongCallee}
+		// Code whose extent nobody knows (V8's builtins copied into
+		// its code space), or that does not decode: nothing says it
+		// does not lead to the function below.
+		return edge{}
 	}
 	if w.jumpsInto(b, calleeLo, calleeHi, maxTailCalls) {
 		return edge{}
