@@ -6,7 +6,7 @@ BIN       := bin/stallwatch
 FUZZTIME  ?= 20s
 BENCHCOUNT ?= 5
 
-.PHONY: all build test test-short lint fuzz bench demo clean deps man corpus corpus-update
+.PHONY: all build test test-short lint fuzz bench demo readme-demo clean deps man corpus corpus-update
 
 all: build
 
@@ -73,6 +73,11 @@ man:
 
 demo: build
 	./testdata/demo/run.sh
+
+# README.md's demo output, from a real run of make demo's script (checked
+# as cmd/stallwatch's TestMakeDemo checks every run): never edited by hand.
+readme-demo:
+	$(GO) test -count=1 -run '^TestMakeDemo$$' ./cmd/stallwatch -args -update-readme
 
 deps:
 	./.ci/deps

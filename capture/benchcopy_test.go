@@ -68,10 +68,9 @@ func setupEndToPprofCopies(b *testing.B) {
 		}
 		defer tp.Close()
 		var spent time.Duration
-		unw := func(tid int32, t uint64, regs sampler.UserRegs, stack []byte, fp, dst []uint64) ([]uint64, unwind.Cut) {
+		unw := func(us sampler.UserSample, dst []uint64) ([]uint64, unwind.Cut) {
 			start := threadCPU()
-			dst, cut := tp.Unwinder().UnwindSample(unwind.Sample{Regs: unwind.Regs{IP: regs.IP, SP: regs.SP, BP: regs.BP, BPKnown: true},
-				Stack: stack, FP: fp, Time: t}, unwind.MaxFrames, dst)
+			dst, cut := tp.Unwinder().UnwindSample(unwindSample(us), unwind.MaxFrames, dst)
 			spent += threadCPU() - start
 			return dst, cut
 		}

@@ -246,7 +246,7 @@ func (f *facts) allNotes() []string {
 		notes = append(notes, f.symStats.KernelNote)
 	}
 	notes = append(notes, f.symStats.Notes...)
-	notes = append(notes, cutNotes(f.cuts, f.userStacks, f.cfg.StackCopy)...)
+	notes = append(notes, cutNotes(f.cuts, f.userStacks, f.unwind, f.cfg.StackCopy)...)
 	if n := f.symStats.Unknown; n > 0 {
 		notes = append(notes, fmt.Sprintf("%d addresses were in no mapping of the target: shown as [unknown]", n))
 	}
@@ -357,19 +357,36 @@ func (f *facts) prune(root *capdir.Root) {
 
 // cutNotes says how many sampled stacks end before their thread's first
 // function and why, the most frequent reasons first, with the fix where
-// there is one.
-func cutNotes(cuts map[unwind.Cut]int, total, copySize int) []string {
+// there is one: a larger --stack-copy only where the copy was as large as
+// asked (the kernel copies less where the stack's next page is not
+// resident, and no larger copy changes that), --unwind cfi where frame
+// pointers ran out.
+func cutNotes(cuts map[unwind.Cut]int, total int, mode UnwindMode, copySize int) []string {
 	if total == 0 || len(cuts) == 0 {
 		return nil
 	}
 	byReason := map[string]int{}
-	exhausted, n := 0, 0
+	var full, short, shortEnd, fpOut int
+	minCopied, maxCopied, asked := 0, 0, 0
+	n := 0
 	for c, k := range cuts {
 		n += k
-		if c.Reason == unwind.CopyExhausted {
-			exhausted += k
+		switch {
+		case c.Short():
+			short += k
+			if c.StackEnd {
+				shortEnd += k
+			}
+			if minCopied == 0 || c.Copied < minCopied {
+				minCopied = c.Copied
+			}
+			maxCopied, asked = max(maxCopied, c.Copied), max(asked, c.Limit)
+		case c.Reason == unwind.CopyExhausted && mode == UnwindFP:
+			fpOut += k
+		case c.Reason == unwind.CopyExhausted:
+			full += k
 		}
-		byReason[c.String()] += k
+		byReason[cutClass(c)] += k
 	}
 	whys := make([]string, 0, len(byReason))
 	for why := range byReason {
@@ -391,9 +408,51 @@ func cutNotes(cuts map[unwind.Cut]int, total, copySize int) []string {
 	}
 	notes := []string{fmt.Sprintf("%d of %d sampled stacks end before their thread's first function (their last frame says why): %s",
 		n, total, strings.Join(parts, ", "))}
-	if exhausted > 0 && copySize < MaxStackCopy {
+	if full > 0 && copySize < MaxStackCopy {
 		notes = append(notes, fmt.Sprintf("%d stacks were deeper than the %d KiB stack copy: --stack-copy %dKiB reaches further (at some CPU cost per sample)",
-			exhausted, copySize>>10, min(2*copySize, MaxStackCopy)>>10))
+			full, copySize>>10, min(2*copySize, MaxStackCopy)>>10))
+	}
+	if fpOut > 0 {
+		notes = append(notes, fmt.Sprintf("%d stacks run through code that keeps no frame pointer: --unwind cfi walks them with its call frame information", fpOut))
+	}
+	if short > 0 {
+		copied := sizeText(minCopied)
+		switch {
+		case maxCopied == minCopied:
+		case minCopied%1024 == 0 && maxCopied%1024 == 0:
+			copied = fmt.Sprintf("%d–%d KiB", minCopied>>10, maxCopied>>10)
+		default:
+			copied = fmt.Sprintf("%d–%d bytes", minCopied, maxCopied)
+		}
+		why := "the stack's next page was not resident (never touched, or swapped out), and the kernel copies without faulting pages in"
+		switch {
+		case shortEnd == short:
+			why = "the stack ends there"
+		case shortEnd > 0:
+			why += fmt.Sprintf(" (for %d of them the stack ends there)", shortEnd)
+		}
+		notes = append(notes, fmt.Sprintf("%d stacks end where the kernel copied only %s of the %s of stack asked: %s; a larger --stack-copy does not change that",
+			short, copied, sizeText(asked), why))
 	}
 	return notes
+}
+
+// cutClass is how a Cut is counted in the notes: by its reason, but a
+// stack copy cut short by the kernel once, whatever it copied.
+func cutClass(c unwind.Cut) string {
+	if c.Short() {
+		if c.StackEnd {
+			return "stack copy cut short where the stack ends"
+		}
+		return "stack copy cut short by the kernel at a page not resident"
+	}
+	return c.String()
+}
+
+// sizeText is n bytes as the notes write it: "1 KiB", "1,032 bytes".
+func sizeText(n int) string {
+	if n >= 1024 && n%1024 == 0 {
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

@@ -82,8 +82,8 @@ type UnwindMode string
 
 const (
 	// UnwindAuto is UnwindCFI, but for a target whose code all keeps
-	// frame pointers (a Go program without C code), where UnwindFP is
-	// exact and cheaper.
+	// frame pointers (a Go program without C code), where UnwindFP gives
+	// whole stacks as often and costs less (BenchmarkGoUnwindModes).
 	UnwindAuto UnwindMode = "auto"
 	// UnwindCFI copies StackCopy bytes of the user stack with every
 	// sample and unwinds them with call frame information (.eh_frame,
@@ -91,10 +91,11 @@ const (
 	// --call-graph dwarf does; frame pointers only where nothing better
 	// exists.
 	UnwindCFI UnwindMode = "cfi"
-	// UnwindFP takes the kernel's frame-pointer callchains as they are
-	// (checked: a return address outside executable code ends the
-	// stack): the cheapest sampling, whole stacks only in code built
-	// with frame pointers.
+	// UnwindFP takes the kernel's frame-pointer callchains, each return
+	// address checked against its call site, with the top
+	// FramePointerCopy bytes of the stack for the caller of a function
+	// that has not set up its frame pointer: the cheapest sampling, whole
+	// stacks only in code built with frame pointers.
 	UnwindFP UnwindMode = "fp"
 )
 
@@ -104,6 +105,13 @@ var UnwindModes = []string{string(UnwindAuto), string(UnwindCFI), string(UnwindF
 // DefaultStackCopy is the stack copied per sample for CFI unwinding: see
 // docs/testing.md's benchmarks for the measurement that chose it.
 const DefaultStackCopy = 16 << 10
+
+// FramePointerCopy is the stack copied per sample under UnwindFP: the top
+// of the stack, where a function that has not set up its frame pointer
+// (a frameless leaf such as Go's system call stubs, any function in its
+// prologue) keeps its return address, which the kernel's frame-pointer
+// chain skips.
+const FramePointerCopy = 256
 
 // MaxStackCopy is the largest stack copy the kernel can put in a sample.
 const MaxStackCopy = sampler.MaxStackCopy

@@ -159,9 +159,14 @@ func autoUnwind(tp *target.Process) UnwindMode {
 
 // userStack unwinds a sample's user stack as it arrives (see
 // sampler.Config.UserStack).
-func (s *Session) userStack(tid int32, t uint64, regs sampler.UserRegs, stack []byte, fp, dst []uint64) ([]uint64, unwind.Cut) {
-	smp := unwind.Sample{Regs: unwind.Regs{IP: regs.IP, SP: regs.SP, BP: regs.BP, BPKnown: true}, Stack: stack, FP: fp, Time: t}
-	return s.tp.Unwinder().UnwindSample(smp, unwind.MaxFrames, dst)
+func (s *Session) userStack(us sampler.UserSample, dst []uint64) ([]uint64, unwind.Cut) {
+	return s.tp.Unwinder().UnwindSample(unwindSample(us), unwind.MaxFrames, dst)
+}
+
+// unwindSample is what the unwinder needs of a sample.
+func unwindSample(us sampler.UserSample) unwind.Sample {
+	return unwind.Sample{Regs: unwind.Regs{IP: us.Regs.IP, SP: us.Regs.SP, BP: us.Regs.BP, BPKnown: true},
+		Stack: us.Stack, Asked: us.Asked, FP: us.FP, Time: us.Time}
 }
 
 // samplerConfig is the sampler's configuration at a rate; history < 0 turns
@@ -186,7 +191,7 @@ func (s *Session) samplerConfig(freq int, offCPU bool, history time.Duration) sa
 	if s.unwind == UnwindCFI {
 		c.DumpOnCPU, c.DumpOffCPU = s.cfg.StackCopy, s.cfg.StackCopy
 	} else {
-		c.DumpOffCPU = -1
+		c.DumpOnCPU, c.DumpOffCPU = FramePointerCopy, FramePointerCopy
 	}
 	return c
 }

@@ -105,6 +105,52 @@ func TestStackCopyTooSmall(t *testing.T) {
 	}
 }
 
+// TestStackCopyShort: where the kernel copies less of the stack than it
+// was asked (here a worker's frame holds a 64 KiB buffer whose pages are
+// not resident, as memcached's worker loop does, and the kernel copies
+// without faulting pages in), the stacks end saying so, and capture.json
+// says why — not that a larger --stack-copy reaches further, which it
+// does not.
+func TestStackCopyShort(t *testing.T) {
+	testutil.RequirePerf(t)
+	gcc := testutil.RequireTool(t, "gcc")
+	bin := filepath.Join(t.TempDir(), "shortcopy")
+	if out, err := exec.Command(gcc, "-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o", bin, testutil.Testdata(t, "shortcopy", "shortcopy.c")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	tg := testutil.Start(t, bin)
+	tg.WaitLine(t, "ready", 10*time.Second)
+	_, p, info, _ := recordCPU(t, tg.Pid, time.Second, func(c *Config) { c.NoOffCPU, c.Unwind = true, UnwindCFI })
+	ours, _ := ourStacks(p)
+	inLeaf, short := 0, 0
+	for _, s := range ours {
+		if len(s) < 2 || s[0] != "leaf" || !strings.HasPrefix(s[1], "buffered") { // buffered.constprop.0.isra.0, as gcc names its clone
+			continue
+		}
+		inLeaf++
+		last := s[len(s)-1]
+		if strings.HasPrefix(last, "[truncated: stack copy cut short at ") && strings.HasSuffix(last, " of 16 KiB: its next page was not resident]") {
+			short++
+		} else if !isComplete(s) {
+			t.Errorf("a stack under the buffer's non-resident pages ends otherwise: %v", s)
+		}
+	}
+	if inLeaf < 20 {
+		t.Fatalf("%d samples in leaf ← buffered: too few to judge; %d samples, the first %v", inLeaf, len(ours), ours[:min(3, len(ours))])
+	}
+	if float64(short) < 0.99*float64(inLeaf) {
+		t.Errorf("%d of %d samples in leaf ← buffered say the copy was cut short", short, inLeaf)
+	}
+	notes := strings.Join(info.Notes, "\n")
+	if strings.Contains(notes, "--stack-copy 32KiB reaches further") {
+		t.Errorf("capture.json advises a larger copy, which the kernel would cut short the same:\n%s", notes)
+	}
+	if !strings.Contains(notes, "stacks end where the kernel copied only ") || !strings.Contains(notes, "of the 16 KiB of stack asked: the stack's next page was not resident") {
+		t.Errorf("capture.json's notes do not say the kernel cut the copy short, and why:\n%s", notes)
+	}
+	t.Logf("%d of %d samples in leaf ← buffered cut short; notes:\n%s", short, inLeaf, notes)
+}
+
 func compareWithPerf(t *testing.T, w unwindWorkload) {
 	tg := w.start(t)
 	// perf records the same seconds as we do: the same code on the stacks.

@@ -1,6 +1,7 @@
 package jit
 
 import (
+	"encoding/binary"
 	"iter"
 	"math"
 	"slices"
@@ -203,9 +204,11 @@ func searchPieces(ps []piece, addr uint64) int {
 	return lo - 1
 }
 
-// Layers in lookup order.
+// Layers in lookup order: the GDB JIT interface's objects, whose
+// section headers are where the code is now, before the files.
 const (
-	layerJitdump = iota
+	layerGDB = iota
+	layerJitdump
 	layerPerfMap
 	numLayers
 )
@@ -384,10 +387,14 @@ type builder struct {
 }
 
 // Unwinding is the call frame information a JIT published for a piece of
-// code (jitdump CODE_UNWINDING_INFO): an .eh_frame whose addresses are
-// relative to where it would lie after the code, and its .eh_frame_hdr.
+// code: a jitdump's CODE_UNWINDING_INFO, an .eh_frame whose addresses are
+// relative to where it would lie after the code, and its .eh_frame_hdr;
+// or a GDB JIT object's .eh_frame, relocated, which lies at Addr.
 type Unwinding struct {
 	EhFrame, EhFrameHdr []byte
+	// Addr is where EhFrame lies in the target (0: after the code, as
+	// a jitdump's).
+	Addr uint64
 }
 
 // maxUnwindBytes bounds the unwinding infos one Index keeps.
@@ -413,6 +420,31 @@ func (b *builder) addUnwinding(id int32, data []byte, hdrSize uint64) bool {
 		}
 		b.unwindID[string(c)] = n
 		b.unwindBytes += len(c)
+	}
+	b.store.slot(id).unwind = n
+	b.snap = nil
+	return true
+}
+
+// addUnwindingAt keeps, for symbol id (just added), an .eh_frame that lies
+// at addr in the target; false when the bound on their bytes was reached.
+func (b *builder) addUnwindingAt(id int32, eh []byte, addr uint64) bool {
+	if len(eh) == 0 {
+		return true
+	}
+	key := string(binary.LittleEndian.AppendUint64(nil, addr)) + string(eh)
+	n, ok := b.unwindID[key]
+	if !ok {
+		if b.unwindBytes+len(eh) > maxUnwindBytes {
+			return false
+		}
+		b.unwinds = append(b.unwinds, Unwinding{EhFrame: append([]byte(nil), eh...), Addr: addr})
+		n = int32(len(b.unwinds))
+		if b.unwindID == nil {
+			b.unwindID = map[string]int32{}
+		}
+		b.unwindID[key] = n
+		b.unwindBytes += len(eh)
 	}
 	b.store.slot(id).unwind = n
 	b.snap = nil

@@ -31,6 +31,7 @@ type Process struct {
 	owners   []uint32  // uids whose files we trust: the target's and root
 	started  time.Time // the process's start: older files are not its own
 	sources  []*source
+	gdb      *gdbSource             // the GDB JIT interface, once WatchGDBJIT found it
 	refused  map[string]*SourceInfo // by path, tried again on Update
 	searched []string
 	looked   map[string]bool
@@ -103,6 +104,9 @@ func (p *Process) Update() error {
 		for _, s := range p.sources {
 			s.reset()
 		}
+		if p.gdb != nil {
+			p.gdb.reset()
+		}
 	}
 	for _, s := range p.sources {
 		err := s.ingest(p.b, false)
@@ -112,7 +116,50 @@ func (p *Process) Update() error {
 			errs = append(errs, err)
 		}
 	}
+	if p.gdb != nil {
+		// The list is read without stopping the JIT, which may be
+		// changing it: what failed is read again next time.
+		err := p.gdb.ingest(p.b)
+		p.gdb.info.ReadError = ""
+		if err != nil {
+			p.gdb.info.ReadError = err.Error()
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// ReadGDBJIT reads the GDB JIT interface's list again when the last read
+// was before time t (CLOCK_MONOTONIC) and more than minGap ago, and
+// reports whether the index changed: what the unwinder asks before it
+// trusts the JIT code it finds at a sample's time (cheaper than Update,
+// which reads the files too).
+func (p *Process) ReadGDBJIT(t uint64, minGap uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g := p.gdb
+	if g == nil || p.closed || g.last >= t || g.now()-g.last < minGap {
+		return false
+	}
+	before := p.b.n
+	err := g.ingest(p.b)
+	g.info.ReadError = ""
+	if err != nil {
+		g.info.ReadError = err.Error()
+	}
+	return p.b.n != before
+}
+
+// WatchGDBJIT reads, at this Update and the next, the objects the
+// process registers with the GDB JIT interface whose descriptor is at
+// desc in its memory (package target finds it: the exported symbol
+// __jit_debug_descriptor): their functions are indexed with their call
+// frame information. A second call for the same descriptor does nothing.
+func (p *Process) WatchGDBJIT(mem Memory, desc uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gdb == nil || p.gdb.desc != desc {
+		p.gdb = newGDBSource(mem, desc)
+	}
 }
 
 // Index returns the index of everything read so far. It does not change
@@ -127,9 +174,12 @@ func (p *Process) Index() *Index {
 func (p *Process) Sources() []SourceInfo {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]SourceInfo, 0, len(p.sources)+len(p.refused))
+	out := make([]SourceInfo, 0, len(p.sources)+len(p.refused)+1)
 	for _, s := range p.sources {
 		out = append(out, s.info)
+	}
+	if p.gdb != nil {
+		out = append(out, p.gdb.info)
 	}
 	for _, path := range p.searched {
 		if r, ok := p.refused[path]; ok {

@@ -17,6 +17,7 @@ type SourceKind uint8
 const (
 	KindJitdump SourceKind = iota + 1 // jit-<pid>.dump
 	KindPerfMap                       // perf-<pid>.map
+	KindGDBJIT                        // the GDB JIT interface, in memory
 )
 
 func (k SourceKind) String() string {
@@ -25,6 +26,8 @@ func (k SourceKind) String() string {
 		return "jitdump"
 	case KindPerfMap:
 		return "perfmap"
+	case KindGDBJIT:
+		return "gdb-jit"
 	}
 	return "unknown"
 }

@@ -30,6 +30,15 @@ const (
 	CutStackSwitch
 	// CutUnreadable: the stack could not be read at all.
 	CutUnreadable
+	// CutNotACall: the next return address, found by a rule that guesses
+	// (a frame-pointer chain, a join with the kernel's), does not follow
+	// a call instruction: it is no return address.
+	CutNotACall
+	// CutWrongCallee: the next return address follows a direct call of a
+	// function that is not the frame below and does not lead there (by a
+	// jump, or by one call of it whose frame the chain skipped): that
+	// caller cannot have called it.
+	CutWrongCallee
 )
 
 // Cut says why a stack walk ended: CutComplete, or where and why it was
@@ -43,10 +52,21 @@ type Cut struct {
 	Module string
 	// PC is the address the walk stopped at.
 	PC uint64
-	// Limit is the frame limit (CutTooDeep) or the stack copy's size in
-	// bytes (CutCopyExhausted).
+	// Limit is the frame limit (CutTooDeep) or the size of the stack copy
+	// asked for, in bytes (CutCopyExhausted).
 	Limit int
+	// Copied is how much of the stack the kernel copied
+	// (CutCopyExhausted): less than Limit when the copy stopped early, at
+	// a page that was not resident or at the end of the stack's mapping.
+	Copied int
+	// StackEnd says the short copy stopped where the stack's mapping
+	// ends, not at a page that was not resident.
+	StackEnd bool
 }
+
+// Short reports whether the walk ran out of a stack copy the kernel cut
+// short: a larger copy would not have gone further.
+func (c Cut) Short() bool { return c.Reason == CutCopyExhausted && c.Copied < c.Limit }
 
 // Truncated reports whether the walk ended before the thread's first
 // function.
@@ -65,6 +85,13 @@ func (c Cut) String() string {
 	case CutNoUnwindInfo:
 		return "no unwind info" + in
 	case CutCopyExhausted:
+		if c.Short() {
+			why := "its next page was not resident"
+			if c.StackEnd {
+				why = "the stack ends there"
+			}
+			return fmt.Sprintf("stack copy cut short at %s of %s: %s", sizeText(c.Copied), sizeText(c.Limit), why)
+		}
 		return fmt.Sprintf("stack copy of %s exhausted", sizeText(c.Limit))
 	case CutNotExecutable:
 		return fmt.Sprintf("return address %#x is not in executable code", c.PC)
@@ -74,6 +101,10 @@ func (c Cut) String() string {
 		return "stack switch" + in
 	case CutUnreadable:
 		return "stack not readable"
+	case CutNotACall:
+		return fmt.Sprintf("return address %#x follows no call%s", c.PC, in)
+	case CutWrongCallee:
+		return fmt.Sprintf("the call before %#x%s calls another function", c.PC, in)
 	}
 	return fmt.Sprintf("reason %d", c.Reason)
 }

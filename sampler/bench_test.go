@@ -200,8 +200,8 @@ func BenchmarkTargetSlowdownStackCopy(b *testing.B) {
 	ours := func(copy int) (slow, rate float64) {
 		before, _ := w.rate(window)
 		s, err := Start(Config{PID: tg.Pid, Freq: 997, Kernel: true, DumpOnCPU: copy,
-			UserStack: func(tid int32, t uint64, regs UserRegs, stack []byte, fp, dst []uint64) ([]uint64, unwind.Cut) {
-				return append(dst, fp...), unwind.Cut{} // the copy is made, read and dropped
+			UserStack: func(us UserSample, dst []uint64) ([]uint64, unwind.Cut) {
+				return append(dst, us.FP...), unwind.Cut{} // the copy is made, read and dropped
 			}})
 		if err != nil {
 			b.Fatal(err)

@@ -109,11 +109,26 @@ const MaxStackCopy = 60 << 10
 // Config.Annotate.
 type Annotate func(tid int32, t uint64, user []uint64) []uint64
 
-// UserStack unwinds the user stack of a sample of thread tid at
-// CLOCK_MONOTONIC time t from its registers and stack copy (nil when the
-// sample has none) and the kernel's frame-pointer chain fp (the sampled
-// IP first), appending it to dst. See Config.UserStack.
-type UserStack func(tid int32, t uint64, regs UserRegs, stack []byte, fp []uint64, dst []uint64) ([]uint64, unwind.Cut)
+// UserStack unwinds the user stack of a sample, appending it to dst. See
+// Config.UserStack.
+type UserStack func(smp UserSample, dst []uint64) ([]uint64, unwind.Cut)
+
+// UserSample is what a sample of thread TID at CLOCK_MONOTONIC time Time
+// gives to unwind its user stack.
+type UserSample struct {
+	TID  int32
+	Time uint64
+	Regs UserRegs
+	// Stack is the copy of the user stack from Regs.SP (nil when the
+	// sample has none); Asked is the size of the copy the kernel set out
+	// to make: it copies less where the stack's next page is not resident
+	// or the stack's mapping ends (the record's dyn_size says how much).
+	Stack []byte
+	Asked int
+	// FP is the kernel's frame-pointer chain: the sampled IP, then the
+	// return addresses it found.
+	FP []uint64
+}
 
 // check validates cfg and fills its defaults.
 func (cfg *Config) check() error {

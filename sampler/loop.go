@@ -268,7 +268,8 @@ func (s *Sampler) sampleOf(r *record) Sample {
 	}
 	if s.cfg.UserStack != nil && len(s.chainBuf) > kernel {
 		s.userBuf = append(s.userBuf[:0], s.chainBuf[:kernel]...)
-		s.userBuf, smp.Cut = s.cfg.UserStack(smp.TID, r.time, regs, r.stackDump, s.chainBuf[kernel:], s.userBuf)
+		us := UserSample{TID: smp.TID, Time: r.time, Regs: regs, Stack: r.stackDump, Asked: r.stackAsked, FP: s.chainBuf[kernel:]}
+		s.userBuf, smp.Cut = s.cfg.UserStack(us, s.userBuf)
 		smp.Stack = append([]uint64(nil), s.userBuf...)
 		s.annotate(&smp)
 		return smp

@@ -73,6 +73,9 @@ type record struct {
 	regsABI   uint64
 	regs      []byte // nregs u64, raw
 	stackDump []byte
+	// stackAsked is the copy's size the kernel set out to make (the
+	// record's static size); stackDump holds what it copied (dyn_size).
+	stackAsked int
 
 	// PERF_RECORD_LOST, LOST_SAMPLES.
 	lost uint64
@@ -195,6 +198,7 @@ func decodeSample(c *cursor, r *record, layoutOf func(uint64) (layout, bool)) {
 	if lay.stack {
 		size := c.u64()
 		r.stackDump = c.bytes(size, "user stack")
+		r.stackAsked = len(r.stackDump)
 		if size > 0 {
 			dyn := c.u64()
 			if dyn < uint64(len(r.stackDump)) {

@@ -84,9 +84,32 @@ func (j *jitUnwind) UnwindInfo(pc, t uint64) (*objfile.CFI, uint64, bool) {
 	return nil, 0, false
 }
 
+// FuncAt returns the range of the JIT code live at pc at time t (0: the
+// latest): the function the unwinder checks calls into (unwind.JITFuncs).
+func (j *jitUnwind) FuncAt(pc, t uint64) (lo, hi uint64, ok bool) {
+	if t == 0 {
+		t = math.MaxUint64
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	sym, ok := j.lookup(pc, t)
+	if !ok {
+		return 0, 0, false
+	}
+	return sym.Start, sym.End(), true
+}
+
+// gdbReadGap bounds how often the unwinder has the GDB JIT interface's
+// list read again: code it loads is seen within about this long.
+const gdbReadGap = uint64(20 * time.Millisecond)
+
 // lookup finds the JIT code at pc at time t, reading what the JIT files
-// gained when it finds none (at most once a second).
+// gained when it finds none (at most once a second), and the GDB JIT
+// interface's list first when the sample is newer than its last read.
 func (j *jitUnwind) lookup(pc, t uint64) (*jit.Symbol, bool) {
+	if j.p.jit != nil && j.p.jit.ReadGDBJIT(t, gdbReadGap) {
+		j.ix = j.p.jit.Index()
+	}
 	if j.ix != nil {
 		if s, ok := j.ix.LookupAt(pc, t); ok {
 			return s, true
@@ -111,6 +134,14 @@ func (j *jitUnwind) published(sym *jit.Symbol, u jit.Unwinding) *objfile.CFI {
 		return cfi
 	}
 	var found *objfile.CFI
+	if u.Addr != 0 {
+		// A GDB JIT object's, relocated where it lies.
+		if cfi, err := objfile.ParseEhFrame(fmt.Sprintf("JIT object's .eh_frame at %#x", u.Addr), u.EhFrame, u.Addr); err == nil && cfi.Len() > 0 {
+			found = cfi
+		}
+		j.keep(key, found)
+		return found
+	}
 	for _, align := range []uint64{8, 16, 1, 4, 32} {
 		base := (sym.Start + sym.Size + align - 1) &^ (align - 1)
 		cfi, err := objfile.ParseEhFrame(fmt.Sprintf("jit code at %#x", sym.Start), u.EhFrame, base)

@@ -41,6 +41,8 @@ type Process struct {
 	notes    []string
 	jvm      jvm      // the HotSpot VM, found at the first JVM()
 	javaLocs javaLocs // the locations of Java frames
+	// looked are the modules searched for the GDB JIT interface.
+	looked map[*addrspace.Module]bool
 }
 
 // Open reads pid's maps and opens its mapped files, its JIT sources and
@@ -64,6 +66,9 @@ func Open(pid int, opts Options) (*Process, error) {
 			p.jit = j
 		}
 	}
+	if p.jit != nil && p.watchGDBJIT() {
+		_ = p.jit.Update() // what Open found is said in Sources
+	}
 	p.sym = symbolize.New(space, symbolize.Options{Kernel: opts.Kernel, JIT: p.jit, Logger: opts.Logger})
 	p.unw = unwind.NewProcess(space)
 	if p.jit != nil {
@@ -72,6 +77,34 @@ func Open(pid int, opts Options) (*Process, error) {
 		p.unw.SetJIT(p.jitUn)
 	}
 	return p, nil
+}
+
+// gdbDescriptor is the GDB JIT interface's descriptor's symbol, which a
+// JIT that registers its code with debuggers exports (LLVM's libraries
+// do, for every program that links them).
+const gdbDescriptor = "__jit_debug_descriptor"
+
+// watchGDBJIT looks in the files mapped since the last look for the GDB
+// JIT interface's descriptor, and has the JIT sources read its objects;
+// it reports whether it found one.
+func (p *Process) watchGDBJIT() bool {
+	if p.looked == nil {
+		p.looked = map[*addrspace.Module]bool{}
+	}
+	found := false
+	for _, m := range p.space.Modules() {
+		if p.looked[m] || m.Gone || m.File == nil || !m.IsFile() {
+			continue
+		}
+		p.looked[m] = true
+		v, ok, err := m.File.SymbolValue(gdbDescriptor)
+		if err != nil || !ok {
+			continue
+		}
+		p.jit.WatchGDBJIT(p.space.Memory(), v+m.Bias)
+		found = true
+	}
+	return found
 }
 
 // Pid is the target's process id.
@@ -108,6 +141,7 @@ func (p *Process) Refresh() error {
 		errs = append(errs, err)
 	}
 	if p.jit != nil {
+		p.watchGDBJIT()
 		if err := p.jit.Update(); err != nil {
 			errs = append(errs, err)
 		}
@@ -126,4 +160,14 @@ func (p *Process) Close() error {
 		err = p.jit.Close()
 	}
 	return errors.Join(err, p.space.Close())
+}
+
+// JITCode returns the range of the JIT code live at pc at CLOCK_MONOTONIC
+// time t (0: the latest), from the target's jitdumps, perf map and GDB
+// JIT interface.
+func (p *Process) JITCode(pc, t uint64) (start, end uint64, ok bool) {
+	if p.jitUn == nil {
+		return 0, 0, false
+	}
+	return p.jitUn.FuncAt(pc, t)
 }

@@ -26,6 +26,9 @@ type Space struct {
 	via     int       // the thread /proc files are read through (see procfs.Via)
 	cur     []*Module // current executable mappings, sorted by start
 	retired []*Module // mappings gone at a Refresh, newest first
+	// regions are the current mappings of every kind, adjacent ones
+	// merged, sorted: where the target's memory is mapped at all.
+	regions [][2]uint64
 	files   map[fileKey]*fileEntry
 	mem     *Memory
 	closed  bool
@@ -166,7 +169,13 @@ func (s *Space) setMaps(maps []procfs.Mapping) {
 		old[m.Mapping] = m
 	}
 	var cur []*Module
+	s.regions = s.regions[:0]
 	for _, pm := range maps {
+		if n := len(s.regions); n > 0 && s.regions[n-1][1] == pm.Start {
+			s.regions[n-1][1] = pm.End
+		} else if pm.End > pm.Start {
+			s.regions = append(s.regions, [2]uint64{pm.Start, pm.End})
+		}
 		if !pm.Exec() && pm.Path != "[vdso]" {
 			continue
 		}
@@ -314,6 +323,19 @@ func (s *Space) ModuleAt(addr uint64) *Module {
 		}
 	}
 	return nil
+}
+
+// Region returns the mapped region holding addr as the maps said at the
+// last Refresh: adjacent mappings of any kind merged (a thread's stack
+// and what lies next to it are one region), ok false when none holds it.
+func (s *Space) Region(addr uint64) (start, end uint64, ok bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	i := sort.Search(len(s.regions), func(i int) bool { return s.regions[i][1] > addr })
+	if i < len(s.regions) && addr >= s.regions[i][0] {
+		return s.regions[i][0], s.regions[i][1], true
+	}
+	return 0, 0, false
 }
 
 // Modules returns the current modules, sorted by start, then the gone

@@ -560,3 +560,16 @@ func (f *CFI) find(pc uint64) (*fde, error) {
 	}
 	return nil, nil
 }
+
+// FuncRange returns the link-time code range of the FDE covering pc: for
+// compiled code, the function (or the part of it, such as a cold part)
+// holding pc.
+func (f *CFI) FuncRange(pc uint64) (lo, hi uint64, ok bool) {
+	i := sort.Search(len(f.fdes), func(i int) bool { return f.fdes[i].begin > pc }) - 1
+	for j := i; j >= 0 && j > i-4; j-- {
+		if pc < f.fdes[j].end {
+			return f.fdes[j].begin, f.fdes[j].end, true
+		}
+	}
+	return 0, 0, false
+}

@@ -46,6 +46,9 @@ type File struct {
 	goDone  bool
 	gotab   *GoTable
 	goErr   error
+	rtDone  bool
+	rt      *GoRuntime
+	rtErr   error
 	syms    map[string]*Symbols // by Env.Key
 	bytes   atomic.Int64        // parsed data held, for the cache's bound
 	used    uint64              // the cache's LRU clock

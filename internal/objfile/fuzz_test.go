@@ -408,3 +408,34 @@ func (d dump) ReadAt(p []byte, addr uint64) (int, error) {
 }
 
 var errOutside = os.ErrNotExist
+
+// FuzzParseJITObject: a JIT object the target published through the GDB
+// JIT interface is read without panics and within bounds; every function
+// it yields has its name bounded, and every FDE of its relocated call
+// frame information is found where its table says.
+func FuzzParseJITObject(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte("\x7fELF\x02\x01\x01"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var obj *JITObject
+		noPanics(t, "ParseJITObject", func() {
+			checkAlloc(t, "ParseJITObject", len(data), 64, func() {
+				obj, _ = ParseJITObject("fuzz", data)
+			})
+		})
+		if obj == nil {
+			return
+		}
+		if len(obj.Funcs) > maxJITFuncs {
+			t.Fatalf("%d functions, bound %d", len(obj.Funcs), maxJITFuncs)
+		}
+		for _, fn := range obj.Funcs {
+			if len(fn.Name) > maxJITFuncName || fn.Size == 0 {
+				t.Fatalf("function %q of %d bytes", fn.Name, fn.Size)
+			}
+			if obj.CFI != nil {
+				_, _ = obj.CFI.RowAt(fn.Start)
+			}
+		}
+	})
+}

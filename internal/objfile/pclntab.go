@@ -482,3 +482,16 @@ func (g *GoTable) frames(pc uint64) ([]Frame, error) {
 	}
 	return []Frame{{Func: fn, File: file, Line: line}}, nil
 }
+
+// FuncRange returns the link-time range of the named function (or of its
+// ABI0 form, name.abi0), zeros when the table has none.
+func (g *GoTable) FuncRange(name string) (lo, hi uint64) { return g.findFunc(name) }
+
+// FuncBounds returns the link-time range of the function holding pc.
+func (g *GoTable) FuncBounds(pc uint64) (lo, hi uint64, ok bool) {
+	f, ok := g.funcFor(pc)
+	if !ok {
+		return 0, 0, false
+	}
+	return g.entry(f.i), g.entry(f.i + 1), true
+}

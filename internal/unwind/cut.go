@@ -24,6 +24,8 @@ const (
 	BadFrame      = model.CutBadFrame
 	StackSwitch   = model.CutStackSwitch
 	Unreadable    = model.CutUnreadable
+	NotACall      = model.CutNotACall
+	WrongCallee   = model.CutWrongCallee
 )
 
 func moduleName(cr *codeRange) string {

@@ -31,15 +31,44 @@
 // SetRuleCache(false) walks without it, for comparison.
 //
 // A sampled stack (UnwindSample) is walked in the copy of the stack the
-// sample carries; beyond it, the kernel's frame-pointer chain is joined
-// where both walks found the same return address, and followed only
-// while each return address is in executable code right after a call.
-// Nothing is made of stack bytes: a caller outside executable code ends a
+// sample carries; beyond it, the kernel's frame-pointer chain is joined at
+// the frame record both walks reached (the walk's frame pointer is one of
+// the records the kernel followed from the sample's), never at a return
+// address both happen to hold. With no copy the kernel's chain is the
 // walk. A walk that needed the kernel's chain because its copy ran out
 // ends as the copy's end (CopyExhausted) wherever that chain stops: code
 // with call frame information but no frame pointers ends the chain, and a
-// larger copy is what reaches further. Every walk says why it ended (Cut,
-// the capture model's model.Cut): complete, or cut short too deep, for
-// want of unwind information in a module, at the end of the stack copy,
-// at an address that is not code, at a bad frame or a stack switch.
+// larger copy is what reaches further — unless the kernel copied less
+// than it was asked (Cut.Short: the stack's next page was not resident,
+// or the stack ended), which no larger copy changes.
+//
+// No caller is guessed (verify.go). Frames found by exact rules (CFI, Go
+// frame sizes) are taken as they are; a caller found by a rule that
+// guesses — the kernel's chain, the walk's own frame-pointer fallback, a
+// blocked thread's stack scan — and every caller after it, is taken only
+// where the code proves it possible: the instruction before the return
+// address is a call, and a direct call calls the function of the frame
+// below, or one that jumps there (a tail call, a cold part), or one that
+// calls it from one place: then that function's frame is what the chain
+// skipped (a frameless leaf's caller, which the kernel's chain jumps
+// over), and it is put back. The call instructions are decoded by a small
+// bounded decoder of call encodings (x86.go); a call target's code is
+// swept with golang.org/x/arch's decoder, which knows every instruction's
+// length. Anything else ends the walk: NotACall, WrongCallee.
+//
+// Go's stacks end where Go's own traceback ends them: runtime.goexit (its
+// planted return address follows a NOP, not a call), runtime.mstart and
+// rt0_go. mcall and morestack call their callee at the bottom of the
+// thread's system stack with the frame pointer zeroed; the walk goes on
+// at g0.sched.pc, in mstart0, to mstart (objfile.GoRuntime), checked
+// against the stack where the copy or the live stack holds it (a cgo
+// callback moves that bottom; without a copy, a cgo binary's chain stops
+// there). systemstack keeps a frame record on the goroutine's stack, and
+// its caller is found by it.
+//
+// Every walk says why it ended (Cut, the capture model's model.Cut):
+// complete, or cut short too deep, for want of unwind information in a
+// module, at the end of the stack copy (or where the kernel cut the copy
+// short), at an address that is not code, at a caller its call site
+// refutes, at a bad frame or a stack switch.
 package unwind

@@ -39,13 +39,14 @@ type Process struct {
 	rules   *ruleCache
 	noRules atomic.Bool // SetRuleCache(false)
 
-	raMu sync.Mutex
-	ras  map[uint64]bool // return addresses checked (returnAddress)
+	raMu   sync.Mutex
+	edges  map[edgeKey]edge     // callers checked against their call sites
+	sweeps map[uint64]*branches // call targets' code, by entry
 }
 
 // NewProcess prepares to unwind the threads of the target of space.
 func NewProcess(space *addrspace.Space) *Process {
-	p := &Process{space: space, known: map[*addrspace.Module]codeRange{}, ras: map[uint64]bool{}, rules: new(ruleCache)}
+	p := &Process{space: space, known: map[*addrspace.Module]codeRange{}, edges: map[edgeKey]edge{}, rules: new(ruleCache)}
 	p.Refresh()
 	return p
 }
@@ -99,8 +100,11 @@ func codeRangeOf(m *addrspace.Module) codeRange {
 	var problems []string
 	if g, err := m.File.Go(); err != nil {
 		problems = append(problems, fmt.Sprintf("%v; frame pointers used for its Go code", err))
-	} else {
+	} else if g != nil {
 		cr.gotab = g
+		if rt, err := m.File.GoRuntime(); err == nil {
+			cr.gort = rt
+		}
 	}
 	cfi, err := m.File.CFI()
 	switch {
@@ -218,6 +222,10 @@ func (p *Process) BlockedTrace(tid int, max int) (Trace, error) {
 type Sample struct {
 	Regs  Regs
 	Stack []byte
+	// Asked is the size of the copy asked of the kernel: it copies less
+	// (len(Stack)) where the stack's next page is not resident or the
+	// stack ends.
+	Asked int
 	FP    []uint64
 	// Time is the sample's CLOCK_MONOTONIC time: the JIT code live then.
 	Time uint64
@@ -226,33 +234,50 @@ type Sample struct {
 // UnwindSample returns the user stack of a sample, innermost first,
 // appended to dst, and why it ends. Frames inside the stack copy are
 // unwound with call frame information, Go frame sizes and frame pointers
-// (in that order of preference, per frame); beyond the copy, the
-// kernel's frame-pointer chain is joined where both walks agree on a
-// return address, and followed only while each of its return addresses
-// is in executable code right after a call: bytes of the stack are never
-// taken for frames. The walk ends with a Cut saying why when it could go
-// no further before the thread's first function.
+// (in that order of preference, per frame); beyond the copy the walk
+// joins the kernel's frame-pointer chain at the frame record both reached
+// (join), and takes each of its return addresses only where the code
+// proves it (verify.go): bytes of the stack are never taken for frames.
+// With no copy at all the kernel's chain is the walk. The walk ends with a
+// Cut saying why when it could go no further before the thread's first
+// function.
 func (p *Process) UnwindSample(smp Sample, max int, dst []uint64) ([]uint64, Cut) {
 	out := dst
-	if len(smp.Stack) == 0 {
-		return p.validFP(smp.FP, max, out)
+	if max <= 0 {
+		return out, Cut{Reason: TooDeep, Limit: max}
 	}
 	w := p.walker(nil)
 	w.stack, w.onStack = dumpMemory{base: smp.Regs.SP, b: smp.Stack}, true
-	w.t, w.copySize = smp.Time, len(smp.Stack)
+	w.t, w.copySize, w.asked = smp.Time, len(smp.Stack), smp.Asked
+	if len(smp.Stack) == 0 {
+		if len(smp.FP) == 0 {
+			return out, Cut{Reason: Unreadable}
+		}
+		out = append(out, smp.FP[0])
+		return w.follow(out, 1, smp.FP[1:], smp.FP[0], true, max)
+	}
 	s := newFrameState(smp.Regs)
 	out = append(out, smp.Regs.IP)
 	n := 1
 	for n < max {
+		below, exact := s.ip(), s.exact
 		res := w.step(&s)
 		if res.end {
 			if !res.cut.Truncated() {
 				return out, Cut{}
 			}
-			return p.join(out, n, res.cut, smp.FP, max)
+			return w.join(&s, out, n, res.cut, smp, max)
 		}
 		if !w.executable(s.ip(), res.signal) {
 			return out, Cut{Reason: NotExecutable, PC: s.ip()}
+		}
+		missing, cut := w.verify(&res, below, exact, s.ip())
+		if cut.Truncated() {
+			return out, cut
+		}
+		if missing != 0 && n+1 < max {
+			out = append(out, missing)
+			n++
 		}
 		out = append(out, s.ip())
 		n++
@@ -260,79 +285,149 @@ func (p *Process) UnwindSample(smp Sample, max int, dst []uint64) ([]uint64, Cut
 	return out, Cut{Reason: TooDeep, Limit: max}
 }
 
-// join continues a walk cut at frame n (out holds its frames, the last n
-// of them this walk's) with the kernel's frame-pointer chain, from the
-// outermost return address both found.
-func (p *Process) join(out []uint64, n int, cut Cut, fp []uint64, max int) ([]uint64, Cut) {
-	walk := out[len(out)-n:]
-	for i := len(walk) - 1; i >= 1; i-- {
-		for j := 1; j < len(fp); j++ {
-			if walk[i] == fp[j] {
-				out = out[:len(out)-n+i+1]
-				more, end := p.follow(out, i+1, fp[j+1:], max)
-				if cut.Reason == CopyExhausted && end.Reason == NoUnwindInfo {
-					// Where the chain ends is frame pointers' limit
-					// (code that has CFI but keeps no frame pointer);
-					// the copy's end is why the walk needed them, and
-					// a larger copy is the fix.
-					end = cut
-				}
-				return more, end
+// join goes on from a walk of the stack copy cut at frame n (out holds
+// its frames, the last n of them this walk's; s is the frame it could
+// not unwind) with the kernel's frame-pointer chain. The kernel followed
+// the chain from the sample's frame pointer: its return address i+1 is
+// the one saved beside the frame record i links to. The walk's frame
+// pointer, when it is one of those records, says where the walk is on
+// the kernel's chain (the records the copy holds are read, and the first
+// beyond it too, which the last one inside names). Nothing else joins:
+// a return address both walks found may stand at other depths of each.
+func (w *walker) join(s *frameState, out []uint64, n int, cut Cut, smp Sample, max int) ([]uint64, Cut) {
+	bp, ok := s.regs.Get(objfile.RegRBP)
+	if !ok || !smp.Regs.BPKnown || len(smp.FP) < 2 {
+		return out, cut
+	}
+	rec := smp.Regs.BP
+	for i := 0; i+1 < len(smp.FP) && i < max; i++ {
+		// No climbing is asked of the records: the kernel does not ask
+		// it either, and a Go system stack's chain goes on on the
+		// goroutine's stack.
+		if rec == bp {
+			more, end := w.follow(out, n, smp.FP[i+1:], s.ip(), s.exact, max)
+			if cut.Reason == CopyExhausted && end.Reason == NoUnwindInfo {
+				// Where the chain ends is frame pointers' limit
+				// (code that has CFI but keeps no frame pointer);
+				// the copy's end is why the walk needed them, and
+				// a larger copy is the fix.
+				end = cut
 			}
+			return more, end
 		}
+		next, err := w.stack.word(rec)
+		if err != nil {
+			break
+		}
+		rec = next
 	}
 	return out, cut
 }
 
-// follow appends the return addresses of a frame-pointer chain while each
-// is in executable code right after a call instruction; n frames are
-// already in out.
-func (p *Process) follow(out []uint64, n int, fp []uint64, max int) ([]uint64, Cut) {
+// follow appends the return addresses of the kernel's frame-pointer chain
+// fp to out (n frames are this walk's already; below is the pc of the
+// last, exact when it is not a return address), each one only where its
+// call site proves it the caller of the frame below (verify.go), putting
+// back a frame the chain skipped where the code says which it is. A Go
+// goroutine's chain ends at runtime.goexit's planted return address; a
+// Go system stack's chain ends where mcall or morestack zeroed the frame
+// pointer, and goes on at the bottom of the thread's system stack
+// (objfile.GoRuntime).
+func (w *walker) follow(out []uint64, n int, fp []uint64, below uint64, exact bool, max int) ([]uint64, Cut) {
+	w.guessed = true
 	for _, ra := range fp {
 		if n >= max {
 			return out, Cut{Reason: TooDeep, Limit: max}
 		}
-		if !p.returnAddress(ra) {
-			return out, Cut{Reason: NotExecutable, PC: ra}
+		if !exact {
+			below--
+		}
+		if w.goOutermost(ra) {
+			return append(out, ra), Cut{}
+		}
+		under := w.under
+		w.under = below
+		e := w.checkEdge(ra, below, under)
+		switch e.verdict {
+		case edgeOK:
+		case edgeMissing:
+			if n+1 >= max {
+				return out, Cut{Reason: TooDeep, Limit: max}
+			}
+			out = append(out, e.missing)
+			n++
+		default:
+			return out, edgeCut(e, ra)
 		}
 		out = append(out, ra)
 		n++
+		below, exact = ra, false
+		if w.atG0Switch(ra) {
+			// Where the chain goes on past mcall or morestack (Go
+			// before 1.21 left the frame pointer), it leaves the
+			// system stack for the goroutine's: the stack's own
+			// bottom is what follows.
+			break
+		}
 	}
-	// The chain ended where frame pointers end: at the thread's first
-	// function, or in code that does not keep them.
-	return out, Cut{Reason: NoUnwindInfo, Module: moduleName(p.lookup(out[len(out)-1] - 1)), PC: out[len(out)-1]}
+	return w.chainEnd(out, n, below, exact, max)
 }
 
-// validFP is the kernel's frame-pointer chain as far as it is valid (the
-// cheapest unwinding: no stack copy).
-func (p *Process) validFP(fp []uint64, max int, out []uint64) ([]uint64, Cut) {
-	if len(fp) == 0 {
-		return out, Cut{Reason: Unreadable}
+// atG0Switch reports whether ra is a return address in mcall or
+// morestack.
+func (w *walker) atG0Switch(ra uint64) bool {
+	cr := w.find(ra - 1)
+	if cr == nil || cr.gotab == nil {
+		return false
 	}
-	out = append(out, fp[0])
-	return p.follow(out, 1, fp[1:], max)
-}
-
-// returnAddress reports whether ra is in executable code right after a
-// call instruction, reading the code from the target (cached per
-// address: code does not change).
-func (p *Process) returnAddress(ra uint64) bool {
-	p.raMu.Lock()
-	ok, seen := p.ras[ra]
-	p.raMu.Unlock()
-	if seen {
-		return ok
-	}
-	w := p.walker(p.space.Memory())
-	ok = ra > 1 && p.lookup(ra-1) != nil && w.isReturnAddress(ra)
-	p.raMu.Lock()
-	if len(p.ras) >= maxCachedRAs {
-		clear(p.ras)
-	}
-	p.ras[ra] = ok
-	p.raMu.Unlock()
+	_, ok := g0Switch(cr, ra-1-cr.bias)
 	return ok
 }
 
-// maxCachedRAs bounds the cache of checked return addresses.
-const maxCachedRAs = 1 << 16
+// goOutermost reports whether ra is in a Go stack's first function
+// (runtime.goexit, whose planted return address follows no call, mstart,
+// rt0_go).
+func (w *walker) goOutermost(ra uint64) bool {
+	cr := w.find(ra - 1)
+	return cr != nil && cr.gotab != nil && cr.gotab.FrameKind(ra-1-cr.bias) == objfile.GoOutermost
+}
+
+// chainEnd says why a frame-pointer chain ended at the frame at pc: the
+// thread's first function, a Go system stack's bottom (whose callers the
+// runtime's own records give), or code that keeps no frame pointer.
+func (w *walker) chainEnd(out []uint64, n int, pc uint64, exact bool, max int) ([]uint64, Cut) {
+	look := pc
+	if !exact {
+		look--
+	}
+	cr := w.find(look)
+	if cr == nil {
+		return out, Cut{Reason: NotExecutable, PC: pc}
+	}
+	if cr.gotab != nil {
+		switch cr.gotab.FrameKind(look - cr.bias) {
+		case objfile.GoOutermost:
+			return out, Cut{}
+		case objfile.GoStackSwitch:
+			rt := cr.gort
+			if _, ok := g0Switch(cr, look-cr.bias); exact || !ok || rt.SchedPC == 0 {
+				return out, Cut{Reason: StackSwitch, Module: moduleName(cr), PC: pc}
+			}
+			if rt.Cgo {
+				// A callback from C may have moved g0's bottom, and
+				// no stack copy says where it is now.
+				return out, Cut{Reason: StackSwitch, Module: moduleName(cr), PC: pc}
+			}
+			if n+2 > max {
+				return out, Cut{Reason: TooDeep, Limit: max}
+			}
+			return append(out, rt.SchedPC+cr.bias, rt.StartPC+cr.bias), Cut{}
+		}
+	}
+	if cr.cfi != nil {
+		if rr, err := cr.cfi.RowAt(look - cr.bias); err == nil && rr != nil && rr.Regs[objfile.RegRA].Kind == objfile.RuleUndefined {
+			return out, Cut{} // its rules say nothing called it (_start, clone3)
+		}
+	}
+	return out, Cut{Reason: NoUnwindInfo, Module: moduleName(cr), PC: pc}
+}

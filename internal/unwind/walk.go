@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/bits"
 
+	"golang.org/x/arch/x86/x86asm"
+
 	"github.com/stallwatch/stallwatch/internal/objfile"
 )
 
@@ -16,8 +18,10 @@ type codeRange struct {
 	// bias turns a link-time address of the module into a run-time one.
 	bias uint64
 	cfi  *objfile.CFI // nil: no CFI (anonymous JIT code, Go, stripped of it)
-	// gotab unwinds the Go code of a Go binary, which has no CFI.
+	// gotab unwinds the Go code of a Go binary, which has no CFI; gort
+	// is what it needs to know of the binary's runtime.
 	gotab *objfile.GoTable
+	gort  *objfile.GoRuntime
 	name  string
 	// anon marks anonymous executable memory: where JITs put code.
 	anon bool
@@ -51,9 +55,17 @@ type walker struct {
 	// jit names the unwind rules of JIT code (nil: none), at time t.
 	jit JITCode
 	t   uint64
-	// copySize is the size of the stack copy mem serves (0: not a copy),
-	// for the Cut that says it was too small.
-	copySize int
+	// copySize is the size of the stack copy mem serves (0: not a copy)
+	// and asked the size asked of the kernel, for the Cut that says it
+	// was too small or cut short.
+	copySize, asked int
+	// guessed: a frame was found by a rule that guesses (frame pointers
+	// without rules, a stack scan, a leaf's top of stack): from there on
+	// every caller is checked against its call site (verify.go). under
+	// is an address inside the frame under the last one checked (0:
+	// none), which tells calls of runtime.systemstack apart.
+	guessed bool
+	under   uint64
 	// signals counts signal frames: their stack pointer may go down
 	// (sigaltstack), so they are bounded rather than required to climb.
 	signals int
@@ -157,9 +169,24 @@ func (w *walker) read64(addr uint64) (uint64, error) {
 // the frame is bad.
 func (w *walker) readCut(err error, cr *codeRange, pc uint64) stepResult {
 	if errors.Is(err, errOutsideCopy) {
-		return stepResult{end: true, cut: Cut{Reason: CopyExhausted, Module: moduleName(cr), PC: pc, Limit: w.copySize}}
+		return stepResult{end: true, cut: w.copyCut(cr, pc)}
 	}
 	return cutAt(BadFrame, cr, pc)
+}
+
+// copyCut says the walk needed more of the stack than its copy holds,
+// and, when the kernel copied less than it was asked, whether the copy
+// stopped at the end of the stack's mapping (else at a page that was not
+// resident: the kernel copies without faulting pages in).
+func (w *walker) copyCut(cr *codeRange, pc uint64) Cut {
+	c := Cut{Reason: CopyExhausted, Module: moduleName(cr), PC: pc, Limit: max(w.asked, w.copySize), Copied: w.copySize}
+	if c.Short() && w.proc != nil {
+		top := w.stack.base + uint64(w.copySize)
+		if _, end, ok := w.proc.space.Region(w.stack.base); ok && end == top {
+			c.StackEnd = true
+		}
+	}
+	return c
 }
 
 // step unwinds s to its caller's frame.
@@ -184,6 +211,9 @@ func (w *walker) step(s *frameState) stepResult {
 	// A Go binary's Go code is unwound by its pclntab, as Go's own
 	// traceback does (it also knows where stacks start and switch); its
 	// C code (cgo, libc linked in) by CFI.
+	if cr.gotab != nil && s.exact && w.inSigreturn(pc) {
+		return w.sigreturnStep(s, cr)
+	}
 	if cr.gotab != nil {
 		if res, ok := w.goStep(s, cr, look-cr.bias); ok {
 			return res
@@ -263,10 +293,16 @@ func (w *walker) cfiStep(s *frameState, cr *codeRange, rr *objfile.Row, ruled ui
 				next.Set(r, v)
 			}
 		case objfile.RuleOffset:
-			if v, err := w.read64(cfa + uint64(ru.Off)); err == nil {
+			at := cfa + uint64(ru.Off)
+			if v, err := w.read64(at); err == nil {
 				next.Set(r, v)
 			} else if r == objfile.RegRA {
 				return w.readCut(err, cr, pc)
+			} else if v, ok := s.regs.Get(r); ok && at < s.sp() {
+				// A slot below the stack pointer is one the code has
+				// popped the register from already (V8's rules after
+				// an epilogue's pop %rbp): the register holds it.
+				next.Set(r, v)
 			}
 		case objfile.RuleValOffset:
 			next.Set(r, cfa+uint64(ru.Off))
@@ -387,12 +423,40 @@ func (w *walker) fpStep(bp, sp uint64) (fpFrame, error) {
 // the return address's slot; a function that has pushed the frame pointer
 // (it does so first, so the distance is 8 or more) saved it just below.
 // runtime.goexit is every goroutine's outermost frame: the walk ends there
-// rather than reading the stale memory above it.
+// rather than reading the stale memory above it. Where the runtime
+// switches stacks: mcall and morestack call their callee at the bottom of
+// the thread's system stack, whose caller is mstart0 (g0Step); the other
+// switches (systemstack) keep a frame record that leads back to the
+// goroutine's stack, and are unwound by it (ok is false: the caller goes
+// on with frame pointers).
 func (w *walker) goStep(s *frameState, cr *codeRange, pc uint64) (stepResult, bool) {
 	switch cr.gotab.FrameKind(pc) {
 	case objfile.GoOutermost:
 		return finished(GoTable, s.sp()), true
 	case objfile.GoStackSwitch:
+		written, after := true, uint64(0)
+		if s.exact {
+			written, after = w.spWritten(cr, pc)
+		}
+		if !written {
+			break // not switched yet: its frame is as its table says
+		}
+		if sw, ok := g0Switch(cr, pc); ok {
+			if s.exact {
+				// Switched, not called yet: what it pushed since is
+				// what its frame size grew by since the switch.
+				d1, ok1 := cr.gotab.SPDelta(pc)
+				d0, ok0 := cr.gotab.SPDelta(after)
+				if !ok0 || !ok1 || d1 < d0 {
+					return cutAt(StackSwitch, cr, s.ip()), true
+				}
+				sw.Pushed = d1 - d0
+			}
+			return w.g0Step(s, cr, sw), true
+		}
+		if bp, ok := s.regs.Get(objfile.RegRBP); ok && bp != 0 && bp&7 == 0 {
+			return w.switchStep(s, cr, bp), true
+		}
 		// mcall, systemstack and the like switch stacks: the caller is
 		// on another stack that only the Go scheduler's records say.
 		return cutAt(StackSwitch, cr, s.ip()), true
@@ -407,6 +471,16 @@ func (w *walker) goStep(s *frameState, cr *codeRange, pc uint64) (stepResult, bo
 		return stepResult{}, false
 	}
 	ra, err := w.read64(cfa - 8)
+	if rt := cr.gort; rt != nil && rt.SchedPC != 0 && !s.exact && pc == rt.SchedPC-1 {
+		// mstart0 where mstart1 returns: its caller is mstart. A g0
+		// whose bottom is elsewhere is in a callback from C (cgo).
+		switch {
+		case err == nil && ra != rt.StartPC+cr.bias:
+			return cutAt(StackSwitch, cr, s.ip()), true
+		case errors.Is(err, errOutsideCopy) && !rt.Cgo:
+			ra, err = rt.StartPC+cr.bias, nil
+		}
+	}
 	if err != nil {
 		return w.readCut(err, cr, s.ip()), true
 	}
@@ -428,9 +502,134 @@ func (w *walker) goStep(s *frameState, cr *codeRange, pc uint64) (stepResult, bo
 	return stepResult{how: GoTable, cfa: cfa}, true
 }
 
+// g0Step unwinds mcall's or morestack's frame (at the return address of
+// their call): they set the stack pointer to g0.sched.sp, pushed sw.Pushed
+// bytes and called there, so their caller is mstart0 at g0.sched.pc with
+// that stack pointer (package objfile, GoRuntime).
+func (w *walker) g0Step(s *frameState, cr *codeRange, sw objfile.G0Switch) stepResult {
+	rt := cr.gort
+	if rt.SchedPC == 0 {
+		return cutAt(StackSwitch, cr, s.ip())
+	}
+	sp0 := s.sp() + sw.Pushed
+	var next objfile.RegState
+	next.Set(objfile.RegRA, rt.SchedPC+cr.bias)
+	next.Set(objfile.RegRSP, sp0)
+	s.regs = next
+	s.exact, s.first = false, false
+	return stepResult{how: GoTable, cfa: sp0}
+}
+
+// switchStep unwinds systemstack's frame by its frame record, which it
+// pushed on the goroutine's stack before it switched: its caller is on
+// that stack, wherever it lies from the system stack (no climbing is
+// asked). The caller is checked against its call site like every frame
+// found by a frame pointer.
+func (w *walker) switchStep(s *frameState, cr *codeRange, bp uint64) stepResult {
+	ra, err := w.read64(bp + 8)
+	if err != nil {
+		return w.readCut(err, cr, s.ip())
+	}
+	saved, err := w.read64(bp)
+	if err != nil {
+		return w.readCut(err, cr, s.ip())
+	}
+	var next objfile.RegState
+	next.Set(objfile.RegRA, ra)
+	next.Set(objfile.RegRSP, bp+16)
+	if saved != 0 {
+		next.Set(objfile.RegRBP, saved)
+	}
+	s.regs = next
+	s.exact, s.first = false, false
+	return stepResult{how: FramePointerChain, cfa: bp + 16}
+}
+
+// maxSwitchPrologue bounds the code decoded of a stack switch before the
+// instruction a sample stopped at.
+const maxSwitchPrologue = 512
+
+// spWritten reports whether the Go function holding link-time pc has
+// written the stack pointer (not pushed or popped it) before pc, and the
+// link-time address after the last such write: a sample taken in mcall or
+// gogo before the switch finds its frame where its frame sizes say.
+// Unknown code counts as switched, at an unknown place (0).
+func (w *walker) spWritten(cr *codeRange, pc uint64) (bool, uint64) {
+	lo, _, ok := cr.gotab.FuncBounds(pc)
+	if !ok || pc-lo > maxSwitchPrologue {
+		return true, 0
+	}
+	code := make([]byte, pc-lo)
+	if _, err := w.codeMem().ReadAt(code, lo+cr.bias); err != nil {
+		return true, 0
+	}
+	var after uint64
+	for i := 0; i < len(code); {
+		inst, err := x86asm.Decode(code[i:], 64)
+		if err != nil || inst.Len == 0 {
+			return true, 0
+		}
+		i += inst.Len
+		switch inst.Op {
+		case x86asm.MOV, x86asm.LEA, x86asm.XCHG:
+			if inst.Args[0] == x86asm.RSP || inst.Op == x86asm.XCHG && inst.Args[1] == x86asm.RSP {
+				after = lo + uint64(i)
+			}
+		}
+	}
+	return after != 0, after
+}
+
+// The kernel's signal frame on x86-64 (rt_sigframe): after the handler
+// returned to the sigreturn trampoline, the stack pointer is at its
+// ucontext, whose mcontext (at 40) holds the interrupted registers.
+const (
+	ucRBP = 40 + 80
+	ucRSP = 40 + 120
+	ucRIP = 40 + 128
+)
+
+// sigreturnStep unwinds a sample taken in Go's rt_sigreturn trampoline,
+// which has no call frame information: its caller is the instruction the
+// signal interrupted, with the registers the signal frame saved.
+func (w *walker) sigreturnStep(s *frameState, cr *codeRange) stepResult {
+	if w.signals++; w.signals > maxSignalFrames {
+		return cutAt(BadFrame, cr, s.ip())
+	}
+	sp := s.sp()
+	var next objfile.RegState
+	for _, r := range []struct {
+		reg uint64
+		off uint64
+	}{{objfile.RegRA, ucRIP}, {objfile.RegRSP, ucRSP}, {objfile.RegRBP, ucRBP}} {
+		v, err := w.read64(sp + r.off)
+		if err != nil {
+			return w.readCut(err, cr, s.ip())
+		}
+		next.Set(r.reg, v)
+	}
+	s.regs = next
+	s.exact, s.first = true, false
+	return stepResult{how: CFI, cfa: sp, signal: true}
+}
+
+// g0Switch returns the g0 switch (objfile.GoRuntime) holding link-time pc.
+func g0Switch(cr *codeRange, pc uint64) (objfile.G0Switch, bool) {
+	if cr.gort == nil {
+		return objfile.G0Switch{}, false
+	}
+	for _, sw := range cr.gort.G0Switch {
+		if sw.Contains(pc) {
+			return sw, true
+		}
+	}
+	return objfile.G0Switch{}, false
+}
+
 // walk unwinds from regs until the end of the stack, a cut or max frames.
 // A caller whose address is in no executable mapping is not a frame: the
-// walk ends before it (nothing is invented from stack bytes).
+// walk ends before it (nothing is invented from stack bytes); nor is one
+// its call site refutes, once a rule guessed (verify.go).
 func (w *walker) walk(regs Regs, max int) Trace {
 	var t Trace
 	if max <= 0 {
@@ -439,6 +638,7 @@ func (w *walker) walk(regs Regs, max int) Trace {
 	s := newFrameState(regs)
 	t.push(regs.IP, Registers, knownBP(regs))
 	for len(t.PCs) < max {
+		below, belowExact := s.ip(), s.exact
 		res := w.step(&s)
 		if res.end {
 			t.Cut = res.cut
@@ -448,15 +648,56 @@ func (w *walker) walk(regs Regs, max int) Trace {
 			t.Cut = Cut{Reason: NotExecutable, PC: s.ip()}
 			return t
 		}
+		missing, cut := w.verify(&res, below, belowExact, s.ip())
+		if cut.Truncated() {
+			t.Cut = cut
+			return t
+		}
 		if res.signal {
 			t.Exact[len(t.Exact)-1] = true
 		}
 		bp, _ := s.regs.Get(objfile.RegRBP)
+		if missing != 0 && len(t.PCs)+1 < max {
+			t.push(missing, res.how, 0) // a frame the chain skipped: its frame pointer unknown
+		}
 		t.push(s.ip(), res.how, bp)
 		t.Exact[len(t.Exact)-1] = res.signal
 	}
 	t.Cut = Cut{Reason: TooDeep, Limit: max}
 	return t
+}
+
+// verify checks the caller a step found (ra) against its call site when
+// this step or an earlier one guessed: below is the pc of the frame it
+// returned from (exact: not a return address). It returns the return
+// address of a frame the rules skipped, if any, or the Cut of a caller
+// that cannot be.
+func (w *walker) verify(res *stepResult, below uint64, exact bool, ra uint64) (uint64, Cut) {
+	switch res.how {
+	case FramePointerChain, Scanned, Leaf:
+		w.guessed = true
+	}
+	if !exact {
+		below--
+	}
+	under := w.under
+	w.under = below
+	if !w.guessed || res.signal {
+		return 0, Cut{}
+	}
+	e := w.checkEdge(ra, below, under)
+	switch e.verdict {
+	case edgeOK:
+		return 0, Cut{}
+	case edgeMissing:
+		// Only a frame record can lead past a frame: the record found
+		// may be the caller's caller's when the frame below has none.
+		// Rules that read the frame itself cannot have skipped one.
+		if res.how == FramePointerChain || res.how == Scanned {
+			return e.missing, Cut{}
+		}
+	}
+	return 0, edgeCut(e, ra)
 }
 
 // executable reports whether a caller's pc lies in executable code (a
@@ -524,37 +765,15 @@ func (w *walker) scanForFrame(sp, fn uint64) (uint64, bool) {
 	return 0, false
 }
 
-type callKind uint8
-
-const (
-	notCall callKind = iota
-	directCall
-	indirectCall
-)
-
 // callBefore decodes the call instruction that ends right before ra, in
-// executable code: E8 rel32 (direct: its target is returned, followed
-// through a PLT entry), or FF /2 in its register and memory forms (2 to 7
-// bytes, with or without a REX prefix).
+// executable code (x86.go): a direct call's target is returned, followed
+// through a PLT entry.
 func (w *walker) callBefore(ra uint64) (uint64, callKind) {
 	if ra < 8 || w.lookup(ra-1) == nil {
 		return 0, notCall
 	}
-	var b [8]byte
-	if _, err := w.codeMem().ReadAt(b[:], ra-8); err != nil {
-		return 0, notCall
-	}
-	if b[3] == 0xe8 {
-		target := ra + uint64(int64(int32(binary.LittleEndian.Uint32(b[4:]))))
-		return w.throughPLT(target), directCall
-	}
-	for _, k := range []int{2, 3, 4, 6, 7} {
-		i := 8 - k
-		if b[i] == 0xff && (b[i+1]>>3)&7 == 2 {
-			return 0, indirectCall
-		}
-	}
-	return 0, notCall
+	k, target := w.callAt(ra)
+	return target, k
 }
 
 // isReturnAddress reports whether v follows a call instruction.

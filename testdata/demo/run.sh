@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # make demo: build stallwatch and the demo bank service, watch it with
-# `stallwatch watch` until it deadlocks, and show the capture.
+# `stallwatch watch` until it deadlocks, and show the capture. STALLWATCH
+# names another stallwatch binary (the tests' own build), DEMO_OUT another
+# output directory. cmd/stallwatch's TestMakeDemo runs this script and
+# checks what it prints; `make readme-demo` puts that in README.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-sw=./bin/stallwatch
+sw=${STALLWATCH:-./bin/stallwatch}
 out=${DEMO_OUT:-./stallwatch-captures/demo}
 work=$(mktemp -d /tmp/stallwatch-demo.XXXXXX)
 trap 'rm -rf "$work"' EXIT
