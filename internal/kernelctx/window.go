@@ -1,0 +1,374 @@
+package kernelctx
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Window is what the kernel counted about a process and its host between
+// two readings: why its threads did not run, and what they waited for.
+type Window struct {
+	Start, End time.Time
+	// Duration is the wall time between the readings (CLOCK_MONOTONIC).
+	Duration time.Duration
+	// Cgroups are the process's cgroups at the end, one per hierarchy.
+	Cgroups []CgroupPath
+	// Throttling is the CPU bandwidth of the process's cgroup (Own) and
+	// of every cgroup above it that sets a quota, innermost first.
+	Throttling []Throttling
+	// Pressure is PSI over the window: the host's, then the cgroup's
+	// (v2).
+	Pressure []Pressure
+	// Host is how the host's CPUs spent the window.
+	Host HostCPU
+	// OOMKills counts the host's OOM kills in the window (/proc/vmstat).
+	OOMKills uint64
+	// Reclaim is the host's direct reclaim, compaction, swap-ins and
+	// major faults in the window.
+	Reclaim Reclaim
+	// Memory is the process's memory cgroup (Own) and every cgroup above
+	// it that sets a limit.
+	Memory []Memory
+	// Threads are the threads whose faults or switches moved, busiest
+	// (most major faults, then involuntary switches) first.
+	Threads []ThreadDelta
+	// Notes say what could not be read or compared, and why.
+	Notes []string
+}
+
+// CgroupPath names a cgroup: the hierarchy ("cpu,cpuacct", "memory";
+// "" for the unified v2 hierarchy) and the path in it.
+type CgroupPath struct {
+	Hierarchy string
+	Path      string
+}
+
+// Throttling is a cgroup's CPU bandwidth enforcement over the window.
+type Throttling struct {
+	Path string
+	V2   bool
+	// Own is the process's own cgroup; else a cgroup above it.
+	Own bool
+	// Quota and Period: the cgroup may use Quota of CPU time every
+	// Period (at the end of the window); Limited is false without one.
+	Limited       bool
+	Quota, Period time.Duration
+	// Periods elapsed with runnable tasks; Throttled of them ended with
+	// the quota used up and the group stopped until the next period;
+	// ThrottledTime is how long its run queues were held (summed over
+	// CPUs).
+	Periods, Throttled uint64
+	ThrottledTime      time.Duration
+	// Usage is the cgroup's CPU time in the window where the kernel
+	// counts it in cpu.stat (v2), else zero.
+	Usage time.Duration
+}
+
+// Share is the share of the window's periods in which the group was
+// throttled.
+func (t Throttling) Share() float64 {
+	if t.Periods == 0 {
+		return 0
+	}
+	return float64(t.Throttled) / float64(t.Periods)
+}
+
+// Pressure is one resource's PSI over the window.
+type Pressure struct {
+	// Scope is "host", or the v2 cgroup's path.
+	Scope    string
+	Resource string // "cpu", "memory", "io"
+	// Some and Full are the stall time in the window (the delta of
+	// total=) and the kernel's averages at its end.
+	Some, Full StallDelta
+	HasFull    bool
+}
+
+// StallDelta is a PSI line over a window.
+type StallDelta struct {
+	// Stalled is how long tasks were stalled during the window.
+	Stalled time.Duration
+	// Share is Stalled over the window's duration.
+	Share float64
+	// Avg10 and Avg60 are the kernel's running averages (in %) at the
+	// window's end.
+	Avg10, Avg60 float64
+}
+
+// HostCPU is the host's CPU time over the window, as shares of all of it
+// (every CPU's ticks).
+type HostCPU struct {
+	CPUs int
+	// Steal is time the hypervisor ran something else on our virtual
+	// CPUs; IOWait idle time with I/O outstanding; Busy user, system,
+	// interrupts.
+	Steal, IOWait, Busy float64
+	// Ticks is how many USER_HZ ticks the shares are of.
+	Ticks uint64
+}
+
+// Reclaim is the host's memory reclaim over the window (/proc/vmstat).
+type Reclaim struct {
+	AllocStalls, ScanDirect, StealDirect uint64
+	CompactStalls, SwapIns, MajorFaults  uint64
+	RefaultFile, RefaultAnon             uint64
+}
+
+// Any reports whether anything was reclaimed or read back.
+func (r Reclaim) Any() bool { return r != Reclaim{} }
+
+// Memory is a memory cgroup over the window.
+type Memory struct {
+	Path string
+	V2   bool
+	Own  bool
+	// Limit (when Limited), High (when HighSet) and Usage at the end of
+	// the window, in bytes.
+	Limit    uint64
+	Limited  bool
+	High     uint64
+	HighSet  bool
+	Usage    uint64
+	UnderOOM bool
+	// Deltas over the window.
+	Failcnt, OOMKills, MaxEvents, HighEvents uint64
+	MajorFaults, ScanDirect, StealDirect     uint64
+}
+
+// ThreadDelta is one thread's counters over the window.
+type ThreadDelta struct {
+	TID                      int
+	MajorFaults, MinorFaults uint64
+	Voluntary, Involuntary   uint64
+}
+
+// maxWindowThreads bounds the threads a Window lists.
+const maxWindowThreads = 4096
+
+// Between compares two readings of the same process, a before b. A
+// counter that went down (its cgroup was made anew) is left out with a
+// note.
+func Between(a, b *Reading) *Window {
+	w := &Window{Start: a.Time, End: b.Time}
+	if b.Mono > a.Mono {
+		w.Duration = time.Duration(b.Mono - a.Mono)
+	}
+	for _, err := range append(append([]error(nil), a.Errs...), b.Errs...) {
+		w.note("%v", err)
+	}
+	for _, m := range b.Cgroups {
+		h := joinControllers(m.Controllers)
+		w.Cgroups = append(w.Cgroups, CgroupPath{Hierarchy: h, Path: m.Path})
+	}
+	w.throttling(a, b)
+	w.memory(a, b)
+	w.pressure("host", a.Host, b.Host)
+	if a.CgroupPath == b.CgroupPath && a.CgroupPath != "" {
+		w.pressure(b.CgroupPath, a.Cgroup, b.Cgroup)
+	}
+	w.host(a.CPUTimes, b.CPUTimes)
+	w.vm(a.VM, b.VM)
+	w.threads(a.Threads, b.Threads)
+	return w
+}
+
+func (w *Window) note(format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	for _, n := range w.Notes {
+		if n == s {
+			return
+		}
+	}
+	w.Notes = append(w.Notes, s)
+}
+
+func joinControllers(cs []string) string {
+	s := ""
+	for i, c := range cs {
+		if i > 0 {
+			s += ","
+		}
+		s += c
+	}
+	return s
+}
+
+// delta is b-a, or false when the counter went down.
+func delta(a, b uint64) (uint64, bool) {
+	if b < a {
+		return 0, false
+	}
+	return b - a, true
+}
+
+func (w *Window) throttling(a, b *Reading) {
+	before := map[string]CPUGroup{}
+	for _, g := range a.CPU {
+		before[g.Dir.FS] = g
+	}
+	for i, g := range b.CPU {
+		if i > 0 && !g.Quota.Limited {
+			continue
+		}
+		old, ok := before[g.Dir.FS]
+		if !ok {
+			w.note("the cpu cgroup %s was not the process's at the window's start: its throttling is not compared", g.Dir.Path)
+			continue
+		}
+		t := Throttling{Path: g.Dir.Path, V2: g.V2, Own: i == 0, Limited: g.Quota.Limited, Quota: g.Quota.Quota, Period: g.Quota.Period}
+		var ok1, ok2, ok3 bool
+		t.Periods, ok1 = delta(old.Stat.Periods, g.Stat.Periods)
+		t.Throttled, ok2 = delta(old.Stat.Throttled, g.Stat.Throttled)
+		var tt uint64
+		tt, ok3 = delta(uint64(old.Stat.ThrottledTime), uint64(g.Stat.ThrottledTime))
+		if !ok1 || !ok2 || !ok3 {
+			w.note("the cpu cgroup %s's counters went down during the window (it was made anew): its throttling is not compared", g.Dir.Path)
+			continue
+		}
+		t.ThrottledTime = time.Duration(tt)
+		if u, ok := delta(uint64(old.Stat.Usage), uint64(g.Stat.Usage)); ok {
+			t.Usage = time.Duration(u)
+		}
+		w.Throttling = append(w.Throttling, t)
+	}
+}
+
+func (w *Window) memory(a, b *Reading) {
+	before := map[string]MemGroup{}
+	for _, g := range a.Memory {
+		before[g.Dir.FS] = g
+	}
+	for i, g := range b.Memory {
+		if i > 0 && !g.Mem.Limited && !g.Mem.HighSet {
+			continue
+		}
+		old, ok := before[g.Dir.FS]
+		if !ok {
+			w.note("the memory cgroup %s was not the process's at the window's start: it is not compared", g.Dir.Path)
+			continue
+		}
+		m := Memory{Path: g.Dir.Path, V2: g.V2, Own: i == 0, Limit: g.Mem.Limit, Limited: g.Mem.Limited,
+			High: g.Mem.High, HighSet: g.Mem.HighSet, Usage: g.Mem.Usage, UnderOOM: g.Mem.UnderOOM}
+		all := true
+		for _, f := range []struct {
+			dst  *uint64
+			a, b uint64
+		}{
+			{&m.Failcnt, old.Mem.Failcnt, g.Mem.Failcnt},
+			{&m.OOMKills, old.Mem.OOMKills, g.Mem.OOMKills},
+			{&m.MaxEvents, old.Mem.MaxEvents, g.Mem.MaxEvents},
+			{&m.HighEvents, old.Mem.HighEvents, g.Mem.HighEvents},
+			{&m.MajorFaults, old.Mem.MajorFaults, g.Mem.MajorFaults},
+			{&m.ScanDirect, old.Mem.ScanDirect, g.Mem.ScanDirect},
+			{&m.StealDirect, old.Mem.StealDirect, g.Mem.StealDirect},
+		} {
+			var ok bool
+			if *f.dst, ok = delta(f.a, f.b); !ok {
+				all = false
+			}
+		}
+		if !all {
+			w.note("the memory cgroup %s's counters went down during the window (it was made anew): it is not compared", g.Dir.Path)
+			continue
+		}
+		w.Memory = append(w.Memory, m)
+	}
+}
+
+func (w *Window) pressure(scope string, a, b *Pressures) {
+	if a == nil || b == nil {
+		return
+	}
+	for _, r := range []struct {
+		name string
+		a, b PSI
+	}{{"cpu", a.CPU, b.CPU}, {"memory", a.Memory, b.Memory}, {"io", a.IO, b.IO}} {
+		p := Pressure{Scope: scope, Resource: r.name, HasFull: r.b.HasFull && r.a.HasFull}
+		p.Some = w.stall(r.a.Some, r.b.Some)
+		if p.HasFull {
+			p.Full = w.stall(r.a.Full, r.b.Full)
+		}
+		w.Pressure = append(w.Pressure, p)
+	}
+}
+
+func (w *Window) stall(a, b Stall) StallDelta {
+	s := StallDelta{Avg10: b.Avg10, Avg60: b.Avg60}
+	if b.Total > a.Total {
+		s.Stalled = b.Total - a.Total
+	}
+	if w.Duration > 0 {
+		s.Share = min(1, float64(s.Stalled)/float64(w.Duration))
+	}
+	return s
+}
+
+func (w *Window) host(a, b CPUTimes) {
+	total, ok := delta(a.Total(), b.Total())
+	if !ok || total == 0 {
+		return
+	}
+	share := func(x, y uint64) float64 {
+		d, _ := delta(x, y)
+		return min(1, float64(d)/float64(total))
+	}
+	w.Host = HostCPU{
+		CPUs:   b.CPUs,
+		Ticks:  total,
+		Steal:  share(a.Steal, b.Steal),
+		IOWait: share(a.IOWait, b.IOWait),
+		Busy:   share(a.User+a.Nice+a.System+a.IRQ+a.SoftIRQ, b.User+b.Nice+b.System+b.IRQ+b.SoftIRQ),
+	}
+}
+
+func (w *Window) vm(a, b VMStat) {
+	d := func(x, y uint64) uint64 { v, _ := delta(x, y); return v }
+	w.OOMKills = d(a.OOMKills, b.OOMKills)
+	w.Reclaim = Reclaim{
+		AllocStalls: d(a.AllocStalls, b.AllocStalls), ScanDirect: d(a.ScanDirect, b.ScanDirect),
+		StealDirect: d(a.StealDirect, b.StealDirect), CompactStalls: d(a.CompactStalls, b.CompactStalls),
+		SwapIns: d(a.SwapIns, b.SwapIns), MajorFaults: d(a.MajorFaults, b.MajorFaults),
+		RefaultFile: d(a.RefaultFile, b.RefaultFile), RefaultAnon: d(a.RefaultAnon, b.RefaultAnon),
+	}
+}
+
+// threads compares the threads of both readings; one born during the
+// window counts from zero.
+func (w *Window) threads(a, b []ThreadCounters) {
+	if len(a) == 0 || len(b) == 0 {
+		return // a reading without threads: nothing to compare
+	}
+	before := make(map[int]ThreadCounters, len(a))
+	for _, t := range a {
+		before[t.TID] = t
+	}
+	for _, t := range b {
+		old, ok := before[t.TID]
+		if !ok {
+			old = ThreadCounters{TID: t.TID} // started during the window
+		}
+		d := ThreadDelta{TID: t.TID}
+		d.MajorFaults, _ = delta(old.MajorFaults, t.MajorFaults)
+		d.MinorFaults, _ = delta(old.MinorFaults, t.MinorFaults)
+		d.Voluntary, _ = delta(old.Voluntary, t.Voluntary)
+		d.Involuntary, _ = delta(old.Involuntary, t.Involuntary)
+		if d != (ThreadDelta{TID: t.TID}) {
+			w.Threads = append(w.Threads, d)
+		}
+	}
+	sort.SliceStable(w.Threads, func(i, j int) bool {
+		x, y := w.Threads[i], w.Threads[j]
+		if x.MajorFaults != y.MajorFaults {
+			return x.MajorFaults > y.MajorFaults
+		}
+		if x.Involuntary != y.Involuntary {
+			return x.Involuntary > y.Involuntary
+		}
+		return x.TID < y.TID
+	})
+	if len(w.Threads) > maxWindowThreads {
+		w.note("%d threads' counters moved; the %d with the most major faults and preemptions are listed", len(w.Threads), maxWindowThreads)
+		w.Threads = w.Threads[:maxWindowThreads]
+	}
+}
