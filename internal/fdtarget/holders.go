@@ -1,0 +1,254 @@
+package fdtarget
+
+import (
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/stallwatch/stallwatch/internal/procfs"
+	"golang.org/x/sys/unix"
+)
+
+// Holder is a process holding a descriptor of a file: the other end of a
+// pipe, the peer of a socket.
+type Holder struct {
+	PID  int
+	Name string // its main thread's name (comm), as the process set it
+	FD   int
+	// Access is how the descriptor was opened: "read", "write" or
+	// "read-write" (fdinfo flags).
+	Access string
+	// State is the process's: "running" (a thread on a CPU or runnable),
+	// "sleeping", "in uninterruptible sleep", "stopped" (SIGSTOP, a job
+	// stop), "traced" (stopped by a debugger), "exited" (a zombie, or
+	// gone since it was found).
+	State string
+	// Self is the process whose descriptor is being resolved.
+	Self bool
+	// TID and Syscall are, when known, a thread of the holder blocked in
+	// a system call on this very descriptor ("read", "sendmsg").
+	TID     int
+	Syscall string
+}
+
+// scan looks for the processes holding files named by their link text
+// ("pipe:[123]", "socket:[456]"), within a budget of descriptors looked
+// at; what it finds stays in found.
+type scan struct {
+	self   int // the process resolved: its holders are Self
+	own    int // stallwatch: never a holder worth naming
+	want   map[string]bool
+	found  map[string][]Holder
+	budget int
+	// scanned counts descriptors looked at, procs processes; cut says
+	// the budget ran out before every process was looked at.
+	scanned, procs int
+	cut            bool
+	buf            []byte
+}
+
+func newScan(self, budget int, links []string) *scan {
+	s := &scan{self: self, own: os.Getpid(), want: map[string]bool{}, found: map[string][]Holder{}, budget: budget, buf: make([]byte, 256)}
+	for _, l := range links {
+		s.want[l] = true
+	}
+	return s
+}
+
+// run looks at every process's descriptors, the resolved process's last
+// when it has more than half the budget (its own descriptors hold the
+// other end of its pipes less often than others do, and a process with
+// 100,000 descriptors must not use the budget up before anyone else is
+// looked at), first otherwise.
+func (s *scan) run() {
+	if len(s.want) == 0 {
+		return
+	}
+	pids, err := allPids()
+	if err != nil {
+		s.cut = true
+		return
+	}
+	selfLast := fdCount(s.self) > s.budget/2
+	if !selfLast {
+		s.process(s.self)
+	}
+	for _, pid := range pids {
+		if pid == s.self || pid == s.own {
+			continue
+		}
+		if s.budget <= 0 {
+			s.cut = true
+			return
+		}
+		s.process(pid)
+	}
+	if selfLast {
+		s.process(s.self)
+	}
+}
+
+// process looks at one process's descriptors.
+func (s *scan) process(pid int) {
+	d, err := os.Open(procfs.PidPath(pid, "fd"))
+	if err != nil {
+		return // gone, a kernel thread, or not ours to read
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	dfd := int(d.Fd())
+	s.procs++
+	for _, n := range names {
+		if s.budget <= 0 {
+			s.cut = true
+			return
+		}
+		s.budget--
+		s.scanned++
+		k, err := unix.Readlinkat(dfd, n, s.buf)
+		if err != nil || k == len(s.buf) {
+			continue
+		}
+		link := string(s.buf[:k])
+		if !s.want[link] {
+			continue
+		}
+		fd, _ := strconv.Atoi(n)
+		s.found[link] = append(s.found[link], Holder{PID: pid, FD: fd, Self: pid == s.self})
+	}
+}
+
+// allPids lists the processes in /proc.
+func allPids() ([]int, error) {
+	d, err := os.Open(procfs.Root)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	pids := make([]int, 0, len(names))
+	for _, n := range names {
+		if n == "" || n[0] < '1' || n[0] > '9' {
+			continue
+		}
+		if pid, err := strconv.Atoi(n); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	sort.Ints(pids)
+	return pids, nil
+}
+
+// fdCount is how many descriptors pid has open: the size /proc/<pid>/fd
+// reports (proc.rst 3.13), without listing them.
+func fdCount(pid int) int {
+	var st unix.Stat_t
+	if err := unix.Stat(procfs.PidPath(pid, "fd"), &st); err != nil {
+		return 0
+	}
+	return int(st.Size)
+}
+
+// describeHolder fills what is known of a holder: its name, state, the
+// access of its descriptor, and a thread of it blocked on the descriptor
+// (sys names the system call of a thread's syscall file when its first
+// argument is a descriptor; nil: not looked for).
+func describeHolder(h *Holder, sys SyscallNamer) {
+	if name, err := procfs.Comm(h.PID, h.PID); err == nil {
+		h.Name = name
+	}
+	if b, err := procfs.ReadLimited(procfs.PidPath(h.PID, "fdinfo", strconv.Itoa(h.FD)), 64<<10); err == nil {
+		h.Access = accessOf(ParseFdinfo(b).Flags)
+	}
+	h.State, h.TID, h.Syscall = processState(h.PID, h.FD, sys)
+}
+
+// accessOf names the O_ACCMODE of open flags.
+func accessOf(flags int) string {
+	switch flags & unix.O_ACCMODE {
+	case unix.O_RDONLY:
+		return "read"
+	case unix.O_WRONLY:
+		return "write"
+	}
+	return "read-write"
+}
+
+// maxHolderThreads bounds the threads of a holder looked at.
+const maxHolderThreads = 64
+
+// processState says what a process is doing, from its threads' states
+// (the first maxHolderThreads of them), and finds a thread blocked in a
+// system call on descriptor fd.
+func processState(pid, fd int, sys SyscallNamer) (state string, tid int, syscall string) {
+	st, err := procfs.ReadStat(pid, pid)
+	if err != nil {
+		return "exited", 0, ""
+	}
+	switch st.State {
+	case 'T':
+		return "stopped", 0, ""
+	case 't':
+		return "traced", 0, ""
+	case 'Z', 'X':
+		// A zombie main thread may lead live threads (pthread_exit in
+		// main): look at them.
+	}
+	tids, err := procfs.Threads(pid)
+	if err != nil {
+		return "exited", 0, ""
+	}
+	running, uninterruptible, live := false, false, false
+	for i, t := range tids {
+		if i >= maxHolderThreads {
+			break
+		}
+		ts, err := procfs.ReadStat(pid, t)
+		if err != nil {
+			continue
+		}
+		switch ts.State {
+		case 'R':
+			running = true
+		case 'D':
+			uninterruptible = true
+		}
+		if ts.State != 'Z' && ts.State != 'X' {
+			live = true
+		}
+		if sys != nil && tid == 0 && ts.State != 'R' {
+			if sc, err := procfs.ReadSyscall(pid, t); err == nil && !sc.Running && sc.Nr >= 0 && int(int32(sc.Args[0])) == fd {
+				if name, ok := sys(sc.Nr); ok {
+					tid, syscall = t, name
+				}
+			}
+		}
+	}
+	switch {
+	case !live:
+		return "exited", 0, ""
+	case running:
+		return "running", tid, syscall
+	case uninterruptible:
+		return "in uninterruptible sleep", tid, syscall
+	}
+	return "sleeping", tid, syscall
+}
+
+// SyscallNamer names system call nr when its first argument is a file
+// descriptor it blocks on; false otherwise.
+type SyscallNamer func(nr int) (name string, fdArg bool)
+
+// linkInode reads "kind:[N]".
+func linkInode(link, kind string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(link, kind+":[")
+	if !ok || !strings.HasSuffix(rest, "]") {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(rest[:len(rest)-1], 10, 64)
+	return n, err == nil
+}
