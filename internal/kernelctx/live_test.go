@@ -263,3 +263,59 @@ func readMemCounters(t *testing.T, cg *testutil.Cgroup) MemCounters {
 	}
 	return g.Mem
 }
+
+// TestMemoryLimitReclaim: threads reading a 32 MiB file through a
+// mapping, in a memory cgroup limited to 8 MiB: charges hit the limit
+// (failcnt) and pages are read back (major faults) over and over. Without
+// the limit the file stays in memory after the first pass: neither.
+func TestMemoryLimitReclaim(t *testing.T) {
+	bin := testutil.BuildC(t, "reclaim/reclaim.c")
+	for _, limit := range []bool{true, false} {
+		t.Run(map[bool]string{true: "limit", false: "no limit"}[limit], func(t *testing.T) {
+			cg := testutil.NewCgroupV1(t, "memory")
+			if limit {
+				cg.Set(t, "memory.limit_in_bytes", strconv.Itoa(8<<20))
+			}
+			data := filepath.Join(t.TempDir(), "data")
+			tg := testutil.StartCmd(t, cg.Command(bin, "file", data, "32", "2"))
+			tg.WaitLine(t, "ready", 60*time.Second)
+			r := NewReader(tg.Pid)
+			var a *Reading
+			if limit {
+				a = mustRead(t, r, true)
+				// Enough faults to be sure of, not a whole pass (each
+				// page is read from disk: slow).
+				_ = testutil.Eventually(30*time.Second, func() bool {
+					c := readMemCounters(t, cg)
+					return c.Failcnt-a.Memory[0].Mem.Failcnt >= 200
+				})
+			} else {
+				tg.WaitLine(t, "pass 1", 60*time.Second) // the file read in once
+				a = mustRead(t, r, true)
+				tg.WaitLine(t, "pass 3", 60*time.Second)
+			}
+			w := Between(a, mustRead(t, r, true))
+			if len(w.Memory) == 0 || !w.Memory[0].Own || w.Memory[0].Path != cg.Path {
+				t.Fatalf("memory %+v: the process's own cgroup %s is not first", w.Memory, cg.Path)
+			}
+			m := w.Memory[0]
+			var faults uint64
+			for _, d := range w.Threads {
+				faults += d.MajorFaults
+			}
+			t.Logf("memory cgroup %+v; threads' major faults %d in %v", m, faults, w.Duration)
+			if !limit {
+				if m.Limited || m.Failcnt != 0 || faults > 64 {
+					t.Errorf("no limit, yet failcnt %d and %d major faults", m.Failcnt, faults)
+				}
+				return
+			}
+			if !m.Limited || m.Limit != 8<<20 || m.Failcnt < 200 || m.Usage > m.Limit {
+				t.Errorf("an 8 MiB limit: %+v", m)
+			}
+			if faults == 0 {
+				t.Errorf("pages reclaimed under the limit, yet no thread had a major fault")
+			}
+		})
+	}
+}
