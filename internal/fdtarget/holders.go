@@ -153,18 +153,39 @@ func fdCount(pid int) int {
 	return int(st.Size)
 }
 
-// describeHolder fills what is known of a holder: its name, state, the
-// access of its descriptor, and a thread of it blocked on the descriptor
-// (sys names the system call of a thread's syscall file when its first
-// argument is a descriptor; nil: not looked for).
-func describeHolder(h *Holder, sys SyscallNamer) {
-	if name, err := procfs.Comm(h.PID, h.PID); err == nil {
-		h.Name = name
-	}
+// procInfo is what is known of a holding process: its name, its state,
+// and which of its threads are blocked in a system call on which of its
+// descriptors.
+type procInfo struct {
+	name, state string
+	blocked     map[int]blockedOn // by descriptor
+}
+
+type blockedOn struct {
+	tid     int
+	syscall string
+}
+
+// describeHolder fills what is known of a holder: the access of its
+// descriptor and, for another process, its name and state and a thread
+// of it blocked on the descriptor. What is read of a process is read once
+// for all its holders (procs).
+func describeHolder(h *Holder, sys SyscallNamer, procs map[int]*procInfo) {
 	if b, err := procfs.ReadLimited(procfs.PidPath(h.PID, "fdinfo", strconv.Itoa(h.FD)), 64<<10); err == nil {
 		h.Access = accessOf(ParseFdinfo(b).Flags)
 	}
-	h.State, h.TID, h.Syscall = processState(h.PID, h.FD, sys)
+	if h.Self {
+		return // the snapshot tells its own threads' states
+	}
+	p, ok := procs[h.PID]
+	if !ok {
+		p = readProcInfo(h.PID, sys)
+		procs[h.PID] = p
+	}
+	h.Name, h.State = p.name, p.state
+	if b, ok := p.blocked[h.FD]; ok {
+		h.TID, h.Syscall = b.tid, b.syscall
+	}
 }
 
 // accessOf names the O_ACCMODE of open flags.
@@ -181,26 +202,29 @@ func accessOf(flags int) string {
 // maxHolderThreads bounds the threads of a holder looked at.
 const maxHolderThreads = 64
 
-// processState says what a process is doing, from its threads' states
-// (the first maxHolderThreads of them), and finds a thread blocked in a
-// system call on descriptor fd.
-func processState(pid, fd int, sys SyscallNamer) (state string, tid int, syscall string) {
+// readProcInfo says what a process is doing, from its threads' states
+// (the first maxHolderThreads of them), and which of them are blocked in
+// a system call on one of its descriptors (when sys names system calls).
+func readProcInfo(pid int, sys SyscallNamer) *procInfo {
+	p := &procInfo{state: "exited", blocked: map[int]blockedOn{}}
+	p.name, _ = procfs.Comm(pid, pid)
 	st, err := procfs.ReadStat(pid, pid)
 	if err != nil {
-		return "exited", 0, ""
+		return p
 	}
 	switch st.State {
 	case 'T':
-		return "stopped", 0, ""
+		p.state = "stopped"
+		return p
 	case 't':
-		return "traced", 0, ""
-	case 'Z', 'X':
-		// A zombie main thread may lead live threads (pthread_exit in
-		// main): look at them.
+		p.state = "traced"
+		return p
 	}
+	// A zombie main thread may lead live threads (pthread_exit in
+	// main): they say what the process does.
 	tids, err := procfs.Threads(pid)
 	if err != nil {
-		return "exited", 0, ""
+		return p
 	}
 	running, uninterruptible, live := false, false, false
 	for i, t := range tids {
@@ -217,26 +241,33 @@ func processState(pid, fd int, sys SyscallNamer) (state string, tid int, syscall
 		case 'D':
 			uninterruptible = true
 		}
-		if ts.State != 'Z' && ts.State != 'X' {
-			live = true
+		if ts.State == 'Z' || ts.State == 'X' {
+			continue
 		}
-		if sys != nil && tid == 0 && ts.State != 'R' {
-			if sc, err := procfs.ReadSyscall(pid, t); err == nil && !sc.Running && sc.Nr >= 0 && int(int32(sc.Args[0])) == fd {
-				if name, ok := sys(sc.Nr); ok {
-					tid, syscall = t, name
+		live = true
+		if sys == nil || ts.State == 'R' {
+			continue
+		}
+		if sc, err := procfs.ReadSyscall(pid, t); err == nil && !sc.Running && sc.Nr >= 0 {
+			if name, ok := sys(sc.Nr); ok {
+				fd := int(int32(sc.Args[0]))
+				if _, seen := p.blocked[fd]; !seen {
+					p.blocked[fd] = blockedOn{t, name}
 				}
 			}
 		}
 	}
 	switch {
 	case !live:
-		return "exited", 0, ""
+		p.state = "exited"
 	case running:
-		return "running", tid, syscall
+		p.state = "running"
 	case uninterruptible:
-		return "in uninterruptible sleep", tid, syscall
+		p.state = "in uninterruptible sleep"
+	default:
+		p.state = "sleeping"
 	}
-	return "sleeping", tid, syscall
+	return p
 }
 
 // SyscallNamer names system call nr when its first argument is a file

@@ -68,6 +68,33 @@ func startWaitsCmd(t *testing.T, command func(name string, args ...string) *exec
 	return w
 }
 
+// waitState waits until process pid's main thread is in state (a
+// /proc stat letter): a stopped process has taken its SIGSTOP, a child
+// has gone to sleep in its accept or pause.
+func waitState(t testing.TB, pid int, state byte) {
+	t.Helper()
+	var st procfs.Stat
+	if err := testutil.Eventually(20*time.Second, func() bool {
+		var err error
+		st, err = procfs.ReadStat(pid, pid)
+		return err == nil && st.State == state
+	}); err != nil {
+		t.Fatalf("pid %d never in state %c (last %c)", pid, state, st.State)
+	}
+}
+
+// settle waits until the server and peers sleep and the stopped logger
+// is stopped: the states the tests' descriptions say.
+func (w *waitsTarget) settle(t testing.TB, loggerStopped bool) {
+	t.Helper()
+	for _, who := range []string{"server", "unixpeer", "backlog"} {
+		waitState(t, w.pids[who], 'S')
+	}
+	if loggerStopped {
+		waitState(t, w.pids["logger"], 'T')
+	}
+}
+
 // blockedFD waits until thread tid is blocked in a system call named one
 // of names and returns its descriptor.
 func (w *waitsTarget) blockedFD(t testing.TB, tid int, names ...string) int {
@@ -108,6 +135,7 @@ func TestWaitsOnPeers(t *testing.T) {
 		"unix":    w.blockedFD(t, w.tids["unix"], "read"),
 		"backlog": w.blockedFD(t, w.tids["backlogtid"], "recvfrom"),
 	}
+	w.settle(t, true)
 	res := Resolve(w.Pid, []int{fds["tcp"], fds["pipe"], fds["epoll"], fds["unix"], fds["backlog"]}, Options{Syscall: testNamer})
 	for _, n := range res.Notes {
 		t.Logf("note: %s", n)
@@ -201,6 +229,7 @@ func TestOtherNetns(t *testing.T) {
 	}
 	tcp := w.blockedFD(t, w.tids["tcp"], "recvfrom")
 	unixFD := w.blockedFD(t, w.tids["unix"], "read")
+	w.settle(t, false)
 	res := Resolve(w.Pid, []int{tcp, unixFD}, Options{})
 	for _, n := range res.Notes {
 		t.Logf("note: %s", n)

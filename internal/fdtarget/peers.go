@@ -25,6 +25,7 @@ func (r *resolver) peers() {
 	s.run()
 	r.res.Scanned, r.res.Processes = s.scanned, s.procs
 	described := map[[2]int]Holder{}
+	procs := map[int]*procInfo{}
 	for t, link := range wants {
 		for _, h := range s.found[link] {
 			if h.Self && h.FD == t.FD {
@@ -38,7 +39,7 @@ func (r *resolver) peers() {
 			d, ok := described[k]
 			if !ok {
 				d = h
-				describeHolder(&d, r.opts.Syscall)
+				describeHolder(&d, r.opts.Syscall, procs)
 				described[k] = d
 			}
 			t.Peers = append(t.Peers, d)

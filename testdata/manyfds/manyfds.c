@@ -3,8 +3,9 @@
 // blocks in read() on the first pipe (whose write end this process
 // holds), thread "poller" in epoll_wait() on the set. Raises its soft
 // RLIMIT_NOFILE to fit, up to the hard limit (which only CAP_SYS_RESOURCE
-// raises): N is cut to what fits. Prints "ready reader=TID poller=TID
-// fds=N".
+// raises): N is cut to what fits. With T (argv[2]), T more threads
+// named "piper" block in read() on pipes of their own, one each. Prints
+// "ready reader=TID poller=TID fds=N".
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
@@ -26,6 +27,21 @@ static void *read_first(void *arg) {
 	return arg;
 }
 
+static atomic_int pipers;
+
+static void *read_own(void *arg) {
+	pthread_setname_np(pthread_self(), "piper");
+	int p[2];
+	if (pipe(p) != 0) {
+		perror("pipe");
+		exit(1);
+	}
+	atomic_fetch_add(&pipers, 1);
+	char c;
+	read(p[0], &c, 1);
+	return arg;
+}
+
 static void *wait_all(void *arg) {
 	pthread_setname_np(pthread_self(), "poller");
 	atomic_store(&poller, (int)syscall(SYS_gettid));
@@ -36,11 +52,12 @@ static void *wait_all(void *arg) {
 
 int main(int argc, char **argv) {
 	int n = argc > 1 ? atoi(argv[1]) : 100000;
+	int threads = argc > 2 ? atoi(argv[2]) : 0;
 	struct rlimit rl;
 	getrlimit(RLIMIT_NOFILE, &rl);
-	if (rl.rlim_max < (rlim_t)n + 64)
-		n = (int)rl.rlim_max - 64;
-	rl.rlim_cur = n + 64;
+	if (rl.rlim_max < (rlim_t)n + 2 * threads + 64)
+		n = (int)rl.rlim_max - 2 * threads - 64;
+	rl.rlim_cur = n + 2 * threads + 64;
 	if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
 		perror("setrlimit");
 		return 1;
@@ -65,7 +82,15 @@ int main(int argc, char **argv) {
 	pthread_t t;
 	pthread_create(&t, NULL, read_first, NULL);
 	pthread_create(&t, NULL, wait_all, NULL);
-	while (atomic_load(&reader) == 0 || atomic_load(&poller) == 0)
+	pthread_attr_t small;
+	pthread_attr_init(&small);
+	pthread_attr_setstacksize(&small, 64 * 1024);
+	for (int i = 0; i < threads; i++)
+		if (pthread_create(&t, &small, read_own, NULL) != 0) {
+			perror("pthread_create");
+			return 1;
+		}
+	while (atomic_load(&reader) == 0 || atomic_load(&poller) == 0 || atomic_load(&pipers) < threads)
 		usleep(1000);
 	printf("ready reader=%d poller=%d fds=%d\n", reader, poller, fds);
 	fflush(stdout);

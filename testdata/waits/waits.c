@@ -44,9 +44,13 @@ static void die(const char *what) {
 }
 
 // child forks a process named name that dies with its parent and keeps
-// only descriptor keep of those above stderr: a test that looks for who
-// holds a file finds the holders it made, not inherited copies.
-static pid_t child(const char *name, int keep) {
+// only descriptors keep and keep2 of those above stderr: a test that
+// looks for who holds a file finds the holders it made, not inherited
+// copies. It returns in the parent once the child is named.
+static pid_t child(const char *name, int keep, int keep2) {
+	int sync[2];
+	if (pipe(sync) != 0)
+		die("pipe");
 	pid_t p = fork();
 	if (p < 0)
 		die("fork");
@@ -54,19 +58,37 @@ static pid_t child(const char *name, int keep) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		prctl(PR_SET_NAME, name);
 		for (int fd = 3; fd < 1024; fd++)
-			if (fd != keep)
+			if (fd != keep && fd != keep2 && fd != sync[1])
 				close(fd);
+		if (write(sync[1], "n", 1) != 1)
+			die("write");
+		close(sync[1]);
+		return 0;
 	}
+	close(sync[1]);
+	char c;
+	if (read(sync[0], &c, 1) != 1)
+		die("the child did not start");
+	close(sync[0]);
 	return p;
 }
 
-static void serve_tcp(int lfd) {
+// serve_tcp accepts connections, never answers them, and says on
+// notify that it accepted one (the connection is then held by this
+// process, not waiting in the listener's queue).
+static void serve_tcp(int lfd, int notify) {
 	for (;;) {
 		int c = accept(lfd, NULL, NULL);
-		if (c < 0)
+		if (c < 0 || write(notify, "a", 1) != 1)
 			die("accept");
-		// Never answers; keeps the connection open.
 	}
+}
+
+static void await_accepts(int notify, int n) {
+	char c;
+	for (int i = 0; i < n; i++)
+		if (read(notify, &c, 1) != 1)
+			die("the server did not accept");
 }
 
 static void read_pipe(int rfd) {
@@ -76,9 +98,9 @@ static void read_pipe(int rfd) {
 			exit(0);
 }
 
-static void serve_unix(int lfd) {
+static void serve_unix(int lfd, int notify) {
 	int c = accept(lfd, NULL, NULL);
-	if (c < 0)
+	if (c < 0 || write(notify, "a", 1) != 1)
 		die("accept unix");
 	for (;;)
 		pause();
@@ -155,17 +177,23 @@ int main(int argc, char **argv) {
 	// The TCP server.
 	int port;
 	int lfd = tcp_listen(&port);
-	pid_t server = child("server", lfd);
+	int accepted[2];
+	if (pipe(accepted) != 0)
+		die("pipe");
+	pid_t server = child("server", lfd, accepted[1]);
 	if (server == 0)
-		serve_tcp(lfd);
+		serve_tcp(lfd, accepted[1]);
 	close(lfd);
+	close(accepted[1]);
 	tcpfd = tcp_connect(port);
 	tcpfd2 = tcp_connect(port);
+	await_accepts(accepted[0], 2);
+	close(accepted[0]);
 
 	// The listener that never accepts.
 	int backlogport;
 	int bfd = tcp_listen(&backlogport);
-	pid_t backlog = child("backlog", bfd);
+	pid_t backlog = child("backlog", bfd, -1);
 	if (backlog == 0)
 		for (;;)
 			pause();
@@ -176,7 +204,7 @@ int main(int argc, char **argv) {
 	int p[2];
 	if (pipe(p) != 0)
 		die("pipe");
-	pid_t logger = child("logger", p[0]);
+	pid_t logger = child("logger", p[0], -1);
 	if (logger == 0)
 		read_pipe(p[0]);
 	close(p[0]);
@@ -189,13 +217,18 @@ int main(int argc, char **argv) {
 	unlink(argv[1]);
 	if (ul < 0 || bind(ul, (struct sockaddr *)&u, sizeof u) != 0 || listen(ul, 4) != 0)
 		die("listen unix");
-	pid_t unixpeer = child("unixpeer", ul);
+	if (pipe(accepted) != 0)
+		die("pipe");
+	pid_t unixpeer = child("unixpeer", ul, accepted[1]);
 	if (unixpeer == 0)
-		serve_unix(ul);
+		serve_unix(ul, accepted[1]);
 	close(ul);
+	close(accepted[1]);
 	unixfd = socket(AF_UNIX, SOCK_STREAM, 0);
 	if (unixfd < 0 || connect(unixfd, (struct sockaddr *)&u, sizeof u) != 0)
 		die("connect unix");
+	await_accepts(accepted[0], 1);
+	close(accepted[0]);
 
 	// The epoll set: the second TCP connection, a UDP socket, a
 	// socketpair's end.
