@@ -126,14 +126,21 @@ func FuzzParsePressure(f *testing.F) {
 }
 
 func FuzzParseHost(f *testing.F) {
-	addHostFiles(f, "stat", "vmstat")
+	addHostFiles(f, "stat", "vmstat", "diskstats")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var c CPUTimes
 		var err error
+		var disks []DiskStat
 		used := testutil.HeapBytes(func() {
 			c, err = ParseProcStat(b)
 			_ = ParseVMStat(b)
+			disks = ParseDiskstats(b)
 		})
+		for _, d := range disks {
+			if d.IOTicks < 0 || d.QueueTime < 0 || d.Name == "" {
+				t.Fatalf("disk %+v", d)
+			}
+		}
 		if used > uint64(8*len(b))+heapBound {
 			t.Fatalf("%d bytes allocated for %d bytes of input", used, len(b))
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 func mustRead(t *testing.T, r *Reader, threads bool) *Reading {
@@ -318,4 +319,47 @@ func TestMemoryLimitReclaim(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDiskWindow: 8 MiB written and synced to a file here shows as
+// writes on the block device the file lives on (its st_dev), the device
+// an I/O finding names for threads blocked on that file.
+func TestDiskWindow(t *testing.T) {
+	dir := t.TempDir()
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	major, minor := unix.Major(st.Dev), unix.Minor(st.Dev)
+	r := NewReader(os.Getpid())
+	a := mustRead(t, r, false)
+	var found bool
+	for _, d := range a.Disks {
+		found = found || (d.Major == major && d.Minor == minor)
+	}
+	if !found {
+		testutil.Skip(t, "%s is on device %d:%d, not a block device in /proc/diskstats", dir, major, minor)
+	}
+	f, err := os.Create(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(make([]byte, 8<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	w := Between(a, mustRead(t, r, false))
+	for _, d := range w.Disks {
+		if d.Major == major && d.Minor == minor {
+			t.Logf("%s: %+v over %v", d.Name, d, w.Duration)
+			if d.WriteBytes < 8<<20 || d.Writes == 0 || d.Busy <= 0 {
+				t.Errorf("8 MiB written and synced, yet %+v", d)
+			}
+			return
+		}
+	}
+	t.Errorf("device %d:%d did no I/O in the window: %+v", major, minor, w.Disks)
 }

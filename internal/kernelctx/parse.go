@@ -86,7 +86,7 @@ func ParseCPUStat(b []byte) CPUStat {
 // usec and nsec turn a counter into a Duration, saturating (a counter
 // near 2^64 is garbage, never a negative duration).
 func usec(v uint64) time.Duration {
-	if v > math.MaxInt64/1000 {
+	if v > math.MaxInt64/uint64(time.Microsecond) {
 		return math.MaxInt64
 	}
 	return time.Duration(v) * time.Microsecond
@@ -363,4 +363,64 @@ func clip(b []byte) string {
 		return s[:max] + "..."
 	}
 	return s
+}
+
+// DiskStat is one line of /proc/diskstats (Documentation/admin-guide/
+// iostats.rst): a block device's I/O since boot.
+type DiskStat struct {
+	Major, Minor uint32
+	Name         string
+	Reads        uint64 // reads completed
+	SectorsRead  uint64 // 512-byte sectors
+	Writes       uint64
+	SectorsWrite uint64
+	InFlight     uint64 // I/Os in progress now
+	// IOTicks is the time the device had I/O in flight (its busy time);
+	// QueueTime the time every I/O spent, summed (both ms in the file).
+	IOTicks, QueueTime time.Duration
+}
+
+// maxDisks bounds the devices read.
+const maxDisks = 4096
+
+// ParseDiskstats parses /proc/diskstats; malformed lines are skipped.
+func ParseDiskstats(b []byte) []DiskStat {
+	var out []DiskStat
+	for len(b) > 0 && len(out) < maxDisks {
+		var line []byte
+		line, b, _ = bytes.Cut(b, []byte{'\n'})
+		f := bytes.Fields(line)
+		if len(f) < 14 {
+			continue
+		}
+		var v [14]uint64
+		ok := true
+		for i := range v {
+			if i == 2 {
+				continue
+			}
+			x, err := strconv.ParseUint(string(f[i]), 10, 64)
+			if err != nil {
+				ok = false
+				break
+			}
+			v[i] = x
+		}
+		if !ok || v[0] > math.MaxUint32 || v[1] > math.MaxUint32 {
+			continue
+		}
+		out = append(out, DiskStat{
+			Major: uint32(v[0]), Minor: uint32(v[1]), Name: string(f[2]),
+			Reads: v[3], SectorsRead: v[5], Writes: v[7], SectorsWrite: v[9], InFlight: v[11],
+			IOTicks: msec(v[12]), QueueTime: msec(v[13]),
+		})
+	}
+	return out
+}
+
+func msec(v uint64) time.Duration {
+	if v > math.MaxInt64/uint64(time.Millisecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(v) * time.Millisecond
 }

@@ -333,3 +333,24 @@ func TestParseThreadCounters(t *testing.T) {
 		t.Errorf("status: %d %d %v", vol, invol, ok)
 	}
 }
+
+func TestParseDiskstats(t *testing.T) {
+	ds := ParseDiskstats(hostFile(t, "diskstats"))
+	if len(ds) != 10 {
+		t.Fatalf("%d devices, want 10", len(ds))
+	}
+	vda := ds[8]
+	want := DiskStat{Major: 254, Minor: 0, Name: "vda", Reads: 339909, SectorsRead: 10231594, Writes: 125474, SectorsWrite: 18509656,
+		InFlight: 0, IOTicks: 562212 * time.Millisecond, QueueTime: 18442329 * time.Millisecond}
+	if vda != want {
+		t.Errorf("vda %+v, want %+v", vda, want)
+	}
+	// iostats.rst: kernels before 4.18 print 14 fields (no discards).
+	old := ParseDiskstats([]byte("   3    0   hda 446216 784926 9550688 4382310 424847 312726 5922052 19310380 0 3376340 23705160\n   8    0 sda 1 2 3 4 5 6 7 8 9 10 11\n"))
+	if len(old) != 2 || old[0].Name != "hda" || old[0].IOTicks != 3376340*time.Millisecond || old[1].QueueTime != 11*time.Millisecond {
+		t.Errorf("14-field lines: %+v", old)
+	}
+	if d := ParseDiskstats([]byte("8 0 sda 1 2 3\nx 0 sdb 1 2 3 4 5 6 7 8 9 10 11\n")); len(d) != 0 {
+		t.Errorf("malformed lines parsed: %+v", d)
+	}
+}

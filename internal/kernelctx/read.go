@@ -33,9 +33,11 @@ type Reading struct {
 	// psi=0).
 	Host, Cgroup *Pressures
 	CgroupPath   string
-	// CPUTimes and VM are the host's /proc/stat and /proc/vmstat.
+	// CPUTimes, VM and Disks are the host's /proc/stat, /proc/vmstat and
+	// /proc/diskstats.
 	CPUTimes CPUTimes
 	VM       VMStat
+	Disks    []DiskStat
 	// Threads are the process's threads' counters, when asked for.
 	Threads []ThreadCounters
 	// Errs says what could not be read or parsed, one entry per file
@@ -366,7 +368,7 @@ func readPressures(rd *Reading, dir, suffix string) *Pressures {
 	return &p
 }
 
-// readHost reads /proc/stat and /proc/vmstat.
+// readHost reads /proc/stat, /proc/vmstat and /proc/diskstats.
 func (r *Reader) readHost(rd *Reading) {
 	stat := path.Join(procfs.Root, "stat")
 	if b, err := readFile(stat); err != nil {
@@ -378,6 +380,11 @@ func (r *Reader) readHost(rd *Reading) {
 		rd.fail(err)
 	} else {
 		rd.VM = ParseVMStat(b)
+	}
+	if b, err := procfs.ReadLimited(path.Join(procfs.Root, "diskstats"), 16<<20); err == nil {
+		rd.Disks = ParseDiskstats(b)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		rd.fail(err)
 	}
 }
 

@@ -27,6 +27,9 @@ type Window struct {
 	// Reclaim is the host's direct reclaim, compaction, swap-ins and
 	// major faults in the window.
 	Reclaim Reclaim
+	// Disks are the block devices that did I/O in the window, busiest
+	// first.
+	Disks []Disk
 	// Memory is the process's memory cgroup (Own) and every cgroup above
 	// it that sets a limit.
 	Memory []Memory
@@ -136,6 +139,23 @@ type Memory struct {
 	MajorFaults, ScanDirect, StealDirect     uint64
 }
 
+// Disk is a block device's I/O over the window.
+type Disk struct {
+	Name string
+	// Major and Minor are its device number, what a file's st_dev names.
+	Major, Minor uint32
+	// Busy is the share of the window it had I/O in flight.
+	Busy                  float64
+	Reads, Writes         uint64
+	ReadBytes, WriteBytes uint64
+	// Wait is the average time an I/O took (queue and service), when any
+	// completed.
+	Wait time.Duration
+}
+
+// maxWindowDisks bounds the devices a Window lists.
+const maxWindowDisks = 16
+
 // ThreadDelta is one thread's counters over the window.
 type ThreadDelta struct {
 	TID                      int
@@ -169,6 +189,7 @@ func Between(a, b *Reading) *Window {
 	}
 	w.host(a.CPUTimes, b.CPUTimes)
 	w.vm(a.VM, b.VM)
+	w.disks(a.Disks, b.Disks)
 	w.threads(a.Threads, b.Threads)
 	return w
 }
@@ -330,6 +351,45 @@ func (w *Window) vm(a, b VMStat) {
 		StealDirect: d(a.StealDirect, b.StealDirect), CompactStalls: d(a.CompactStalls, b.CompactStalls),
 		SwapIns: d(a.SwapIns, b.SwapIns), MajorFaults: d(a.MajorFaults, b.MajorFaults),
 		RefaultFile: d(a.RefaultFile, b.RefaultFile), RefaultAnon: d(a.RefaultAnon, b.RefaultAnon),
+	}
+}
+
+// disks lists the devices that did I/O, busiest first.
+func (w *Window) disks(a, b []DiskStat) {
+	type dev struct{ major, minor uint32 }
+	before := make(map[dev]DiskStat, len(a))
+	for _, d := range a {
+		before[dev{d.Major, d.Minor}] = d
+	}
+	for _, d := range b {
+		old, ok := before[dev{d.Major, d.Minor}]
+		if !ok || old.Name != d.Name {
+			continue
+		}
+		var x Disk
+		var ok1, ok2, ok3, ok4 bool
+		x.Reads, ok1 = delta(old.Reads, d.Reads)
+		x.Writes, ok2 = delta(old.Writes, d.Writes)
+		rs, ok3 := delta(old.SectorsRead, d.SectorsRead)
+		ws, ok4 := delta(old.SectorsWrite, d.SectorsWrite)
+		busy, ok5 := delta(uint64(old.IOTicks), uint64(d.IOTicks))
+		queue, ok6 := delta(uint64(old.QueueTime), uint64(d.QueueTime))
+		if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || (x.Reads == 0 && x.Writes == 0 && busy == 0) {
+			continue
+		}
+		x.Name, x.Major, x.Minor = d.Name, d.Major, d.Minor
+		x.ReadBytes, x.WriteBytes = rs*512, ws*512
+		if w.Duration > 0 {
+			x.Busy = min(1, float64(busy)/float64(w.Duration))
+		}
+		if n := x.Reads + x.Writes; n > 0 {
+			x.Wait = time.Duration(queue / n)
+		}
+		w.Disks = append(w.Disks, x)
+	}
+	sort.SliceStable(w.Disks, func(i, j int) bool { return w.Disks[i].Busy > w.Disks[j].Busy })
+	if len(w.Disks) > maxWindowDisks {
+		w.Disks = w.Disks[:maxWindowDisks]
 	}
 }
 
