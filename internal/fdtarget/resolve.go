@@ -52,8 +52,10 @@ type Target struct {
 	Pos   int64
 	Flags int
 	// Device names the block device a file lives on ("vda", or
-	// "0:45" for a file system without one).
-	Device string
+	// "0:45" for a file system without one); DevMajor and DevMinor are
+	// its number (st_dev), as /proc/diskstats lists devices.
+	Device             string
+	DevMajor, DevMinor uint32
 
 	Socket   *Socket
 	Epoll    *Epoll
@@ -282,6 +284,7 @@ func (r *resolver) file(t *Target, fdPath string) {
 		t.Kind = KindFIFO
 	}
 	t.Device = deviceName(st.Dev)
+	t.DevMajor, t.DevMinor = unix.Major(st.Dev), unix.Minor(st.Dev)
 }
 
 // inRoot removes the process's root from a path the kernel printed
