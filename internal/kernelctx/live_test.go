@@ -1,6 +1,7 @@
 package kernelctx
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -50,9 +51,10 @@ func spinTID(t *testing.T, pid int) int {
 	return 0
 }
 
-// TestThrottlingV1: a thread spinning in a v1 cgroup with a fifth of a
-// CPU is throttled in most periods, and the window says by which cgroup,
-// its quota and period; without the quota, nothing is throttled.
+// TestThrottlingV1: two threads spinning in a v1 cgroup with 5% of a CPU
+// are throttled in most periods (whatever else keeps the CPUs busy, each
+// gets more than 5 ms of every 100), and the window says by which
+// cgroup, its quota and period; without the quota, nothing is throttled.
 func TestThrottlingV1(t *testing.T) {
 	bin := testutil.BuildC(t, "manythreads/manythreads.c")
 	for _, quota := range []bool{true, false} {
@@ -60,15 +62,15 @@ func TestThrottlingV1(t *testing.T) {
 			cg := testutil.NewCgroupV1(t, "cpu")
 			if quota {
 				cg.Set(t, "cpu.cfs_period_us", "100000")
-				cg.Set(t, "cpu.cfs_quota_us", "20000")
+				cg.Set(t, "cpu.cfs_quota_us", "5000")
 			}
-			tg := testutil.StartCmd(t, cg.Command(bin, "0", "1"))
+			tg := testutil.StartCmd(t, cg.Command(bin, "0", "2"))
 			tg.WaitLine(t, "ready", 30*time.Second)
 			spinner := spinTID(t, tg.Pid)
 			r := NewReader(tg.Pid)
 			a := mustRead(t, r, true)
-			// 200 ms of CPU is ten periods' quota: at least ten periods.
-			used := testutil.WaitCPU(t, tg.Pid, 200*time.Millisecond, 30*time.Second)
+			// 50 ms of CPU is ten periods' quota: at least ten periods.
+			used := testutil.WaitCPU(t, tg.Pid, 50*time.Millisecond, 30*time.Second)
 			b := mustRead(t, r, true)
 			w := Between(a, b)
 			t.Logf("used %v of CPU in %v; throttling %+v", used, w.Duration, w.Throttling)
@@ -85,11 +87,11 @@ func TestThrottlingV1(t *testing.T) {
 				}
 				return
 			}
-			if !th.Limited || th.Quota != 20*time.Millisecond || th.Period != 100*time.Millisecond {
-				t.Errorf("quota %+v, want 20ms every 100ms", th)
+			if !th.Limited || th.Quota != 5*time.Millisecond || th.Period != 100*time.Millisecond {
+				t.Errorf("quota %+v, want 5ms every 100ms", th)
 			}
 			if th.Periods < 5 || th.Share() < 0.5 || th.ThrottledTime <= 0 {
-				t.Errorf("a spinning thread at a fifth of a CPU, throttled in %d of %d periods (%.0f%%) for %v", th.Throttled, th.Periods, 100*th.Share(), th.ThrottledTime)
+				t.Errorf("two spinning threads at 5%% of a CPU, throttled in %d of %d periods (%.0f%%) for %v", th.Throttled, th.Periods, 100*th.Share(), th.ThrottledTime)
 			}
 			if d, ok := threadDelta(w, spinner); !ok || d.Involuntary == 0 {
 				t.Errorf("the spinner (tid %d) was throttled, yet no involuntary switch: %+v", spinner, d)
@@ -121,22 +123,22 @@ func threadDelta(w *Window, tid int) (ThreadDelta, bool) {
 func TestParentQuota(t *testing.T) {
 	bin := testutil.BuildC(t, "manythreads/manythreads.c")
 	parent := testutil.NewCgroupV1(t, "cpu")
-	parent.Set(t, "cpu.cfs_quota_us", "20000")
+	parent.Set(t, "cpu.cfs_quota_us", "5000")
 	child := &testutil.Cgroup{Dir: filepath.Join(parent.Dir, "child"), Path: parent.Path + "/child"}
 	if err := os.Mkdir(child.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = testutil.Eventually(10*time.Second, func() bool { return os.Remove(child.Dir) == nil }) })
-	tg := testutil.StartCmd(t, child.Command(bin, "0", "1"))
+	tg := testutil.StartCmd(t, child.Command(bin, "0", "2"))
 	tg.WaitLine(t, "ready", 30*time.Second)
 	r := NewReader(tg.Pid)
 	a := mustRead(t, r, false)
-	testutil.WaitCPU(t, tg.Pid, 200*time.Millisecond, 30*time.Second)
+	testutil.WaitCPU(t, tg.Pid, 50*time.Millisecond, 30*time.Second)
 	w := Between(a, mustRead(t, r, false))
 	if len(w.Throttling) != 2 || w.Throttling[0].Limited || w.Throttling[1].Path != parent.Path || w.Throttling[1].Own {
 		t.Fatalf("throttling %+v: want the child without a quota, then the parent %s", w.Throttling, parent.Path)
 	}
-	if p := w.Throttling[1]; p.Share() < 0.5 || p.Quota != 20*time.Millisecond {
+	if p := w.Throttling[1]; p.Share() < 0.5 || p.Quota != 5*time.Millisecond {
 		t.Errorf("the parent throttled in %d of %d periods, quota %v", p.Throttled, p.Periods, p.Quota)
 	}
 }
@@ -255,6 +257,26 @@ func TestOOMKill(t *testing.T) {
 	}
 }
 
+// writeData writes a file of size bytes, synced, outside any cgroup a
+// test makes (written under a tight limit, its dirty pages can get the
+// writer OOM-killed before writeback frees them).
+func writeData(t *testing.T, size int) string {
+	t.Helper()
+	name := filepath.Join(t.TempDir(), "data")
+	f, err := os.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(bytes.Repeat([]byte{'x'}, size)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
 func readMemCounters(t *testing.T, cg *testutil.Cgroup) MemCounters {
 	t.Helper()
 	rd := &Reading{}
@@ -277,7 +299,7 @@ func TestMemoryLimitReclaim(t *testing.T) {
 			if limit {
 				cg.Set(t, "memory.limit_in_bytes", strconv.Itoa(8<<20))
 			}
-			data := filepath.Join(t.TempDir(), "data")
+			data := writeData(t, 32<<20)
 			tg := testutil.StartCmd(t, cg.Command(bin, "file", data, "32", "2"))
 			tg.WaitLine(t, "ready", 60*time.Second)
 			r := NewReader(tg.Pid)

@@ -1,8 +1,9 @@
 // reclaim: makes a memory cgroup with a limit below its working set
 // reclaim, bounded in size. Two modes:
 //
-//   reclaim file PATH MB THREADS  maps PATH (made MB MiB large, its pages
-//                                 dropped from the page cache), then
+//   reclaim file PATH MB THREADS  maps PATH (made MB MiB large unless it
+//                                 is already, synced, its pages dropped
+//                                 from the page cache), then
 //                                 THREADS threads named "toucher" read a
 //                                 byte of every page over and over, each
 //                                 in touch_pages: under a limit below MB
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static volatile unsigned char *map;
@@ -57,16 +59,19 @@ __attribute__((noinline)) static void fill_anon(size_t n) {
 
 static int file_mode(const char *path, size_t mb, int threads) {
 	size = mb << 20;
-	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-	if (fd < 0) {
+	int fd = open(path, O_RDWR | O_CREAT, 0600);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0) {
 		perror(path);
 		return 1;
 	}
 	// Real blocks on disk, not a hole: a hole reads as zero pages
-	// without I/O.
+	// without I/O. (Writing them under a tight memory limit can
+	// get the writer OOM-killed while its dirty pages wait for
+	// writeback: a test makes the file outside the cgroup.)
 	static char block[1 << 16];
 	memset(block, 'x', sizeof block);
-	for (size_t done = 0; done < size; done += sizeof block)
+	for (size_t done = st.st_size; done < size; done += sizeof block)
 		if (write(fd, block, sizeof block) != (ssize_t)sizeof block) {
 			perror("write");
 			return 1;
