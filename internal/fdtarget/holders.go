@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/internal/procwatch"
 	"golang.org/x/sys/unix"
 )
 
@@ -65,11 +66,12 @@ func (s *scan) run() {
 	if len(s.want) == 0 {
 		return
 	}
-	pids, err := allPids()
+	pids, err := procwatch.List()
 	if err != nil {
 		s.cut = true
 		return
 	}
+	sort.Ints(pids)
 	selfLast := fdCount(s.self) > s.budget/2
 	if !selfLast {
 		s.process(s.self)
@@ -117,30 +119,6 @@ func (s *scan) process(pid int) {
 		fd, _ := strconv.Atoi(n)
 		s.found[link] = append(s.found[link], Holder{PID: pid, FD: fd, Self: pid == s.self})
 	}
-}
-
-// allPids lists the processes in /proc.
-func allPids() ([]int, error) {
-	d, err := os.Open(procfs.Root)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
-	if err != nil {
-		return nil, err
-	}
-	pids := make([]int, 0, len(names))
-	for _, n := range names {
-		if n == "" || n[0] < '1' || n[0] > '9' {
-			continue
-		}
-		if pid, err := strconv.Atoi(n); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	sort.Ints(pids)
-	return pids, nil
 }
 
 // fdCount is how many descriptors pid has open: the size /proc/<pid>/fd
