@@ -9,63 +9,66 @@ import (
 // Window is what the kernel counted about a process and its host between
 // two readings: why its threads did not run, and what they waited for.
 type Window struct {
-	Start, End time.Time
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
 	// Duration is the wall time between the readings (CLOCK_MONOTONIC).
-	Duration time.Duration
+	Duration time.Duration `json:"duration_ns"`
 	// Cgroups are the process's cgroups at the end, one per hierarchy.
-	Cgroups []CgroupPath
+	Cgroups []CgroupPath `json:"cgroups,omitempty"`
 	// Throttling is the CPU bandwidth of the process's cgroup (Own) and
 	// of every cgroup above it that sets a quota, innermost first.
-	Throttling []Throttling
+	Throttling []Throttling `json:"throttling,omitempty"`
 	// Pressure is PSI over the window: the host's, then the cgroup's
 	// (v2).
-	Pressure []Pressure
+	Pressure []Pressure `json:"pressure,omitempty"`
 	// Host is how the host's CPUs spent the window.
-	Host HostCPU
+	Host HostCPU `json:"host_cpu"`
 	// OOMKills counts the host's OOM kills in the window (/proc/vmstat).
-	OOMKills uint64
+	OOMKills uint64 `json:"oom_kills"`
 	// Reclaim is the host's direct reclaim, compaction, swap-ins and
 	// major faults in the window.
-	Reclaim Reclaim
+	Reclaim Reclaim `json:"reclaim"`
 	// Disks are the block devices that did I/O in the window, busiest
 	// first.
-	Disks []Disk
+	Disks []Disk `json:"disks,omitempty"`
 	// Memory is the process's memory cgroup (Own) and every cgroup above
 	// it that sets a limit.
-	Memory []Memory
+	Memory []Memory `json:"memory,omitempty"`
 	// Threads are the threads whose faults or switches moved, busiest
 	// (most major faults, then involuntary switches) first.
-	Threads []ThreadDelta
+	Threads []ThreadDelta `json:"threads,omitempty"`
 	// Notes say what could not be read or compared, and why.
-	Notes []string
+	Notes []string `json:"notes,omitempty"`
 }
 
 // CgroupPath names a cgroup: the hierarchy ("cpu,cpuacct", "memory";
 // "" for the unified v2 hierarchy) and the path in it.
 type CgroupPath struct {
-	Hierarchy string
-	Path      string
+	Hierarchy string `json:"hierarchy"`
+	Path      string `json:"path"`
 }
 
 // Throttling is a cgroup's CPU bandwidth enforcement over the window.
 type Throttling struct {
-	Path string
-	V2   bool
+	Path string `json:"path"`
+	V2   bool   `json:"v2,omitempty"`
 	// Own is the process's own cgroup; else a cgroup above it.
-	Own bool
+	Own bool `json:"own,omitempty"`
 	// Quota and Period: the cgroup may use Quota of CPU time every
 	// Period (at the end of the window); Limited is false without one.
-	Limited       bool
-	Quota, Period time.Duration
+	Limited bool          `json:"limited"`
+	Quota   time.Duration `json:"quota_ns,omitempty"`
+	Period  time.Duration `json:"period_ns,omitempty"`
 	// Periods elapsed with runnable tasks; Throttled of them ended with
 	// the quota used up and the group stopped until the next period;
 	// ThrottledTime is how long its run queues were held (summed over
 	// CPUs).
-	Periods, Throttled uint64
-	ThrottledTime      time.Duration
+	Periods       uint64        `json:"periods"`
+	Throttled     uint64        `json:"throttled_periods"`
+	ThrottledTime time.Duration `json:"throttled_ns"`
 	// Usage is the cgroup's CPU time in the window where the kernel
 	// counts it in cpu.stat (v2), else zero.
-	Usage time.Duration
+	Usage time.Duration `json:"usage_ns,omitempty"`
 }
 
 // Share is the share of the window's periods in which the group was
@@ -80,42 +83,51 @@ func (t Throttling) Share() float64 {
 // Pressure is one resource's PSI over the window.
 type Pressure struct {
 	// Scope is "host", or the v2 cgroup's path.
-	Scope    string
-	Resource string // "cpu", "memory", "io"
+	Scope    string `json:"scope"`
+	Resource string `json:"resource"` // "cpu", "memory", "io"
 	// Some and Full are the stall time in the window (the delta of
-	// total=) and the kernel's averages at its end.
-	Some, Full StallDelta
-	HasFull    bool
+	// total=) and the kernel's averages at its end; Full is nil where
+	// the kernel has no "full" line.
+	Some StallDelta  `json:"some"`
+	Full *StallDelta `json:"full,omitempty"`
 }
 
 // StallDelta is a PSI line over a window.
 type StallDelta struct {
 	// Stalled is how long tasks were stalled during the window.
-	Stalled time.Duration
+	Stalled time.Duration `json:"stalled_ns"`
 	// Share is Stalled over the window's duration.
-	Share float64
+	Share float64 `json:"share"`
 	// Avg10 and Avg60 are the kernel's running averages (in %) at the
 	// window's end.
-	Avg10, Avg60 float64
+	Avg10 float64 `json:"avg10"`
+	Avg60 float64 `json:"avg60"`
 }
 
 // HostCPU is the host's CPU time over the window, as shares of all of it
 // (every CPU's ticks).
 type HostCPU struct {
-	CPUs int
+	CPUs int `json:"cpus"`
 	// Steal is time the hypervisor ran something else on our virtual
 	// CPUs; IOWait idle time with I/O outstanding; Busy user, system,
 	// interrupts.
-	Steal, IOWait, Busy float64
+	Steal  float64 `json:"steal"`
+	IOWait float64 `json:"iowait"`
+	Busy   float64 `json:"busy"`
 	// Ticks is how many USER_HZ ticks the shares are of.
-	Ticks uint64
+	Ticks uint64 `json:"ticks"`
 }
 
 // Reclaim is the host's memory reclaim over the window (/proc/vmstat).
 type Reclaim struct {
-	AllocStalls, ScanDirect, StealDirect uint64
-	CompactStalls, SwapIns, MajorFaults  uint64
-	RefaultFile, RefaultAnon             uint64
+	AllocStalls   uint64 `json:"alloc_stalls"`
+	ScanDirect    uint64 `json:"scan_direct"`
+	StealDirect   uint64 `json:"steal_direct"`
+	CompactStalls uint64 `json:"compact_stalls"`
+	SwapIns       uint64 `json:"swap_ins"`
+	MajorFaults   uint64 `json:"major_faults"`
+	RefaultFile   uint64 `json:"refault_file"`
+	RefaultAnon   uint64 `json:"refault_anon"`
 }
 
 // Any reports whether anything was reclaimed or read back.
@@ -141,16 +153,19 @@ type Memory struct {
 
 // Disk is a block device's I/O over the window.
 type Disk struct {
-	Name string
+	Name string `json:"name"`
 	// Major and Minor are its device number, what a file's st_dev names.
-	Major, Minor uint32
+	Major uint32 `json:"major"`
+	Minor uint32 `json:"minor"`
 	// Busy is the share of the window it had I/O in flight.
-	Busy                  float64
-	Reads, Writes         uint64
-	ReadBytes, WriteBytes uint64
+	Busy       float64 `json:"busy"`
+	Reads      uint64  `json:"reads"`
+	Writes     uint64  `json:"writes"`
+	ReadBytes  uint64  `json:"read_bytes"`
+	WriteBytes uint64  `json:"write_bytes"`
 	// Wait is the average time an I/O took (queue and service), when any
 	// completed.
-	Wait time.Duration
+	Wait time.Duration `json:"wait_ns,omitempty"`
 }
 
 // maxWindowDisks bounds the devices a Window lists.
@@ -158,9 +173,11 @@ const maxWindowDisks = 16
 
 // ThreadDelta is one thread's counters over the window.
 type ThreadDelta struct {
-	TID                      int
-	MajorFaults, MinorFaults uint64
-	Voluntary, Involuntary   uint64
+	TID         int    `json:"tid"`
+	MajorFaults uint64 `json:"major_faults"`
+	MinorFaults uint64 `json:"minor_faults"`
+	Voluntary   uint64 `json:"voluntary_switches"`
+	Involuntary uint64 `json:"involuntary_switches"`
 }
 
 // maxWindowThreads bounds the threads a Window lists.
@@ -305,10 +322,10 @@ func (w *Window) pressure(scope string, a, b *Pressures) {
 		name string
 		a, b PSI
 	}{{"cpu", a.CPU, b.CPU}, {"memory", a.Memory, b.Memory}, {"io", a.IO, b.IO}} {
-		p := Pressure{Scope: scope, Resource: r.name, HasFull: r.b.HasFull && r.a.HasFull}
-		p.Some = w.stall(r.a.Some, r.b.Some)
-		if p.HasFull {
-			p.Full = w.stall(r.a.Full, r.b.Full)
+		p := Pressure{Scope: scope, Resource: r.name, Some: w.stall(r.a.Some, r.b.Some)}
+		if r.b.HasFull && r.a.HasFull {
+			full := w.stall(r.a.Full, r.b.Full)
+			p.Full = &full
 		}
 		w.Pressure = append(w.Pressure, p)
 	}
