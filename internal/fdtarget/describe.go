@@ -201,6 +201,10 @@ func (t *Target) unixString() string {
 		b.WriteString(" bound to " + unixName(s.Name))
 	case s.PeerInode != 0:
 		b.WriteString(" connected to an unnamed socket")
+	case s.State == "CONNECTED" && s.Type == "stream":
+		// The kernel gives a connection's server end an inode when it is
+		// accepted: until then sock_diag names no peer.
+		b.WriteString(" connected to a socket no process holds (not accepted yet, or closed)")
 	}
 	fmt.Fprintf(&b, " (%s, %s)", s.State, queued(s))
 	b.WriteString(t.peerString())

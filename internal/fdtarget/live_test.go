@@ -51,7 +51,7 @@ func startWaitsCmd(t *testing.T, command func(name string, args ...string) *exec
 		k, v, _ := strings.Cut(f, "=")
 		n, _ := strconv.Atoi(v)
 		switch k {
-		case "tcp", "pipe", "epoll", "unix", "backlogtid":
+		case "tcp", "pipe", "epoll", "unix", "backlogtid", "unixbacklogtid":
 			w.tids[k] = n
 		case "port":
 			w.port = n
@@ -87,7 +87,7 @@ func waitState(t testing.TB, pid int, state byte) {
 // is stopped: the states the tests' descriptions say.
 func (w *waitsTarget) settle(t testing.TB, loggerStopped bool) {
 	t.Helper()
-	for _, who := range []string{"server", "unixpeer", "backlog"} {
+	for _, who := range []string{"server", "unixpeer", "backlog", "unixbacklog"} {
 		waitState(t, w.pids[who], 'S')
 	}
 	if loggerStopped {
@@ -129,14 +129,15 @@ func TestWaitsOnPeers(t *testing.T) {
 		t.Fatal(err)
 	}
 	fds := map[string]int{
-		"tcp":     w.blockedFD(t, w.tids["tcp"], "recvfrom"),
-		"pipe":    w.blockedFD(t, w.tids["pipe"], "write"),
-		"epoll":   w.blockedFD(t, w.tids["epoll"], "epoll_wait", "epoll_pwait"),
-		"unix":    w.blockedFD(t, w.tids["unix"], "read"),
-		"backlog": w.blockedFD(t, w.tids["backlogtid"], "recvfrom"),
+		"tcp":         w.blockedFD(t, w.tids["tcp"], "recvfrom"),
+		"pipe":        w.blockedFD(t, w.tids["pipe"], "write"),
+		"epoll":       w.blockedFD(t, w.tids["epoll"], "epoll_wait", "epoll_pwait"),
+		"unix":        w.blockedFD(t, w.tids["unix"], "read"),
+		"backlog":     w.blockedFD(t, w.tids["backlogtid"], "recvfrom"),
+		"unixbacklog": w.blockedFD(t, w.tids["unixbacklogtid"], "read"),
 	}
 	w.settle(t, true)
-	res := Resolve(w.Pid, []int{fds["tcp"], fds["pipe"], fds["epoll"], fds["unix"], fds["backlog"]}, Options{Syscall: testNamer})
+	res := Resolve(w.Pid, []int{fds["tcp"], fds["pipe"], fds["epoll"], fds["unix"], fds["backlog"], fds["unixbacklog"]}, Options{Syscall: testNamer})
 	for _, n := range res.Notes {
 		t.Logf("note: %s", n)
 	}
@@ -196,6 +197,12 @@ func TestWaitsOnPeers(t *testing.T) {
 		want := fmt.Sprintf(" — not yet accepted by pid %d (backlog), sleeping", w.pids["backlog"])
 		if got := tt.String(); !strings.HasPrefix(got, fmt.Sprintf("TCP 127.0.0.1:%d (ESTABLISHED", w.backlogPort)) || !strings.HasSuffix(got, want) {
 			t.Errorf("%q, want …%q", got, want)
+		}
+	})
+	t.Run("unix not accepted", func(t *testing.T) {
+		want := "UNIX stream socket connected to a socket no process holds (not accepted yet, or closed) (CONNECTED, 0 bytes queued)"
+		if got := res.Targets[fds["unixbacklog"]].String(); got != want {
+			t.Errorf("%q, want %q", got, want)
 		}
 	})
 	t.Run("unix", func(t *testing.T) {

@@ -13,11 +13,14 @@
 //               never writes
 //   backlog     recv() on a TCP connection that "backlog", a child
 //               listening on another port, never accepts
+//   unix-backlog read() on a UNIX stream socket connected to PATH.backlog,
+//               where "unixbacklog", a child, listens and never accepts
 //
 // Each child dies with its parent (PR_SET_PDEATHSIG). Prints "ready
-// tcp=TID pipe=TID epoll=TID unix=TID backlogtid=TID server=PID
-// logger=PID unixpeer=PID backlog=PID port=PORT backlogport=PORT" once
-// every thread is on its way to blocking.
+// tcp=TID pipe=TID epoll=TID unix=TID backlogtid=TID unixbacklogtid=TID
+// server=PID logger=PID unixpeer=PID backlog=PID unixbacklog=PID
+// port=PORT backlogport=PORT" once every thread is on its way to
+// blocking.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -34,9 +37,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-enum { TCP, PIPE, EPOLL, UNIX, BACKLOG, N };
+enum { TCP, PIPE, EPOLL, UNIX, BACKLOG, UNIXBACKLOG, N };
 static atomic_int tids[N];
-static int tcpfd, tcpfd2, pipew, udpfd, pairfd, unixfd, epfd, backlogfd;
+static int tcpfd, tcpfd2, pipew, udpfd, pairfd, unixfd, epfd, backlogfd, unixbacklogfd;
 
 static void die(const char *what) {
 	perror(what);
@@ -122,6 +125,13 @@ static void *backlog_recv(void *arg) {
 	set_tid(BACKLOG, "backlog");
 	char c;
 	recv(backlogfd, &c, 1, 0);
+	return arg;
+}
+
+static void *unix_backlog_recv(void *arg) {
+	set_tid(UNIXBACKLOG, "unix-backlog");
+	char c;
+	read(unixbacklogfd, &c, 1);
 	return arg;
 }
 
@@ -230,6 +240,22 @@ int main(int argc, char **argv) {
 	await_accepts(accepted[0], 1);
 	close(accepted[0]);
 
+	// The UNIX listener that never accepts.
+	struct sockaddr_un ub = {.sun_family = AF_UNIX};
+	snprintf(ub.sun_path, sizeof ub.sun_path, "%s.backlog", argv[1]);
+	int ubl = socket(AF_UNIX, SOCK_STREAM, 0);
+	unlink(ub.sun_path);
+	if (ubl < 0 || bind(ubl, (struct sockaddr *)&ub, sizeof ub) != 0 || listen(ubl, 4) != 0)
+		die("listen unix backlog");
+	pid_t unixbacklog = child("unixbacklog", ubl, -1);
+	if (unixbacklog == 0)
+		for (;;)
+			pause();
+	close(ubl);
+	unixbacklogfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	if (unixbacklogfd < 0 || connect(unixbacklogfd, (struct sockaddr *)&ub, sizeof ub) != 0)
+		die("connect unix backlog");
+
 	// The epoll set: the second TCP connection, a UDP socket, a
 	// socketpair's end.
 	udpfd = socket(AF_INET, SOCK_DGRAM, 0);
@@ -248,7 +274,7 @@ int main(int argc, char **argv) {
 			die("epoll_ctl");
 	}
 
-	void *(*fns[N])(void *) = {tcp_recv, pipe_write, epoll_waiter, unix_recv, backlog_recv};
+	void *(*fns[N])(void *) = {tcp_recv, pipe_write, epoll_waiter, unix_recv, backlog_recv, unix_backlog_recv};
 	for (int i = 0; i < N; i++) {
 		pthread_t t;
 		if (pthread_create(&t, NULL, fns[i], NULL) != 0)
@@ -257,10 +283,10 @@ int main(int argc, char **argv) {
 	for (int i = 0; i < N; i++)
 		while (atomic_load(&tids[i]) == 0)
 			usleep(1000);
-	printf("ready tcp=%d pipe=%d epoll=%d unix=%d backlogtid=%d server=%d logger=%d unixpeer=%d backlog=%d port=%d "
-	       "backlogport=%d\n",
-	       tids[TCP], tids[PIPE], tids[EPOLL], tids[UNIX], tids[BACKLOG], server, logger, unixpeer, backlog, port,
-	       backlogport);
+	printf("ready tcp=%d pipe=%d epoll=%d unix=%d backlogtid=%d unixbacklogtid=%d server=%d logger=%d unixpeer=%d "
+	       "backlog=%d unixbacklog=%d port=%d backlogport=%d\n",
+	       tids[TCP], tids[PIPE], tids[EPOLL], tids[UNIX], tids[BACKLOG], tids[UNIXBACKLOG], server, logger, unixpeer,
+	       backlog, unixbacklog, port, backlogport);
 	fflush(stdout);
 	for (;;)
 		pause();
