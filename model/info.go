@@ -25,6 +25,14 @@ type Info struct {
 	// Host is the machine's load when the capture was written, so that a
 	// reader can tell a starved process from a starved host.
 	Host *Host `json:"host,omitempty"`
+	// KernelContext is the process's kernel context over the capture's
+	// window (the trigger, or the recording's start, to its end): its
+	// cgroups, their CPU throttling, PSI, the host's steal and iowait,
+	// reclaim, disks, OOM kills, its threads' faults and switches.
+	// KernelBefore is the same over the flight recorder's history before
+	// the trigger (without threads), where there is one.
+	KernelContext *KernelContext `json:"kernel_context,omitempty"`
+	KernelBefore  *KernelContext `json:"kernel_context_before,omitempty"`
 
 	Start     time.Time     `json:"start,omitzero"`            // of the sampled window, history included
 	TriggerAt time.Time     `json:"trigger_at,omitzero"`       // when the capture was asked for

@@ -31,9 +31,20 @@ func (tk *taker) resolveFDs() {
 			continue
 		}
 		kind := t.Wait.Kind
-		t.Wait, _ = describe(t.Syscall, tk.mem, name)
+		var fds []int
+		t.Wait, fds = describe(t.Syscall, tk.mem, name)
 		t.Wait.Kind = kind
+		if target, ok := res.Targets[firstFD(fds)]; ok && fdSyscalls[t.Syscall.Nr] && target.Link != "" {
+			t.Wait.On = target.Model()
+		}
 	}
+}
+
+func firstFD(fds []int) int {
+	if len(fds) == 0 {
+		return -1
+	}
+	return fds[0]
 }
 
 // namesFDs reports whether describe names descriptors for system call nr.

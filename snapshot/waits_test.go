@@ -127,5 +127,16 @@ func TestWaitsOnOtherProcesses(t *testing.T) {
 			t.Errorf("%s: system call %+v does not say what the wait says", c.who, th.Syscall)
 		}
 	}
+	// The same, as data: the other end's process by pid.
+	peers := map[string]string{"tcp": "server", "pipe": "logger", "unix": "unixpeer", "backlogtid": "backlog"}
+	for who, peer := range peers {
+		on := threadOf(t, snap, ids[who]).Wait.On
+		if on == nil || len(on.Peers) != 1 || on.Peers[0].PID != ids[peer] || on.Peers[0].Name != peer {
+			t.Errorf("%s: wait on %+v, want its peer %s (pid %d)", who, on, peer, ids[peer])
+		}
+	}
+	if on := threadOf(t, snap, ids["pipe"]).Wait.On; on == nil || on.Kind != "pipe" || on.Peers[0].State != "stopped" {
+		t.Errorf("pipe: %+v, want a pipe read by a stopped process", on)
+	}
 	assertReleased(t, tg.Pid)
 }

@@ -72,12 +72,16 @@ func (t *Target) fileString() string {
 	return b.String()
 }
 
-// pipeEnds names who holds the other end of a pipe or FIFO: its readers
-// when this descriptor writes, its writers when it reads.
-func (t *Target) pipeEnds() string {
-	want, verb := "write", "written by"
+// OtherEnds are the holders at the other end: of a pipe or FIFO its
+// readers when this descriptor writes, its writers when it reads; of a
+// socket its peer's holders.
+func (t *Target) OtherEnds() []Holder {
+	if t.Kind != KindPipe && t.Kind != KindFIFO {
+		return t.Peers
+	}
+	want := "write"
 	if accessOf(t.Flags) == "write" {
-		want, verb = "read", "read by"
+		want = "read"
 	}
 	var ends []Holder
 	for _, h := range t.Peers {
@@ -85,6 +89,16 @@ func (t *Target) pipeEnds() string {
 			ends = append(ends, h)
 		}
 	}
+	return ends
+}
+
+// pipeEnds names who holds the other end of a pipe or FIFO.
+func (t *Target) pipeEnds() string {
+	verb := "written by"
+	if accessOf(t.Flags) == "write" {
+		verb = "read by"
+	}
+	ends := t.OtherEnds()
 	if len(ends) == 0 {
 		if t.PeersSearched {
 			return ", whose other end no other descriptor holds"

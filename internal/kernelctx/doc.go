@@ -6,10 +6,11 @@
 // limit and what hitting it cost, and each thread's major faults and
 // context switches.
 //
-// A Reading is those counters at one moment; Between makes a Window of
-// two, the deltas a capture shows and its findings judge: "throttled in
-// 92% of its 100 ms periods by /kubepods/pod1 (quota 20 ms)" is a Window's
-// Throttling, not an average since boot. Readings are cheap where they
+// A Reading is those counters at one moment; Between makes a
+// model.KernelContext of two (capture.json's "kernel"), the deltas a capture
+// shows and its findings judge: "throttled in 92% of its 100 ms periods
+// by /kubepods/pod1 (quota 20 ms)" is its Throttling, not an average
+// since boot. Readings are cheap where they
 // can be (a few dozen small files, well under a millisecond) and costly
 // only where the kernel makes them so: the per-thread counters are two
 // files per thread (Read's threads argument), read into one reused

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // heapBound is what a parser may allocate beyond a few times its input:
@@ -153,7 +154,7 @@ func FuzzParseHost(f *testing.F) {
 			}
 		}
 		// A window between a reading and itself is empty, whatever it holds.
-		w := &Window{}
+		w := &window{&model.KernelContext{}}
 		w.host(c, c)
 		if w.Host.Steal != 0 || w.Host.IOWait != 0 || w.Host.Busy != 0 {
 			t.Fatalf("a window of no time: %+v", w.Host)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 	"golang.org/x/sys/unix"
 )
 
@@ -100,7 +101,7 @@ func TestThrottlingV1(t *testing.T) {
 	}
 }
 
-func hasCgroup(w *Window, hierarchy, path string) bool {
+func hasCgroup(w *model.KernelContext, hierarchy, path string) bool {
 	for _, c := range w.Cgroups {
 		if c.Hierarchy == hierarchy && c.Path == path {
 			return true
@@ -109,13 +110,13 @@ func hasCgroup(w *Window, hierarchy, path string) bool {
 	return false
 }
 
-func threadDelta(w *Window, tid int) (ThreadDelta, bool) {
+func threadDelta(w *model.KernelContext, tid int) (model.ThreadCounts, bool) {
 	for _, d := range w.Threads {
 		if d.TID == tid {
 			return d, true
 		}
 	}
-	return ThreadDelta{}, false
+	return model.ThreadCounts{}, false
 }
 
 // TestParentQuota: the quota set on a parent cgroup throttles a process
@@ -185,13 +186,13 @@ func numCPU(t *testing.T) int {
 	return rd.CPUTimes.CPUs
 }
 
-func pressureOf(w *Window, scope, resource string) (Pressure, bool) {
+func pressureOf(w *model.KernelContext, scope, resource string) (model.Pressure, bool) {
 	for _, p := range w.Pressure {
 		if p.Scope == scope && p.Resource == resource {
 			return p, true
 		}
 	}
-	return Pressure{}, false
+	return model.Pressure{}, false
 }
 
 // TestHostShares: the host's CPU shares over a window in which this test

@@ -15,7 +15,7 @@ import (
 )
 
 // Reading is the kernel's counters about one process and its host at one
-// moment. Two of them make a Window.
+// moment. Two of them make a model.KernelContext (Between).
 type Reading struct {
 	PID  int
 	Mono uint64 // CLOCK_MONOTONIC ns, when the reading began

@@ -4,190 +4,24 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/stallwatch/stallwatch/model"
 )
 
-// Window is what the kernel counted about a process and its host between
-// two readings: why its threads did not run, and what they waited for.
-type Window struct {
-	Start time.Time `json:"start"`
-	End   time.Time `json:"end"`
-	// Duration is the wall time between the readings (CLOCK_MONOTONIC).
-	Duration time.Duration `json:"duration_ns"`
-	// Cgroups are the process's cgroups at the end, one per hierarchy.
-	Cgroups []CgroupPath `json:"cgroups,omitempty"`
-	// Throttling is the CPU bandwidth of the process's cgroup (Own) and
-	// of every cgroup above it that sets a quota, innermost first.
-	Throttling []Throttling `json:"throttling,omitempty"`
-	// Pressure is PSI over the window: the host's, then the cgroup's
-	// (v2).
-	Pressure []Pressure `json:"pressure,omitempty"`
-	// Host is how the host's CPUs spent the window.
-	Host HostCPU `json:"host_cpu"`
-	// OOMKills counts the host's OOM kills in the window (/proc/vmstat).
-	OOMKills uint64 `json:"oom_kills"`
-	// Reclaim is the host's direct reclaim, compaction, swap-ins and
-	// major faults in the window.
-	Reclaim Reclaim `json:"reclaim"`
-	// Disks are the block devices that did I/O in the window, busiest
-	// first.
-	Disks []Disk `json:"disks,omitempty"`
-	// Memory is the process's memory cgroup (Own) and every cgroup above
-	// it that sets a limit.
-	Memory []Memory `json:"memory,omitempty"`
-	// Threads are the threads whose faults or switches moved, busiest
-	// (most major faults, then involuntary switches) first.
-	Threads []ThreadDelta `json:"threads,omitempty"`
-	// Notes say what could not be read or compared, and why.
-	Notes []string `json:"notes,omitempty"`
-}
-
-// CgroupPath names a cgroup: the hierarchy ("cpu,cpuacct", "memory";
-// "" for the unified v2 hierarchy) and the path in it.
-type CgroupPath struct {
-	Hierarchy string `json:"hierarchy"`
-	Path      string `json:"path"`
-}
-
-// Throttling is a cgroup's CPU bandwidth enforcement over the window.
-type Throttling struct {
-	Path string `json:"path"`
-	V2   bool   `json:"v2,omitempty"`
-	// Own is the process's own cgroup; else a cgroup above it.
-	Own bool `json:"own,omitempty"`
-	// Quota and Period: the cgroup may use Quota of CPU time every
-	// Period (at the end of the window); Limited is false without one.
-	Limited bool          `json:"limited"`
-	Quota   time.Duration `json:"quota_ns,omitempty"`
-	Period  time.Duration `json:"period_ns,omitempty"`
-	// Periods elapsed with runnable tasks; Throttled of them ended with
-	// the quota used up and the group stopped until the next period;
-	// ThrottledTime is how long its run queues were held (summed over
-	// CPUs).
-	Periods       uint64        `json:"periods"`
-	Throttled     uint64        `json:"throttled_periods"`
-	ThrottledTime time.Duration `json:"throttled_ns"`
-	// Usage is the cgroup's CPU time in the window where the kernel
-	// counts it in cpu.stat (v2), else zero.
-	Usage time.Duration `json:"usage_ns,omitempty"`
-}
-
-// Share is the share of the window's periods in which the group was
-// throttled.
-func (t Throttling) Share() float64 {
-	if t.Periods == 0 {
-		return 0
-	}
-	return float64(t.Throttled) / float64(t.Periods)
-}
-
-// Pressure is one resource's PSI over the window.
-type Pressure struct {
-	// Scope is "host", or the v2 cgroup's path.
-	Scope    string `json:"scope"`
-	Resource string `json:"resource"` // "cpu", "memory", "io"
-	// Some and Full are the stall time in the window (the delta of
-	// total=) and the kernel's averages at its end; Full is nil where
-	// the kernel has no "full" line.
-	Some StallDelta  `json:"some"`
-	Full *StallDelta `json:"full,omitempty"`
-}
-
-// StallDelta is a PSI line over a window.
-type StallDelta struct {
-	// Stalled is how long tasks were stalled during the window.
-	Stalled time.Duration `json:"stalled_ns"`
-	// Share is Stalled over the window's duration.
-	Share float64 `json:"share"`
-	// Avg10 and Avg60 are the kernel's running averages (in %) at the
-	// window's end.
-	Avg10 float64 `json:"avg10"`
-	Avg60 float64 `json:"avg60"`
-}
-
-// HostCPU is the host's CPU time over the window, as shares of all of it
-// (every CPU's ticks).
-type HostCPU struct {
-	CPUs int `json:"cpus"`
-	// Steal is time the hypervisor ran something else on our virtual
-	// CPUs; IOWait idle time with I/O outstanding; Busy user, system,
-	// interrupts.
-	Steal  float64 `json:"steal"`
-	IOWait float64 `json:"iowait"`
-	Busy   float64 `json:"busy"`
-	// Ticks is how many USER_HZ ticks the shares are of.
-	Ticks uint64 `json:"ticks"`
-}
-
-// Reclaim is the host's memory reclaim over the window (/proc/vmstat).
-type Reclaim struct {
-	AllocStalls   uint64 `json:"alloc_stalls"`
-	ScanDirect    uint64 `json:"scan_direct"`
-	StealDirect   uint64 `json:"steal_direct"`
-	CompactStalls uint64 `json:"compact_stalls"`
-	SwapIns       uint64 `json:"swap_ins"`
-	MajorFaults   uint64 `json:"major_faults"`
-	RefaultFile   uint64 `json:"refault_file"`
-	RefaultAnon   uint64 `json:"refault_anon"`
-}
-
-// Any reports whether anything was reclaimed or read back.
-func (r Reclaim) Any() bool { return r != Reclaim{} }
-
-// Memory is a memory cgroup over the window.
-type Memory struct {
-	Path string
-	V2   bool
-	Own  bool
-	// Limit (when Limited), High (when HighSet) and Usage at the end of
-	// the window, in bytes.
-	Limit    uint64
-	Limited  bool
-	High     uint64
-	HighSet  bool
-	Usage    uint64
-	UnderOOM bool
-	// Deltas over the window.
-	Failcnt, OOMKills, MaxEvents, HighEvents uint64
-	MajorFaults, ScanDirect, StealDirect     uint64
-}
-
-// Disk is a block device's I/O over the window.
-type Disk struct {
-	Name string `json:"name"`
-	// Major and Minor are its device number, what a file's st_dev names.
-	Major uint32 `json:"major"`
-	Minor uint32 `json:"minor"`
-	// Busy is the share of the window it had I/O in flight.
-	Busy       float64 `json:"busy"`
-	Reads      uint64  `json:"reads"`
-	Writes     uint64  `json:"writes"`
-	ReadBytes  uint64  `json:"read_bytes"`
-	WriteBytes uint64  `json:"write_bytes"`
-	// Wait is the average time an I/O took (queue and service), when any
-	// completed.
-	Wait time.Duration `json:"wait_ns,omitempty"`
-}
-
-// maxWindowDisks bounds the devices a Window lists.
+// maxWindowDisks bounds the devices a window lists.
 const maxWindowDisks = 16
 
-// ThreadDelta is one thread's counters over the window.
-type ThreadDelta struct {
-	TID         int    `json:"tid"`
-	MajorFaults uint64 `json:"major_faults"`
-	MinorFaults uint64 `json:"minor_faults"`
-	Voluntary   uint64 `json:"voluntary_switches"`
-	Involuntary uint64 `json:"involuntary_switches"`
-}
-
-// maxWindowThreads bounds the threads a Window lists.
+// maxWindowThreads bounds the threads a window lists.
 const maxWindowThreads = 4096
+
+// window builds a model.KernelContext from two readings.
+type window struct{ *model.KernelContext }
 
 // Between compares two readings of the same process, a before b. A
 // counter that went down (its cgroup was made anew) is left out with a
 // note.
-func Between(a, b *Reading) *Window {
-	w := &Window{Start: a.Time, End: b.Time}
+func Between(a, b *Reading) *model.KernelContext {
+	w := &window{&model.KernelContext{Start: a.Time, End: b.Time}}
 	if b.Mono > a.Mono {
 		w.Duration = time.Duration(b.Mono - a.Mono)
 	}
@@ -196,7 +30,7 @@ func Between(a, b *Reading) *Window {
 	}
 	for _, m := range b.Cgroups {
 		h := joinControllers(m.Controllers)
-		w.Cgroups = append(w.Cgroups, CgroupPath{Hierarchy: h, Path: m.Path})
+		w.Cgroups = append(w.Cgroups, model.Cgroup{Hierarchy: h, Path: m.Path})
 	}
 	w.throttling(a, b)
 	w.memory(a, b)
@@ -208,10 +42,10 @@ func Between(a, b *Reading) *Window {
 	w.vm(a.VM, b.VM)
 	w.disks(a.Disks, b.Disks)
 	w.threads(a.Threads, b.Threads)
-	return w
+	return w.KernelContext
 }
 
-func (w *Window) note(format string, args ...any) {
+func (w *window) note(format string, args ...any) {
 	s := fmt.Sprintf(format, args...)
 	for _, n := range w.Notes {
 		if n == s {
@@ -240,7 +74,7 @@ func delta(a, b uint64) (uint64, bool) {
 	return b - a, true
 }
 
-func (w *Window) throttling(a, b *Reading) {
+func (w *window) throttling(a, b *Reading) {
 	before := map[string]CPUGroup{}
 	for _, g := range a.CPU {
 		before[g.Dir.FS] = g
@@ -254,7 +88,7 @@ func (w *Window) throttling(a, b *Reading) {
 			w.note("the cpu cgroup %s was not the process's at the window's start: its throttling is not compared", g.Dir.Path)
 			continue
 		}
-		t := Throttling{Path: g.Dir.Path, V2: g.V2, Own: i == 0, Limited: g.Quota.Limited, Quota: g.Quota.Quota, Period: g.Quota.Period}
+		t := model.Throttling{Path: g.Dir.Path, V2: g.V2, Own: i == 0, Limited: g.Quota.Limited, Quota: g.Quota.Quota, Period: g.Quota.Period}
 		var ok1, ok2, ok3 bool
 		t.Periods, ok1 = delta(old.Stat.Periods, g.Stat.Periods)
 		t.Throttled, ok2 = delta(old.Stat.Throttled, g.Stat.Throttled)
@@ -272,7 +106,7 @@ func (w *Window) throttling(a, b *Reading) {
 	}
 }
 
-func (w *Window) memory(a, b *Reading) {
+func (w *window) memory(a, b *Reading) {
 	before := map[string]MemGroup{}
 	for _, g := range a.Memory {
 		before[g.Dir.FS] = g
@@ -286,7 +120,7 @@ func (w *Window) memory(a, b *Reading) {
 			w.note("the memory cgroup %s was not the process's at the window's start: it is not compared", g.Dir.Path)
 			continue
 		}
-		m := Memory{Path: g.Dir.Path, V2: g.V2, Own: i == 0, Limit: g.Mem.Limit, Limited: g.Mem.Limited,
+		m := model.MemoryCgroup{Path: g.Dir.Path, V2: g.V2, Own: i == 0, Limit: g.Mem.Limit, Limited: g.Mem.Limited,
 			High: g.Mem.High, HighSet: g.Mem.HighSet, Usage: g.Mem.Usage, UnderOOM: g.Mem.UnderOOM}
 		all := true
 		for _, f := range []struct {
@@ -314,7 +148,7 @@ func (w *Window) memory(a, b *Reading) {
 	}
 }
 
-func (w *Window) pressure(scope string, a, b *Pressures) {
+func (w *window) pressure(scope string, a, b *Pressures) {
 	if a == nil || b == nil {
 		return
 	}
@@ -322,7 +156,7 @@ func (w *Window) pressure(scope string, a, b *Pressures) {
 		name string
 		a, b PSI
 	}{{"cpu", a.CPU, b.CPU}, {"memory", a.Memory, b.Memory}, {"io", a.IO, b.IO}} {
-		p := Pressure{Scope: scope, Resource: r.name, Some: w.stall(r.a.Some, r.b.Some)}
+		p := model.Pressure{Scope: scope, Resource: r.name, Some: w.stall(r.a.Some, r.b.Some)}
 		if r.b.HasFull && r.a.HasFull {
 			full := w.stall(r.a.Full, r.b.Full)
 			p.Full = &full
@@ -331,8 +165,8 @@ func (w *Window) pressure(scope string, a, b *Pressures) {
 	}
 }
 
-func (w *Window) stall(a, b Stall) StallDelta {
-	s := StallDelta{Avg10: b.Avg10, Avg60: b.Avg60}
+func (w *window) stall(a, b Stall) model.PressureStall {
+	s := model.PressureStall{Avg10: b.Avg10, Avg60: b.Avg60}
 	if b.Total > a.Total {
 		s.Stalled = b.Total - a.Total
 	}
@@ -342,7 +176,7 @@ func (w *Window) stall(a, b Stall) StallDelta {
 	return s
 }
 
-func (w *Window) host(a, b CPUTimes) {
+func (w *window) host(a, b CPUTimes) {
 	total, ok := delta(a.Total(), b.Total())
 	if !ok || total == 0 {
 		return
@@ -351,7 +185,7 @@ func (w *Window) host(a, b CPUTimes) {
 		d, _ := delta(x, y)
 		return min(1, float64(d)/float64(total))
 	}
-	w.Host = HostCPU{
+	w.Host = model.HostCPU{
 		CPUs:   b.CPUs,
 		Ticks:  total,
 		Steal:  share(a.Steal, b.Steal),
@@ -360,10 +194,10 @@ func (w *Window) host(a, b CPUTimes) {
 	}
 }
 
-func (w *Window) vm(a, b VMStat) {
+func (w *window) vm(a, b VMStat) {
 	d := func(x, y uint64) uint64 { v, _ := delta(x, y); return v }
 	w.OOMKills = d(a.OOMKills, b.OOMKills)
-	w.Reclaim = Reclaim{
+	w.Reclaim = model.Reclaim{
 		AllocStalls: d(a.AllocStalls, b.AllocStalls), ScanDirect: d(a.ScanDirect, b.ScanDirect),
 		StealDirect: d(a.StealDirect, b.StealDirect), CompactStalls: d(a.CompactStalls, b.CompactStalls),
 		SwapIns: d(a.SwapIns, b.SwapIns), MajorFaults: d(a.MajorFaults, b.MajorFaults),
@@ -372,7 +206,7 @@ func (w *Window) vm(a, b VMStat) {
 }
 
 // disks lists the devices that did I/O, busiest first.
-func (w *Window) disks(a, b []DiskStat) {
+func (w *window) disks(a, b []DiskStat) {
 	type dev struct{ major, minor uint32 }
 	before := make(map[dev]DiskStat, len(a))
 	for _, d := range a {
@@ -383,7 +217,7 @@ func (w *Window) disks(a, b []DiskStat) {
 		if !ok || old.Name != d.Name {
 			continue
 		}
-		var x Disk
+		var x model.Disk
 		var ok1, ok2, ok3, ok4 bool
 		x.Reads, ok1 = delta(old.Reads, d.Reads)
 		x.Writes, ok2 = delta(old.Writes, d.Writes)
@@ -412,7 +246,7 @@ func (w *Window) disks(a, b []DiskStat) {
 
 // threads compares the threads of both readings; one born during the
 // window counts from zero.
-func (w *Window) threads(a, b []ThreadCounters) {
+func (w *window) threads(a, b []ThreadCounters) {
 	if len(a) == 0 || len(b) == 0 {
 		return // a reading without threads: nothing to compare
 	}
@@ -425,12 +259,12 @@ func (w *Window) threads(a, b []ThreadCounters) {
 		if !ok {
 			old = ThreadCounters{TID: t.TID} // started during the window
 		}
-		d := ThreadDelta{TID: t.TID}
+		d := model.ThreadCounts{TID: t.TID}
 		d.MajorFaults, _ = delta(old.MajorFaults, t.MajorFaults)
 		d.MinorFaults, _ = delta(old.MinorFaults, t.MinorFaults)
 		d.Voluntary, _ = delta(old.Voluntary, t.Voluntary)
 		d.Involuntary, _ = delta(old.Involuntary, t.Involuntary)
-		if d != (ThreadDelta{TID: t.TID}) {
+		if d != (model.ThreadCounts{TID: t.TID}) {
 			w.Threads = append(w.Threads, d)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stallwatch/stallwatch/model"
 )
 
 func cpuGroup(path string, quota time.Duration, periods, throttled uint64, tt time.Duration) CPUGroup {
@@ -65,7 +67,7 @@ func TestBetween(t *testing.T) {
 	if w.OOMKills != 1 || w.Reclaim.AllocStalls != 0 {
 		t.Errorf("OOM kills %d, reclaim %+v", w.OOMKills, w.Reclaim)
 	}
-	want := []ThreadDelta{{TID: 1, MajorFaults: 10}, {TID: 4, MajorFaults: 1}, {TID: 2, Involuntary: 4}}
+	want := []model.ThreadCounts{{TID: 1, MajorFaults: 10}, {TID: 4, MajorFaults: 1}, {TID: 2, Involuntary: 4}}
 	if len(w.Threads) != 3 || w.Threads[0] != want[0] || w.Threads[1] != want[1] || w.Threads[2] != want[2] {
 		t.Errorf("threads %+v, want %+v (a thread whose counters did not move left out, a new one from zero)", w.Threads, want)
 	}
