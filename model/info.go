@@ -165,6 +165,27 @@ const (
 	FindingMissingJITSymbols FindingKind = "missing_jit_symbols"
 	// No thread ran: the process waits, it is not busy.
 	FindingAllWaiting FindingKind = "all_waiting"
+	// The process's cgroup, or one above it, used its CPU quota up in a
+	// large share of the window's periods (TIDs: the threads that burn
+	// it, then those held).
+	FindingCPUThrottled FindingKind = "cpu_throttled"
+	// The hypervisor took a large share of the machine's CPU time
+	// (steal) while the process wanted it.
+	FindingCPUSteal FindingKind = "cpu_steal"
+	// Threads waited for memory in the kernel: direct or cgroup-limit
+	// reclaim, compaction, swap-in, writeback throttling, pages faulted
+	// back after reclaim (Functions: the kernel functions).
+	FindingMemoryPressure FindingKind = "memory_pressure"
+	// Threads blocked on I/O, with the files and devices they wait on
+	// (Functions: the kernel function).
+	FindingIOPressure FindingKind = "io_pressure"
+	// The OOM killer killed in the process's memory cgroup (critical) or
+	// on the host (info) during the window.
+	FindingOOMKill FindingKind = "oom_kill"
+	// Threads blocked on a descriptor whose other end is another
+	// process: a socket's peer, a pipe's reader or writer (TIDs: the
+	// threads; Detail names the peer by pid and its state).
+	FindingBlockedOnPeer FindingKind = "blocked_on_peer"
 )
 
 // Severity ranks findings.
