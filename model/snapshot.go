@@ -212,6 +212,8 @@ func (t *WaitTarget) Subject() string {
 		return strings.TrimSuffix(t.Proto, "v6") + " listening on " + t.Local + t.Name
 	case t.Kind == "socket" && t.PeerName != "":
 		return "UNIX " + t.PeerName + peer
+	case t.Kind == "socket" && strings.HasPrefix(t.Proto, "UNIX"):
+		return "UNIX socket" + peer
 	case t.Kind == "socket":
 		return strings.TrimSuffix(t.Proto, "v6") + " socket" + peer
 	case t.Kind == "pipe":
