@@ -17,10 +17,11 @@ type kernelWatch struct {
 	// log reports a reading that failed; the capture goes on without it.
 	log func(msg string, args ...any)
 
-	mu   sync.Mutex
-	past []*kernelctx.Reading // oldest first, at most kernelKept
-	stop chan struct{}
-	done chan struct{}
+	mu      sync.Mutex
+	past    []*kernelctx.Reading // oldest first, at most kernelKept
+	stop    chan struct{}
+	done    chan struct{}
+	stopped sync.Once
 }
 
 // kernelKept bounds the readings kept for history baselines.
@@ -106,12 +107,12 @@ func (k *kernelWatch) since(mono uint64) *kernelctx.Reading {
 	return best
 }
 
-// Close stops the periodic readings.
+// Close stops the periodic readings (once, however often it is called).
 func (k *kernelWatch) Close() {
 	if k == nil || k.stop == nil {
 		return
 	}
-	close(k.stop)
+	k.stopped.Do(func() { close(k.stop) })
 	<-k.done
 }
 
