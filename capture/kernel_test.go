@@ -8,6 +8,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/kernelctx"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/model"
+	"github.com/stallwatch/stallwatch/report"
 )
 
 // TestKernelContextOfCapture: a capture's capture.json has the target's
@@ -78,4 +79,57 @@ func TestKernelWatchSince(t *testing.T) {
 			t.Errorf("kernelEvery(%v) = %v, want %v", tt.history, got, tt.every)
 		}
 	}
+}
+
+// BenchmarkKernelContextCost: what reading the kernel context costs a
+// capture of a 1,000-thread process (two of them spinning): one reading
+// with every thread's counters (kernel-read-ms, the start's and the
+// end's each) beside the capture's end (end-ms: the capture's wall time
+// past its sampling, which the end reading runs beside) and the
+// snapshot (snapshot-ms, which the start reading runs beside), and the
+// shares.
+//
+//	go test -run '^$' -bench KernelContextCost -benchtime 3x ./capture
+func BenchmarkKernelContextCost(b *testing.B) {
+	testutil.RequirePerf(b)
+	testutil.RequirePtrace(b)
+	tg := testutil.Start(b, testutil.BuildC(b, "manythreads/manythreads.c"), "1000", "2")
+	tg.WaitLine(b, "ready", 60*time.Second)
+	const sampling = 500 * time.Millisecond
+	s, err := Open(Config{PID: tg.Pid, Out: b.TempDir(), Freq: 199, CaptureFor: sampling, Snapshot: true, Keep: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	r := kernelctx.NewReader(tg.Pid)
+	var end, snap, read time.Duration
+	for b.Loop() {
+		start := time.Now()
+		res, err := s.Capture(context.Background(), model.Trigger{Kind: model.Manual, Reason: "benchmark"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		end += time.Since(start) - sampling
+		if res.Info.KernelContext == nil || len(res.Info.KernelContext.Threads) == 0 {
+			b.Fatalf("no kernel context in the capture")
+		}
+		c, err := report.ReadCapture(context.Background(), res.Dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		snap += c.Threads.Duration
+		b.StopTimer()
+		t0 := time.Now()
+		if _, err := r.Read(true); err != nil {
+			b.Fatal(err)
+		}
+		read += time.Since(t0)
+		b.StartTimer()
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(end.Milliseconds())/n, "end-ms")
+	b.ReportMetric(float64(snap.Milliseconds())/n, "snapshot-ms")
+	b.ReportMetric(float64(read.Milliseconds())/n, "kernel-read-ms")
+	b.ReportMetric(read.Seconds()/end.Seconds(), "read/end")
+	b.ReportMetric(read.Seconds()/snap.Seconds(), "read/snapshot")
 }
