@@ -44,4 +44,7 @@
 // /proc/net/unix: an inode found twice there is not believed. Every
 // parser is fuzzed, and Target.String escapes every such name
 // (internal/termsafe).
+//
+// Target.Model is what the capture model keeps of it (model.WaitTarget,
+// a Wait's On in threads.json).
 package fdtarget
