@@ -135,7 +135,7 @@ func TestCorpusCoversEveryFinding(t *testing.T) {
 	for _, k := range []model.FindingKind{model.FindingStopped, model.FindingDeadlock, model.FindingRuntimePause,
 		model.FindingEventLoopBlocked, model.FindingGIL, model.FindingLockConvoy, model.FindingUninterruptible,
 		model.FindingCPUStarvation, model.FindingSpinning, model.FindingHotThread, model.FindingMissingJITSymbols,
-		model.FindingAllWaiting} {
+		model.FindingAllWaiting, model.FindingCPUThrottled, model.FindingMemoryPressure, model.FindingBlockedOnPeer} {
 		if !seen[k] {
 			t.Errorf("no stored capture has a %s finding", k)
 		}

@@ -55,13 +55,19 @@ var kindPriority = map[model.FindingKind]int{
 	model.FindingRuntimePause:      2,
 	model.FindingEventLoopBlocked:  3,
 	model.FindingGIL:               4,
-	model.FindingLockConvoy:        5,
-	model.FindingUninterruptible:   6,
-	model.FindingCPUStarvation:     7,
-	model.FindingSpinning:          8,
-	model.FindingHotThread:         9,
-	model.FindingMissingJITSymbols: 10,
-	model.FindingAllWaiting:        11,
+	model.FindingBlockedOnPeer:     5,
+	model.FindingLockConvoy:        6,
+	model.FindingOOMKill:           7,
+	model.FindingCPUThrottled:      8,
+	model.FindingMemoryPressure:    9,
+	model.FindingIOPressure:        10,
+	model.FindingUninterruptible:   11,
+	model.FindingCPUSteal:          12,
+	model.FindingCPUStarvation:     13,
+	model.FindingSpinning:          14,
+	model.FindingHotThread:         15,
+	model.FindingMissingJITSymbols: 16,
+	model.FindingAllWaiting:        17,
 }
 
 // Findings says what stands out in a capture, the most likely cause
@@ -100,8 +106,9 @@ func Analyze(info *model.Info, p *model.Profile, snap *model.Snapshot) Analysis 
 	e := gatherEvidence(info, p, snap)
 	var fs []finding
 	for _, detect := range []func() []finding{
-		e.stopped, e.deadlocks, e.runtimePause, e.eventLoop, e.gil, e.convoys,
-		e.uninterruptible, e.starvation, e.spinningOrHot, e.missingJIT, e.unnamedPythonFrames, e.allWaiting,
+		e.stopped, e.deadlocks, e.runtimePause, e.eventLoop, e.gil, e.blockedOnPeer, e.convoys,
+		e.oomKills, e.cpuThrottled, e.memoryPressure, e.ioPressure, e.uninterruptible, e.steal,
+		e.starvation, e.spinningOrHot, e.missingJIT, e.unnamedPythonFrames, e.allWaiting,
 	} {
 		fs = append(fs, detect()...)
 	}
@@ -923,6 +930,9 @@ func (e *evidence) starvation() []finding {
 	if !e.hasOff || e.window <= 0 {
 		return nil
 	}
+	if _, ok := e.throttled(); ok {
+		return nil // the quota held them: cpuThrottled says so
+	}
 	var starved []*threadTime
 	var most, procCPU int64
 	for _, t := range e.byCPU() {
@@ -952,6 +962,13 @@ func (e *evidence) starvation() []finding {
 	detail := strings.Join(ws, "; ") + "."
 	used := float64(procCPU) / float64(e.window)
 	detail += fmt.Sprintf(" The process used %.1f CPUs on average.", used)
+	// With the kernel's numbers, a cause they rule out (a quota that did
+	// not throttle, steal that did not happen) is not suggested.
+	kernel := e.starvationCauses()
+	quota := "a CPU quota (cgroup cpu.max)"
+	if kernel != "" {
+		quota = ""
+	}
 	if h := e.info.Host; h != nil && h.CPUs > 0 {
 		detail += fmt.Sprintf(" The host: %d CPUs, load %.2f (1 min), %d tasks runnable at the end of the capture", h.CPUs, h.Load1, h.Running)
 		switch {
@@ -960,10 +977,20 @@ func (e *evidence) starvation() []finding {
 		case used >= 0.8*float64(h.CPUs):
 			detail += ": this process's own threads fill the CPUs; fewer busy threads, or more CPUs."
 		default:
-			detail += "; a CPU quota (cgroup cpu.max), an affinity mask or a real-time task can starve threads on an idle host."
+			if quota != "" {
+				quota += ", "
+			}
+			detail += "; " + quota + "an affinity mask or a real-time task can starve threads on an idle host."
 		}
 	} else {
-		detail += " A busy host, a CPU quota (cgroup cpu.max) or an affinity mask keeps runnable threads off the CPUs."
+		if quota == "" {
+			detail += " A busy host or an affinity mask keeps runnable threads off the CPUs."
+		} else {
+			detail += " A busy host, " + quota + "or an affinity mask keeps runnable threads off the CPUs."
+		}
+	}
+	if kernel != "" {
+		detail += " " + kernel
 	}
 	sev := model.SeverityWarning
 	if e.share(most) >= pauseCritical {

@@ -1,6 +1,7 @@
 package analysis_test
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -29,7 +30,7 @@ type scenario struct {
 }
 
 // unrelated are the findings no scenario but its own produces.
-var unrelated = []model.FindingKind{model.FindingStopped, model.FindingDeadlock, model.FindingRuntimePause,
+var unrelated = []model.FindingKind{model.FindingStopped, model.FindingDeadlock, model.FindingRuntimePause, model.FindingCPUThrottled,
 	model.FindingEventLoopBlocked, model.FindingGIL, model.FindingLockConvoy, model.FindingUninterruptible}
 
 var scenarios = []scenario{{
@@ -426,4 +427,147 @@ var scenarios = []scenario{{
 			none(t, c, k)
 		}
 	},
+}, {
+	name:  "cpu-throttled",
+	about: "testdata/manythreads 0 2 (two threads spinning in spin_forever) in a v1 cpu cgroup with cpu.cfs_quota_us 5000 (5 ms every 100 ms)",
+	run: func(t *testing.T) string {
+		return spinInCgroup(t, "5000")
+	},
+	expect: func(t *testing.T, c *report.Capture) {
+		f := first(t, c, model.FindingCPUThrottled)
+		if !strings.Contains(f.Summary, "5ms of CPU every 100ms (0.05 CPU)") || f.Severity != model.SeverityCritical ||
+			!strings.Contains(f.Detail, "Raise the limit (cpu.cfs_quota_us") || len(f.TIDs) < 2 {
+			t.Errorf("the throttling finding should say the quota and the share: %+v", f)
+		}
+		if th := c.Info.KernelContext.Throttling; len(th) == 0 || th[0].Share() < 0.5 {
+			t.Errorf("capture.json's throttling %+v: most periods throttled", th)
+		}
+		none(t, c, model.FindingCPUStarvation)
+	},
+}, {
+	name:  "cpu-unthrottled",
+	about: "testdata/manythreads 0 2 (two threads spinning in spin_forever) in a v1 cpu cgroup without a quota",
+	run: func(t *testing.T) string {
+		return spinInCgroup(t, "")
+	},
+	expect: func(t *testing.T, c *report.Capture) {
+		if c.Info.KernelContext == nil || len(c.Info.KernelContext.Throttling) == 0 || c.Info.KernelContext.Throttling[0].Limited {
+			t.Fatalf("capture.json's kernel context should have the cgroup, without a quota: %+v", c.Info.KernelContext)
+		}
+		none(t, c, model.FindingCPUThrottled)
+		if f, ok := findingOf(c, model.FindingCPUStarvation); ok && (strings.Contains(f.Detail, "cpu.max") || !strings.Contains(f.Detail, "no CPU quota")) {
+			t.Errorf("starvation without a quota must not suggest one: %s", f.Detail)
+		}
+	},
+}, {
+	name:  "memory-reclaim",
+	about: "testdata/reclaim file DATA 32 2 (two threads reading a 32 MiB file through a mapping, in touch_pages) in a v1 memory cgroup limited to 8 MiB",
+	run: func(t *testing.T) string {
+		return readInCgroup(t, true)
+	},
+	expect: func(t *testing.T, c *report.Capture) {
+		f := finding(t, c, model.FindingMemoryPressure)
+		fns := strings.Join(f.Functions, " ")
+		if !strings.Contains(fns, "try_to_free_mem_cgroup_pages") && !strings.Contains(fns, "filemap_fault") {
+			t.Errorf("the memory finding should name the cgroup's reclaim or the faults that read pages back: %+v", f)
+		}
+		if !strings.Contains(f.Detail, "hit its limit") || !strings.Contains(f.Detail, "raise the limit") {
+			t.Errorf("the memory finding should give the limit's numbers and the fix: %s", f.Detail)
+		}
+	},
+}, {
+	name:  "memory-unlimited",
+	about: "testdata/reclaim file DATA 32 2 in a v1 memory cgroup without a limit, captured once the file is in memory (after its third pass)",
+	run: func(t *testing.T) string {
+		return readInCgroup(t, false)
+	},
+	expect: func(t *testing.T, c *report.Capture) {
+		none(t, c, model.FindingMemoryPressure)
+	},
+}, {
+	name:  "waits-on-peers",
+	about: "testdata/waits PATH: threads blocked in recv on TCP to a server that never answers, in write to a full pipe whose reader (logger) is stopped, in epoll_wait on three sockets, in read on UNIX sockets to another process, on a connection never accepted",
+	run: func(t *testing.T) string {
+		tg := testutil.Start(t, testutil.BuildC(t, "waits/waits.c"), filepath.Join(t.TempDir(), "peer.sock"))
+		ids := map[string]int{}
+		for _, f := range strings.Fields(tg.WaitLine(t, "ready", 20*time.Second))[1:] {
+			k, v, _ := strings.Cut(f, "=")
+			var n int
+			fmt.Sscan(v, &n)
+			ids[k] = n
+		}
+		if err := syscall.Kill(ids["logger"], syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { syscall.Kill(ids["logger"], syscall.SIGCONT) })
+		waitState(t, ids["logger"], ids["logger"], "T")
+		for _, who := range []string{"server", "unixpeer", "backlog"} {
+			waitState(t, ids[who], ids[who], "S")
+		}
+		for _, who := range []string{"tcp", "pipe", "epoll", "unix", "backlogtid"} {
+			waitState(t, tg.Pid, ids[who], "S")
+		}
+		return record(t, tg.Pid)
+	},
+	expect: func(t *testing.T, c *report.Capture) {
+		f := first(t, c, model.FindingBlockedOnPeer)
+		writer := tidNamed(t, c, "pipe-write")
+		if f.Severity != model.SeverityCritical || !slices.Contains(f.TIDs, writer) || !strings.Contains(f.Summary, "in write on pipe:[") ||
+			!strings.Contains(f.Summary, "(logger), which is stopped") || !strings.Contains(f.Detail, "kill -CONT") {
+			t.Errorf("the writer of the full pipe should be blocked on the stopped logger, first: %+v", f)
+		}
+		want := map[string]string{"tcp-recv": "(server), sleeping", "unix-recv": "(unixpeer), sleeping", "backlog": "not yet accepted by pid"}
+		for name, peer := range want {
+			tid := tidNamed(t, c, name)
+			found := false
+			for _, g := range c.Info.Findings {
+				found = found || (g.Kind == model.FindingBlockedOnPeer && slices.Contains(g.TIDs, tid) && strings.Contains(g.Summary, peer))
+			}
+			if !found {
+				t.Errorf("no finding says %s (tid %d) waits on %q:\n%s", name, tid, peer, findingsText(c))
+			}
+		}
+		if th := threadNamed(t, c, "epoll"); th.Wait == nil || th.Wait.On == nil || !strings.HasPrefix(th.Wait.On.Desc, "epoll set of 3 descriptors") {
+			t.Errorf("the epoll thread's wait: %+v", th.Wait)
+		}
+	},
 }}
+
+// spinInCgroup runs two spinning threads in a new v1 cpu cgroup, with
+// quota (cpu.cfs_quota_us, "" for none), and records them.
+func spinInCgroup(t *testing.T, quota string) string {
+	cg := testutil.NewCgroupV1(t, "cpu")
+	if quota != "" {
+		cg.Set(t, "cpu.cfs_quota_us", quota)
+	}
+	tg := testutil.StartCmd(t, cg.Command(testutil.BuildC(t, "manythreads/manythreads.c"), "0", "2"))
+	tg.WaitLine(t, "ready", 10*time.Second)
+	return record(t, tg.Pid)
+}
+
+// readInCgroup runs testdata/reclaim's two threads reading a 32 MiB
+// mapped file in a new v1 memory cgroup, limited to 8 MiB or not, and
+// records them: with the limit once they hit it, without once the file
+// is in memory.
+func readInCgroup(t *testing.T, limit bool) string {
+	cg := testutil.NewCgroupV1(t, "memory")
+	if limit {
+		cg.Set(t, "memory.limit_in_bytes", fmt.Sprint(8<<20))
+	}
+	// The file is written here, outside the cgroup: written under a
+	// tight limit, its dirty pages can get the writer OOM-killed.
+	data := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(data, bytes.Repeat([]byte{'x'}, 32<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := os.Open(data); err == nil {
+		f.Sync()
+		f.Close()
+	}
+	tg := testutil.StartCmd(t, cg.Command(testutil.BuildC(t, "reclaim/reclaim.c"), "file", data, "32", "2"))
+	tg.WaitLine(t, "ready", 30*time.Second)
+	if !limit {
+		tg.WaitLine(t, "pass 3", 60*time.Second)
+	}
+	return record(t, tg.Pid)
+}

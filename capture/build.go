@@ -153,6 +153,8 @@ type facts struct {
 	cuts       map[unwind.Cut]int
 	userStacks int
 	samples    []model.Sample
+	// kernel are the readings of the target's kernel context.
+	kernel kernelReadings
 }
 
 // info is capture.json as the capture saw it; findings are added by
@@ -211,6 +213,7 @@ func (f *facts) info() model.Info {
 	if f.symStats.Unknown > 0 {
 		c.MissingSymbols++ // code in no mapping the target had: nothing could name it
 	}
+	info.KernelContext, info.KernelBefore = f.kernel.windows()
 	info.Notes = f.allNotes()
 	return info
 }

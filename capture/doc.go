@@ -27,6 +27,14 @@
 // machine; TestPythonAttribution: 96–99% of samples in the interpreter
 // attributed to the function that ran).
 //
+// Each capture reads the target's kernel context (package
+// internal/kernelctx, kernel.go) at its start, beside the snapshot, and at
+// its end, beside the resolving of its samples, with every thread's
+// counters; a Session with a flight recorder also reads it every quarter
+// of its history (at least every second, at most every 30 s), without
+// them, so that capture.json has the history's as well
+// (kernel_context_before).
+//
 // What is known of the target (package target: its files, unwind tables,
 // symbols, JIT sources, memory) is opened once per Session and shared by
 // the snapshot and the resolving of every capture's samples; it is

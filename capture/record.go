@@ -55,10 +55,12 @@ func Record(ctx context.Context, cfg Config, d time.Duration, progress func(Prog
 	tr := model.Trigger{Kind: model.Manual, At: time.Now(), Mono: monotime.Now(), Reason: fmt.Sprintf("stallwatch record for %v", d)}
 	ask := s.jvm.askPerfMap(ctx)
 	rec := smp.StartRecording()
+	kStart := s.kw.readAsync(true)
 	snap := s.startSnapshot(ctx, smp.OffCPUSince)
 	cutWhy := recordFor(ctx, d, smp, progress)
 	samples := rec.Stop()
-	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, stats: rec.Stats(), cutWhy: cutWhy, notes: s.notes, exited: !procfs.Alive(cfg.PID)}
+	kr := kernelReadings{start: kStart(), end: s.kw.readAsync(true)}
+	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, stats: rec.Stats(), cutWhy: cutWhy, notes: s.notes, exited: !procfs.Alive(cfg.PID), kernel: kr}
 	f.snap = snap()
 	f.addNote(s.jvm.javaThreads(ctx, f.snap))
 	f.addNote(s.jvm.jitNames(ask))

@@ -42,6 +42,8 @@ type Session struct {
 	// jvm is what is kept of a JVM target (its attach client); nil for
 	// any other.
 	jvm *jvmSession
+	// kw reads the target's kernel context.
+	kw *kernelWatch
 
 	mu sync.Mutex // one capture at a time
 }
@@ -89,6 +91,9 @@ func open(cfg Config) (*Session, error) {
 			return nil, err
 		}
 	}
+	if s.smp != nil {
+		s.kw.every(s.cfg.History)
+	}
 	return s, nil
 }
 
@@ -117,7 +122,7 @@ func (s *Session) planDescriptors() {
 
 // newSession opens what is known of the target.
 func newSession(cfg Config, root *capdir.Root) (*Session, error) {
-	s := &Session{cfg: cfg, tg: readTarget(cfg.PID), root: root}
+	s := &Session{cfg: cfg, tg: readTarget(cfg.PID), root: root, kw: newKernelWatch(cfg.PID, cfg.Logger.Debug)}
 	var err error
 	s.tp, err = target.Open(cfg.PID, target.Options{Kernel: !cfg.NoKernel, JIT: true, Logger: cfg.Logger})
 	if err != nil {
@@ -232,6 +237,7 @@ func (s *Session) Capture(ctx context.Context, tr model.Trigger) (*model.Result,
 		lost = append(lost, "raising the sampling rate for the capture: "+err.Error())
 	}
 	rec := smp.StartRecording()
+	kStart := s.kw.readAsync(true)
 	// The target may have loaded code since the last capture: the
 	// snapshot must know it before it stops a thread there.
 	if err := s.tp.Refresh(); err != nil {
@@ -240,6 +246,7 @@ func (s *Session) Capture(ctx context.Context, tr model.Trigger) (*model.Result,
 	snap := s.startSnapshot(ctx, smp.OffCPUSince)
 	cutWhy := waitFor(ctx, s.cfg.CaptureFor, smp.Done())
 	during := rec.Stop()
+	kr := kernelReadings{start: kStart(), end: s.kw.readAsync(true)}
 	var before []sampler.Sample
 	if smp == s.smp {
 		if err := smp.SetRate(s.cfg.BaselineFreq, false); err != nil {
@@ -247,8 +254,9 @@ func (s *Session) Capture(ctx context.Context, tr model.Trigger) (*model.Result,
 		}
 		from := rec.Start() - min(rec.Start(), uint64(s.cfg.History))
 		before = smp.History(from, rec.Start())
+		kr.base = s.kw.since(from)
 	}
-	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, stats: rec.Stats(), cutWhy: cutWhy, notes: slices.Concat(s.notes, lost), exited: !procfs.Alive(s.cfg.PID)}
+	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, stats: rec.Stats(), cutWhy: cutWhy, notes: slices.Concat(s.notes, lost), exited: !procfs.Alive(s.cfg.PID), kernel: kr}
 	f.snap = snap()
 	f.addNote(s.jvm.javaThreads(ctx, f.snap))
 	f.addNote(s.jvm.jitNames(ask))
@@ -264,7 +272,9 @@ func (s *Session) snapshotOnly(ctx context.Context, tr model.Trigger, ask *perfM
 	if err := s.tp.Refresh(); err != nil {
 		s.cfg.Logger.Debug("refreshing what is known of the target", "err", err)
 	}
+	kStart := s.kw.readAsync(true)
 	f.snap = s.startSnapshot(ctx, nil)()
+	f.kernel = kernelReadings{base: s.kw.since(tr.Mono - min(tr.Mono, uint64(s.cfg.History))), start: kStart(), end: s.kw.readAsync(true)}
 	f.addNote(s.jvm.javaThreads(ctx, f.snap))
 	if f.snap != nil && overBudget {
 		f.stats.ThreadsOverBudget = len(f.snap.Threads)
@@ -357,6 +367,7 @@ func rerender(d *capdir.Dir) ([]capdir.File, error) {
 // Close stops the flight recorder and releases everything held on the
 // target and the output directory.
 func (s *Session) Close() error {
+	s.kw.Close()
 	var err error
 	if s.smp != nil {
 		err = s.smp.Close()

@@ -41,6 +41,31 @@
 //	pid, command, executable, kernel (uname -r), hostname
 //	host                cpus, load1, load5, load15 (/proc/loadavg),
 //	                    running, tasks: the machine's load when written
+//	kernel_context      the process's kernel context from the trigger (or
+//	                    the recording's start) to the end: start, end,
+//	                    duration_ns; cgroups (hierarchy, path); throttling
+//	                    of its cgroup ("own") and each parent with a quota
+//	                    (path, v2, limited, quota_ns, period_ns, periods,
+//	                    throttled_periods, throttled_ns, usage_ns);
+//	                    pressure (scope "host" or the v2 cgroup's path,
+//	                    resource cpu|memory|io, some and full: stalled_ns,
+//	                    share of the window, avg10, avg60); host_cpu (cpus,
+//	                    steal, iowait, busy: shares of all CPU time;
+//	                    ticks); oom_kills (the host's); reclaim (the host's
+//	                    alloc_stalls, scan_direct, steal_direct,
+//	                    compact_stalls, swap_ins, major_faults,
+//	                    refault_file, refault_anon); disks (name, major,
+//	                    minor, busy share, reads, writes, read_bytes,
+//	                    write_bytes, wait_ns); memory (its memory cgroup
+//	                    and each parent with a limit: path, limit_bytes,
+//	                    limited, high_bytes, usage_bytes, under_oom and the
+//	                    deltas failcnt, oom_kills, max_events, high_events,
+//	                    major_faults, scan_direct, steal_direct); threads
+//	                    whose counters moved (tid, major_faults,
+//	                    minor_faults, voluntary_switches,
+//	                    involuntary_switches); notes
+//	kernel_context_before  the same over the flight recorder's history
+//	                    before the trigger, without threads
 //	start, trigger_at, end   RFC 3339 times: the sampled window (history
 //	                    included) and the trigger
 //	last_beat           the last heartbeat before the stall

@@ -25,6 +25,14 @@ type Info struct {
 	// Host is the machine's load when the capture was written, so that a
 	// reader can tell a starved process from a starved host.
 	Host *Host `json:"host,omitempty"`
+	// KernelContext is the process's kernel context over the capture's
+	// window (the trigger, or the recording's start, to its end): its
+	// cgroups, their CPU throttling, PSI, the host's steal and iowait,
+	// reclaim, disks, OOM kills, its threads' faults and switches.
+	// KernelBefore is the same over the flight recorder's history before
+	// the trigger (without threads), where there is one.
+	KernelContext *KernelContext `json:"kernel_context,omitempty"`
+	KernelBefore  *KernelContext `json:"kernel_context_before,omitempty"`
 
 	Start     time.Time     `json:"start,omitzero"`            // of the sampled window, history included
 	TriggerAt time.Time     `json:"trigger_at,omitzero"`       // when the capture was asked for
@@ -157,6 +165,27 @@ const (
 	FindingMissingJITSymbols FindingKind = "missing_jit_symbols"
 	// No thread ran: the process waits, it is not busy.
 	FindingAllWaiting FindingKind = "all_waiting"
+	// The process's cgroup, or one above it, used its CPU quota up in a
+	// large share of the window's periods (TIDs: the threads that burn
+	// it, then those held).
+	FindingCPUThrottled FindingKind = "cpu_throttled"
+	// The hypervisor took a large share of the machine's CPU time
+	// (steal) while the process wanted it.
+	FindingCPUSteal FindingKind = "cpu_steal"
+	// Threads waited for memory in the kernel: direct or cgroup-limit
+	// reclaim, compaction, swap-in, writeback throttling, pages faulted
+	// back after reclaim (Functions: the kernel functions).
+	FindingMemoryPressure FindingKind = "memory_pressure"
+	// Threads blocked on I/O, with the files and devices they wait on
+	// (Functions: the kernel function).
+	FindingIOPressure FindingKind = "io_pressure"
+	// The OOM killer killed in the process's memory cgroup (critical) or
+	// on the host (info) during the window.
+	FindingOOMKill FindingKind = "oom_kill"
+	// Threads blocked on a descriptor whose other end is another
+	// process: a socket's peer, a pipe's reader or writer (TIDs: the
+	// threads; Detail names the peer by pid and its state).
+	FindingBlockedOnPeer FindingKind = "blocked_on_peer"
 )
 
 // Severity ranks findings.

@@ -1,7 +1,9 @@
 package model
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -122,12 +124,133 @@ type Wait struct {
 	// Owner is the thread id holding what is waited for; 0 when unknown.
 	Owner int
 	// Desc says it in words: "pthread mutex 0x7f..10 held by tid 12",
-	// "read() on fd 5 → socket:[8812]", "owner unknown".
+	// "read() on fd 5 → pipe:[4411] read by pid 812 (logger), which is
+	// stopped", "owner unknown".
 	Desc string
 	// OwnerSite is where the owner took what is waited for, when known:
 	// the frame of a Java thread holding a monitor
 	// ("Ledger.settleChecking (Stall.java:38)").
 	OwnerSite string
+	// On is what the descriptor waited on is connected to, for a wait
+	// in a system call on one descriptor (package internal/fdtarget);
+	// nil otherwise.
+	On *WaitTarget
+}
+
+// WaitTarget is what a descriptor is connected to, and who is at its
+// other end.
+type WaitTarget struct {
+	FD int `json:"fd"`
+	// Kind is "file", "directory", "device", "fifo", "pipe", "socket",
+	// "epoll", "eventfd", "signalfd", "timerfd", "inotify", "pidfd" or
+	// "other".
+	Kind string `json:"kind"`
+	// Desc says it on one line, names escaped: "TCP 10.0.0.5:5432
+	// (ESTABLISHED, 0 bytes queued; from 10.0.0.7:40122) — pid 812
+	// (postgres), sleeping".
+	Desc string `json:"desc"`
+	// Path is a file's, FIFO's or device's path as the process sees it;
+	// Device the block device it lives on and DevMajor, DevMinor its
+	// number.
+	Path     string `json:"path,omitempty"`
+	Device   string `json:"device,omitempty"`
+	DevMajor uint32 `json:"dev_major,omitempty"`
+	DevMinor uint32 `json:"dev_minor,omitempty"`
+	// Proto is a socket's protocol ("TCP", "UDPv6", "UNIX-STREAM"),
+	// Local and Remote an inet socket's addresses ("10.0.0.5:5432"),
+	// Name and PeerName a UNIX socket's and its peer's bound names,
+	// State its state ("ESTABLISHED", "LISTEN", "CONNECTED"), RecvQ and
+	// SendQ its queues in bytes (for a listener: connections waiting,
+	// backlog).
+	Proto    string `json:"proto,omitempty"`
+	Local    string `json:"local,omitempty"`
+	Remote   string `json:"remote,omitempty"`
+	Name     string `json:"name,omitempty"`
+	PeerName string `json:"peer_name,omitempty"`
+	State    string `json:"state,omitempty"`
+	RecvQ    uint64 `json:"recv_q,omitempty"`
+	SendQ    uint64 `json:"send_q,omitempty"`
+	// NotAccepted: the connection waits in its listener's queue; Peers
+	// then hold the listener.
+	NotAccepted bool `json:"not_accepted,omitempty"`
+	// Peers are the processes at the other end (of a pipe: the readers
+	// of a write end, the writers of a read end).
+	Peers []WaitPeer `json:"peers,omitempty"`
+}
+
+// WaitPeer is a process at the other end of a descriptor.
+type WaitPeer struct {
+	PID  int    `json:"pid"`
+	Name string `json:"name,omitempty"`
+	FD   int    `json:"fd"`
+	// State is "running", "sleeping", "in uninterruptible sleep",
+	// "stopped", "traced" or "exited"; "" for the process itself.
+	State string `json:"state,omitempty"`
+	Self  bool   `json:"self,omitempty"`
+}
+
+// Subject is what is at the other end, without what is particular to
+// one descriptor (its number, a local port, queue lengths): the key by
+// which a report groups the threads waiting on the same thing.
+func (t *WaitTarget) Subject() string {
+	var who []string
+	for _, p := range t.Peers {
+		if p.Self {
+			who = append(who, "this process")
+		} else {
+			who = append(who, fmt.Sprintf("pid %d (%s)", p.PID, p.Name))
+		}
+	}
+	peer := ""
+	if len(who) > 0 {
+		peer = " — " + strings.Join(who, ", ")
+	}
+	switch {
+	case t.Kind == "socket" && t.Remote != "" && !strings.HasSuffix(t.Remote, ":0"):
+		return strings.TrimSuffix(t.Proto, "v6") + " " + t.Remote + peer
+	case t.Kind == "socket" && t.State == "LISTEN":
+		return strings.TrimSuffix(t.Proto, "v6") + " listening on " + t.Local + t.Name
+	case t.Kind == "socket" && t.PeerName != "":
+		return "UNIX " + t.PeerName + peer
+	case t.Kind == "socket" && strings.HasPrefix(t.Proto, "UNIX"):
+		return "UNIX socket" + peer
+	case t.Kind == "socket":
+		return strings.TrimSuffix(t.Proto, "v6") + " socket" + peer
+	case t.Kind == "pipe":
+		return "a pipe" + peer
+	case t.Path != "":
+		s := t.Kind + " " + t.Path
+		if t.Device != "" {
+			s += " on " + t.Device
+		}
+		return s + peer
+	}
+	return t.Kind
+}
+
+// Subject is what the wait waits on, the same for every thread waiting
+// on the same thing: a descriptor's other end (WaitTarget.Subject), a
+// lock's owner, or the kind of wait.
+func (w *Wait) Subject() string {
+	switch {
+	case w.On != nil:
+		return w.On.Subject()
+	case w.Owner != 0:
+		return fmt.Sprintf("a lock held by tid %d", w.Owner)
+	}
+	switch w.Kind {
+	case "sleep":
+		return "a timeout"
+	case "child":
+		return "a child process"
+	case "signal":
+		return "a signal"
+	case "poll":
+		return "a poll set"
+	case "kernel":
+		return w.Desc
+	}
+	return w.Kind
 }
 
 // LockGraph is the waits-for graph between the threads.

@@ -96,11 +96,12 @@ type jsonSyscall struct {
 }
 
 type jsonWait struct {
-	Kind      string `json:"kind"`
-	Addr      string `json:"addr,omitempty"`
-	Owner     int    `json:"owner,omitempty"`
-	Desc      string `json:"desc,omitempty"`
-	OwnerSite string `json:"owner_site,omitempty"`
+	Kind      string      `json:"kind"`
+	Addr      string      `json:"addr,omitempty"`
+	Owner     int         `json:"owner,omitempty"`
+	Desc      string      `json:"desc,omitempty"`
+	OwnerSite string      `json:"owner_site,omitempty"`
+	On        *WaitTarget `json:"on,omitempty"`
 }
 
 type jsonFrame struct {
@@ -215,7 +216,7 @@ func toJSONDump(snap *Snapshot) *jsonDump {
 			jt.UserAddrs = append(jt.UserAddrs, hex(a))
 		}
 		if wt := t.Wait; wt != nil {
-			jw := &jsonWait{Kind: wt.Kind, Owner: wt.Owner, Desc: wt.Desc, OwnerSite: wt.OwnerSite}
+			jw := &jsonWait{Kind: wt.Kind, Owner: wt.Owner, Desc: wt.Desc, OwnerSite: wt.OwnerSite, On: wt.On}
 			if wt.Addr != 0 {
 				jw.Addr = hex(wt.Addr)
 			}
@@ -366,7 +367,7 @@ func fromJSONDump(d *jsonDump, name string) (*Snapshot, error) {
 			t.UserAddrs = append(t.UserAddrs, v)
 		}
 		if jw := jt.Wait; jw != nil {
-			wt := &Wait{Kind: jw.Kind, Owner: jw.Owner, Desc: jw.Desc, OwnerSite: jw.OwnerSite}
+			wt := &Wait{Kind: jw.Kind, Owner: jw.Owner, Desc: jw.Desc, OwnerSite: jw.OwnerSite, On: jw.On}
 			if jw.Addr != "" {
 				if wt.Addr, err = parseHex(jw.Addr); err != nil {
 					return nil, fmt.Errorf("%s: thread %d: wait address: %v", name, jt.TID, err)

@@ -43,6 +43,12 @@ func testSnapshot() *Snapshot {
 	threads[0].Wait = &Wait{Kind: "mutex", Addr: 0x7ffd0010, Owner: 11, Desc: "pthread mutex 0x7ffd0010 held by tid 11"}
 	threads[1].Wait = &Wait{Kind: "join", Owner: 10, Desc: "pthread_join of tid 10"}
 	threads[2].Wait = &Wait{Kind: "mutex", Addr: 0x7ffd0010, Owner: 11}
+	threads[4].Syscall = &Syscall{Nr: 1, Name: "write", Args: [6]uint64{7}, Desc: "write(fd 7 → pipe:[4411] read by pid 812 (logger), which is stopped)"}
+	threads[4].Wait = &Wait{Kind: "fd", Desc: "write() on fd 7 → pipe:[4411] read by pid 812 (logger), which is stopped", On: &WaitTarget{
+		FD: 7, Kind: "pipe", Desc: "pipe:[4411] read by pid 812 (logger), which is stopped",
+		Peers: []WaitPeer{{PID: 812, Name: "logger", FD: 0, State: "stopped"}, {PID: 10, FD: 8, Self: true}}}}
+	threads[5].Wait = &Wait{Kind: "fd", On: &WaitTarget{FD: 3, Kind: "socket", Proto: "TCPv6", Local: "[::1]:40122", Remote: "[::1]:5432",
+		State: "ESTABLISHED", RecvQ: 1, SendQ: 2, NotAccepted: true, Path: "", Device: "vda", DevMajor: 254}}
 	return &Snapshot{
 		PID: 10, Command: []string{"/usr/bin/app", "--serve"},
 		Time: time.Date(2026, 1, 5, 14, 30, 12, 0, time.UTC), Mono: 123456789, Duration: 3 * time.Millisecond,
@@ -85,6 +91,30 @@ func TestSnapshotJSONRoundTrip(t *testing.T) {
 	}
 	if a, b := strip(snap), strip(got); !reflect.DeepEqual(a, b) {
 		t.Errorf("round trip changed the snapshot:\n%+v\nvs\n%+v", a, b)
+	}
+}
+
+// TestWaitSubject: threads waiting on the same thing have one subject,
+// whatever descriptor or local port each uses.
+func TestWaitSubject(t *testing.T) {
+	pg := []WaitPeer{{PID: 812, Name: "postgres", FD: 9, State: "sleeping"}}
+	tests := []struct {
+		w    Wait
+		want string
+	}{
+		{Wait{On: &WaitTarget{FD: 5, Kind: "socket", Proto: "TCP", Local: "10.0.0.7:40122", Remote: "10.0.0.5:5432", Peers: pg}}, "TCP 10.0.0.5:5432 — pid 812 (postgres)"},
+		{Wait{On: &WaitTarget{FD: 6, Kind: "socket", Proto: "TCP", Local: "10.0.0.7:40124", Remote: "10.0.0.5:5432", RecvQ: 7, Peers: pg}}, "TCP 10.0.0.5:5432 — pid 812 (postgres)"},
+		{Wait{On: &WaitTarget{Kind: "socket", Proto: "TCPv6", Local: "[::]:8080", Remote: "[::]:0", State: "LISTEN"}}, "TCP listening on [::]:8080"},
+		{Wait{On: &WaitTarget{Kind: "socket", Proto: "UNIX-STREAM", PeerName: "/run/app.sock", Peers: pg}}, "UNIX /run/app.sock — pid 812 (postgres)"},
+		{Wait{On: &WaitTarget{Kind: "pipe", Peers: []WaitPeer{{PID: 9, Name: "logger", State: "stopped"}}}}, "a pipe — pid 9 (logger)"},
+		{Wait{On: &WaitTarget{Kind: "file", Path: "/var/lib/db", Device: "vda"}}, "file /var/lib/db on vda"},
+		{Wait{Kind: "mutex", Owner: 12}, "a lock held by tid 12"},
+		{Wait{Kind: "sleep", Desc: "a timeout: nanosleep(1s)"}, "a timeout"},
+	}
+	for _, tt := range tests {
+		if got := tt.w.Subject(); got != tt.want {
+			t.Errorf("%+v: %q, want %q", tt.w, got, tt.want)
+		}
 	}
 }
 

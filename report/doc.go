@@ -43,6 +43,19 @@
 // package internal/textfmt writes them, for the findings and the
 // renderings alike.
 //
+// # The kernel and what threads wait on
+//
+// capture.json's kernel context (kernel.go) is one line of report.txt's
+// first screen (the quota's throttling, PSI, steal) and whole in its
+// details and in report.html: cgroups, each quota and its throttling,
+// memory cgroups, PSI, the host's CPU, memory and disks, the threads with
+// the most major faults and preemptions; the flight recorder's history's
+// beside it. "Waiting on" groups the snapshot's waiting threads by what
+// they wait on (model.Wait.Subject: a socket by its peer, a file by its
+// path, a lock by its owner), the longest waits first, with the off-CPU
+// time and stacks of each group's threads, beside the stacks view (in
+// report.txt's details and in report.html).
+//
 // # report.html
 //
 // One file: the findings with links, then the notes (folded: what the

@@ -44,6 +44,12 @@ func writeHTMLView(w io.Writer, v *view) error {
 	if v.snap != nil {
 		data.Dump = dumpHTML(v.snap)
 	}
+	for _, k := range v.kernel {
+		data.Kernel = append(data.Kernel, htmlKernel{Title: k.title, Lines: k.lines, Notes: cleanAll(k.notes)})
+	}
+	for _, g := range v.waits {
+		data.Waits = append(data.Waits, htmlWaitOf(g, names))
+	}
 	page := buildPageData(v, v.c)
 	data.Recovered, data.LastBeat, data.Cut = page.RecoverUS >= 0, page.LastBeat >= 0, len(page.Cuts) > 0
 	pd, err := pageJSON(page)
@@ -161,6 +167,8 @@ type htmlData struct {
 	Facts    []fact
 	Findings []htmlFinding
 	Threads  []threadRow
+	Kernel   []htmlKernel
+	Waits    []htmlWait
 	Sections []htmlSection
 	Dump     *dumpData
 	Notes    []string // every note, after the findings
@@ -177,6 +185,40 @@ type htmlData struct {
 type htmlSection struct {
 	s  *section
 	ID string
+}
+
+// htmlKernel is a kernel context as the page lists it.
+type htmlKernel struct {
+	Title string
+	Lines []fact
+	Notes []string
+}
+
+// htmlWait is a group of threads waiting on one thing, with their
+// off-CPU stacks.
+type htmlWait struct {
+	Subject, Time string
+	Threads       []htmlThreadRef
+	Stacks        []htmlStack
+}
+
+func htmlWaitOf(g *waitGroup, names map[int]string) htmlWait {
+	w := htmlWait{Subject: clean(g.subject), Time: g.timeText()}
+	for _, tid := range g.tids {
+		w.Threads = append(w.Threads, htmlThreadRef{tid, names[tid]})
+	}
+	for i, st := range g.stacks {
+		w.Stacks = append(w.Stacks, htmlStack{Num: i + 1, Value: valueText(st.value, "nanoseconds"), Threads: st.threadsText(8), Frames: htmlFrames(st.frames)})
+	}
+	return w
+}
+
+func cleanAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = clean(s)
+	}
+	return out
 }
 
 func (h htmlSection) Title() string { return h.s.title }
@@ -268,6 +310,8 @@ var htmlPage = template.Must(template.New("report").Parse(`<!DOCTYPE html>
 {{if or .TIDs .Functions}}<div class="refs">{{if .TIDs}}threads: {{range .Threads}}<a href="#timeline" class="focus-thread" data-tid="{{.TID}}" title="show this thread in the timeline and the flame graph">{{.TID}}{{if .Name}} "{{.Name}}"{{end}}</a><a href="#thread-{{.TID}}" data-tid="{{.TID}}" title="its stack in the thread dump">[stack]</a> {{end}}{{end}}{{if .Functions}} functions: {{range .Functions}}<a href="#flame" data-fn="{{.}}" title="find it in the flame graph">{{.}}</a>{{end}}{{end}}</div>{{end}}
 </li>{{end}}</ol>{{end}}
 {{if .Notes}}<details class="notes" id="notes"><summary>Notes ({{len .Notes}}): what this capture could not see</summary><ul>{{range .Notes}}<li>{{.}}</li>{{end}}</ul></details>{{end}}
+{{range $i, $k := .Kernel}}<details class="kernel" id="kernel-{{$i}}"{{if eq $i 0}} open{{end}}><summary>{{$k.Title}}</summary><table class="facts">{{range $k.Lines}}<tr{{if .Warn}} class="warn"{{end}}><td>{{.Key}}</td><td>{{.Value}}</td></tr>{{end}}</table>{{if $k.Notes}}<ul>{{range $k.Notes}}<li>{{.}}</li>{{end}}</ul>{{end}}</details>
+{{end}}
 <div id="sw-tl"><h2 id="timeline">Timeline <small>(one row per thread; drag to select a time range)</small></h2>
 <div class="panel"><div class="legend"><span style="background:#2f9e44;color:#fff">on CPU</span><span style="background:#f08c00">runnable, waiting for a CPU</span><span style="background:#74a9cf">blocked</span><span style="background:repeating-linear-gradient(135deg,#b7d3e9 0 3px,#74a9cf 3px 4px)">off the CPU since (thread snapshot)</span><span style="color:#e03131">| trigger</span>{{if .LastBeat}}<span style="color:#868e96">| last beat</span>{{end}}{{if .Recovered}}<span style="color:#2b8a3e">| recovered</span>{{end}}</div>
 <div class="tl"><div id="sw-tl-labels"></div><canvas id="sw-timeline"></canvas></div><div id="sw-tl-axis"></div></div></div>
@@ -286,6 +330,11 @@ var htmlPage = template.Must(template.New("report").Parse(`<!DOCTYPE html>
 {{with .Dump}}<h2 id="dump">Thread dump <small>(one thread at a time; open one to see its stack)</small></h2><div class="dump"><pre>{{.Header}}</pre><pre>{{.Locks}}</pre>
 {{range .Threads}}<details class="thread" id="thread-{{.TID}}"{{if .Open}} open{{end}}><summary>{{.Line}}</summary><pre>{{.Stack}}</pre></details>
 {{end}}</div>{{end}}
+{{if .Waits}}<h2 id="waiting">Waiting on <small>(the snapshot's waiting threads by what they wait on: sockets by peer, files by path, locks by owner; their off-CPU time and stacks)</small></h2>{{range .Waits}}
+<details><summary><b>{{.Time}}</b> {{.Subject}} — {{range .Threads}}<a href="#timeline" class="focus-thread" data-tid="{{.TID}}" title="show this thread in the timeline and the flame graph">{{.TID}}{{if .Name}} "{{.Name}}"{{end}}</a> {{end}}</summary>
+{{range $s := .Stacks}}<div><b>#{{$s.Num}}</b> {{$s.Value}} <span class="mod">{{$s.Threads}}</span>
+<ol class="stack">{{range $s.Frames}}<li class="mono {{.Class}}">{{.Text}}<span class="mod">{{.Module}}</span></li>{{end}}</ol></div>{{end}}
+</details>{{end}}{{end}}
 {{if .Sections}}<h2 id="stacks">Top stacks and functions</h2>{{range .Sections}}
 <details><summary>{{.Title}} — total {{.Total}}</summary>
 {{range $s := .Stacks}}<div><b>#{{$s.Num}} {{$s.Pct}}</b> {{$s.Value}} <span class="mod">{{$s.Threads}}</span>

@@ -67,6 +67,27 @@ func writeTextSummary(w io.Writer, v *view) {
 	}
 }
 
+func writeKernel(w io.Writer, k *kernelView) {
+	fmt.Fprintln(w, k.title)
+	for _, l := range k.lines {
+		fmt.Fprintf(w, "  %-11s %s\n", l.key, l.value)
+	}
+}
+
+// writeWaitsLong is "waiting on": the snapshot's waiting threads by what
+// they wait on (sockets by peer, files by path, locks by owner), the
+// longest waits first, each with its off-CPU stacks.
+func writeWaitsLong(w io.Writer, gs []*waitGroup) {
+	fmt.Fprintln(w, "Waiting on (the snapshot's waiting threads by what they wait on; their off-CPU time and stacks)")
+	for _, g := range gs {
+		fmt.Fprintf(w, "\n  %s — %s, %s\n", clean(g.subject), g.timeText(), plural(len(g.tids), "thread", "threads"))
+		fmt.Fprintf(w, "    threads: %s\n", strings.Join(g.names, ", "))
+		for _, st := range g.stacks {
+			fmt.Fprintf(w, "    %s  %s\n", valueText(st.value, "nanoseconds"), stackSummary(st.frames, screenFrames))
+		}
+	}
+}
+
 // writeThreadTable writes the first max rows (the threads a hang is made
 // of rank first: deadlocked, waiting for another thread, in
 // uninterruptible sleep) and, when there are more of those than rows,
@@ -141,6 +162,17 @@ func writeTextDetails(w io.Writer, v *view) {
 				fmt.Fprintf(w, "    functions: %s\n", strings.Join(f.Functions, ", "))
 			}
 		}
+	}
+	for _, k := range v.kernel {
+		fmt.Fprintln(w)
+		writeKernel(w, k)
+		for _, n := range k.notes {
+			fmt.Fprintf(w, "  note        %s\n", clean(n))
+		}
+	}
+	if len(v.waits) > 0 {
+		fmt.Fprintln(w)
+		writeWaitsLong(w, v.waits)
 	}
 	for _, s := range v.sections {
 		fmt.Fprintln(w)

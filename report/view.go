@@ -25,6 +25,10 @@ type view struct {
 	snap     *model.Snapshot
 	a        *stackTable // nil without a profile
 	c        *Capture
+	// kernel are the capture's kernel contexts; waits the snapshot's
+	// waiting threads grouped by what they wait on.
+	kernel []*kernelView
+	waits  []*waitGroup
 }
 
 type fact struct {
@@ -80,6 +84,11 @@ func buildView(c *Capture) *view {
 	}
 	v.threads = threadRows(c)
 	v.findings = c.Info.Findings
+	v.kernel = kernelViews(c)
+	v.waits = waitGroups(c, v.a)
+	if k := c.Info.KernelContext; k != nil {
+		v.facts = append(v.facts, fact{key: "kernel", value: kernelSummary(k)})
+	}
 	return v
 }
 

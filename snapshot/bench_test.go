@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stallwatch/stallwatch/internal/fdtarget"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/target"
 )
@@ -245,4 +246,40 @@ func (ls *lines) take() []string {
 	out := ls.l
 	ls.l = nil
 	return out
+}
+
+// BenchmarkSnapshotFDWaits: a snapshot of 1,000 threads each blocked in
+// read() on a pipe of its own, and what saying what each descriptor is
+// connected to costs of it (resolve-ms: fdtarget.Resolve of the same
+// descriptors, timed alone; resolve-share: its share of the snapshot's
+// wall time, which includes it).
+func BenchmarkSnapshotFDWaits(b *testing.B) {
+	testutil.RequirePtrace(b)
+	bin := testutil.BuildC(b, "manyfds/manyfds.c")
+	tg := testutil.Start(b, bin, "100", "1000")
+	tg.WaitLine(b, "ready ", 60*time.Second)
+	var ours, resolve time.Duration
+	for b.Loop() {
+		start := time.Now()
+		snap, err := Take(context.Background(), tg.Pid, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ours += time.Since(start)
+		var fds []int
+		for _, th := range snap.Threads {
+			if th.Syscall != nil && fdSyscalls[th.Syscall.Nr] {
+				fds = append(fds, int(int32(th.Syscall.Args[0])))
+			}
+		}
+		if len(fds) < 1000 {
+			b.Fatalf("%d threads blocked on descriptors, want 1,000", len(fds))
+		}
+		start = time.Now()
+		fdtarget.Resolve(tg.Pid, fds, fdtarget.Options{Syscall: fdSyscallName})
+		resolve += time.Since(start)
+	}
+	b.ReportMetric(float64(ours.Milliseconds())/float64(b.N), "ms/snapshot")
+	b.ReportMetric(float64(resolve.Milliseconds())/float64(b.N), "resolve-ms")
+	b.ReportMetric(resolve.Seconds()/ours.Seconds(), "resolve-share")
 }

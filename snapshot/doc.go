@@ -47,6 +47,13 @@
 // in the word, pthread_join waits on the joined thread's tid. They make
 // the waits-for graph (model.BuildLockGraph), whose cycles are deadlocks.
 //
+// A wait in a system call on a descriptor says what the descriptor is
+// connected to (package internal/fdtarget, once for every thread at the
+// end of the snapshot: one scan for the processes at the other ends, one
+// read of each socket table): "write() on fd 7 → pipe:[4411] read by pid
+// 812 (logger), which is stopped", in the Wait's Desc and, as data, its
+// On.
+//
 // A HotSpot JVM's threads are also read as the JVM sees them, from its
 // memory (package runtimes/hotspot, java.go), once the stops are over and
 // with none of their own: their Java names, their Java frames in place of

@@ -97,7 +97,7 @@ func TestDescribe(t *testing.T) {
 	}
 	for _, tc := range tests {
 		s := &model.Syscall{Nr: tc.nr, Name: syscallName(tc.nr), Args: tc.args}
-		w := describe(1<<22, s, mem)
+		w, _ := describe(s, mem, linkNamer(1<<22))
 		if s.Desc != tc.desc {
 			t.Errorf("syscall %d: desc %q, want %q", tc.nr, s.Desc, tc.desc)
 		}

@@ -121,59 +121,74 @@ func syscallName(nr int) string {
 	return fmt.Sprintf("syscall_%d", nr)
 }
 
+// fdNamer says what descriptor fd of the process refers to.
+type fdNamer func(fd int) string
+
+// linkNamer names a descriptor by its /proc/<pid>/fd link alone: what a
+// thread's system call says before the snapshot resolves, once for all
+// threads, what each descriptor is connected to (resolveFDs).
+func linkNamer(pid int) fdNamer {
+	return func(fd int) string { return fdTarget(pid, fd) }
+}
+
 // describe writes the readable form of a system call, and the wait it
 // means when it is one that blocks on something other than a futex
-// (futexes are the lock analysis's). A Wait's Desc reads after "waits
+// (futexes are the lock analysis's), naming descriptors with name; it
+// returns the descriptors it named. A Wait's Desc reads after "waits
 // for": "a timeout: nanosleep(1s)", "read() on fd 5 → pipe:[12]".
-func describe(pid int, s *model.Syscall, mem unwind.Memory) *model.Wait {
+func describe(s *model.Syscall, mem unwind.Memory, name fdNamer) (*model.Wait, []int) {
 	a := s.Args
 	switch {
 	case s.Nr == sysFutex:
 		s.Desc = fmt.Sprintf("futex(%#x %s)", a[0], futexOpName(a[1]))
-		return nil
+		return nil, nil
 	case fdSyscalls[s.Nr]:
 		fd := int(int32(a[0]))
-		target := fdTarget(pid, fd)
+		target := "invalid fd"
+		if fd >= 0 {
+			target = name(fd)
+		}
 		s.Desc = fmt.Sprintf("%s(fd %d → %s)", s.Name, fd, target)
 		kind := "fd"
 		if s.Nr == sysEpollWait || s.Nr == sysEpollPwait || s.Nr == sysEpollPwait2 {
 			kind = "poll"
 		}
-		return &model.Wait{Kind: kind, Desc: fmt.Sprintf("%s() on fd %d → %s", s.Name, fd, target)}
+		return &model.Wait{Kind: kind, Desc: fmt.Sprintf("%s() on fd %d → %s", s.Name, fd, target)}, []int{fd}
 	case s.Nr == sysPoll || s.Nr == sysPpoll:
-		s.Desc = fmt.Sprintf("%s(%s)", s.Name, pollFDs(pid, mem, a[0], a[1]))
-		return &model.Wait{Kind: "poll", Desc: s.Desc}
+		desc, fds := pollFDs(mem, a[0], a[1], name)
+		s.Desc = fmt.Sprintf("%s(%s)", s.Name, desc)
+		return &model.Wait{Kind: "poll", Desc: s.Desc}, fds
 	case s.Nr == sysSelect || s.Nr == sysPselect6:
 		s.Desc = fmt.Sprintf("%s(nfds %d)", s.Name, int(int32(a[0])))
-		return &model.Wait{Kind: "poll", Desc: s.Desc}
+		return &model.Wait{Kind: "poll", Desc: s.Desc}, nil
 	case s.Nr == sysNanosleep:
 		s.Desc = fmt.Sprintf("nanosleep(%s)", timespecAt(mem, a[0]))
-		return &model.Wait{Kind: "sleep", Desc: "a timeout: " + s.Desc}
+		return &model.Wait{Kind: "sleep", Desc: "a timeout: " + s.Desc}, nil
 	case s.Nr == sysClockNanosleep:
 		abs := ""
 		if a[1]&1 != 0 {
 			abs = "until "
 		}
 		s.Desc = fmt.Sprintf("clock_nanosleep(%s%s)", abs, timespecAt(mem, a[2]))
-		return &model.Wait{Kind: "sleep", Desc: "a timeout: " + s.Desc}
+		return &model.Wait{Kind: "sleep", Desc: "a timeout: " + s.Desc}, nil
 	case s.Nr == sysRestart:
 		s.Desc = "restart_syscall() (a sleep or wait resumed after a stop)"
-		return &model.Wait{Kind: "sleep", Desc: "a timeout: " + s.Desc}
+		return &model.Wait{Kind: "sleep", Desc: "a timeout: " + s.Desc}, nil
 	case s.Nr == sysWait4:
 		s.Desc = fmt.Sprintf("wait4(pid %d)", int(int32(a[0])))
-		return &model.Wait{Kind: "child", Desc: "a child process: " + s.Desc}
+		return &model.Wait{Kind: "child", Desc: "a child process: " + s.Desc}, nil
 	case s.Nr == sysWaitid:
 		s.Desc = fmt.Sprintf("waitid(type %d, id %d)", a[0], int(int32(a[1])))
-		return &model.Wait{Kind: "child", Desc: "a child process: " + s.Desc}
+		return &model.Wait{Kind: "child", Desc: "a child process: " + s.Desc}, nil
 	case s.Nr == sysPause || s.Nr == sysRtSigsuspend || s.Nr == sysRtSigtimedwait:
 		s.Desc = s.Name + "()"
-		return &model.Wait{Kind: "signal", Desc: "a signal: " + s.Desc}
+		return &model.Wait{Kind: "signal", Desc: "a signal: " + s.Desc}, nil
 	case s.Nr == sysFutexWaitv:
 		s.Desc = fmt.Sprintf("futex_waitv(%d futexes)", a[1])
-		return nil
+		return nil, nil
 	}
 	s.Desc = fmt.Sprintf("%s(%#x, %#x, %#x)", s.Name, a[0], a[1], a[2])
-	return &model.Wait{Kind: "syscall", Desc: s.Desc + " to return"}
+	return &model.Wait{Kind: "syscall", Desc: s.Desc + " to return"}, nil
 }
 
 func fdTarget(pid, fd int) string {
@@ -187,26 +202,33 @@ func fdTarget(pid, fd int) string {
 	return target
 }
 
-// pollFDs lists the descriptors of a poll set, the first few of them.
-func pollFDs(pid int, mem unwind.Memory, addr, n uint64) string {
+// pollFDs lists the descriptors of a poll set, the first few of them,
+// and returns those it named.
+func pollFDs(mem unwind.Memory, addr, n uint64, name fdNamer) (string, []int) {
 	const show = 8
 	if n == 0 {
-		return "no fds"
+		return "no fds", nil
 	}
 	k := min(n, show)
 	b := make([]byte, 8*k)
 	if _, err := mem.ReadAt(b, addr); err != nil {
-		return fmt.Sprintf("%d fds", n)
+		return fmt.Sprintf("%d fds", n), nil
 	}
 	var parts []string
+	var fds []int
 	for i := uint64(0); i < k; i++ {
 		fd := int(int32(binary.LittleEndian.Uint32(b[8*i:])))
-		parts = append(parts, fmt.Sprintf("fd %d → %s", fd, fdTarget(pid, fd)))
+		if fd < 0 {
+			parts = append(parts, fmt.Sprintf("fd %d (ignored)", fd))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("fd %d → %s", fd, name(fd)))
+		fds = append(fds, fd)
 	}
 	if n > show {
 		parts = append(parts, fmt.Sprintf("and %d more", n-show))
 	}
-	return strings.Join(parts, ", ")
+	return strings.Join(parts, ", "), fds
 }
 
 func timespecAt(mem unwind.Memory, addr uint64) string {

@@ -88,6 +88,7 @@ type taker struct {
 	notes    map[string]bool
 	denied   map[string]bool // /proc files of threads we may not read
 	vanished int             // threads that exited while being read
+	fds      []int           // descriptors threads wait on, resolved at the end
 
 	book     *StopBook
 	key      bookKey
@@ -156,6 +157,7 @@ func (tk *taker) take(ctx context.Context) (*model.Snapshot, error) {
 		}
 		tk.snap.Threads = append(tk.snap.Threads, t)
 	}
+	tk.resolveFDs()
 	tk.finish(tids, exited)
 	tk.snap.Duration = time.Since(start)
 	if tk.key.Start != 0 {
@@ -243,7 +245,9 @@ func (tk *taker) thread(tid int) (model.Thread, bool) {
 		return t, false
 	}
 	if t.Syscall != nil {
-		t.Wait = describe(tk.pid, t.Syscall, tk.mem)
+		var fds []int
+		t.Wait, fds = describe(t.Syscall, tk.mem, linkNamer(tk.pid))
+		tk.fds = append(tk.fds, fds...)
 		if t.Syscall.Nr == sysFutex {
 			t.Wait = futexWaitOf(&t, tk.mem, tk.tids)
 		}

@@ -57,12 +57,12 @@ func TestParseMaps(t *testing.T) {
 
 func TestParseStat(t *testing.T) {
 	// A comm with spaces and parentheses must not shift the fields.
-	line := "1778 (a) b (c) S 1776 1776 1051 0 -1 4194304 125 0 0 0 7 9 0 0 20 0 1 0 21416 2990080 393 18446744073709551615 1 2 3 0 0 0 0 6 0 1 0 0 17 1 0 0 0 0 0 4 5 6 7 8 9 10 0\n"
+	line := "1778 (a) b (c) S 1776 1776 1051 0 -1 4194304 125 0 3 0 7 9 0 0 20 0 1 0 21416 2990080 393 18446744073709551615 1 2 3 0 0 0 0 6 0 1 0 0 17 1 0 0 0 0 0 4 5 6 7 8 9 10 0\n"
 	st, err := ParseStat([]byte(line))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Comm != "a) b (c" || st.State != 'S' || st.Utime != 7 || st.Stime != 9 || st.StartTime != 21416 || st.Processor != 1 {
+	if st.Comm != "a) b (c" || st.State != 'S' || st.MinorFaults != 125 || st.MajorFaults != 3 || st.Utime != 7 || st.Stime != 9 || st.StartTime != 21416 || st.Processor != 1 {
 		t.Errorf("ParseStat = %+v", st)
 	}
 	if _, err := ParseStat([]byte("1778 (x) S 1")); err == nil {
@@ -239,4 +239,23 @@ func TestOpenInRoot(t *testing.T) {
 		}
 	}
 	forceSlowOpen = false
+}
+
+func TestReadInto(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, "f")
+	if err := os.WriteFile(name, []byte("12345678"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 0, 8)
+	b, err := ReadInto(name, buf)
+	if err != nil || string(b) != "12345678" || &b[:1][0] != &buf[:1][0] {
+		t.Errorf("a file that fits exactly: %q, %v (or not read into the buffer)", b, err)
+	}
+	if _, err := ReadInto(name, make([]byte, 0, 7)); err == nil || !strings.Contains(err.Error(), name) {
+		t.Errorf("a file larger than the buffer: %v, want an error naming it", err)
+	}
+	if _, err := ReadInto(filepath.Join(dir, "none"), buf); !errors.Is(err, ErrGone) {
+		t.Errorf("a missing file: %v, want ErrGone", err)
+	}
 }

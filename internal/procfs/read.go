@@ -76,6 +76,36 @@ func ReadPrefix(path string, n int) ([]byte, error) {
 	return b[:got], nil
 }
 
+// ReadInto reads path into buf, reusing its storage: a caller reading
+// thousands of small files (a stat file per thread) allocates nothing per
+// file. A file that does not fit in cap(buf) is an error that names it.
+func ReadInto(path string, buf []byte) ([]byte, error) {
+	fd, err := ignoringEINTR(func() (int, error) { return syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0) })
+	if err != nil {
+		return nil, wrapGone(&fs.PathError{Op: "open", Path: path, Err: err})
+	}
+	defer syscall.Close(fd)
+	b := buf[:0]
+	var probe [1]byte
+	for {
+		dst := b[len(b):cap(b)]
+		if len(dst) == 0 {
+			dst = probe[:] // full: only the end of the file may follow
+		}
+		n, err := ignoringEINTR(func() (int, error) { return syscall.Read(fd, dst) })
+		if n > 0 && len(b) == cap(b) {
+			return nil, fmt.Errorf("read %s: larger than %d bytes", path, cap(b))
+		}
+		if err != nil {
+			return nil, wrapGone(&fs.PathError{Op: "read", Path: path, Err: err})
+		}
+		if n == 0 {
+			return b, nil
+		}
+		b = b[:len(b)+n]
+	}
+}
+
 func ignoringEINTR(f func() (int, error)) (int, error) {
 	for {
 		n, err := f()

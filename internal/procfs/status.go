@@ -122,6 +122,10 @@ type Stat struct {
 	Processor int
 	// Flags are the kernel's PF_* flags of the task.
 	Flags uint64
+	// MinorFaults and MajorFaults count the thread's page faults that
+	// found the page in memory and that had to read it (from a file or
+	// swap).
+	MinorFaults, MajorFaults uint64
 }
 
 // pfKthread is PF_KTHREAD (include/linux/sched.h).
@@ -162,6 +166,8 @@ func ParseStat(b []byte) (Stat, error) {
 	}
 	st.State = f[0][0]
 	st.Flags, _ = strconv.ParseUint(f[9-3], 10, 64)
+	st.MinorFaults, _ = strconv.ParseUint(f[10-3], 10, 64)
+	st.MajorFaults, _ = strconv.ParseUint(f[12-3], 10, 64)
 	st.Utime, _ = strconv.ParseUint(f[14-3], 10, 64)
 	st.Stime, _ = strconv.ParseUint(f[15-3], 10, 64)
 	st.StartTime, _ = strconv.ParseUint(f[22-3], 10, 64)
