@@ -43,15 +43,18 @@ type resolver struct {
 	tp    *target.Process
 	names map[int]string
 	// toWall turns CLOCK_MONOTONIC nanoseconds into Unix nanoseconds
-	// (end_timestamp_ns): the offset between the clocks, read once.
-	toWall int64
+	// (end_timestamp_ns).
+	toWall func(mono uint64) int64
 	cuts   map[unwind.Cut]int // user stacks cut short, by why
 	total  int                // samples with a user stack
 }
 
-// wallOffset is what CLOCK_MONOTONIC nanoseconds add to become Unix
-// nanoseconds now.
-func wallOffset() int64 { return time.Now().UnixNano() - int64(monotime.Now()) }
+// wallNow turns CLOCK_MONOTONIC nanoseconds into Unix nanoseconds by
+// the offset between the clocks, read once now.
+func wallNow() func(uint64) int64 {
+	off := time.Now().UnixNano() - int64(monotime.Now())
+	return func(mono uint64) int64 { return int64(mono) + off }
+}
 
 func (r *resolver) resolve(windows []window) []model.Sample {
 	n := 0
@@ -71,7 +74,7 @@ func (r *resolver) resolve(windows []window) []model.Sample {
 				Preempted:  s.Preempted,
 				Count:      1,
 				Nanos:      int64(s.Weight),
-				EndNanos:   int64(s.End()) + r.toWall,
+				EndNanos:   r.toWall(s.End()),
 				PID:        int(s.PID),
 			})
 		}

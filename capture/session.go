@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stallwatch/stallwatch/capdir"
@@ -38,6 +39,13 @@ type Session struct {
 	notes []string
 
 	mu sync.Mutex // one capture at a time
+	// capturing is when the capture in progress began sampling
+	// (CLOCK_MONOTONIC ns; 0: none): what it will resolve must not be
+	// forgotten (Forget's horizon).
+	capturing atomic.Uint64
+
+	// periods is continuous profiling's (Config.Profile; period.go).
+	periods periods
 }
 
 // Open starts watching cfg.PID: the output directory is opened (and
@@ -68,12 +76,17 @@ func open(cfg Config) (*Session, error) {
 		root.Close()
 		return nil, err
 	}
-	if s.cfg.BaselineFreq > 0 && s.canSample() {
-		s.smp, err = sampler.Start(s.samplerConfig(cfg.BaselineFreq, false, cfg.History))
+	if (s.cfg.BaselineFreq > 0 || s.cfg.Profile) && s.canSample() {
+		history := cfg.History
+		if s.cfg.BaselineFreq == 0 {
+			history = -1 // sampling for the periods alone
+		}
+		freq, offCPU := s.cfg.restRate()
+		s.smp, err = sampler.Start(s.samplerConfig(freq, offCPU, history))
 		if sampler.IsDescriptorShortage(err) {
 			// Captures can still be written: a snapshot, and what a
 			// capture's own sampler gets then.
-			s.cfg.Logger.Warn("no flight recorder: out of file descriptors; captures will have no history", "err", err)
+			s.cfg.Logger.Warn("no flight recorder and no continuous profile: out of file descriptors; captures will have no history", "err", err)
 			s.notes = append(s.notes, "no flight recorder (no samples from before the trigger): "+err.Error())
 			s.smp, err = nil, nil
 		}
@@ -82,6 +95,9 @@ func open(cfg Config) (*Session, error) {
 			root.Close()
 			return nil, err
 		}
+	}
+	if s.cfg.Profile {
+		s.startPeriods()
 	}
 	return s, nil
 }
@@ -215,6 +231,8 @@ func (s *Session) Capture(ctx context.Context, tr model.Trigger) (*model.Result,
 		lost = append(lost, "raising the sampling rate for the capture: "+err.Error())
 	}
 	rec := smp.StartRecording()
+	s.capturing.Store(rec.Start())
+	defer s.capturing.Store(0)
 	// The target may have loaded code since the last capture: the
 	// snapshot must know it before it stops a thread there.
 	if err := s.tp.Refresh(); err != nil {
@@ -225,7 +243,7 @@ func (s *Session) Capture(ctx context.Context, tr model.Trigger) (*model.Result,
 	during := rec.Stop()
 	var before []sampler.Sample
 	if smp == s.smp {
-		if err := smp.SetRate(s.cfg.BaselineFreq, false); err != nil {
+		if err := smp.SetRate(s.cfg.restRate()); err != nil {
 			s.cfg.Logger.Warn("lowering the sampling rate back to the baseline", "err", err)
 		}
 		from := rec.Start() - min(rec.Start(), uint64(s.cfg.History))
@@ -233,7 +251,15 @@ func (s *Session) Capture(ctx context.Context, tr model.Trigger) (*model.Result,
 	}
 	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, stats: rec.Stats(), cutWhy: cutWhy, notes: slices.Concat(s.notes, lost), exited: !procfs.Alive(s.cfg.PID)}
 	f.snap = snap()
-	return s.finish(f, smp, rec, []window{{model.PhaseBefore, before}, {model.PhaseDuring, during}})
+	res, err := s.finish(f, smp, rec, []window{{model.PhaseBefore, before}, {model.PhaseDuring, during}})
+	if smp == s.smp {
+		dir := ""
+		if res != nil {
+			dir = res.Dir
+		}
+		s.periods.captured(rec.Start(), rec.End(), s.cfg.Freq, dir)
+	}
+	return res, err
 }
 
 // snapshotOnly writes a capture that has the thread snapshot and no
@@ -287,7 +313,7 @@ func (s *Session) finish(f *facts, smp *sampler.Sampler, rec *sampler.Recording,
 	if err := s.tp.Refresh(); err != nil && !f.stats.TargetExited {
 		s.cfg.Logger.Debug("refreshing symbol sources", "err", err)
 	}
-	r := &resolver{tp: s.tp, names: threadNames(smp, f.snap), toWall: wallOffset()}
+	r := &resolver{tp: s.tp, names: threadNames(smp, f.snap), toWall: wallNow()}
 	f.samples = r.resolve(windows)
 	f.cuts, f.userStacks, f.unwind = r.cuts, r.total, s.unwind
 	f.before = len(windows[0].samples)
