@@ -13,6 +13,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/report"
+	"github.com/stallwatch/stallwatch/runtimes"
 	"github.com/stallwatch/stallwatch/sampler"
 	"github.com/stallwatch/stallwatch/symbolize"
 )
@@ -43,6 +44,10 @@ type Period struct {
 	// the first); End is where it was cut, or the target's exit.
 	Start, End Moment
 	Exited     bool // the target exited: End is its exit, and no period follows
+	// Runtime is the language runtime the target runs, as a capture's
+	// analysis recognises it (runtimes: its executable, its libraries, its
+	// frames): Datadog's runtime tag; "" when none is recognised.
+	Runtime string
 	Freq       int  // the rate between captures
 	OffCPU     bool // off-CPU intervals are in it
 	// Profile is the period's samples: cpu-samples and cpu-time, with
@@ -79,6 +84,8 @@ type periods struct {
 	// sym is the symbolizer's counts at the last period's end: a
 	// period's notes say what it missed, not what the session did.
 	sym symbolize.Stats
+	// runtime is the target's language runtime, once recognised.
+	runtime *runtimes.Runtime
 }
 
 // startPeriods begins the first period now.
@@ -92,6 +99,15 @@ func (s *Session) startPeriods() {
 	p.rec = s.smp.StartRecording()
 	now := Now()
 	p.start = Moment{Mono: p.rec.Start(), Wall: now.Wall.Add(-time.Duration(now.Mono - p.rec.Start()))}
+}
+
+// PeriodStart is when the period running now began (the session's
+// start for the first).
+func (s *Session) PeriodStart() Moment {
+	p := &s.periods
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.start
 }
 
 // captured notes a capture that sampled from start to end at freq.
@@ -168,8 +184,50 @@ func (s *Session) Period(end Moment) (*Period, error) {
 		onCPUOnly(prof)
 	}
 	per.Profile = prof
+	per.Runtime = s.runtimeOf(samples)
 	s.tp.Forget(s.horizon(stop.Mono))
 	return per, nil
+}
+
+// runtimeOf recognises the target's runtime as the analysis of a capture
+// does: by its executable, then its libraries, then the frames of
+// samples (a runtime linked into the program, as Go's). Once known it is
+// kept.
+func (s *Session) runtimeOf(samples []model.Sample) string {
+	p := &s.periods
+	if p.runtime != nil {
+		return p.runtime.ID
+	}
+	for _, n := range []string{s.tg.Executable, first(s.tg.Command)} {
+		if r := runtimes.OfExecutable(n); n != "" && r != nil {
+			p.runtime = r
+			return r.ID
+		}
+	}
+	for _, m := range s.tp.Space().Modules() {
+		if r := runtimes.OfLibrary(m.Path); m.IsFile() && r != nil {
+			p.runtime = r
+			return r.ID
+		}
+	}
+	for _, smp := range samples {
+		for _, l := range smp.Stack {
+			for _, ln := range l.Lines {
+				if r := runtimes.OfFrame(ln.Function); r != nil {
+					p.runtime = r
+					return r.ID
+				}
+			}
+		}
+	}
+	return ""
+}
+
+func first(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
 }
 
 // next marks that no period follows.
