@@ -48,8 +48,8 @@ type Period struct {
 	// analysis recognises it (runtimes: its executable, its libraries, its
 	// frames): Datadog's runtime tag; "" when none is recognised.
 	Runtime string
-	Freq       int  // the rate between captures
-	OffCPU     bool // off-CPU intervals are in it
+	Freq    int  // the rate between captures
+	OffCPU  bool // off-CPU intervals are in it
 	// Profile is the period's samples: cpu-samples and cpu-time, with
 	// off-cpu-time and wall-time when OffCPU; labels as a capture's, but
 	// no phase.
