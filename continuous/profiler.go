@@ -1,6 +1,7 @@
 package continuous
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -73,6 +74,9 @@ type Target struct {
 	Process string
 	Tags    []string
 	Source  Source
+	// Period is how long each of its profiles covers (0: the Profiler's;
+	// between MinPeriod and MaxPeriod).
+	Period time.Duration
 	// Written, when set, is told of each period written (the file, and
 	// the upload queued when there is a queue).
 	Written func(path string, p *capture.Period, tags []string)
@@ -93,6 +97,7 @@ type Profiler struct {
 	targets map[*Profiled]bool
 	starved []interval // recent stretches stallwatch did not run
 	closed  bool
+	idle    bool // the schedule sleeps until Add wakes it
 
 	wake chan struct{}
 	done chan struct{}
@@ -101,9 +106,10 @@ type Profiler struct {
 
 // Profiled is one target being profiled.
 type Profiled struct {
-	p   *Profiler
-	t   Target
-	dir string
+	p      *Profiler
+	t      Target
+	dir    string
+	period time.Duration
 	// next is where the period running now is due to end (CLOCK_MONOTONIC
 	// ns); start is where it began.
 	start uint64
@@ -171,10 +177,7 @@ func Start(cfg Config) (*Profiler, error) {
 	}
 	p := &Profiler{cfg: cfg, log: cfg.Logger, store: st, targets: map[*Profiled]bool{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), ran: make(chan struct{})}
-	// A wake-up a second at most; four a period when periods are short,
-	// so that a late one is seen within a quarter of a period.
-	p.tick = min(time.Second, cfg.Period/4)
-	p.slack = max(p.tick, 500*time.Millisecond)
+	p.setTick()
 	p.host, _ = os.Hostname()
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {
@@ -187,14 +190,16 @@ func Start(cfg Config) (*Profiler, error) {
 // Dir is where the periods' files go.
 func (p *Profiler) Dir() string { return p.cfg.Dir }
 
-// Period is how long each profile covers.
+// Period is how long each profile covers, unless a target says.
 func (p *Profiler) Period() time.Duration { return p.cfg.Period }
 
 // Add begins profiling t: its first period began at its source's
 // PeriodStart and ends a Period later.
 func (p *Profiler) Add(t Target) *Profiled {
+	period := cmp.Or(t.Period, p.cfg.Period)
+	period = min(max(period, MinPeriod), MaxPeriod)
 	start := t.Source.PeriodStart()
-	pt := &Profiled{p: p, t: t, dir: TargetDir(t.PID, t.Process), start: start.Mono, next: start.Mono + uint64(p.cfg.Period),
+	pt := &Profiled{p: p, t: t, dir: TargetDir(t.PID, t.Process), period: period, start: start.Mono, next: start.Mono + uint64(period),
 		marks: map[string]string{}, notes: map[string]string{}, warn: map[string]bool{}}
 	p.store.use(pt.dir, 1)
 	p.mu.Lock()
@@ -204,7 +209,33 @@ func (p *Profiler) Add(t Target) *Profiled {
 		return pt
 	}
 	p.targets[pt] = true
+	p.setTick()
+	if p.idle {
+		p.idle = false
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
 	return pt
+}
+
+func (p *Profiler) tickNow() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.tick
+}
+
+// setTick sets the schedule's wake-up: a second at most, a quarter of the
+// shortest period when periods are short, so that a late wake-up is seen
+// within a quarter of a period (p.mu held).
+func (p *Profiler) setTick() {
+	shortest := p.cfg.Period
+	for t := range p.targets {
+		shortest = min(shortest, t.period)
+	}
+	p.tick = min(time.Second, shortest/4)
+	p.slack = max(p.tick, 500*time.Millisecond)
 }
 
 // Dir is the directory of the target's periods.
@@ -273,7 +304,9 @@ func (p *Profiler) Stats() (files int, bytes int64) { return p.store.stats() }
 // comes late says stallwatch did not run meanwhile.
 func (p *Profiler) run() {
 	defer close(p.ran)
+	p.mu.Lock()
 	timer := time.NewTimer(p.tick)
+	p.mu.Unlock()
 	defer timer.Stop()
 	last := p.cfg.clock()
 	for {
@@ -284,6 +317,20 @@ func (p *Profiler) run() {
 		}
 		now := p.cfg.clock()
 		p.mu.Lock()
+		if len(p.targets) == 0 {
+			// Idle (a daemon whose rules profile nothing now): no
+			// wake-ups until Add.
+			p.idle = true
+			p.mu.Unlock()
+			select {
+			case <-p.wake:
+			case <-p.done:
+				return
+			}
+			last = p.cfg.clock()
+			timer.Reset(p.tickNow())
+			continue
+		}
 		if gap := time.Duration(now.boot - last.boot); gap > p.tick+p.slack {
 			p.starved = append(p.starved, interval{last, now})
 			p.log.Warn("stallwatch did not run for a while (starved of CPU, or the host was suspended): the continuous profiles of that time may miss samples, and are marked",
@@ -297,9 +344,10 @@ func (p *Profiler) run() {
 			}
 		}
 		p.forgetStarved(now)
+		tick := p.tick
 		p.mu.Unlock()
 		last = p.cfg.clock()
-		timer.Reset(p.tick)
+		timer.Reset(tick)
 	}
 }
 
@@ -398,7 +446,7 @@ func (p *Profiler) emit(t *Profiled, end capture.Moment, now instant, cut, note 
 func (t *Profiled) advanceTo(end uint64, cut bool) {
 	t.start = end
 	for !cut && t.next <= end {
-		t.next += uint64(t.p.cfg.Period)
+		t.next += uint64(t.period)
 	}
 }
 

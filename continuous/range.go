@@ -3,12 +3,15 @@ package continuous
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/pprof/profile"
 
+	"github.com/stallwatch/stallwatch/capdir"
+	"github.com/stallwatch/stallwatch/internal/safedir"
 	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/report"
 )
@@ -164,4 +167,28 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// IsProfiles reports whether dir is a directory of continuous profiles:
+// OUT/profiles, whose entries are target directories, or one target's
+// directory of period files (never a capture directory).
+func IsProfiles(dir string) bool {
+	d, err := safedir.OpenForRead(dir)
+	if err != nil {
+		return false
+	}
+	defer d.Close()
+	names, err := d.ReadDir()
+	if err != nil {
+		return false
+	}
+	for _, name := range names {
+		if name == capdir.FileInfo {
+			return false
+		}
+	}
+	if _, ok := parseTargetDir(filepath.Base(dir)); ok {
+		return slices.ContainsFunc(names, func(n string) bool { _, ok := parseFileName(n); return ok })
+	}
+	return filepath.Base(dir) == DirName
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stallwatch/stallwatch/capture"
+	"github.com/stallwatch/stallwatch/continuous"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/procwatch"
 	"github.com/stallwatch/stallwatch/internal/sdnotify"
@@ -71,6 +72,10 @@ type Watch struct {
 	// Notify is what alerts, uploads and hooks say of and do for the
 	// rule's processes (Options.Events acts on it).
 	Notify Notify
+	// ProfilePeriod, when not zero, profiles the rule's processes
+	// continuously (Options.Profiles), a profile every ProfilePeriod;
+	// Capture.Profile is set with it.
+	ProfilePeriod time.Duration
 }
 
 // Notify is a rule's part in alerts, uploads and hooks: the service its
@@ -152,6 +157,10 @@ type Options struct {
 	// Uploads is the queue of the captures' uploads, when uploads are
 	// on: keep spares a capture whose upload is pending.
 	Uploads capture.PendingUploads
+	// Profiles profiles continuously the processes of the rules that set
+	// profile-period: one schedule, files and uploads for every target
+	// (nil: those rules' processes are not profiled, and New says so).
+	Profiles *continuous.Profiler
 }
 
 // Daemon watches every process its rules select.
@@ -247,6 +256,11 @@ func New(cfg *Config, opts Options) (*Daemon, error) {
 	d.cmdlineBytes = cmdlineBytes(cfg)
 	for _, w := range cfg.Warnings() {
 		d.log.Warn(w)
+	}
+	for _, r := range cfg.Rules {
+		if r.Watch.ProfilePeriod > 0 && opts.Profiles == nil {
+			d.log.Warn("rule sets profile-period but this daemon profiles nothing continuously", "rule", r.Name)
+		}
 	}
 	var err error
 	var pending func(string) bool

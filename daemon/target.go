@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stallwatch/stallwatch/capture"
+	"github.com/stallwatch/stallwatch/continuous"
 	"github.com/stallwatch/stallwatch/internal/procwatch"
 	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/notify"
@@ -65,8 +66,14 @@ func (d *Daemon) startTarget(f procwatch.Facts, r *Rule) {
 	go func() {
 		defer close(t.done)
 		if t.cap.flightRecorder() {
-			if _, err := t.cap.session(); err != nil {
+			sess, err := t.cap.session()
+			switch {
+			case err != nil && t.cap.profiling():
+				log.Warn("no continuous profile and no flight recorder; captures will have no history", "err", err)
+			case err != nil:
 				log.Warn("no flight recorder; captures will have no history", "err", err)
+			case t.cap.profiling():
+				t.cap.profile(sess)
 			}
 		}
 		err := t.wd.Run(ctx)
@@ -120,6 +127,7 @@ type capturer struct {
 
 	mu       sync.Mutex
 	sess     *capture.Session
+	prof     *continuous.Profiled // the continuous profile of sess, if any
 	timer    *time.Timer
 	closed   bool
 	waiters  []*waiter
@@ -138,9 +146,33 @@ type captureOutcome struct {
 	err error
 }
 
+// flightRecorder reports whether the target's session samples between
+// captures — for a flight recorder or a continuous profile — and so stays
+// open.
 func (c *capturer) flightRecorder() bool {
 	cfg := &c.t.rule.Watch.Capture
-	return !cfg.NoFlightRecorder && cfg.BaselineFreq != 0
+	return !cfg.NoFlightRecorder && cfg.BaselineFreq != 0 || c.profiling()
+}
+
+// profiling reports whether the target's rule profiles it continuously.
+func (c *capturer) profiling() bool {
+	return c.t.rule.Watch.ProfilePeriod > 0 && c.d.opts.Profiles != nil
+}
+
+// profile begins the target's continuous profile from sess.
+func (c *capturer) profile(sess *capture.Session) {
+	n := &c.t.rule.Watch.Notify
+	pt := c.d.opts.Profiles.Add(continuous.Target{PID: c.t.facts.PID, Process: runtimes.ProcessName(c.t.facts.Exe, c.t.facts.Cmdline, c.t.facts.Comm),
+		Tags: n.Tags, Source: sess, Period: c.t.rule.Watch.ProfilePeriod})
+	c.mu.Lock()
+	closed := c.closed
+	if !closed {
+		c.prof = pt
+	}
+	c.mu.Unlock()
+	if closed {
+		pt.Stop()
+	}
 }
 
 // session returns the open capture session, opening it if need be.
@@ -220,11 +252,14 @@ func (c *capturer) close() {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	s := c.sess
-	c.sess = nil
+	s, pt := c.sess, c.prof
+	c.sess, c.prof = nil, nil
 	ws := c.waiters
 	c.waiters = nil
 	c.mu.Unlock()
+	if pt != nil {
+		pt.Stop() // its last period, before the session closes
+	}
 	for _, w := range ws {
 		w.done <- captureOutcome{err: errors.New("the process is no longer watched")}
 	}

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stallwatch/stallwatch/continuous"
 	"github.com/stallwatch/stallwatch/daemon"
 	"github.com/stallwatch/stallwatch/internal/cli"
 	"github.com/stallwatch/stallwatch/internal/ddtags"
@@ -110,6 +111,7 @@ cannot be used, 3 a missing permission (neither helps to restart).`
 // command line wins).
 type hostFlags struct {
 	output        outputFlags
+	profiles      profileStoreFlags
 	diskQuota     byteSize
 	maxConcurrent int
 	maxPerHour    int
@@ -125,6 +127,7 @@ const defaultDaemonOut = "/var/lib/stallwatch/captures"
 
 func (h *hostFlags) declare(fs *cli.FlagSet) {
 	h.output.declare(fs, defaultDaemonOut)
+	h.profiles.declare(fs)
 	fs.Group("Host")
 	h.diskQuota = 1 << 30
 	fs.Var(&h.diskQuota, "disk-quota", "keep the captures under --out within `SIZE` (1GiB, 500MiB; 0: no bound): the oldest go first").Default = "1GiB"
@@ -172,7 +175,7 @@ func (h *hostFlags) check() error {
 	case h.scanInterval < 100*time.Millisecond:
 		return cli.UsageErrorf("--scan-interval %v: at least 100ms", h.scanInterval)
 	}
-	for _, c := range []interface{ check() error }{&h.output, &h.datadog, &h.hooks} {
+	for _, c := range []interface{ check() error }{&h.output, &h.profiles, &h.datadog, &h.hooks} {
 		if err := c.check(); err != nil {
 			return err
 		}
@@ -285,6 +288,12 @@ func runDaemon(ctx context.Context, inv *cli.Invocation, f *daemonFlags, g *glob
 	if stack.Queue != nil {
 		opts.Uploads = stack.Queue
 	}
+	// One schedule for the continuous profiles of every rule that asks
+	// (idle while none does); its files' bounds are read at start.
+	if opts.Profiles, err = continuous.Start(host.profiles.config(cfg.Out, stack.Queue, log)); err != nil {
+		return err
+	}
+	defer opts.Profiles.Close()
 	d, err := daemon.New(cfg, opts)
 	if err != nil {
 		return err
@@ -344,6 +353,9 @@ func daemonNeeds(cfg *daemon.Config) preflight.Needs {
 		n.Rates = append(n.Rates, preflight.Rate{Flag: fmt.Sprintf("rule %s (line %d): freq", r.Name, r.Line), Hz: c.Freq})
 		if c.BaselineFreq > 0 && !c.NoFlightRecorder {
 			n.Rates = append(n.Rates, preflight.Rate{Flag: fmt.Sprintf("rule %s (line %d): baseline-freq", r.Name, r.Line), Hz: c.BaselineFreq})
+		}
+		if c.Profile {
+			n.Rates = append(n.Rates, preflight.Rate{Flag: fmt.Sprintf("rule %s (line %d): profile-freq", r.Name, r.Line), Hz: c.ProfileFreq})
 		}
 	}
 	if n.Kernel {
@@ -528,6 +540,8 @@ func resolveRule(file *daemon.File, spec daemon.RuleSpec, host *cli.FlagSet) (da
 	}
 	r.policy.apply(&w.Capture)
 	r.capture.apply(&w.Capture)
+	r.profile.apply(&w.Capture)
+	w.ProfilePeriod = r.profile.period
 	return w, nil
 }
 
