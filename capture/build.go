@@ -143,6 +143,8 @@ type facts struct {
 	cuts       map[unwind.Cut]int
 	userStacks int
 	samples    []model.Sample
+	// profile is where the target's continuous profile goes.
+	profile *model.ContinuousProfile
 }
 
 // info is capture.json as the capture saw it; findings are added by
@@ -152,6 +154,7 @@ func (f *facts) info() model.Info {
 	info.Start, info.End = f.start, f.end
 	info.CutShort, info.CutShortWhy = f.cutWhy != "", f.cutWhy
 	info.TargetExited = f.exited || f.stats.TargetExited || (f.snap != nil && f.snap.TargetExited)
+	info.Profile = f.profile
 	if f.sampled {
 		info.Settings = model.Settings{
 			Freq:         f.cfg.Freq,

@@ -86,6 +86,8 @@ type periods struct {
 	sym symbolize.Stats
 	// runtime is the target's language runtime, once recognised.
 	runtime *runtimes.Runtime
+	// ref is where the periods go (ProfiledIn).
+	ref *model.ContinuousProfile
 }
 
 // startPeriods begins the first period now.
@@ -108,6 +110,28 @@ func (s *Session) PeriodStart() Moment {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.start
+}
+
+// ProfiledIn records where the session's periods go (their directory,
+// their length, whether they are uploaded), for every capture's
+// capture.json and report: the continuous profile of the hour before a
+// stall, to compare with.
+func (s *Session) ProfiledIn(dir string, period time.Duration, uploaded bool) {
+	p := &s.periods
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ref = &model.ContinuousProfile{Dir: dir, Period: period, Since: p.start.Wall, Uploaded: uploaded}
+}
+
+// profileRef is where the periods go, for a capture (nil: nowhere).
+func (p *periods) profileRef() *model.ContinuousProfile {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ref == nil {
+		return nil
+	}
+	r := *p.ref
+	return &r
 }
 
 // captured notes a capture that sampled from start to end at freq.

@@ -249,7 +249,8 @@ func (s *Session) Capture(ctx context.Context, tr model.Trigger) (*model.Result,
 		from := rec.Start() - min(rec.Start(), uint64(s.cfg.History))
 		before = smp.History(from, rec.Start())
 	}
-	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, stats: rec.Stats(), cutWhy: cutWhy, notes: slices.Concat(s.notes, lost), exited: !procfs.Alive(s.cfg.PID)}
+	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, stats: rec.Stats(), cutWhy: cutWhy, notes: slices.Concat(s.notes, lost), exited: !procfs.Alive(s.cfg.PID),
+		profile: s.periods.profileRef()}
 	f.snap = snap()
 	res, err := s.finish(f, smp, rec, []window{{model.PhaseBefore, before}, {model.PhaseDuring, during}})
 	if smp == s.smp {
@@ -269,7 +270,8 @@ func (s *Session) snapshotOnly(ctx context.Context, tr model.Trigger, why string
 	if err := s.tp.Refresh(); err != nil {
 		s.cfg.Logger.Debug("refreshing what is known of the target", "err", err)
 	}
-	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, notes: slices.Concat(s.notes, []string{why}), exited: !procfs.Alive(s.cfg.PID)}
+	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, notes: slices.Concat(s.notes, []string{why}), exited: !procfs.Alive(s.cfg.PID),
+		profile: s.periods.profileRef()}
 	f.snap = s.startSnapshot(ctx, nil)()
 	if f.snap != nil && overBudget {
 		f.stats.ThreadsOverBudget = len(f.snap.Threads)

@@ -164,6 +164,7 @@ func (c *capturer) profile(sess *capture.Session) {
 	n := &c.t.rule.Watch.Notify
 	pt := c.d.opts.Profiles.Add(continuous.Target{PID: c.t.facts.PID, Process: runtimes.ProcessName(c.t.facts.Exe, c.t.facts.Cmdline, c.t.facts.Comm),
 		Tags: n.Tags, Source: sess, Period: c.t.rule.Watch.ProfilePeriod})
+	sess.ProfiledIn(pt.Dir(), c.t.rule.Watch.ProfilePeriod, c.d.opts.Uploads != nil)
 	c.mu.Lock()
 	closed := c.closed
 	if !closed {

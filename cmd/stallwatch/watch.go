@@ -409,6 +409,7 @@ func profileTarget(f *watchFlags, pid int, sess *capture.Session, stack *notify.
 	}
 	t := stack.Target(pid)
 	pt := prof.Add(continuous.Target{PID: pid, Process: t.Process, Tags: t.Tags, Source: sess})
+	sess.ProfiledIn(pt.Dir(), cfg.Period, stack.Queue != nil)
 	where := "files only (no agent)"
 	if stack.Queue != nil {
 		where = "files, and uploads through the queue"
