@@ -12,17 +12,21 @@
 // wake-up a second at most) and asks each target's capture session for
 // its period at its end (capture.Session.Period): the session cuts its
 // samples there, each sample in exactly one period, so the end of one
-// period is the start of the next on both clocks. A period is never
-// longer than the period asked for:
+// period is the start of the next on both clocks; in wall time a period
+// is as long as on CLOCK_MONOTONIC, until NTP has moved the wall clock a
+// millisecond from it (then the periods follow the wall clock again). A
+// period is never longer than the period asked for:
 //
 //   - the target's exit cuts its last period at the exit (marked
 //     target_exited), and nothing follows it;
 //   - when stallwatch itself did not run — starved of CPU, or the host
-//     suspended — its wake-up comes late, and what its sampler's rings
-//     held meanwhile may be lost: the period is cut where stallwatch
-//     last ran, and the periods that follow, until it runs again, are
-//     marked stallwatch_starved, with how long and the records the
-//     kernel dropped;
+//     suspended — its wake-up comes late (later than a second and the
+//     schedule's tick), and what its sampler's rings held meanwhile may
+//     be lost: the stretch becomes periods of its own, cut where
+//     stallwatch last ran and where it ran again (period_cut:
+//     stallwatch_starved) and marked with how long it did not run in
+//     each (stallwatch_starved_seconds) and the records the kernel
+//     dropped;
 //   - stopping (SIGTERM, a reload that drops the target) cuts the period
 //     in progress at that moment (marked stopped).
 //

@@ -96,6 +96,7 @@ type Profiler struct {
 	mu      sync.Mutex
 	targets map[*Profiled]bool
 	starved []interval // recent stretches stallwatch did not run
+	anchor  int64      // CLOCK_MONOTONIC to wall time, ns (moment)
 	closed  bool
 	idle    bool // the schedule sleeps until Add wakes it
 
@@ -132,11 +133,39 @@ type instant struct {
 	wall       time.Time
 }
 
-func (i instant) moment() capture.Moment { return capture.Moment{Mono: i.mono, Wall: i.wall} }
+// offset is what CLOCK_MONOTONIC nanoseconds add to become Unix
+// nanoseconds at i.
+func (i instant) offset() int64 { return i.wall.UnixNano() - int64(i.mono) }
 
-// at is the moment of CLOCK_MONOTONIC time m near i (no suspend between).
-func (i instant) at(m uint64) capture.Moment {
-	return capture.Moment{Mono: m, Wall: i.wall.Add(-time.Duration(int64(i.mono) - int64(m)))}
+// maxDrift is how far the wall clock may drift from CLOCK_MONOTONIC (NTP
+// slewing it) before the periods' wall times follow: until then a
+// period is exactly its length in wall time too.
+const maxDrift = int64(time.Millisecond)
+
+// moment is CLOCK_MONOTONIC time m in wall time too, by the schedule's
+// offset between the clocks — or by now's, for a moment after last when
+// the clocks moved apart since (the host was suspended, the wall clock
+// stepped).
+func (p *Profiler) moment(m uint64, last, now instant) capture.Moment {
+	off := p.anchor
+	if m > last.mono && abs(now.offset()-p.anchor) > maxDrift {
+		off = now.offset()
+	}
+	return capture.Moment{Mono: m, Wall: time.Unix(0, int64(m)+off)}
+}
+
+// follow takes the clocks' offset at now when they drifted apart.
+func (p *Profiler) follow(now instant) {
+	if abs(now.offset()-p.anchor) > maxDrift {
+		p.anchor = now.offset()
+	}
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 func readClocks() instant {
@@ -178,6 +207,7 @@ func Start(cfg Config) (*Profiler, error) {
 	p := &Profiler{cfg: cfg, log: cfg.Logger, store: st, targets: map[*Profiled]bool{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), ran: make(chan struct{})}
 	p.setTick()
+	p.anchor = cfg.clock().offset()
 	p.host, _ = os.Hostname()
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {
@@ -268,7 +298,7 @@ func (t *Profiled) Stop() {
 	delete(p.targets, t)
 	if !t.gone {
 		now := p.cfg.clock()
-		p.emit(t, now.moment(), now, "stopped", "stallwatch stopped profiling the target: the period ends there")
+		p.emit(t, p.moment(now.mono, now, now), now, "stopped", "stallwatch stopped profiling the target: the period ends there")
 	}
 	p.store.use(t.dir, -1)
 }
@@ -344,6 +374,7 @@ func (p *Profiler) run() {
 			}
 		}
 		p.forgetStarved(now)
+		p.follow(now)
 		tick := p.tick
 		p.mu.Unlock()
 		last = p.cfg.clock()
@@ -351,21 +382,27 @@ func (p *Profiler) run() {
 	}
 }
 
-// advance cuts t's periods due by now: when stallwatch did not run since
-// last, the period in progress is cut where it last ran.
+// advance cuts t's periods due by now. When stallwatch did not run from
+// last to now, the stretch becomes periods of its own: the period in
+// progress is cut where stallwatch last ran, and the one over the gap
+// where it ran again, so that no period stretches across it unmarked.
 func (p *Profiler) advance(t *Profiled, last, now instant) {
 	if n := len(p.starved); n > 0 && p.starved[n-1].to == now {
-		if from := p.starved[n-1].from; from.mono > t.start && from.mono < t.next {
-			p.emit(t, from.moment(), now, "stallwatch_starved", fmt.Sprintf("stallwatch did not run from %s for %v: the period ends where it last ran",
-				from.wall.UTC().Format(time.RFC3339Nano), time.Duration(now.boot-from.boot).Round(time.Millisecond)))
+		iv := p.starved[n-1]
+		why := fmt.Sprintf("stallwatch did not run from %s for %v (starved of CPU, or the host suspended)",
+			iv.from.wall.UTC().Format(time.RFC3339Nano), time.Duration(iv.to.boot-iv.from.boot).Round(time.Millisecond))
+		if from := iv.from.mono; from > t.start && from < t.next {
+			p.emit(t, p.moment(from, last, now), now, "stallwatch_starved", why+": the period ends where it last ran")
+		}
+		for !t.gone && t.next <= iv.to.mono {
+			p.emit(t, p.moment(t.next, last, now), now, "", "")
+		}
+		if to := iv.to.mono; !t.gone && to > t.start {
+			p.emit(t, p.moment(to, last, now), now, "stallwatch_starved", why+": the period ends where it ran again")
 		}
 	}
 	for !t.gone && t.next <= now.mono {
-		end := now.at(t.next)
-		if t.next <= last.mono {
-			end = last.at(t.next)
-		}
-		p.emit(t, end, now, "", "")
+		p.emit(t, p.moment(t.next, last, now), now, "", "")
 	}
 }
 

@@ -119,7 +119,7 @@ func hasTag(tags []string, prefix string) bool {
 func TestSchedule(t *testing.T) {
 	const P = 10 * time.Second
 	p := newTestProfiler(t, P, nil)
-	src := &fakeSource{start: at(0, 0).moment()}
+	src := &fakeSource{start: capture.Moment{Mono: at(0, 0).mono, Wall: at(0, 0).wall}}
 	var got []written
 	pt := addFake(p, src, &got)
 	p.mu.Lock()
@@ -128,6 +128,7 @@ func TestSchedule(t *testing.T) {
 			p.starved = append(p.starved, interval{last, now})
 		}
 		p.advance(pt, last, now)
+		p.follow(now)
 	}
 	step(at(9*time.Second, 0), at(10*time.Second, 0), false)             // period 1 ends on time
 	step(at(10*time.Second, 0), at(21*time.Second, 0), false)            // period 2, a second late: cut at its due time
@@ -137,7 +138,7 @@ func TestSchedule(t *testing.T) {
 	step(at(61*time.Second, 5*time.Second), at(70*time.Second, 5*time.Second), false)
 	p.mu.Unlock()
 
-	ends := []time.Duration{10, 20, 24, 30, 40, 50, 60, 70}
+	ends := []time.Duration{10, 20, 24, 30, 40, 45, 50, 60, 61, 70}
 	if len(got) != len(ends) {
 		t.Fatalf("%d periods written, want %d: %+v", len(got), len(ends), src.asked)
 	}
@@ -151,14 +152,27 @@ func TestSchedule(t *testing.T) {
 		if d := w.per.End.Mono - w.per.Start.Mono; d > uint64(P) || d == 0 {
 			t.Errorf("period %d lasts %v, longer than %v", i, time.Duration(d), P)
 		}
+		// On the wall clock, as long: but for the suspend, which the
+		// wall clock saw and CLOCK_MONOTONIC did not.
+		if d := w.per.End.Wall.Sub(w.per.Start.Wall); d != time.Duration(w.per.End.Mono-w.per.Start.Mono) && i != 8 {
+			t.Errorf("period %d lasts %v on the wall clock, %v on CLOCK_MONOTONIC", i, d, time.Duration(w.per.End.Mono-w.per.Start.Mono))
+		}
 	}
-	// Cut where stallwatch last ran, and the periods over the gap marked.
-	if !slices.Contains(got[2].tags, "period_cut:stallwatch_starved") || hasTag(got[1].tags, "stallwatch_starved") {
-		t.Errorf("the period in progress when stallwatch starved: %v (the one before: %v)", got[2].tags, got[1].tags)
+	// Cut where stallwatch last ran and where it ran again, and the
+	// periods over the gap marked with how long it lasted in each.
+	for i, cut := range []bool{false, false, true, false, false, true, false, false, true, false} {
+		if slices.Contains(got[i].tags, "period_cut:stallwatch_starved") != cut {
+			t.Errorf("period %d: tags %v, cut %v", i, got[i].tags, cut)
+		}
 	}
-	for i, want := range map[int]string{3: "6", 4: "10", 5: "5", 7: "6"} {
+	for i, want := range map[int]string{3: "6", 4: "10", 5: "5", 8: "6"} {
 		if !slices.Contains(got[i].tags, "stallwatch_starved_seconds:"+want) {
 			t.Errorf("period %d tags %v, want stallwatch_starved_seconds:%s", i, got[i].tags, want)
+		}
+	}
+	for _, i := range []int{0, 1, 2, 6, 7, 9} {
+		if hasTag(got[i].tags, "stallwatch_starved_seconds") {
+			t.Errorf("period %d, outside the gaps, is marked: %v", i, got[i].tags)
 		}
 	}
 	// Every period carries the target's tags and its process's.
@@ -189,7 +203,7 @@ func TestStopFilesAndQueue(t *testing.T) {
 	q := &fakeQueue{hold: map[string]bool{}}
 	p := newTestProfiler(t, 10*time.Second, q)
 	p.cfg.clock = func() instant { return at(4*time.Second, 0) }
-	src := &fakeSource{start: at(0, 0).moment()}
+	src := &fakeSource{start: capture.Moment{Mono: at(0, 0).mono, Wall: at(0, 0).wall}}
 	var got []written
 	pt := addFake(p, src, &got)
 	pt.Mark("profile_degraded", "rate", "the daemon's budget lowered the rate to 49 Hz")

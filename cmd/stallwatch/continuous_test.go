@@ -1,0 +1,193 @@
+package main
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/stallwatch/stallwatch/internal/intaketest"
+	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
+)
+
+// cpuSeries samples a process's CPU time (schedstat, ns) every 5 ms, so
+// that the CPU time it used between two wall-clock moments can be read
+// back: what a period's samples must stand for.
+type cpuSeries struct {
+	mu   sync.Mutex
+	at   []time.Time
+	cpu  []time.Duration
+	stop chan struct{}
+	done chan struct{}
+}
+
+func watchCPU(t *testing.T, pid int) *cpuSeries {
+	s := &cpuSeries{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			c, err := testutil.CPUTime(pid)
+			if err == nil {
+				s.mu.Lock()
+				s.at, s.cpu = append(s.at, time.Now()), append(s.cpu, c)
+				s.mu.Unlock()
+			}
+			select {
+			case <-tick.C:
+			case <-s.stop:
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { close(s.stop); <-s.done })
+	return s
+}
+
+// between is the CPU time used from a to b, read from the nearest
+// readings inside [a, b] (so, if anything, less than was used).
+func (s *cpuSeries) between(a, b time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(s.at, a, func(x, y time.Time) int { return x.Compare(y) })
+	j, _ := slices.BinarySearchFunc(s.at, b, func(x, y time.Time) int { return x.Compare(y) })
+	if j > 0 && (j == len(s.at) || s.at[j].After(b)) {
+		j--
+	}
+	if i >= len(s.at) || j <= i {
+		return 0
+	}
+	return s.cpu[j] - s.cpu[i]
+}
+
+// parseEventTime reads event.json's start or end.
+func parseEventTime(t *testing.T, s string) time.Time {
+	t.Helper()
+	v, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatalf("event.json time %q: %v", s, err)
+	}
+	return v
+}
+
+// hasFunction reports whether a profile names fn in some stack.
+func hasFunction(p *profile.Profile, fn string) bool {
+	for _, f := range p.Function {
+		if f.Name == fn {
+			return true
+		}
+	}
+	return false
+}
+
+// TestContinuousNodeUploads: a real Node.js with --perf-prof, profiled
+// every 2 s into the stand-in intake, the agent down for the first two
+// periods and up from then on. The first four periods all arrive, once
+// each and in order, in the form ddprof sends (family native, one
+// profile.pprof, start and end, the process's tags): contiguous, every
+// sample stamped inside its period, its samples 97 Hz × the CPU time the
+// target used in it within 10% (2 samples at least: a period on a loaded
+// machine may hold a few dozen), and JavaScript's own function names in
+// each.
+func TestContinuousNodeUploads(t *testing.T) {
+	testutil.RequirePerf(t)
+	testutil.RequirePtrace(t)
+	node := testutil.RequireTool(t, "node")
+	dir := t.TempDir()
+	cmd := exec.Command(node, "--perf-prof", testutil.Testdata(t, "node", "fib.js"), "22")
+	cmd.Dir = dir
+	tg := testutil.StartCmd(t, cmd)
+	tg.WaitLine(t, "ready", 30*time.Second)
+	cpu := watchCPU(t, tg.Pid)
+
+	// An agent that is not there yet: a port nobody listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	out := filepath.Join(dir, "out")
+	sw := startWatch(t, "--pid", strconv.Itoa(tg.Pid), "--heartbeat-proc", "--stall-after", "5m", "--baseline-freq", "0",
+		"--profile-period", "2s", "--out", out, "--upload", "http://"+addr, "--statsd", "off", "--service", "fib", "--env", "test")
+	waitLog(t, sw, "continuous profile on", 30*time.Second)
+	periods := filepath.Join(out, "profiles", strconv.Itoa(tg.Pid)+"-node")
+	if err := testutil.Eventually(30*time.Second, func() bool {
+		files, _ := filepath.Glob(filepath.Join(periods, "*.pb.gz"))
+		return len(files) >= 2
+	}); err != nil {
+		t.Fatalf("two periods not written within 30 s; log:\n%s", sw.Stderr())
+	}
+	intake := intaketest.StartAt(t, addr)
+	ups := intake.Wait(t, 4, 60*time.Second)[:4]
+	_ = sw.Cmd.Process.Signal(syscall.SIGINT)
+	if got := exitStatusOf(t, sw, 20*time.Second); got != 0 {
+		t.Errorf("exit %d after SIGINT; log:\n%s", got, sw.Stderr())
+	}
+
+	starts := map[string]int{}
+	for _, u := range intake.Uploads() {
+		starts[u.Event.Start]++
+	}
+	var prevEnd time.Time
+	for i, u := range ups {
+		if n := starts[u.Event.Start]; n != 1 {
+			t.Errorf("period %d (start %s) uploaded %d times", i, u.Event.Start, n)
+		}
+		if u.Event.Family != "native" || u.Event.Version != "4" || !slices.Equal(u.Event.Attachments, []string{"profile.pprof"}) || len(u.Profiles) != 1 {
+			t.Errorf("period %d: family %q version %q attachments %v", i, u.Event.Family, u.Event.Version, u.Event.Attachments)
+		}
+		for _, want := range []string{"service:fib", "env:test", "language:native", "process_id:" + strconv.Itoa(tg.Pid), "process:node", "runtime:node"} {
+			if !slices.Contains(u.Tags, want) {
+				t.Errorf("period %d: tags %v lack %s", i, u.Tags, want)
+			}
+		}
+		if v, ok := u.Tag("host"); !ok || v == "" {
+			t.Errorf("period %d: no host tag in %v", i, u.Tags)
+		}
+		if v, ok := u.Tag("profiler_version"); !ok || v == "" {
+			t.Errorf("period %d: no profiler_version tag in %v", i, u.Tags)
+		}
+		start, end := parseEventTime(t, u.Event.Start), parseEventTime(t, u.Event.End)
+		if i > 0 && !start.Equal(prevEnd) {
+			t.Errorf("period %d starts at %v, the one before ended at %v", i, start, prevEnd)
+		}
+		// The first period's start is the session's reading of the
+		// clocks, the others the schedule's: within a microsecond.
+		if d := end.Sub(start); d < 2*time.Second-time.Microsecond || d > 2*time.Second+time.Microsecond || i > 1 && d != 2*time.Second {
+			t.Errorf("period %d lasts %v, want 2s", i, d)
+		}
+		prevEnd = end
+		p := u.Profiles["profile.pprof"]
+		var samples int64
+		for _, s := range p.Sample {
+			ts := s.NumLabel[model.LabelEndTime]
+			if len(ts) != 1 || ts[0] < start.UnixNano() || ts[0] > end.UnixNano() {
+				t.Fatalf("period %d [%v, %v]: a sample stamped %v", i, start, end, ts)
+			}
+			samples += s.Value[0]
+		}
+		used := cpu.between(start, end)
+		want := used.Seconds() * 97
+		if tol := max(want/10, 2); float64(samples) < want-tol || float64(samples) > want+tol {
+			t.Errorf("period %d: %d samples for %v of CPU at 97 Hz, want %.0f ± %.0f", i, samples, used, want, tol)
+		}
+		if !hasFunction(p, "fibonacci") {
+			t.Errorf("period %d names no fibonacci (JavaScript from the jitdump): %d functions", i, len(p.Function))
+		}
+		t.Logf("period %d: %s → %s, %d samples for %v of CPU", i, u.Event.Start, u.Event.End, samples, used)
+	}
+	if _, err := os.Stat(periods); err != nil {
+		t.Error(err)
+	}
+}
