@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/intaketest"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/model"
+	reports "github.com/stallwatch/stallwatch/report"
 )
 
 // cpuSeries samples a process's CPU time (schedstat, ns) every 5 ms, so
@@ -190,4 +192,109 @@ func TestContinuousNodeUploads(t *testing.T) {
 	if _, err := os.Stat(periods); err != nil {
 		t.Error(err)
 	}
+}
+
+// TestContinuousJITReplaced: an LLVM JIT (lli --jit-kind=mcjit, whose
+// PerfJITEventListener writes a jitdump) whose code is replaced during
+// the run: the process executes lli again on another module, and the
+// JIT loads hot_after where hot_before was (the same address, as the
+// test checks in the two jitdumps). Profiled every second, each period
+// names the code of its own time: every sample of hot_before ends before
+// the replacement was seen, every sample of hot_after after it was asked
+// for, the periods before name hot_before alone and those after
+// hot_after alone.
+func TestContinuousJITReplaced(t *testing.T) {
+	testutil.RequirePerf(t)
+	lli := testutil.RequireTool(t, "lli")
+	setarch := testutil.RequireTool(t, "setarch")
+	dir := t.TempDir()
+	// setarch -R: the address space is laid out alike after the exec, so
+	// that the new code lands where the old one was.
+	cmd := exec.Command(setarch, "-R", lli, "--jit-kind=mcjit", testutil.Testdata(t, "llvm", "before.ll"), lli, testutil.Testdata(t, "llvm", "after.ll"))
+	cmd.Env = append(os.Environ(), "JITDUMPDIR="+dir)
+	swap, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := testutil.StartCmd(t, cmd)
+	tg.WaitLine(t, "ready", 30*time.Second)
+	out := filepath.Join(dir, "out")
+	sw := startWatch(t, "--pid", strconv.Itoa(tg.Pid), "--heartbeat-proc", "--stall-after", "5m", "--baseline-freq", "0",
+		"--profile-period", "1s", "--out", out, "--upload", "off", "--statsd", "off")
+	waitLog(t, sw, "continuous profile on", 30*time.Second)
+	periods := filepath.Join(out, "profiles", strconv.Itoa(tg.Pid)+"-lli")
+	written := func(n int) {
+		t.Helper()
+		if err := testutil.Eventually(30*time.Second, func() bool {
+			files, _ := filepath.Glob(filepath.Join(periods, "*.pb.gz"))
+			return len(files) >= n
+		}); err != nil {
+			t.Fatalf("%d periods not written within 30 s; log:\n%s", n, sw.Stderr())
+		}
+	}
+	written(3)
+	asked := time.Now()
+	if _, err := swap.Write([]byte("swap\n")); err != nil {
+		t.Fatal(err)
+	}
+	tg.WaitLine(t, "swapped", 30*time.Second)
+	seen := time.Now()
+	before, _ := filepath.Glob(filepath.Join(periods, "*.pb.gz"))
+	written(len(before) + 3)
+	_ = sw.Cmd.Process.Signal(syscall.SIGINT)
+	exitStatusOf(t, sw, 20*time.Second)
+
+	dumps, _ := filepath.Glob(filepath.Join(dir, ".debug", "jit", "*", "jit-*.dump"))
+	if len(dumps) != 2 {
+		t.Fatalf("jitdumps %v, want one before and one after the exec", dumps)
+	}
+	files, _ := filepath.Glob(filepath.Join(periods, "*.pb.gz"))
+	var oldOnly, newOnly int
+	for _, f := range files {
+		p, err := reports.ReadProfile(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Unix(0, p.TimeNanos)
+		end := start.Add(time.Duration(p.DurationNanos))
+		var old, new int64
+		for _, s := range p.Sample {
+			names := funcNames(s)
+			ts := time.Unix(0, s.NumLabel[model.LabelEndTime][0])
+			switch {
+			case slices.Contains(names, "hot_before"):
+				old += s.Value[0]
+				if ts.After(seen) {
+					t.Errorf("%s: hot_before at %v, after the replacement was seen at %v", filepath.Base(f), ts, seen)
+				}
+			case slices.Contains(names, "hot_after"):
+				new += s.Value[0]
+				if ts.Before(asked) {
+					t.Errorf("%s: hot_after at %v, before it was asked for at %v", filepath.Base(f), ts, asked)
+				}
+			}
+		}
+		switch {
+		case end.Before(asked) && old > 0 && new == 0:
+			oldOnly++
+		case start.After(seen) && new > 0 && old == 0:
+			newOnly++
+		case end.Before(asked) || start.After(seen):
+			t.Errorf("%s [%v, %v]: %d samples of hot_before, %d of hot_after (replaced between %v and %v)", filepath.Base(f), start, end, old, new, asked, seen)
+		}
+	}
+	if oldOnly < 2 || newOnly < 2 {
+		t.Errorf("%d periods name the old code alone before the replacement, %d the new alone after; want 2 of each", oldOnly, newOnly)
+	}
+}
+
+// funcNames are a sample's function names, innermost first.
+func funcNames(s *profile.Sample) []string {
+	var names []string
+	for _, l := range s.Location {
+		for _, ln := range l.Line {
+			names = append(names, ln.Function.Name)
+		}
+	}
+	return names
 }
