@@ -11,6 +11,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/stallwatch/stallwatch/internal/monotime"
+	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/report"
 	"github.com/stallwatch/stallwatch/runtimes"
@@ -70,6 +71,11 @@ type Span struct {
 	Freq       int
 	Dir        string // the capture directory ("" when it was not written)
 }
+
+// exitNoticed bounds how long Period waits for the sampler to see the
+// exit of a target that is gone (it reads the same pidfd as the
+// watchdog, within milliseconds).
+const exitNoticed = time.Second
 
 // ErrNotProfiling is Period's error when the session does not profile:
 // Config.Profile is off, or the sampler could not start.
@@ -165,6 +171,14 @@ func (s *Session) Period(end Moment) (*Period, error) {
 	if rec.End() != 0 {
 		return nil, fmt.Errorf("pid %d: %w", s.cfg.PID, model.ErrTargetExited)
 	}
+	if !procfs.Alive(s.cfg.PID) {
+		// Gone, and the sampler may not know yet (the watchdog saw it
+		// first): its exit is where the period ends.
+		select {
+		case <-s.smp.Done():
+		case <-time.After(exitNoticed):
+		}
+	}
 	p.rec, p.spans = rec.Cut(end.Mono), nil
 	raw := rec.Stop()
 	stop := Moment{Mono: rec.End(), Wall: end.Wall.Add(-time.Duration(end.Mono - rec.End()))}
@@ -232,6 +246,14 @@ func (s *Session) runtimeOf(samples []model.Sample) string {
 		if r := runtimes.OfLibrary(m.Path); m.IsFile() && r != nil {
 			p.runtime = r
 			return r.ID
+		}
+		// A Go program links its runtime in: its executable says so
+		// before any frame does.
+		if m.Path == s.tg.Executable && m.File != nil {
+			if g, err := m.File.Go(); err == nil && g != nil {
+				p.runtime = runtimes.Go
+				return runtimes.Go.ID
+			}
 		}
 	}
 	for _, smp := range samples {

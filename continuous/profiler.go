@@ -335,7 +335,8 @@ func (p *Profiler) Stats() (files int, bytes int64) { return p.store.stats() }
 func (p *Profiler) run() {
 	defer close(p.ran)
 	p.mu.Lock()
-	timer := time.NewTimer(p.tick)
+	armed := p.tick // what the timer waits: a wake-up later than that and the slack is late
+	timer := time.NewTimer(armed)
 	p.mu.Unlock()
 	defer timer.Stop()
 	last := p.cfg.clock()
@@ -358,13 +359,14 @@ func (p *Profiler) run() {
 				return
 			}
 			last = p.cfg.clock()
-			timer.Reset(p.tickNow())
+			armed = p.tickNow()
+			timer.Reset(armed)
 			continue
 		}
-		if gap := time.Duration(now.boot - last.boot); gap > p.tick+p.slack {
+		if gap := time.Duration(now.boot - last.boot); gap > armed+p.slack {
 			p.starved = append(p.starved, interval{last, now})
 			p.log.Warn("stallwatch did not run for a while (starved of CPU, or the host was suspended): the continuous profiles of that time may miss samples, and are marked",
-				"for", (gap - p.tick).Round(time.Millisecond))
+				"for", (gap - armed).Round(time.Millisecond))
 		}
 		for t := range p.targets {
 			p.advance(t, last, now)
@@ -375,10 +377,10 @@ func (p *Profiler) run() {
 		}
 		p.forgetStarved(now)
 		p.follow(now)
-		tick := p.tick
+		armed = p.tick
 		p.mu.Unlock()
 		last = p.cfg.clock()
-		timer.Reset(tick)
+		timer.Reset(armed)
 	}
 }
 

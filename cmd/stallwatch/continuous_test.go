@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -297,4 +298,135 @@ func funcNames(s *profile.Sample) []string {
 		}
 	}
 	return names
+}
+
+// TestDaemonContinuous: a daemon rule that profiles every 2 s, over
+// three real processes: one runs on, one exits, one freezes. Each one's
+// periods are uploaded, tagged as its stall capture is (the rule's
+// service and tags, the host, process_id); the exited one's last period
+// ends at its exit, marked; the frozen one's stall capture is uploaded
+// beside its periods, with the trigger tag, and its capture.json says
+// where the periods are.
+func TestDaemonContinuous(t *testing.T) {
+	testutil.RequirePerf(t)
+	testutil.RequirePtrace(t)
+	tag := marker()
+	intake := intaketest.Start(t)
+	e := newDaemonEnv(t, `
+out: OUT
+tags: dc:east
+rules:
+  - name: svc
+    match:
+      cmdline: 'beater .*-metric `+tag+`'
+    service: svc
+    tags: team:payments
+    heartbeat-proc: true
+    stall-after: 1s
+    capture-for: 300ms
+    max-captures: 1
+    recapture-after: 1h
+    profile-period: 2s
+`)
+	start := func() *testutil.Target {
+		tg := testutil.StartCmd(t, exec.Command(beaterPath(t), "-interval", "50ms", "-metric", tag, "-spin"))
+		tg.WaitLine(t, "ready", 20*time.Second)
+		return tg
+	}
+	runs, exits, freezes := start(), start(), start()
+	e.start(t, "--upload", intake.URL, "--statsd", "off")
+	for _, tg := range []*testutil.Target{runs, exits, freezes} {
+		e.waitTarget(t, tg.Pid, "watched", 30*time.Second, watched)
+	}
+	if err := testutil.Eventually(30*time.Second, func() bool {
+		n := 0
+		for _, u := range intake.Uploads() {
+			if v, _ := u.Tag("process_id"); v == strconv.Itoa(freezes.Pid) {
+				n++
+			}
+		}
+		return n >= 2
+	}); err != nil {
+		t.Fatalf("no two periods of pid %d uploaded within 30 s; log:\n%s", freezes.Pid, e.sw.Stderr())
+	}
+	if err := syscall.Kill(freezes.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(freezes.Pid, syscall.SIGCONT)
+	if err := syscall.Kill(exits.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exits.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the beater did not exit")
+	}
+	exited := time.Now()
+	byPID := func() map[string][]*intaketest.Upload {
+		m := map[string][]*intaketest.Upload{}
+		for _, u := range intake.Uploads() {
+			v, _ := u.Tag("process_id")
+			m[v] = append(m[v], u)
+		}
+		return m
+	}
+	pr, pe, pf := strconv.Itoa(runs.Pid), strconv.Itoa(exits.Pid), strconv.Itoa(freezes.Pid)
+	if err := testutil.Eventually(60*time.Second, func() bool {
+		m := byPID()
+		stall := slices.ContainsFunc(m[pf], func(u *intaketest.Upload) bool { return slices.Contains(u.Tags, "trigger:stall") })
+		cut := slices.ContainsFunc(m[pe], func(u *intaketest.Upload) bool { return slices.Contains(u.Tags, "period_cut:target_exited") })
+		return stall && cut && len(m[pr]) >= 3
+	}); err != nil {
+		for pid, ups := range byPID() {
+			for _, u := range ups {
+				t.Logf("pid %s: %s → %s %v", pid, u.Event.Start, u.Event.End, u.Tags)
+			}
+		}
+		t.Fatalf("not every upload came; log:\n%s", e.sw.Stderr())
+	}
+	_ = e.sw.Cmd.Process.Signal(syscall.SIGTERM)
+	if code := exitStatusOf(t, e.sw, 30*time.Second); code != 0 {
+		t.Errorf("exit %d after SIGTERM; log:\n%s", code, e.sw.Stderr())
+	}
+
+	m := byPID()
+	for pid, ups := range m {
+		for _, u := range ups {
+			for _, want := range []string{"service:svc", "team:payments", "dc:east", "process:beater", "language:native", "runtime:go", "process_id:" + pid} {
+				if !slices.Contains(u.Tags, want) {
+					t.Errorf("upload of pid %s (%s → %s): tags %v lack %s", pid, u.Event.Start, u.Event.End, u.Tags, want)
+				}
+			}
+			if v, ok := u.Tag("host"); !ok || v == "" {
+				t.Errorf("upload of pid %s: no host in %v", pid, u.Tags)
+			}
+		}
+	}
+	// The exited process's last period ends at its exit, and none after.
+	last := m[pe][len(m[pe])-1]
+	end := parseEventTime(t, last.Event.End)
+	if !slices.Contains(last.Tags, "period_cut:target_exited") || end.After(exited) || end.Sub(parseEventTime(t, last.Event.Start)) >= 2*time.Second {
+		t.Errorf("the exited process's last period %s → %s, tags %v (it exited by %v)", last.Event.Start, last.Event.End, last.Tags, exited)
+	}
+	// The frozen one's capture, among its periods.
+	var capture *intaketest.Upload
+	periods := 0
+	for _, u := range m[pf] {
+		if slices.Contains(u.Tags, "trigger:stall") {
+			capture = u
+		} else {
+			periods++
+		}
+	}
+	if capture == nil || capture.Profiles["threads.pprof"] == nil || periods < 2 {
+		t.Fatalf("pid %s: capture %v and %d periods", pf, capture, periods)
+	}
+	dirs := captureDirs(t, e.out, freezes.Pid, "stall")
+	if len(dirs) != 1 {
+		t.Fatalf("capture directories of pid %d: %v", freezes.Pid, dirs)
+	}
+	info := readFile(t, filepath.Join(e.out, dirs[0], "capture.json"))
+	if want := filepath.Join(e.out, "profiles", pf+"-beater"); !strings.Contains(info, `"dir": "`+want+`"`) || !strings.Contains(info, `"uploaded": true`) {
+		t.Errorf("capture.json does not say where the continuous profile is (%s):\n%s", want, info)
+	}
 }
