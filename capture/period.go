@@ -191,7 +191,7 @@ func (s *Session) Period(end Moment) (*Period, error) {
 	if err := s.tp.Refresh(); err != nil && !exited {
 		s.cfg.Logger.Debug("refreshing what is known of the target", "err", err)
 	}
-	freq, offCPU := s.cfg.restRate()
+	freq, offCPU := s.restRate()
 	per := &Period{Target: s.tg, Start: start, End: stop, Exited: exited, Freq: freq, OffCPU: offCPU, Stats: stats, Captures: spans}
 	r := &resolver{tp: s.tp, names: threadNames(s.smp, nil), toWall: between(start, stop)}
 	samples := r.resolve([]window{{"", raw}})

@@ -46,6 +46,7 @@ type Session struct {
 
 	// periods is continuous profiling's (Config.Profile; period.go).
 	periods periods
+	rest    rates
 }
 
 // Open starts watching cfg.PID: the output directory is opened (and
@@ -82,6 +83,7 @@ func open(cfg Config) (*Session, error) {
 			history = -1 // sampling for the periods alone
 		}
 		freq, offCPU := s.cfg.restRate()
+		s.rest.freq, s.rest.offCPU = freq, offCPU
 		s.smp, err = sampler.Start(s.samplerConfig(freq, offCPU, history))
 		if sampler.IsDescriptorShortage(err) {
 			// Captures can still be written: a snapshot, and what a
@@ -225,7 +227,7 @@ func (s *Session) Capture(ctx context.Context, tr model.Trigger) (*model.Result,
 			return s.snapshotOnly(ctx, tr, "no samples: the sampler could not start: "+err.Error(), false)
 		}
 		defer smp.Close()
-	} else if err := smp.SetRate(s.cfg.Freq, !s.cfg.NoOffCPU); err != nil {
+	} else if err := s.raise(); err != nil {
 		// What could not be raised is said; the rest samples on.
 		s.cfg.Logger.Warn("capture: raising the sampling rate failed in part; capturing what runs", "err", err)
 		lost = append(lost, "raising the sampling rate for the capture: "+err.Error())
@@ -243,7 +245,7 @@ func (s *Session) Capture(ctx context.Context, tr model.Trigger) (*model.Result,
 	during := rec.Stop()
 	var before []sampler.Sample
 	if smp == s.smp {
-		if err := smp.SetRate(s.cfg.restRate()); err != nil {
+		if err := s.lower(); err != nil {
 			s.cfg.Logger.Warn("lowering the sampling rate back to the baseline", "err", err)
 		}
 		from := rec.Start() - min(rec.Start(), uint64(s.cfg.History))
@@ -261,6 +263,56 @@ func (s *Session) Capture(ctx context.Context, tr model.Trigger) (*model.Result,
 		s.periods.captured(rec.Start(), rec.End(), s.cfg.Freq, dir)
 	}
 	return res, err
+}
+
+// rates is the session sampler's rate between captures, which the
+// daemon's budget may change while a capture runs.
+type rates struct {
+	mu     sync.Mutex
+	freq   int
+	offCPU bool
+	raised bool // a capture samples at its own rate now
+}
+
+// raise puts the session's sampler at the capture's rate.
+func (s *Session) raise() error {
+	s.rest.mu.Lock()
+	defer s.rest.mu.Unlock()
+	s.rest.raised = true
+	return s.smp.SetRate(s.cfg.Freq, !s.cfg.NoOffCPU)
+}
+
+// lower puts it back at the rate between captures.
+func (s *Session) lower() error {
+	s.rest.mu.Lock()
+	defer s.rest.mu.Unlock()
+	s.rest.raised = false
+	return s.smp.SetRate(s.rest.freq, s.rest.offCPU)
+}
+
+// restRate is the sampler's rate between captures.
+func (s *Session) restRate() (int, bool) {
+	s.rest.mu.Lock()
+	defer s.rest.mu.Unlock()
+	return s.rest.freq, s.rest.offCPU
+}
+
+// SetProfileRate changes the continuous profile's rate (and its off-CPU
+// sampling, which Config.NoOffCPU keeps off) from now on, without a gap:
+// the daemon's budget lowers it when profiling costs more than the host
+// allows, and raises it again. A capture in progress keeps its own rate
+// and comes back to this one. The flight recorder's rate stays the floor.
+func (s *Session) SetProfileRate(freq int, offCPU bool) error {
+	if !s.cfg.Profile || s.smp == nil {
+		return ErrNotProfiling
+	}
+	s.rest.mu.Lock()
+	defer s.rest.mu.Unlock()
+	s.rest.freq, s.rest.offCPU = max(s.cfg.BaselineFreq, freq), offCPU && !s.cfg.NoOffCPU
+	if s.rest.raised {
+		return nil
+	}
+	return s.smp.SetRate(s.rest.freq, s.rest.offCPU)
 }
 
 // snapshotOnly writes a capture that has the thread snapshot and no

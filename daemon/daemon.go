@@ -46,6 +46,9 @@ type Config struct {
 	// the process connector cannot be used (and, ten times slower, as a
 	// backstop when it can).
 	ScanInterval time.Duration
+	// ProfileBudget bounds what the continuous profiles of every target
+	// cost the host; over it the daemon profiles less (profiles.go).
+	ProfileBudget Budget
 	// Rules, in order: a process is watched by the first rule that
 	// selects it.
 	Rules []Rule
@@ -171,8 +174,14 @@ type Daemon struct {
 	cfg   *Config
 	out   string       // cfg.Out at New: it changes on a restart only
 	keep  atomic.Int64 // cfg.Keep in force
-	lim   *limits
-	quota *quota
+	lim    *limits
+	quota  *quota
+	budget *profileBudget // touched on Run's goroutine only
+	// captures counts the captures begun; budgetCaptures is the count
+	// the budget's last window saw (a window with a capture is not
+	// judged).
+	captures       atomic.Int64
+	budgetCaptures int64
 	state *stateFile
 	taps  *taps
 	ctl   *controlServer
@@ -275,6 +284,7 @@ func New(cfg *Config, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.lim = newLimits(cfg.MaxConcurrent, cfg.MaxPerHour, len(cfg.Rules), d.state, d.quota)
+	d.budget = newProfileBudget(cfg.ProfileBudget, d.log)
 	d.taps = newTaps(d.log)
 	if opts.ControlSocket != "" {
 		if d.ctl, err = listenControl(opts.ControlSocket, d); err != nil {
@@ -348,7 +358,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		ping = t.C
 	}
 	d.notifyReady()
-	statusTick := time.NewTicker(30 * time.Second)
+	statusTick := time.NewTicker(budgetWindow)
 	defer statusTick.Stop()
 	for {
 		d.tellForkParents()
@@ -384,6 +394,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		case <-statusTick.C:
 			_ = d.opts.Notifier.Status(d.statusLine())
 			d.logExecOverflow(time.Now())
+			d.checkBudget(time.Now())
 		}
 	}
 }
@@ -622,6 +633,9 @@ func (d *Daemon) apply(cfg *Config) {
 	d.keep.Store(int64(cfg.Keep))
 	d.cmdlineBytes = cmdlineBytes(cfg)
 	d.quota.setLimit(cfg.DiskQuota)
+	if cfg.ProfileBudget != old.ProfileBudget {
+		d.budget.set(cfg.ProfileBudget)
+	}
 	kept, restarted, stopped := 0, 0, 0
 	for _, t := range d.targets {
 		r := d.match(&t.facts)
@@ -647,6 +661,7 @@ func (d *Daemon) apply(cfg *Config) {
 // forget drops a target from the targets watched.
 func (d *Daemon) forget(t *target) {
 	delete(d.targets, t.facts.PID)
+	d.budget.gone(t.facts.PID)
 	d.lim.watching(t.facts.UID, -1)
 	d.forkParents = true
 }

@@ -112,6 +112,8 @@ cannot be used, 3 a missing permission (neither helps to restart).`
 type hostFlags struct {
 	output        outputFlags
 	profiles      profileStoreFlags
+	profileCPU    percent
+	profileFDs    int
 	diskQuota     byteSize
 	maxConcurrent int
 	maxPerHour    int
@@ -128,6 +130,9 @@ const defaultDaemonOut = "/var/lib/stallwatch/captures"
 func (h *hostFlags) declare(fs *cli.FlagSet) {
 	h.output.declare(fs, defaultDaemonOut)
 	h.profiles.declare(fs)
+	h.profileCPU = daemon.DefaultProfileCPU
+	fs.Var(&h.profileCPU, "profile-max-cpu", "while it profiles continuously the daemon keeps its own CPU within `PCT` of one core (5%); over it, it profiles less: no off-CPU samples, then the rates halved down to 19 Hz, then the targets with the most threads not profiled (one log line, and a tag on the periods)").Default = "5%"
+	fs.Int(&h.profileFDs, "profile-max-fds", 0, "and its file descriptors within `N` (0: a quarter of its hard RLIMIT_NOFILE): over it, the targets with the most threads are not profiled")
 	fs.Group("Host")
 	h.diskQuota = 1 << 30
 	fs.Var(&h.diskQuota, "disk-quota", "keep the captures under --out within `SIZE` (1GiB, 500MiB; 0: no bound): the oldest go first").Default = "1GiB"
@@ -174,6 +179,8 @@ func (h *hostFlags) check() error {
 		return cli.UsageErrorf("--max-captures-per-hour %d: cannot be negative", h.maxPerHour)
 	case h.scanInterval < 100*time.Millisecond:
 		return cli.UsageErrorf("--scan-interval %v: at least 100ms", h.scanInterval)
+	case h.profileCPU <= 0 || h.profileFDs < 0:
+		return cli.UsageErrorf("--profile-max-cpu and --profile-max-fds must be positive (--profile-max-fds 0: a quarter of the hard limit)")
 	}
 	for _, c := range []interface{ check() error }{&h.output, &h.profiles, &h.datadog, &h.hooks} {
 		if err := c.check(); err != nil {
@@ -479,6 +486,7 @@ func loadDaemonConfig(path string, cmdline *cli.FlagSet, f *daemonFlags) (*daemo
 	cfg := &daemon.Config{
 		File: file.Path, Out: host.output.out, Keep: host.output.keep, DiskQuota: int64(host.diskQuota),
 		MaxConcurrent: host.maxConcurrent, MaxPerHour: host.maxPerHour, ScanInterval: host.scanInterval,
+		ProfileBudget: daemon.Budget{CPU: float64(host.profileCPU), FDs: host.profileFDs},
 	}
 	for _, spec := range file.Rules {
 		w, err := resolveRule(file, spec, hfs)

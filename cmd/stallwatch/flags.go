@@ -546,3 +546,23 @@ func (b *byteSize) Set(s string) error {
 	*b = byteSize(n * mult)
 	return nil
 }
+
+// percent is a flag of a share: "5%" (or 0.05).
+type percent float64
+
+func (p *percent) String() string {
+	return strconv.FormatFloat(float64(*p)*100, 'f', -1, 64) + "%"
+}
+
+func (p *percent) Set(s string) error {
+	v, isPct := strings.CutSuffix(strings.TrimSpace(s), "%")
+	f, err := strconv.ParseFloat(v, 64)
+	if isPct {
+		f /= 100
+	}
+	if err != nil || f <= 0 || f > 64 {
+		return fmt.Errorf("%q: want a share of a core such as 5%% or 0.05", s)
+	}
+	*p = percent(f)
+	return nil
+}
