@@ -168,12 +168,12 @@ type Options struct {
 
 // Daemon watches every process its rules select.
 type Daemon struct {
-	opts  Options
-	log   *slog.Logger
-	self  int
-	cfg   *Config
-	out   string       // cfg.Out at New: it changes on a restart only
-	keep  atomic.Int64 // cfg.Keep in force
+	opts   Options
+	log    *slog.Logger
+	self   int
+	cfg    *Config
+	out    string       // cfg.Out at New: it changes on a restart only
+	keep   atomic.Int64 // cfg.Keep in force
 	lim    *limits
 	quota  *quota
 	budget *profileBudget // touched on Run's goroutine only
@@ -182,9 +182,9 @@ type Daemon struct {
 	// judged).
 	captures       atomic.Int64
 	budgetCaptures int64
-	state *stateFile
-	taps  *taps
-	ctl   *controlServer
+	state          *stateFile
+	taps           *taps
+	ctl            *controlServer
 	// poller reads every target's progress in shared wake-ups.
 	poller *watchdog.Poller
 

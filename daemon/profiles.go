@@ -312,4 +312,3 @@ func (s degradation) String() string {
 }
 
 func pct(f float64) string { return fmt.Sprintf("%.2f%%", 100*f) }
-

@@ -135,11 +135,11 @@ type capturer struct {
 	dropped      bool
 	budgetRate   int
 	budgetOffCPU bool
-	timer    *time.Timer
-	closed   bool
-	waiters  []*waiter
-	inflight int           // captures running
-	settled  chan struct{} // closed when inflight drops to 0
+	timer        *time.Timer
+	closed       bool
+	waiters      []*waiter
+	inflight     int           // captures running
+	settled      chan struct{} // closed when inflight drops to 0
 }
 
 // waiter is a control request waiting for a capture asked for at asked.
