@@ -166,7 +166,7 @@ func writeCaptures(b *testing.B, pid int, samples []sampler.Sample, unwind Unwin
 		if err != nil {
 			b.Fatal(err)
 		}
-		r := &resolver{tp: tp, names: map[int]string{}, toWall: wallOffset()}
+		r := &resolver{tp: tp, names: map[int]string{}, toWall: wallNow()}
 		f := &facts{cfg: cfg, tg: readTarget(pid), trigger: model.Trigger{Kind: model.Manual}, sampled: true, unwind: unwind}
 		f.samples = r.resolve([]window{{"", samples}})
 		f.cuts, f.userStacks = r.cuts, r.total

@@ -43,8 +43,8 @@ type resolver struct {
 	tp    *target.Process
 	names map[int]string
 	// toWall turns CLOCK_MONOTONIC nanoseconds into Unix nanoseconds
-	// (end_timestamp_ns): the offset between the clocks, read once.
-	toWall int64
+	// (end_timestamp_ns).
+	toWall func(mono uint64) int64
 	cuts   map[unwind.Cut]int // user stacks cut short, by why
 	total  int                // samples with a user stack
 	// py resolves the Python frames of a CPython target's samples;
@@ -53,9 +53,12 @@ type resolver struct {
 	pyMismatch int
 }
 
-// wallOffset is what CLOCK_MONOTONIC nanoseconds add to become Unix
-// nanoseconds now.
-func wallOffset() int64 { return time.Now().UnixNano() - int64(monotime.Now()) }
+// wallNow turns CLOCK_MONOTONIC nanoseconds into Unix nanoseconds by
+// the offset between the clocks, read once now.
+func wallNow() func(uint64) int64 {
+	off := time.Now().UnixNano() - int64(monotime.Now())
+	return func(mono uint64) int64 { return int64(mono) + off }
+}
 
 func (r *resolver) resolve(windows []window) []model.Sample {
 	n := 0
@@ -75,7 +78,7 @@ func (r *resolver) resolve(windows []window) []model.Sample {
 				Preempted:  s.Preempted,
 				Count:      1,
 				Nanos:      int64(s.Weight),
-				EndNanos:   int64(s.End()) + r.toWall,
+				EndNanos:   r.toWall(s.End()),
 				PID:        int(s.PID),
 			})
 		}
@@ -155,6 +158,8 @@ type facts struct {
 	samples    []model.Sample
 	// kernel are the readings of the target's kernel context.
 	kernel kernelReadings
+	// profile is where the target's continuous profile goes.
+	profile *model.ContinuousProfile
 }
 
 // info is capture.json as the capture saw it; findings are added by
@@ -164,6 +169,7 @@ func (f *facts) info() model.Info {
 	info.Start, info.End = f.start, f.end
 	info.CutShort, info.CutShortWhy = f.cutWhy != "", f.cutWhy
 	info.TargetExited = f.exited || f.stats.TargetExited || (f.snap != nil && f.snap.TargetExited)
+	info.Profile = f.profile
 	if f.sampled {
 		info.Settings = model.Settings{
 			Freq:         f.cfg.Freq,

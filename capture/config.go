@@ -57,6 +57,14 @@ type Config struct {
 	// spares a capture whose upload it still holds, until the upload is
 	// done or the queue drops it for a bound (and says so).
 	Uploads PendingUploads
+	// Profile profiles the target continuously: the sampler runs at
+	// ProfileFreq between captures (or BaselineFreq, when higher), and
+	// Session.Period cuts what it samples into contiguous periods.
+	// ProfileOffCPU adds off-CPU intervals to the periods (each context
+	// switch then costs a sample).
+	Profile       bool
+	ProfileFreq   int
+	ProfileOffCPU bool
 	// Heartbeat names what is watched, for the report ("file /run/app.beat").
 	Heartbeat string
 	Logger    *slog.Logger
@@ -75,6 +83,9 @@ const (
 	DefaultCaptureFor   = 10 * time.Second
 	DefaultHistory      = 30 * time.Second
 	DefaultOut          = "./stallwatch-captures"
+	// DefaultProfileFreq is continuous profiling's rate: see
+	// docs/testing.md's benchmarks for the measurement that chose it.
+	DefaultProfileFreq = 97
 )
 
 // UnwindMode says how the user stacks of samples are walked.
@@ -135,8 +146,11 @@ func (c *Config) fill() error {
 	if c.StackCopy == 0 {
 		c.StackCopy = DefaultStackCopy
 	}
-	if c.Freq < 0 || c.BaselineFreq < 0 {
-		return fmt.Errorf("capture: negative sampling rate (%d, %d)", c.Freq, c.BaselineFreq)
+	if c.Freq < 0 || c.BaselineFreq < 0 || c.ProfileFreq < 0 {
+		return fmt.Errorf("capture: negative sampling rate (%d, %d, %d)", c.Freq, c.BaselineFreq, c.ProfileFreq)
+	}
+	if c.ProfileFreq == 0 {
+		c.ProfileFreq = DefaultProfileFreq
 	}
 	if c.Freq == 0 {
 		c.Freq = DefaultFreq
@@ -160,6 +174,16 @@ func (c *Config) fill() error {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return nil
+}
+
+// restRate is the sampler's rate between captures: the flight
+// recorder's, or continuous profiling's when higher; and whether it
+// samples off-CPU then (continuous profiling with ProfileOffCPU).
+func (c *Config) restRate() (freq int, offCPU bool) {
+	if !c.Profile {
+		return c.BaselineFreq, false
+	}
+	return max(c.BaselineFreq, c.ProfileFreq), c.ProfileOffCPU && !c.NoOffCPU
 }
 
 // descriptorsWanted is about how many file descriptors sampling every

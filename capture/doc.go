@@ -49,6 +49,22 @@
 // from its own thread dump, asked once the snapshot's stops are over.
 // The notes say which path gave the names and the threads (jvm.go).
 //
+// # Continuous profiles
+//
+// A Session with Config.Profile samples between captures at ProfileFreq
+// (or the flight recorder's rate, when higher) and cuts what it samples
+// into periods (Session.Period, period.go): each period ends where the
+// next begins (sampler.Recording.Cut), so every sample is in exactly one;
+// it is symbolized at each sample's time and built into a profile with a
+// capture's labels, stamped inside the period. A stall capture raises the
+// rate and records beside the period, whose samples therefore include the
+// capture's (a note names it). After each period what no open recording
+// can still need is forgotten (target.Forget): JIT code replaced before
+// the horizon — the next period's start, the capture in progress and the
+// flight recorder's history — and the symbolizer's caches past their
+// bound. Package continuous schedules the periods and writes and ships
+// them.
+//
 // # Descriptors
 //
 // Sampling holds a file descriptor per perf event and thread, and a

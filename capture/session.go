@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stallwatch/stallwatch/capdir"
@@ -46,6 +47,14 @@ type Session struct {
 	kw *kernelWatch
 
 	mu sync.Mutex // one capture at a time
+	// capturing is when the capture in progress began sampling
+	// (CLOCK_MONOTONIC ns; 0: none): what it will resolve must not be
+	// forgotten (Forget's horizon).
+	capturing atomic.Uint64
+
+	// periods is continuous profiling's (Config.Profile; period.go).
+	periods periods
+	rest    rates
 }
 
 // Open starts watching cfg.PID: the output directory is opened (and
@@ -76,12 +85,18 @@ func open(cfg Config) (*Session, error) {
 		root.Close()
 		return nil, err
 	}
-	if s.cfg.BaselineFreq > 0 && s.canSample() {
-		s.smp, err = sampler.Start(s.samplerConfig(cfg.BaselineFreq, false, cfg.History))
+	if (s.cfg.BaselineFreq > 0 || s.cfg.Profile) && s.canSample() {
+		history := cfg.History
+		if s.cfg.BaselineFreq == 0 {
+			history = -1 // sampling for the periods alone
+		}
+		freq, offCPU := s.cfg.restRate()
+		s.rest.freq, s.rest.offCPU = freq, offCPU
+		s.smp, err = sampler.Start(s.samplerConfig(freq, offCPU, history))
 		if sampler.IsDescriptorShortage(err) {
 			// Captures can still be written: a snapshot, and what a
 			// capture's own sampler gets then.
-			s.cfg.Logger.Warn("no flight recorder: out of file descriptors; captures will have no history", "err", err)
+			s.cfg.Logger.Warn("no flight recorder and no continuous profile: out of file descriptors; captures will have no history", "err", err)
 			s.notes = append(s.notes, "no flight recorder (no samples from before the trigger): "+err.Error())
 			s.smp, err = nil, nil
 		}
@@ -93,6 +108,9 @@ func open(cfg Config) (*Session, error) {
 	}
 	if s.smp != nil {
 		s.kw.every(s.cfg.History)
+	}
+	if s.cfg.Profile {
+		s.startPeriods()
 	}
 	return s, nil
 }
@@ -231,13 +249,15 @@ func (s *Session) Capture(ctx context.Context, tr model.Trigger) (*model.Result,
 			return s.snapshotOnly(ctx, tr, ask, "no samples: the sampler could not start: "+err.Error(), false)
 		}
 		defer smp.Close()
-	} else if err := smp.SetRate(s.cfg.Freq, !s.cfg.NoOffCPU); err != nil {
+	} else if err := s.raise(); err != nil {
 		// What could not be raised is said; the rest samples on.
 		s.cfg.Logger.Warn("capture: raising the sampling rate failed in part; capturing what runs", "err", err)
 		lost = append(lost, "raising the sampling rate for the capture: "+err.Error())
 	}
 	rec := smp.StartRecording()
 	kStart := s.kw.readAsync(true)
+	s.capturing.Store(rec.Start())
+	defer s.capturing.Store(0)
 	// The target may have loaded code since the last capture: the
 	// snapshot must know it before it stops a thread there.
 	if err := s.tp.Refresh(); err != nil {
@@ -249,25 +269,85 @@ func (s *Session) Capture(ctx context.Context, tr model.Trigger) (*model.Result,
 	kr := kernelReadings{start: kStart(), end: s.kw.readAsync(true)}
 	var before []sampler.Sample
 	if smp == s.smp {
-		if err := smp.SetRate(s.cfg.BaselineFreq, false); err != nil {
+		if err := s.lower(); err != nil {
 			s.cfg.Logger.Warn("lowering the sampling rate back to the baseline", "err", err)
 		}
 		from := rec.Start() - min(rec.Start(), uint64(s.cfg.History))
 		before = smp.History(from, rec.Start())
 		kr.base = s.kw.since(from)
 	}
-	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, stats: rec.Stats(), cutWhy: cutWhy, notes: slices.Concat(s.notes, lost), exited: !procfs.Alive(s.cfg.PID), kernel: kr}
+	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, stats: rec.Stats(), cutWhy: cutWhy, notes: slices.Concat(s.notes, lost), exited: !procfs.Alive(s.cfg.PID),
+		kernel: kr, profile: s.periods.profileRef()}
 	f.snap = snap()
 	f.addNote(s.jvm.javaThreads(ctx, f.snap))
 	f.addNote(s.jvm.jitNames(ask))
-	return s.finish(f, smp, rec, []window{{model.PhaseBefore, before}, {model.PhaseDuring, during}})
+	res, err := s.finish(f, smp, rec, []window{{model.PhaseBefore, before}, {model.PhaseDuring, during}})
+	if smp == s.smp {
+		dir := ""
+		if res != nil {
+			dir = res.Dir
+		}
+		s.periods.captured(rec.Start(), rec.End(), s.cfg.Freq, dir)
+	}
+	return res, err
+}
+
+// rates is the session sampler's rate between captures, which the
+// daemon's budget may change while a capture runs.
+type rates struct {
+	mu     sync.Mutex
+	freq   int
+	offCPU bool
+	raised bool // a capture samples at its own rate now
+}
+
+// raise puts the session's sampler at the capture's rate.
+func (s *Session) raise() error {
+	s.rest.mu.Lock()
+	defer s.rest.mu.Unlock()
+	s.rest.raised = true
+	return s.smp.SetRate(s.cfg.Freq, !s.cfg.NoOffCPU)
+}
+
+// lower puts it back at the rate between captures.
+func (s *Session) lower() error {
+	s.rest.mu.Lock()
+	defer s.rest.mu.Unlock()
+	s.rest.raised = false
+	return s.smp.SetRate(s.rest.freq, s.rest.offCPU)
+}
+
+// restRate is the sampler's rate between captures.
+func (s *Session) restRate() (int, bool) {
+	s.rest.mu.Lock()
+	defer s.rest.mu.Unlock()
+	return s.rest.freq, s.rest.offCPU
+}
+
+// SetProfileRate changes the continuous profile's rate (and its off-CPU
+// sampling, which Config.NoOffCPU keeps off) from now on, without a gap:
+// the daemon's budget lowers it when profiling costs more than the host
+// allows, and raises it again. A capture in progress keeps its own rate
+// and comes back to this one. The flight recorder's rate stays the floor.
+func (s *Session) SetProfileRate(freq int, offCPU bool) error {
+	if !s.cfg.Profile || s.smp == nil {
+		return ErrNotProfiling
+	}
+	s.rest.mu.Lock()
+	defer s.rest.mu.Unlock()
+	s.rest.freq, s.rest.offCPU = max(s.cfg.BaselineFreq, freq), offCPU && !s.cfg.NoOffCPU
+	if s.rest.raised {
+		return nil
+	}
+	return s.smp.SetRate(s.rest.freq, s.rest.offCPU)
 }
 
 // snapshotOnly writes a capture that has the thread snapshot and no
 // samples, with why in its notes; overBudget: no thread had room in the
 // descriptor plan, so every thread counts as unsampled.
 func (s *Session) snapshotOnly(ctx context.Context, tr model.Trigger, ask *perfMapAsk, why string, overBudget bool) (*model.Result, error) {
-	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, notes: slices.Concat(s.notes, []string{why}), exited: !procfs.Alive(s.cfg.PID)}
+	f := &facts{cfg: s.cfg, tg: s.tg, trigger: tr, notes: slices.Concat(s.notes, []string{why}), exited: !procfs.Alive(s.cfg.PID),
+		profile: s.periods.profileRef()}
 	f.addNote(s.jvm.jitNames(ask))
 	if err := s.tp.Refresh(); err != nil {
 		s.cfg.Logger.Debug("refreshing what is known of the target", "err", err)
@@ -319,7 +399,7 @@ func (s *Session) finish(f *facts, smp *sampler.Sampler, rec *sampler.Recording,
 	if err := s.tp.Refresh(); err != nil && !f.stats.TargetExited {
 		s.cfg.Logger.Debug("refreshing symbol sources", "err", err)
 	}
-	r := &resolver{tp: s.tp, names: threadNames(smp, f.snap), toWall: wallOffset(), py: s.py}
+	r := &resolver{tp: s.tp, names: threadNames(smp, f.snap), toWall: wallNow(), py: s.py}
 	f.samples = r.resolve(windows)
 	if s.py != nil {
 		if n := s.py.note(); n != "" {

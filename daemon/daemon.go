@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stallwatch/stallwatch/capture"
+	"github.com/stallwatch/stallwatch/continuous"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/procwatch"
 	"github.com/stallwatch/stallwatch/internal/sdnotify"
@@ -45,6 +46,9 @@ type Config struct {
 	// the process connector cannot be used (and, ten times slower, as a
 	// backstop when it can).
 	ScanInterval time.Duration
+	// ProfileBudget bounds what the continuous profiles of every target
+	// cost the host; over it the daemon profiles less (profiles.go).
+	ProfileBudget Budget
 	// Rules, in order: a process is watched by the first rule that
 	// selects it.
 	Rules []Rule
@@ -71,6 +75,10 @@ type Watch struct {
 	// Notify is what alerts, uploads and hooks say of and do for the
 	// rule's processes (Options.Events acts on it).
 	Notify Notify
+	// ProfilePeriod, when not zero, profiles the rule's processes
+	// continuously (Options.Profiles), a profile every ProfilePeriod;
+	// Capture.Profile is set with it.
+	ProfilePeriod time.Duration
 }
 
 // Notify is a rule's part in alerts, uploads and hooks: the service its
@@ -152,21 +160,31 @@ type Options struct {
 	// Uploads is the queue of the captures' uploads, when uploads are
 	// on: keep spares a capture whose upload is pending.
 	Uploads capture.PendingUploads
+	// Profiles profiles continuously the processes of the rules that set
+	// profile-period: one schedule, files and uploads for every target
+	// (nil: those rules' processes are not profiled, and New says so).
+	Profiles *continuous.Profiler
 }
 
 // Daemon watches every process its rules select.
 type Daemon struct {
-	opts  Options
-	log   *slog.Logger
-	self  int
-	cfg   *Config
-	out   string       // cfg.Out at New: it changes on a restart only
-	keep  atomic.Int64 // cfg.Keep in force
-	lim   *limits
-	quota *quota
-	state *stateFile
-	taps  *taps
-	ctl   *controlServer
+	opts   Options
+	log    *slog.Logger
+	self   int
+	cfg    *Config
+	out    string       // cfg.Out at New: it changes on a restart only
+	keep   atomic.Int64 // cfg.Keep in force
+	lim    *limits
+	quota  *quota
+	budget *profileBudget // touched on Run's goroutine only
+	// captures counts the captures begun; budgetCaptures is the count
+	// the budget's last window saw (a window with a capture is not
+	// judged).
+	captures       atomic.Int64
+	budgetCaptures int64
+	state          *stateFile
+	taps           *taps
+	ctl            *controlServer
 	// poller reads every target's progress in shared wake-ups.
 	poller *watchdog.Poller
 
@@ -248,6 +266,11 @@ func New(cfg *Config, opts Options) (*Daemon, error) {
 	for _, w := range cfg.Warnings() {
 		d.log.Warn(w)
 	}
+	for _, r := range cfg.Rules {
+		if r.Watch.ProfilePeriod > 0 && opts.Profiles == nil {
+			d.log.Warn("rule sets profile-period but this daemon profiles nothing continuously", "rule", r.Name)
+		}
+	}
 	var err error
 	var pending func(string) bool
 	if opts.Uploads != nil {
@@ -261,6 +284,7 @@ func New(cfg *Config, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.lim = newLimits(cfg.MaxConcurrent, cfg.MaxPerHour, len(cfg.Rules), d.state, d.quota)
+	d.budget = newProfileBudget(cfg.ProfileBudget, d.log)
 	d.taps = newTaps(d.log)
 	if opts.ControlSocket != "" {
 		if d.ctl, err = listenControl(opts.ControlSocket, d); err != nil {
@@ -334,7 +358,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		ping = t.C
 	}
 	d.notifyReady()
-	statusTick := time.NewTicker(30 * time.Second)
+	statusTick := time.NewTicker(budgetWindow)
 	defer statusTick.Stop()
 	for {
 		d.tellForkParents()
@@ -370,6 +394,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		case <-statusTick.C:
 			_ = d.opts.Notifier.Status(d.statusLine())
 			d.logExecOverflow(time.Now())
+			d.checkBudget(time.Now())
 		}
 	}
 }
@@ -608,6 +633,9 @@ func (d *Daemon) apply(cfg *Config) {
 	d.keep.Store(int64(cfg.Keep))
 	d.cmdlineBytes = cmdlineBytes(cfg)
 	d.quota.setLimit(cfg.DiskQuota)
+	if cfg.ProfileBudget != old.ProfileBudget {
+		d.budget.set(cfg.ProfileBudget)
+	}
 	kept, restarted, stopped := 0, 0, 0
 	for _, t := range d.targets {
 		r := d.match(&t.facts)
@@ -633,6 +661,7 @@ func (d *Daemon) apply(cfg *Config) {
 // forget drops a target from the targets watched.
 func (d *Daemon) forget(t *target) {
 	delete(d.targets, t.facts.PID)
+	d.budget.gone(t.facts.PID)
 	d.lim.watching(t.facts.UID, -1)
 	d.forkParents = true
 }

@@ -3,12 +3,15 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/stallwatch/stallwatch/capture"
+	"github.com/stallwatch/stallwatch/continuous"
+	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/procwatch"
 	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/notify"
@@ -65,8 +68,14 @@ func (d *Daemon) startTarget(f procwatch.Facts, r *Rule) {
 	go func() {
 		defer close(t.done)
 		if t.cap.flightRecorder() {
-			if _, err := t.cap.session(); err != nil {
+			sess, err := t.cap.session()
+			switch {
+			case err != nil && t.cap.profiling():
+				log.Warn("no continuous profile and no flight recorder; captures will have no history", "err", err)
+			case err != nil:
 				log.Warn("no flight recorder; captures will have no history", "err", err)
+			case t.cap.profiling():
+				t.cap.profile(sess)
 			}
 		}
 		err := t.wd.Run(ctx)
@@ -118,13 +127,19 @@ type capturer struct {
 	t    *target
 	idle time.Duration
 
-	mu       sync.Mutex
-	sess     *capture.Session
-	timer    *time.Timer
-	closed   bool
-	waiters  []*waiter
-	inflight int           // captures running
-	settled  chan struct{} // closed when inflight drops to 0
+	mu   sync.Mutex
+	sess *capture.Session
+	prof *continuous.Profiled // the continuous profile of sess, if any
+	// dropped: the host's budget no longer profiles the target;
+	// budgetRate and budgetOffCPU are what it lets it sample at.
+	dropped      bool
+	budgetRate   int
+	budgetOffCPU bool
+	timer        *time.Timer
+	closed       bool
+	waiters      []*waiter
+	inflight     int           // captures running
+	settled      chan struct{} // closed when inflight drops to 0
 }
 
 // waiter is a control request waiting for a capture asked for at asked.
@@ -138,9 +153,118 @@ type captureOutcome struct {
 	err error
 }
 
+// flightRecorder reports whether the target's session samples between
+// captures — for a flight recorder or a continuous profile — and so stays
+// open.
 func (c *capturer) flightRecorder() bool {
 	cfg := &c.t.rule.Watch.Capture
-	return !cfg.NoFlightRecorder && cfg.BaselineFreq != 0
+	return !cfg.NoFlightRecorder && cfg.BaselineFreq != 0 || c.profiling()
+}
+
+// profiling reports whether the target's rule profiles it continuously
+// (and the host's budget has not dropped it).
+func (c *capturer) profiling() bool {
+	c.mu.Lock()
+	dropped := c.dropped
+	c.mu.Unlock()
+	return c.ruleProfiles() && !dropped
+}
+
+// ruleProfiles reports whether the target's rule asks for a continuous
+// profile the daemon can take.
+func (c *capturer) ruleProfiles() bool {
+	return c.t.rule.Watch.ProfilePeriod > 0 && c.d.opts.Profiles != nil
+}
+
+// profiledInfo is what the budget weighs of the target, when its rule
+// profiles it.
+func (c *capturer) profiledInfo() (profiled, bool) {
+	if !c.ruleProfiles() {
+		return profiled{}, false
+	}
+	threads := 1
+	if tids, err := procfs.Threads(c.t.facts.PID); err == nil {
+		threads = len(tids)
+	}
+	cfg := &c.t.rule.Watch.Capture
+	return profiled{pid: c.t.facts.PID, threads: threads, freq: cfg.ProfileFreq, offCPU: cfg.ProfileOffCPU && !cfg.NoOffCPU}, true
+}
+
+// applyBudget puts the budget's step in force for the target: its rate
+// and off-CPU sampling, the mark on its periods, or no profile at all
+// (dropped), or the profile again. It runs on the daemon's loop and does
+// nothing slow there.
+func (c *capturer) applyBudget(step degradation, dropped bool, b Budget) {
+	if !c.ruleProfiles() {
+		return
+	}
+	cfg := &c.t.rule.Watch.Capture
+	freq := rateAt(cfg.ProfileFreq, step.halvings)
+	offCPU := cfg.ProfileOffCPU && !step.noOffCPU
+	value, note := step.mark(cfg.ProfileFreq, b)
+	c.mu.Lock()
+	sess, pt, was := c.sess, c.prof, c.dropped
+	c.dropped, c.budgetRate, c.budgetOffCPU = dropped, freq, offCPU
+	if dropped {
+		c.prof = nil
+	}
+	c.mu.Unlock()
+	switch {
+	case dropped && pt != nil:
+		pt.Mark("profile_degraded", "dropped", fmt.Sprintf("the daemon no longer profiles this process, to keep within its budget (%s of a core, %d descriptors): %s", pct(b.CPU), b.FDs, step.String()))
+		go func() {
+			pt.Stop()
+			if sess != nil {
+				_ = sess.SetProfileRate(0, false)
+			}
+			c.done() // the session closes when idle, unless a flight recorder keeps it
+		}()
+	case !dropped && was:
+		go func() {
+			if s, err := c.session(); err == nil {
+				c.profile(s)
+			}
+		}()
+	case !dropped && sess != nil && pt != nil:
+		if err := sess.SetProfileRate(freq, offCPU); err != nil {
+			c.t.log.Warn("changing the continuous profile's rate", "err", err)
+		}
+		pt.Mark("profile_degraded", value, note)
+	}
+}
+
+// profile begins the target's continuous profile from sess, at the rate
+// the host's budget allows now.
+func (c *capturer) profile(sess *capture.Session) {
+	c.mu.Lock()
+	freq, offCPU := c.budgetRate, c.budgetOffCPU
+	c.mu.Unlock()
+	if freq > 0 {
+		if err := sess.SetProfileRate(freq, offCPU); err != nil {
+			c.t.log.Warn("setting the continuous profile's rate", "err", err)
+		}
+	}
+	n := &c.t.rule.Watch.Notify
+	pt := c.d.opts.Profiles.Add(continuous.Target{PID: c.t.facts.PID, Process: runtimes.ProcessName(c.t.facts.Exe, c.t.facts.Cmdline, c.t.facts.Comm),
+		Tags: n.Tags, Source: sess, Period: c.t.rule.Watch.ProfilePeriod})
+	sess.ProfiledIn(pt.Dir(), c.t.rule.Watch.ProfilePeriod, c.d.opts.Uploads != nil)
+	c.mu.Lock()
+	closed := c.closed
+	if !closed {
+		c.prof = pt
+	}
+	c.mu.Unlock()
+	if closed {
+		pt.Stop()
+		return
+	}
+	// Under a budget that profiles less, the target is profiled as the
+	// others are (the daemon's loop owns the budget).
+	go c.d.call(func() {
+		if d := c.d; d.budget.step != (degradation{}) {
+			c.applyBudget(d.budget.step, d.budget.dropped(c.t.facts.PID), d.budget.budget)
+		}
+	})
 }
 
 // session returns the open capture session, opening it if need be.
@@ -220,11 +344,14 @@ func (c *capturer) close() {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	s := c.sess
-	c.sess = nil
+	s, pt := c.sess, c.prof
+	c.sess, c.prof = nil, nil
 	ws := c.waiters
 	c.waiters = nil
 	c.mu.Unlock()
+	if pt != nil {
+		pt.Stop() // its last period, before the session closes
+	}
 	for _, w := range ws {
 		w.done <- captureOutcome{err: errors.New("the process is no longer watched")}
 	}
@@ -260,6 +387,7 @@ func (c *capturer) capture(ctx context.Context, tr model.Trigger) (*model.Result
 		}
 		c.mu.Unlock()
 	}()
+	c.d.captures.Add(1)
 	release, err := c.d.lim.acquire(ctx, tr.Kind, owner{Rule: c.t.rule.Name, UID: c.t.facts.UID}, c.t.log)
 	if err != nil {
 		return nil, err

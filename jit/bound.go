@@ -41,6 +41,9 @@ type losses struct {
 	// dropped are live code ranges dropped, oldest first, when the live
 	// code alone passed three quarters of the bound.
 	dropped int
+	// retired are replaced code ranges no lookup could find any more:
+	// replaced before the horizon (Process.Forget). Not a loss.
+	retired int
 }
 
 // over reports whether the builder has passed its bound.
@@ -56,8 +59,10 @@ func (b *builder) lim() limits {
 	return b.limits
 }
 
-// bound compacts the builder when it has passed its bound: only the code
-// live now is kept (what later code replaced is forgotten); if the live
+// bound compacts the builder when it has passed its bound: the code live
+// now is kept, and the replaced code a lookup at or after the horizon may
+// still need (Process.Forget) when that fits in three quarters of the
+// bound; else every piece of replaced code is forgotten and, if the live
 // code alone is over three quarters of the bound, the oldest of it is
 // dropped too, so that the next compaction is a quarter of the bound of
 // new code away (each symbol is copied at most four times on average).
@@ -69,6 +74,16 @@ func (b *builder) bound() {
 	}
 	live := b.liveIDs()
 	l := b.lim()
+	retired := func(int32) bool { return false }
+	if b.horizon > 0 {
+		var recent []int32
+		recent, retired = b.deadSince(live, b.horizon)
+		keep := mergeIDs(live, recent)
+		if b.fits(keep, l) {
+			b.rebuild(keep, func(nb *builder, sl *slot) { nb.loss(sl.sym.Source).retired++ }, retired)
+			return
+		}
+	}
 	keep, names, lines := len(live), 0, 0
 	for i := len(live) - 1; i >= 0; i-- { // newest first
 		sl := b.store.slot(live[i])
@@ -79,24 +94,125 @@ func (b *builder) bound() {
 			break
 		}
 	}
-	nb := &builder{limits: b.limits, lost: b.lost, reused: b.reused}
-	if nb.lost == nil {
-		nb.lost = map[string]*losses{}
-	}
 	kept := live[len(live)-keep:]
-	for _, id := range live[:len(live)-keep] {
-		nb.loss(b.store.slot(id).sym.Source).dropped++
+	isKept := make([]bool, b.n)
+	for _, id := range kept {
+		isKept[id] = true
 	}
 	isLive := make([]bool, b.n)
 	for _, id := range live {
 		isLive[id] = true
 	}
-	for id := int32(0); id < int32(b.n); id++ {
-		if sl := b.store.slot(id); !isLive[id] && !sl.tomb {
+	b.rebuild(kept, func(nb *builder, sl *slot) {
+		switch {
+		case isLive[sl.sym.id]:
+			nb.loss(sl.sym.Source).dropped++
+		case retired(sl.sym.id):
+			nb.loss(sl.sym.Source).retired++ // no lookup can need it
+		default:
 			nb.loss(sl.sym.Source).forgotten++
 		}
+	}, func(id int32) bool { return !isKept[id] })
+}
+
+// retireEvery is how much new code Forget waits for before it looks for
+// code to retire again (or a quarter of what the index holds, if more):
+// a look costs a pass over every symbol.
+var retireEvery = 4096
+
+// forget retires the code that later code had replaced before horizon
+// (CLOCK_MONOTONIC ns): no lookup at or after it can find that code, and
+// the caller says none will be made before it (continuous profiling has
+// resolved every sample taken before). The index is rebuilt when that
+// frees a quarter of it or retireEvery symbols, and looked at again once
+// as much new code came; so the index of a runtime that keeps replacing
+// its code holds the code live now and what was replaced since the
+// horizon, not everything it ever compiled.
+func (b *builder) forget(horizon uint64) {
+	if horizon <= b.horizon {
+		return
 	}
-	for _, id := range kept {
+	b.horizon = horizon
+	if b.n-b.looked < max(retireEvery, b.looked/4) {
+		return
+	}
+	b.looked = b.n
+	live := b.liveIDs()
+	recent, retired := b.deadSince(live, horizon)
+	n := len(live) + len(recent)
+	if b.n-n < max(retireEvery, b.n/4) {
+		return
+	}
+	b.rebuild(mergeIDs(live, recent), func(nb *builder, sl *slot) { nb.loss(sl.sym.Source).retired++ }, retired)
+	b.looked = b.n
+}
+
+// deadSince splits the code no longer live: the ids that were still live
+// at or after horizon (some lookup may find them), and a test of those
+// that were not.
+func (b *builder) deadSince(live []int32, horizon uint64) (recent []int32, retired func(int32) bool) {
+	isLive := make([]bool, b.n)
+	for _, id := range live {
+		isLive[id] = true
+	}
+	deaths := b.deaths()
+	for id := int32(0); id < int32(b.n); id++ {
+		if !isLive[id] && deaths[id] >= horizon {
+			recent = append(recent, id)
+		}
+	}
+	return recent, func(id int32) bool { return !isLive[id] && deaths[id] < horizon }
+}
+
+// deaths gives each symbol the moment its last visible piece was covered:
+// the latest load time of the code loaded over it (0 for code nothing
+// covered, and for perf map lines, which carry no time).
+func (b *builder) deaths() []uint64 {
+	d := make([]uint64, b.n)
+	for id := int32(0); id < int32(b.n); id++ {
+		sl := b.store.slot(id)
+		for _, p := range b.under[sl.underOff : sl.underOff+sl.underLen] {
+			d[p.id] = max(d[p.id], sl.sym.Loaded)
+		}
+	}
+	return d
+}
+
+// fits reports whether the symbols keep stay within three quarters of
+// the bound.
+func (b *builder) fits(keep []int32, l limits) bool {
+	names, lines := 0, 0
+	for _, id := range keep {
+		sl := b.store.slot(id)
+		names += symbolBytes(&sl.sym)
+		lines += int(sl.linesLen)
+	}
+	return len(keep) <= l.symbols*3/4 && names <= l.nameBytes*3/4 && lines <= l.lines*3/4
+}
+
+// mergeIDs merges two sorted lists of ids.
+func mergeIDs(a, c []int32) []int32 {
+	out := make([]int32, 0, len(a)+len(c))
+	out = append(append(out, a...), c...)
+	slices.Sort(out)
+	return out
+}
+
+// rebuild replaces b with a builder of the symbols keep (sorted: load
+// order) alone, painted again in that order with their line tables and
+// unwinding infos; count is told of each symbol (tombstones of moved code
+// aside) that gone says is left out.
+func (b *builder) rebuild(keep []int32, count func(nb *builder, sl *slot), gone func(int32) bool) {
+	nb := &builder{limits: b.limits, lost: b.lost, reused: b.reused, horizon: b.horizon}
+	if nb.lost == nil {
+		nb.lost = map[string]*losses{}
+	}
+	for id := int32(0); id < int32(b.n); id++ {
+		if sl := b.store.slot(id); !sl.tomb && gone(id) {
+			count(nb, sl)
+		}
+	}
+	for _, id := range keep {
 		sl := b.store.slot(id)
 		nid := nb.add(int(sl.layer), sl.sym, sl.tomb)
 		if sl.linesLen > 0 {
@@ -114,6 +230,7 @@ func (b *builder) bound() {
 		}
 	}
 	nb.reused = b.reused // add counted the kept ones again
+	nb.looked = nb.n
 	*b = *nb
 }
 

@@ -49,7 +49,16 @@
 // code live now and forgets the code that later code replaced (a lookup at
 // a time before the compaction then finds the code live at it); if the
 // live code alone passes three quarters of the bound, the oldest of it is
-// dropped. SourceInfo.Forgotten and Dropped count both, per file. Inspect
+// dropped. SourceInfo.Forgotten and Dropped count both, per file.
+//
+// A process followed for days (continuous profiling) is not left to
+// reach the bound: Process.Forget(horizon) says that no lookup will be
+// made at a time before horizon, and the code that later code replaced
+// before it is retired (SourceInfo.Retired, not a loss: nothing can ask
+// for it), once that frees a quarter of the index or 4,096 symbols. The
+// index then holds the code live now and what was replaced since the
+// horizon, however long the runtime keeps recompiling; at the bound, that
+// replaced code is kept before any other when it fits. Inspect
 // keeps to half the bound (it needs only the live code, to count code
 // loaded over code) and counts everything else as the records stream by.
 //

@@ -378,6 +378,11 @@ type builder struct {
 	reused    int // code loaded over code that was live, ever
 	lost      map[string]*losses
 	limits    limits // zero: defaultLimits
+	// horizon is the earliest time lookups will still be made at
+	// (Process.Forget): code replaced before it can go. looked is the
+	// symbol count when forget last looked for such code.
+	horizon uint64
+	looked  int
 	// unwinds are the distinct unwinding infos (a runtime writes the same
 	// bytes for many pieces of code), unwindID finds them, unwindBytes
 	// bounds them.

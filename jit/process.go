@@ -162,6 +162,21 @@ func (p *Process) WatchGDBJIT(mem Memory, desc uint64) {
 	}
 }
 
+// Forget says that no lookup will be made at a time before horizon
+// (CLOCK_MONOTONIC ns) from now on: the code that later code replaced
+// before it may go (SourceInfo.Retired), so that the index of a process
+// followed for days holds the code live now and what was replaced since
+// the horizon. The Index returned next may be smaller; those handed out
+// before keep what they hold.
+func (p *Process) Forget(horizon uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.b.forget(horizon)
+	for _, s := range p.sources {
+		s.syncLosses(p.b)
+	}
+}
+
 // Index returns the index of everything read so far. It does not change
 // when Update reads more: call Index again.
 func (p *Process) Index() *Index {

@@ -70,6 +70,10 @@ type SourceInfo struct {
 	// replaced, forgotten when the index was compacted, and live code
 	// dropped, oldest first, when even the live code passed the bound.
 	Forgotten, Dropped int
+	// Retired is code that later code replaced before the horizon
+	// Process.Forget was told: no lookup needed it any more, so it is
+	// not a loss.
+	Retired int
 
 	// ReadError is the last error reading the file (I/O, not format).
 	ReadError string
@@ -212,7 +216,7 @@ func (s *source) reset() {
 	s.dbg = pendingDebug{}
 	s.unw, s.unwindFull = pendingUnwind{}, false
 	s.rt = runtimeFromPath(s.info.Path)
-	s.info.Symbols, s.info.Forgotten, s.info.Dropped = 0, 0, 0
+	s.info.Symbols, s.info.Forgotten, s.info.Dropped, s.info.Retired = 0, 0, 0, 0
 }
 
 // ingest reads what was appended since the last call into b. final takes
@@ -241,7 +245,7 @@ func (s *source) ingest(b *builder, final bool) error {
 // syncLosses copies what the index's memory bound cost this file.
 func (s *source) syncLosses(b *builder) {
 	if l := b.lost[s.info.Path]; l != nil {
-		s.info.Forgotten, s.info.Dropped = l.forgotten, l.dropped
+		s.info.Forgotten, s.info.Dropped, s.info.Retired = l.forgotten, l.dropped, l.retired
 	}
 }
 

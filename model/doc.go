@@ -34,7 +34,8 @@
 //
 //	schema              1
 //	stallwatch_version  version that wrote it
-//	trigger             "stall" | "signal" | "manual"
+//	trigger             "stall" | "signal" | "manual" ("continuous" only
+//	                    for periods read back merged, never written)
 //	reason              why, in words ("no heartbeat for 10.2s")
 //	heartbeat           the heartbeat source ("file /run/app.beat")
 //	seq                 2 and up for recaptures of a stall that lasts
@@ -88,6 +89,10 @@
 //	                    "python", "dotnet", "julia", "ruby", "erlang",
 //	                    "php", "deno", "bun", "wasmtime"); omitted when
 //	                    none
+//	continuous_profile  where the target's continuous profile goes, when
+//	                    it has one: dir (its period files), period_ns,
+//	                    since (the first period's start), uploaded (the
+//	                    periods go to the agent too); omitted without
 //	findings            what the report concludes, the most likely cause
 //	                    first: kind ("stopped", "deadlock",
 //	                    "runtime_pause", "event_loop_blocked",

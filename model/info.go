@@ -52,12 +52,25 @@ type Info struct {
 	// recognised it ("jvm", "go", "node" …: package runtimes' IDs); ""
 	// when none they know.
 	Runtime string `json:"runtime,omitempty"`
+	// Profile says where the target's continuous profile is, when it
+	// has one: the periods before the trigger, to compare with.
+	Profile *ContinuousProfile `json:"continuous_profile,omitempty"`
 	// Findings are what the report's first screen says, most severe
 	// first, as data for alerts and hooks.
 	Findings []Finding `json:"findings,omitempty"`
 	Notes    []string  `json:"notes,omitempty"`
 	// Files lists the capture directory's files; Root.Write fills it.
 	Files []string `json:"files"`
+}
+
+// ContinuousProfile is where a target's continuous profile goes: its
+// period files, and whether they are uploaded too (to Datadog's
+// profiler, beside the capture: the same service, host and process_id).
+type ContinuousProfile struct {
+	Dir      string        `json:"dir"` // OUT/profiles/PID-PROCESS
+	Period   time.Duration `json:"period_ns"`
+	Since    time.Time     `json:"since"` // when the first period began
+	Uploaded bool          `json:"uploaded"`
 }
 
 // Counts are what was collected and what was lost, never hidden.

@@ -18,6 +18,9 @@ const (
 	Stall  TriggerKind = "stall"  // the heartbeat stopped
 	Signal TriggerKind = "signal" // SIGUSR1, or a control command
 	Manual TriggerKind = "manual" // `stallwatch record`, `stallwatch snapshot --out`
+	// Continuous is no trigger: a continuous profile's periods, read back
+	// merged (`stallwatch report OUT/profiles/PID-PROCESS`).
+	Continuous TriggerKind = "continuous"
 )
 
 // Trigger describes the moment a capture was asked for: what the watchdog

@@ -244,6 +244,39 @@ func topFinding(res *model.Result) string {
 type itemData struct {
 	// Tags are the target's own at the time of the capture.
 	Tags []string `json:"tags,omitempty"`
+	// File is set for one profile file (a continuous profile's period,
+	// whose path is the item's key): what event.json says of it.
+	File *fileData `json:"file,omitempty"`
+}
+
+// fileData is what the upload of one profile file needs beside it.
+type fileData struct {
+	Start    time.Time `json:"start"`
+	End      time.Time `json:"end"`
+	Runtime  string    `json:"runtime,omitempty"`
+	Hostname string    `json:"hostname,omitempty"`
+	Kernel   string    `json:"kernel,omitempty"`
+}
+
+// FileItem is the spool item of one profile file's upload (a continuous
+// profile's period): its absolute path, size, and what p says of it —
+// its window, its tags (all of them: the target's and the profile's),
+// its runtime and host. The file must stay until the upload is done
+// (Pending says when).
+func FileItem(path string, p upload.Profile) (spool.Item, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return spool.Item{}, err
+	}
+	st, err := os.Lstat(abs)
+	if err != nil {
+		return spool.Item{}, err
+	}
+	data, err := json.Marshal(itemData{Tags: p.Tags, File: &fileData{Start: p.Start, End: p.End, Runtime: p.Runtime, Hostname: p.Hostname, Kernel: p.Kernel}})
+	if err != nil {
+		return spool.Item{}, err
+	}
+	return spool.Item{Key: abs, Size: st.Size(), Data: data}, nil
 }
 
 // UploadItem is the spool item of a capture directory's upload: its
@@ -280,6 +313,13 @@ func Deliver(u *upload.Uploader) spool.Deliver {
 			if err := json.Unmarshal(it.Data, &d); err != nil {
 				return permanent{fmt.Errorf("queued upload of %s: %w", it.Key, err)}
 			}
+		}
+		if f := d.File; f != nil {
+			p, err := upload.LoadFile(it.Key, upload.Profile{Start: f.Start, End: f.End, Tags: d.Tags, Runtime: f.Runtime, Hostname: f.Hostname, Kernel: f.Kernel})
+			if err != nil {
+				return permanent{err}
+			}
+			return u.Upload(ctx, p)
 		}
 		p, err := upload.Load(it.Key)
 		if err != nil {

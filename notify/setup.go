@@ -111,7 +111,7 @@ func Setup(o Options) (*Stack, error) {
 			return nil, errors.New("notify: uploads need a queue directory")
 		}
 		s.Queue, err = spool.Open(spool.Config{Dir: o.QueueDir, MaxAge: o.MaxAge, MaxBytes: o.MaxBytes,
-			Deliver: Deliver(s.Uploader), Retryable: Retryable, Unconfirmed: upload.Unanswered, Logger: log})
+			Deliver: Deliver(s.Uploader), Retryable: Retryable, Unconfirmed: upload.Unanswered, Unreached: upload.Unsent, Logger: log})
 		if err != nil {
 			s.Alerts.Close()
 			return nil, fmt.Errorf("upload queue: %w", err)

@@ -194,6 +194,9 @@ func factsOf(c *Capture) []fact {
 		}
 		add("process", s, false)
 	}
+	if cp := in.Profile; cp != nil && in.Trigger != model.Continuous {
+		add("before", continuousText(in, cp), false)
+	}
 	if st := settingsText(&in.Settings); st != "" {
 		add("settings", st, false)
 	}
@@ -252,6 +255,38 @@ func windowText(c *Capture) string {
 		s += fmt.Sprintf(": %s before the trigger, %s after", fmtDur(in.TriggerAt.Sub(in.Start)), fmtDur(in.End.Sub(in.TriggerAt)))
 	}
 	return s + ")"
+}
+
+// continuousText says where the continuous profile of the hour before
+// the capture is: the command that renders it, and Datadog when its
+// periods are uploaded.
+func continuousText(in *model.Info, cp *model.ContinuousProfile) string {
+	at := in.TriggerAt
+	if at.IsZero() {
+		at = in.Start
+	}
+	from := at.Add(-time.Hour)
+	if cp.Since.After(from) {
+		from = cp.Since
+	}
+	s := fmt.Sprintf("the continuous profile (periods of %s since %s): stallwatch report %s --from %s --to %s",
+		fmtDur(cp.Period), fmtTime(cp.Since), shellWord(clean(cp.Dir)), from.UTC().Format(time.RFC3339), at.UTC().Add(time.Second).Truncate(time.Second).Format(time.RFC3339))
+	if cp.Uploaded {
+		s += fmt.Sprintf("; in Datadog's profiler too, as process_id:%d", in.PID)
+	}
+	return s
+}
+
+// shellWord quotes s for a shell when it holds anything but the
+// characters of plain paths.
+func shellWord(s string) string {
+	plain := strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+:@%", r))
+	}) < 0
+	if plain && s != "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func settingsText(s *model.Settings) string {

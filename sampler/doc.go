@@ -97,6 +97,12 @@
 // grace period, so a separate goroutine does it. Every read (History,
 // Stop, Stats, Threads, OffCPUSince) drains the rings first.
 //
+// Recording.Cut ends a recording at a moment and begins the next one
+// there in one step, under the lock that hands samples out: each sample
+// is in exactly one of the two (an off-CPU interval across the moment is
+// split at it), so that recordings cut one after another are the
+// contiguous periods of continuous profiling.
+//
 // Input from the ring is checked like any other untrusted input: sizes are
 // bounded by the record that holds them, and a ring that does not hold
 // records is counted (Stats.BadRecords) and skipped to its head.

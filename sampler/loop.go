@@ -146,7 +146,15 @@ func (s *Sampler) targetExited() {
 	}
 	s.gone = true
 	s.stats.TargetExited = true
-	s.stats.ExitTime = now
+	// The exit is when its last thread exited, as the threads' EXIT
+	// records tell (now, if one had none to tell).
+	s.stats.ExitTime = 0
+	for _, t := range s.threads {
+		s.stats.ExitTime = max(s.stats.ExitTime, t.exited)
+	}
+	if s.stats.ExitTime == 0 {
+		s.stats.ExitTime = now
+	}
 	s.log.Debug("target exited") // Stats say it; the watchdog logs it once
 	close(s.done)
 }

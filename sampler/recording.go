@@ -85,6 +85,76 @@ func (r *Recording) Stop() []Sample {
 	return r.samples
 }
 
+// Cut ends r at at (CLOCK_MONOTONIC ns; held to between r's start and
+// now) and begins, in the same step, the recording that follows it from
+// at: every sample is in exactly one of the two — an on-CPU sample taken
+// before at in r, one taken at or after it in the next; an off-CPU
+// interval across at split there, its first part in r and the rest in the
+// next (when it ends, or when the next is stopped or cut). Consecutive
+// cuts make contiguous recordings, the periods of continuous profiling:
+// r's End is the next one's Start. r is stopped: Stop returns its
+// samples, and Stats counts from its start to the cut.
+//
+// A target that exited ends r at its exit; the next recording then begins
+// and ends there.
+func (r *Recording) Cut(at uint64) *Recording {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.drainLocked()
+	if r.stopped {
+		at = r.end
+	}
+	at = min(max(at, r.start), monotime.Now())
+	if s.gone {
+		at = min(at, max(s.stats.ExitTime, r.start))
+	}
+	next := &Recording{s: s, start: at, maxBytes: r.maxBytes, before: s.statsLocked()}
+	if r.stopped {
+		next.end, next.stopped, next.after = at, true, next.before
+		return next
+	}
+	if !s.closed && !s.gone {
+		s.recs[next] = struct{}{}
+	} else {
+		next.end, next.stopped, next.after = at, true, next.before
+	}
+	kept := r.samples[:0]
+	r.bytes = 0
+	for _, smp := range r.samples {
+		if c, ok := clipBefore(smp, r.start, at); ok {
+			kept = append(kept, c)
+			r.bytes += sampleBytes(&c)
+		}
+		if !next.stopped {
+			if c, ok := clip(smp, at, ^uint64(0)); ok && (c.Kind == OffCPU || c.Time >= at) {
+				next.add(c)
+			}
+		}
+	}
+	r.samples = kept
+	r.stopped, r.end = true, at
+	delete(s.recs, r)
+	for _, c := range s.appendOpen(nil, r.start, at) {
+		if c, ok := clipBefore(c, r.start, at); ok {
+			r.samples = append(r.samples, c)
+		}
+	}
+	sortByTime(r.samples)
+	r.after = next.before
+	return next
+}
+
+// clipBefore limits s to [from, to) for an on-CPU sample (taken exactly
+// at to it belongs to what begins there) and to [from, to] for an off-CPU
+// interval.
+func clipBefore(s Sample, from, to uint64) (Sample, bool) {
+	if s.Kind == OnCPU {
+		return s, s.Time >= from && s.Time < to
+	}
+	return clip(s, from, to)
+}
+
 // Stats returns what happened during the recording: counters as
 // differences between its start and Stop (thread counts and the target's
 // exit as at Stop). Before Stop it is the zero Stats.

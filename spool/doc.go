@@ -14,7 +14,11 @@
 // wait is over, it goes before the newer ones again. When different items
 // fail one after another, the agent is failing them all, and the whole
 // queue waits the same backoff: a down agent gets the tries of one item,
-// not of the queue. A failure that may have delivered the item all the
+// not of the queue. A failure that never reached the agent (Unreached:
+// it could not be dialled) is the agent's alone: the item keeps its place
+// and the whole queue waits, so that once the agent is back the items go
+// in the order they were queued — a continuous profile's periods among
+// them. A failure that may have delivered the item all the
 // same (Unconfirmed: the agent took the whole upload and answered after
 // the timeout) is not tried again — the agent would have it twice — and
 // is counted and logged. Any other failure drops the item, logged and

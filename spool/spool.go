@@ -60,7 +60,13 @@ type Config struct {
 	// the same (the agent took the whole upload and did not answer in
 	// time): it is not tried again, so that the agent does not get it
 	// twice, and it is counted and said. nil: none is.
-	Unconfirmed            func(error) bool
+	Unconfirmed func(error) bool
+	// Unreached says whether a failure is the destination's alone: it
+	// could not be reached, nothing was sent (the agent is down). The
+	// item keeps its place and the whole queue waits, so that once the
+	// agent is back the items go in the order they were queued. nil:
+	// every failure is the item's too.
+	Unreached              func(error) bool
 	MinBackoff, MaxBackoff time.Duration
 	Logger                 *slog.Logger
 
@@ -99,6 +105,8 @@ type Spool struct {
 	wake    chan struct{}
 	closing bool
 	changed chan struct{} // closed, and replaced, when an item leaves
+	// unreachedInARow counts the tries in a row that found no agent.
+	unreachedInARow int
 }
 
 // ErrClosed is returned by Add after Close.
@@ -127,6 +135,9 @@ func Open(cfg Config) (*Spool, error) {
 	}
 	if cfg.Unconfirmed == nil {
 		cfg.Unconfirmed = func(error) bool { return false }
+	}
+	if cfg.Unreached == nil {
+		cfg.Unreached = func(error) bool { return false }
 	}
 	if cfg.after == nil {
 		cfg.after = time.After
@@ -412,6 +423,13 @@ func (s *Spool) Run(ctx context.Context) error {
 		case !s.cfg.Retryable(err):
 			s.log.Error("upload refused; it will not be tried again", "key", pick.Key, "err", err)
 			s.finish(pick, func(st *Stats) { st.Refused++ })
+		case s.cfg.Unreached(err):
+			// The agent is not there: not this item's doing. It keeps
+			// its place; the queue waits.
+			inARow++
+			hold = now.Add(s.backoff(inARow))
+			lastFailed = nil
+			s.unreached(pick, hold.Sub(now), err)
 		default:
 			inARow++
 			if lastFailed != nil && lastFailed != pick {
@@ -460,12 +478,27 @@ func (s *Spool) retryLater(it *Item, now time.Time, err error) {
 	}
 }
 
+// unreached counts a try that could not reach the agent, and says so
+// the first time in a row and then now and again.
+func (s *Spool) unreached(it *Item, wait time.Duration, err error) {
+	s.mu.Lock()
+	s.stats.Retries++
+	s.unreachedInARow++
+	n, queued := s.unreachedInARow, len(s.items)
+	s.mu.Unlock()
+	if n == 1 || wait >= s.cfg.MaxBackoff/2 && n%10 == 0 {
+		s.log.Warn("the agent cannot be reached; the uploads stay queued, in order, and are tried again", "key", it.Key, "err", err,
+			"retry_in", wait.Round(time.Millisecond), "queued", queued, "tries", n)
+	}
+}
+
 // finish removes a delivered or refused item.
 func (s *Spool) finish(it *Item, count func(*Stats)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.notifyLocked()
 	count(&s.stats)
+	s.unreachedInARow = 0
 	for i, q := range s.items {
 		if q == it {
 			s.items = append(s.items[:i], s.items[i+1:]...)

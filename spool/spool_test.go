@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -624,4 +625,80 @@ func TestHostileEntries(t *testing.T) {
 	if _, err := os.Stat("/etc/passwd"); err != nil {
 		t.Errorf("the link's target: %v", err)
 	}
+}
+
+// TestAgentUnreachedKeepsOrder: while the agent cannot be reached (the
+// failure is the agent's, Unreached), the items keep their places and
+// the queue waits as a whole; once it is back they go in the order they
+// were queued, each once. Without Unreached, each item's own backoff
+// grows with its own tries and a newer one whose wait ended first goes
+// ahead (the order of a continuous profile's periods scrambled).
+func TestAgentUnreachedKeepsOrder(t *testing.T) {
+	deliveries := func(unreached bool) []string {
+		var mu sync.Mutex
+		clock := time.Now()
+		start := clock
+		var got []string
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		down := errors.New("dial tcp 127.0.0.1:8126: connect: connection refused")
+		cfg := Config{Dir: t.TempDir(), MinBackoff: 100 * time.Millisecond, MaxBackoff: 3200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+		var s *Spool
+		cfg.Deliver = func(_ context.Context, it Item) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if clock.Sub(start) < 20*time.Second {
+				if len(got) == 0 && clock.Sub(start) > 5*time.Second {
+					mu.Unlock()
+					// A later period is queued while the agent is down.
+					if err := s.Add(Item{Key: "k3", Size: 1}); err != nil {
+						t.Error(err)
+					}
+					mu.Lock()
+					got = append(got, "added")
+				}
+				return down
+			}
+			got = append(got, it.Key)
+			if len(got) == 5 {
+				cancel()
+			}
+			return nil
+		}
+		if unreached {
+			cfg.Unreached = func(err error) bool { return err == down }
+		}
+		cfg.rescan = time.Hour
+		cfg.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+		cfg.after = func(d time.Duration) <-chan time.Time {
+			mu.Lock()
+			clock = clock.Add(d)
+			mu.Unlock()
+			c := make(chan time.Time, 1)
+			c <- time.Now()
+			return c
+		}
+		var err error
+		if s, err = Open(cfg); err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		for _, k := range []string{"k0", "k1", "k2"} {
+			if err := s.Add(Item{Key: k, Size: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		done := make(chan struct{})
+		go func() { s.Run(ctx); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the queue did not deliver its items")
+		}
+		return got
+	}
+	if got := deliveries(true); !slices.Equal(got, []string{"added", "k0", "k1", "k2", "k3"}) {
+		t.Errorf("delivered %v, want k0, k1, k2, k3 in order, each once", got)
+	}
+	t.Logf("without Unreached: %v", deliveries(false))
 }

@@ -189,3 +189,33 @@ func (p *Process) Mappings() []*model.Mapping {
 	}
 	return out
 }
+
+// MaxCached bounds the locations Trim lets the caches keep: about a
+// hundred bytes each, and more distinct addresses than the code of a
+// busy service runs in an hour.
+const MaxCached = 1 << 16
+
+// Trim empties the caches of locations once they hold more than max (0:
+// MaxCached), so that a target symbolized for days — continuous
+// profiling, a JIT that keeps compiling code at new addresses — costs
+// what its recent code costs, not every address it ever ran. Locations
+// handed out stay valid; the next lookups make new ones. It reports
+// whether it emptied them.
+func (p *Process) Trim(max int) bool {
+	if max <= 0 {
+		max = MaxCached
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.jitMore)
+	for i := range 2 {
+		n += len(p.cache[i]) + len(p.jitLocs[i])
+	}
+	if n <= max {
+		return false
+	}
+	p.cache = [2]map[uint64]cached{{}, {}}
+	p.jitLocs = [2]map[uint64]jitEntry{{}, {}}
+	p.jitMore = map[jitKey]*model.Location{}
+	return true
+}

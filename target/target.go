@@ -152,6 +152,21 @@ func (p *Process) Refresh() error {
 	return errors.Join(errs...)
 }
 
+// Forget says that no sample taken before horizon (CLOCK_MONOTONIC ns)
+// will be resolved from now on: JIT code replaced before it may go (see
+// jit.Process.Forget), and the symbolizer's caches are emptied once they
+// pass their bound (symbolize.Process.Trim). A target followed for days
+// then holds what its recent code needs. Call it after resolving what was
+// sampled before horizon.
+func (p *Process) Forget(horizon uint64) {
+	if p.jit != nil {
+		p.jit.Forget(horizon)
+		p.jitUn.setIndex(p.jit.Index())
+		p.sym.Refresh()
+	}
+	p.sym.Trim(0)
+}
+
 // Close releases the files and JIT sources. Locations already returned
 // stay valid; what was read stays usable.
 func (p *Process) Close() error {

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/ddtags"
+	"github.com/stallwatch/stallwatch/internal/safedir"
 	"github.com/stallwatch/stallwatch/internal/version"
 	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/runtimes"
@@ -55,18 +57,7 @@ func Load(dir string) (*Profile, error) {
 // trigger, and stall_seconds when the capture belongs to a stall (its
 // whole length once it recovered).
 func CaptureTags(info *model.Info) []string {
-	tags := []string{
-		"language:native",
-		"profiler_version:" + version.String(),
-		"process_id:" + strconv.Itoa(info.PID),
-		"pid:" + strconv.Itoa(info.PID),
-	}
-	if p := processName(info); p != "" {
-		tags = append(tags, "process:"+ddtags.Value(p))
-	}
-	if r := runtimeOf(info); r != "" {
-		tags = append(tags, "runtime:"+r)
-	}
+	tags := ProcessTags(info.PID, info.Executable, info.Command, runtimeOf(info))
 	if info.Trigger != "" {
 		tags = append(tags, "trigger:"+ddtags.Value(string(info.Trigger)))
 	}
@@ -80,8 +71,43 @@ func CaptureTags(info *model.Info) []string {
 	return tags
 }
 
-func processName(info *model.Info) string {
-	return runtimes.ProcessName(info.Executable, info.Command, "")
+// ProcessTags are the tags that put every profile of one process —
+// its continuous profile's periods and its captures — on one timeline:
+// language:native, profiler_version, process_id and pid, process (the
+// executable's name) and runtime (the analysis's, else the
+// executable's: RuntimeOf) when known.
+func ProcessTags(pid int, executable string, command []string, runtime string) []string {
+	tags := []string{
+		"language:native",
+		"profiler_version:" + version.String(),
+		"process_id:" + strconv.Itoa(pid),
+		"pid:" + strconv.Itoa(pid),
+	}
+	if p := runtimes.ProcessName(executable, command, ""); p != "" {
+		tags = append(tags, "process:"+ddtags.Value(p))
+	}
+	if runtime != "" {
+		tags = append(tags, "runtime:"+runtime)
+	}
+	return tags
+}
+
+// LoadFile reads the upload of one profile file (a continuous profile's
+// period): the file, read through its directory and never through a
+// link, and what p says of it.
+func LoadFile(path string, p Profile) (*Profile, error) {
+	d, err := safedir.OpenForRead(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("upload: %w", err)
+	}
+	defer d.Close()
+	if p.Profile, err = d.ReadFile(filepath.Base(path), maxFile); err != nil {
+		return nil, fmt.Errorf("upload: %s: %w", path, err)
+	}
+	if p.Start.IsZero() || p.End.Before(p.Start) {
+		return nil, fmt.Errorf("upload: %s: no window (start %v, end %v)", path, p.Start, p.End)
+	}
+	return &p, nil
 }
 
 // runtimeOf is the capture's runtime as its analysis recognised it, else

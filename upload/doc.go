@@ -24,5 +24,7 @@
 //
 // An Uploader is one per stallwatch process and safe for concurrent use;
 // retrying is the spool's concern: Upload says with Retryable whether a
-// failure may succeed later.
+// failure may succeed later, with Unsent whether it never reached the
+// agent (the agent's failure, not the profile's), and with Unanswered
+// whether the agent may have it (sent whole, no answer in time).
 package upload

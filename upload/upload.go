@@ -151,6 +151,21 @@ func Unanswered(err error) bool {
 	return errors.As(err, &na)
 }
 
+// UnsentError is an upload that never reached the agent whole: it could
+// not be dialled, or the connection failed before the request was
+// written. The failure is the agent's, not the profile's.
+type UnsentError struct{ Err error }
+
+func (e *UnsentError) Error() string { return e.Err.Error() }
+func (e *UnsentError) Unwrap() error { return e.Err }
+
+// Unsent says whether err is an UnsentError: the agent is down or
+// unreachable, whatever the profile.
+func Unsent(err error) bool {
+	var u *UnsentError
+	return errors.As(err, &u)
+}
+
 // buildError is a request that could not be made: retrying cannot help.
 type buildError struct{ err error }
 
@@ -173,7 +188,10 @@ func (u *Uploader) Upload(ctx context.Context, p *Profile) error {
 	resp, err := u.client.Do(req)
 	if err != nil {
 		var ne net.Error
-		if wrote.Load() && (errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()) {
+		switch {
+		case !wrote.Load():
+			err = &UnsentError{Err: err}
+		case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
 			err = &NoAnswerError{Timeout: u.cfg.Timeout, Err: err}
 		}
 		return fmt.Errorf("upload to %s: %w", u.cfg.URL, err)

@@ -227,11 +227,14 @@ func TestRetryable(t *testing.T) {
 		if Retryable(err) != tc.retry {
 			t.Errorf("%d: Retryable %v, want %v", tc.code, Retryable(err), tc.retry)
 		}
+		if Unsent(err) {
+			t.Errorf("%d: an answer from the agent is Unsent", tc.code)
+		}
 	}
 	intake.Close()
 	err = u.Upload(context.Background(), p)
-	if err == nil || !Retryable(err) {
-		t.Errorf("agent down: %v, retryable %v", err, Retryable(err))
+	if err == nil || !Retryable(err) || !Unsent(err) {
+		t.Errorf("agent down: %v, retryable %v, unsent %v (want both)", err, Retryable(err), Unsent(err))
 	}
 	if _, err := u.Request(context.Background(), &Profile{}); Retryable(err) {
 		t.Errorf("an empty profile is retryable: %v", err)

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stallwatch/stallwatch/continuous"
 	"github.com/stallwatch/stallwatch/daemon"
 	"github.com/stallwatch/stallwatch/internal/cli"
 	"github.com/stallwatch/stallwatch/internal/ddtags"
@@ -110,6 +111,9 @@ cannot be used, 3 a missing permission (neither helps to restart).`
 // command line wins).
 type hostFlags struct {
 	output        outputFlags
+	profiles      profileStoreFlags
+	profileCPU    percent
+	profileFDs    int
 	diskQuota     byteSize
 	maxConcurrent int
 	maxPerHour    int
@@ -125,6 +129,10 @@ const defaultDaemonOut = "/var/lib/stallwatch/captures"
 
 func (h *hostFlags) declare(fs *cli.FlagSet) {
 	h.output.declare(fs, defaultDaemonOut)
+	h.profiles.declare(fs)
+	h.profileCPU = daemon.DefaultProfileCPU
+	fs.Var(&h.profileCPU, "profile-max-cpu", "while it profiles continuously the daemon keeps its own CPU within `PCT` of one core (5%); over it, it profiles less: no off-CPU samples, then the rates halved down to 19 Hz, then the targets with the most threads not profiled (one log line, and a tag on the periods)").Default = "5%"
+	fs.Int(&h.profileFDs, "profile-max-fds", 0, "and its file descriptors within `N` (0: a quarter of its hard RLIMIT_NOFILE): over it, the targets with the most threads are not profiled")
 	fs.Group("Host")
 	h.diskQuota = 1 << 30
 	fs.Var(&h.diskQuota, "disk-quota", "keep the captures under --out within `SIZE` (1GiB, 500MiB; 0: no bound): the oldest go first").Default = "1GiB"
@@ -171,8 +179,10 @@ func (h *hostFlags) check() error {
 		return cli.UsageErrorf("--max-captures-per-hour %d: cannot be negative", h.maxPerHour)
 	case h.scanInterval < 100*time.Millisecond:
 		return cli.UsageErrorf("--scan-interval %v: at least 100ms", h.scanInterval)
+	case h.profileCPU <= 0 || h.profileFDs < 0:
+		return cli.UsageErrorf("--profile-max-cpu and --profile-max-fds must be positive (--profile-max-fds 0: a quarter of the hard limit)")
 	}
-	for _, c := range []interface{ check() error }{&h.output, &h.datadog, &h.hooks} {
+	for _, c := range []interface{ check() error }{&h.output, &h.profiles, &h.datadog, &h.hooks} {
 		if err := c.check(); err != nil {
 			return err
 		}
@@ -285,6 +295,12 @@ func runDaemon(ctx context.Context, inv *cli.Invocation, f *daemonFlags, g *glob
 	if stack.Queue != nil {
 		opts.Uploads = stack.Queue
 	}
+	// One schedule for the continuous profiles of every rule that asks
+	// (idle while none does); its files' bounds are read at start.
+	if opts.Profiles, err = continuous.Start(host.profiles.config(cfg.Out, stack.Queue, log)); err != nil {
+		return err
+	}
+	defer opts.Profiles.Close()
 	d, err := daemon.New(cfg, opts)
 	if err != nil {
 		return err
@@ -344,6 +360,9 @@ func daemonNeeds(cfg *daemon.Config) preflight.Needs {
 		n.Rates = append(n.Rates, preflight.Rate{Flag: fmt.Sprintf("rule %s (line %d): freq", r.Name, r.Line), Hz: c.Freq})
 		if c.BaselineFreq > 0 && !c.NoFlightRecorder {
 			n.Rates = append(n.Rates, preflight.Rate{Flag: fmt.Sprintf("rule %s (line %d): baseline-freq", r.Name, r.Line), Hz: c.BaselineFreq})
+		}
+		if c.Profile {
+			n.Rates = append(n.Rates, preflight.Rate{Flag: fmt.Sprintf("rule %s (line %d): profile-freq", r.Name, r.Line), Hz: c.ProfileFreq})
 		}
 	}
 	if n.Kernel {
@@ -467,6 +486,7 @@ func loadDaemonConfig(path string, cmdline *cli.FlagSet, f *daemonFlags) (*daemo
 	cfg := &daemon.Config{
 		File: file.Path, Out: host.output.out, Keep: host.output.keep, DiskQuota: int64(host.diskQuota),
 		MaxConcurrent: host.maxConcurrent, MaxPerHour: host.maxPerHour, ScanInterval: host.scanInterval,
+		ProfileBudget: daemon.Budget{CPU: float64(host.profileCPU), FDs: host.profileFDs},
 	}
 	for _, spec := range file.Rules {
 		w, err := resolveRule(file, spec, hfs)
@@ -528,6 +548,8 @@ func resolveRule(file *daemon.File, spec daemon.RuleSpec, host *cli.FlagSet) (da
 	}
 	r.policy.apply(&w.Capture)
 	r.capture.apply(&w.Capture)
+	r.profile.apply(&w.Capture)
+	w.ProfilePeriod = r.profile.period
 	return w, nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stallwatch/stallwatch/alert"
 	"github.com/stallwatch/stallwatch/capture"
+	"github.com/stallwatch/stallwatch/continuous"
 	"github.com/stallwatch/stallwatch/hook"
 	"github.com/stallwatch/stallwatch/internal/cli"
 	"github.com/stallwatch/stallwatch/internal/logfmt"
@@ -168,18 +169,21 @@ func (h *heartbeatFlags) check(changed func(string) bool) error {
 }
 
 // ruleFlags are how one target is watched: its heartbeats, the stall
-// policy and the capture settings. They are watch's flags and, by the
-// same names, the settings of the daemon's rules.
+// policy, the capture settings and its continuous profile. They are
+// watch's flags and, by the same names, the settings of the daemon's
+// rules.
 type ruleFlags struct {
 	heartbeat heartbeatFlags
 	policy    policyFlags
 	capture   captureFlags
+	profile   profileFlags
 }
 
 func (r *ruleFlags) declare(fs *cli.FlagSet) {
 	r.heartbeat.declare(fs)
 	r.policy.declare(fs)
 	r.capture.declare(fs)
+	r.profile.declare(fs)
 }
 
 // needs is what watching a target this way asks of the machine.
@@ -188,6 +192,9 @@ func (r *ruleFlags) needs(n *preflight.Needs) {
 	n.PacketSocket = r.heartbeat.tap != ""
 	if r.policy.baselineFreq > 0 {
 		n.Rates = append(n.Rates, preflight.Rate{Flag: "--baseline-freq", Hz: r.policy.baselineFreq})
+	}
+	if r.profile.on() {
+		n.Rates = append(n.Rates, preflight.Rate{Flag: "--profile-freq", Hz: r.profile.freq})
 	}
 }
 
@@ -198,7 +205,77 @@ func (r *ruleFlags) check(changed func(string) bool) error {
 	if err := r.policy.check(); err != nil {
 		return err
 	}
-	return r.capture.check()
+	if err := r.capture.check(); err != nil {
+		return err
+	}
+	return r.profile.check(changed, r.capture.noOffCPU)
+}
+
+// profileFlags say whether and how a target is profiled continuously:
+// watch and the daemon's rules.
+type profileFlags struct {
+	period time.Duration
+	freq   int
+	offCPU bool
+}
+
+func (p *profileFlags) declare(fs *cli.FlagSet) {
+	fs.Group("Continuous profile")
+	fs.Duration(&p.period, "profile-period", 0, "profile the target continuously: every `DUR` (60s; 1s to 10m) the samples of that period as one profile, kept under --out/profiles and uploaded with the captures (0: off)")
+	fs.Int(&p.freq, "profile-freq", capture.DefaultProfileFreq, "with --profile-period: sample each thread `HZ` times a second of its CPU time between captures")
+	fs.Bool(&p.offCPU, "profile-offcpu", "with --profile-period: add off-CPU (blocked) time to the profiles; each context switch of the target then costs a sample")
+}
+
+func (p *profileFlags) on() bool { return p.period > 0 }
+
+func (p *profileFlags) check(changed func(string) bool, noOffCPU bool) error {
+	switch {
+	case p.period < 0 || p.period > 0 && (p.period < continuous.MinPeriod || p.period > continuous.MaxPeriod):
+		return cli.UsageErrorf("--profile-period %v: between %v and %v (0: off)", p.period, continuous.MinPeriod, continuous.MaxPeriod)
+	case !p.on() && (changed("profile-freq") || changed("profile-offcpu")):
+		return cli.UsageErrorf("--profile-freq and --profile-offcpu go with --profile-period")
+	case p.freq <= 0:
+		return cli.UsageErrorf("--profile-freq %d: must be positive", p.freq)
+	case p.offCPU && noOffCPU:
+		return cli.UsageErrorf("--profile-offcpu and --no-offcpu exclude each other")
+	}
+	return nil
+}
+
+// apply sets cfg's continuous profiling from the flags.
+func (p *profileFlags) apply(cfg *capture.Config) {
+	cfg.Profile, cfg.ProfileFreq, cfg.ProfileOffCPU = p.on(), p.freq, p.offCPU
+}
+
+// profileStoreFlags bound the continuous profiles' files under --out:
+// watch's flags, and the daemon's host-wide settings.
+type profileStoreFlags struct {
+	keep     time.Duration
+	maxBytes byteSize
+}
+
+func (p *profileStoreFlags) declare(fs *cli.FlagSet) {
+	fs.Group("Continuous profile")
+	fs.Duration(&p.keep, "profile-keep", continuous.DefaultKeep, "keep the continuous profiles' files under --out/profiles this long")
+	p.maxBytes = continuous.DefaultMaxBytes
+	fs.Var(&p.maxBytes, "profile-max-bytes", "keep the continuous profiles' files within `SIZE` in all (1GiB, 500MiB); the oldest go first, a file still to upload last").Default = "1GiB"
+}
+
+func (p *profileStoreFlags) check() error {
+	if p.keep <= 0 || p.maxBytes <= 0 {
+		return cli.UsageErrorf("--profile-keep and --profile-max-bytes must be positive")
+	}
+	return nil
+}
+
+// config is the profiler's configuration: its files under out, its
+// uploads through queue (nil: none).
+func (p *profileStoreFlags) config(out string, queue *spool.Spool, log *slog.Logger) continuous.Config {
+	c := continuous.Config{Dir: filepath.Join(out, continuous.DirName), Keep: p.keep, MaxBytes: int64(p.maxBytes), Logger: log}
+	if queue != nil {
+		c.Queue = queue
+	}
+	return c
 }
 
 // outputFlags say where capture directories go.
@@ -467,5 +544,25 @@ func (b *byteSize) Set(s string) error {
 		return fmt.Errorf("%q: want a size such as 512MiB or 2GiB", s)
 	}
 	*b = byteSize(n * mult)
+	return nil
+}
+
+// percent is a flag of a share: "5%" (or 0.05).
+type percent float64
+
+func (p *percent) String() string {
+	return strconv.FormatFloat(float64(*p)*100, 'f', -1, 64) + "%"
+}
+
+func (p *percent) Set(s string) error {
+	v, isPct := strings.CutSuffix(strings.TrimSpace(s), "%")
+	f, err := strconv.ParseFloat(v, 64)
+	if isPct {
+		f /= 100
+	}
+	if err != nil || f <= 0 || f > 64 {
+		return fmt.Errorf("%q: want a share of a core such as 5%% or 0.05", s)
+	}
+	*p = percent(f)
 	return nil
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/stallwatch/stallwatch/analysis"
+	"github.com/stallwatch/stallwatch/continuous"
 	"github.com/stallwatch/stallwatch/internal/cli"
 	"github.com/stallwatch/stallwatch/internal/safedir"
 	"github.com/stallwatch/stallwatch/internal/termsafe"
@@ -83,6 +85,7 @@ type reportFlags struct {
 	output     string
 	sampleType string
 	phase      string
+	from, to   string
 }
 
 func (f *reportFlags) declare(fs *cli.FlagSet) {
@@ -92,6 +95,8 @@ func (f *reportFlags) declare(fs *cli.FlagSet) {
 		Completes(cli.Words("wall-time", "cpu-time", "cpu-samples", "off-cpu-time", "threads"))
 	fs.String(&f.phase, "phase", "", "with --format folded or speedscope: only the samples of `PHASE`, before (the flight recorder) or during (after the trigger)").
 		Completes(cli.Words("before", "during"))
+	fs.String(&f.from, "from", "", "with a directory of continuous profiles: from `TIME`, RFC 3339 or a duration before now (90m; default an hour before --to)")
+	fs.String(&f.to, "to", "", "with a directory of continuous profiles: up to `TIME` (default now)")
 }
 
 func runReport(ctx context.Context, inv *cli.Invocation, f *reportFlags) error {
@@ -111,7 +116,15 @@ func runReport(ctx context.Context, inv *cli.Invocation, f *reportFlags) error {
 		return cli.UsageErrorf("--phase applies to --format folded and speedscope")
 	}
 	opt := reports.ExportOptions{SampleType: f.sampleType, Phase: f.phase}
-	c, err := reports.Open(ctx, pos[0])
+	var c *reports.Capture
+	var err error
+	if continuous.IsProfiles(pos[0]) {
+		c, err = openProfiles(ctx, pos[0], f.from, f.to, time.Now())
+	} else if f.from != "" || f.to != "" {
+		return cli.UsageErrorf("--from and --to go with a directory of continuous profiles (OUT/profiles or OUT/profiles/PID-PROCESS), not %s", pos[0])
+	} else {
+		c, err = reports.Open(ctx, pos[0])
+	}
 	if err != nil {
 		return err
 	}
@@ -171,6 +184,65 @@ func runReport(ctx context.Context, inv *cli.Invocation, f *reportFlags) error {
 		return cli.UsageError{Msg: "--phase: " + pe.Error()}
 	}
 	return err
+}
+
+// openProfiles reads the continuous profiles under dir from from to to
+// (each RFC 3339, or a duration before now: 90m; by default the hour
+// before now) merged, as a capture to render.
+func openProfiles(ctx context.Context, dir, from, to string, now time.Time) (*reports.Capture, error) {
+	end, err := parseWhen("--to", to, now, now)
+	if err != nil {
+		return nil, err
+	}
+	start, err := parseWhen("--from", from, now, end.Add(-time.Hour))
+	if err != nil {
+		return nil, err
+	}
+	if !start.Before(end) {
+		return nil, cli.UsageErrorf("--from %s is not before --to %s", start.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339))
+	}
+	r, err := continuous.Range(ctx, dir, start, end)
+	if err != nil {
+		return nil, err
+	}
+	c := &reports.Capture{Profile: r.Profile}
+	c.Info.Trigger, c.Info.Start, c.Info.End = model.Continuous, r.From, r.To
+	threads := map[string]bool{}
+	for _, s := range r.Profile.Sample {
+		if s.Label[model.LabelOffCPU] != nil {
+			c.Info.Counts.OffCPU++
+		} else if len(s.Value) > 0 {
+			c.Info.Counts.Samples += int(s.Value[0])
+		}
+		if tid := s.Label[model.LabelThreadID]; len(tid) > 0 {
+			threads[tid[0]] = true
+		}
+	}
+	c.Info.Counts.Threads = len(threads)
+	if len(r.PIDs) == 1 {
+		c.Info.PID = r.PIDs[0]
+	}
+	if r.Command != "" {
+		c.Info.Command = strings.Fields(r.Command)
+	}
+	c.Info.Notes = append([]string{fmt.Sprintf("continuous profile: %d periods under %s merged, from %s to %s", len(r.Files), dir,
+		r.From.UTC().Format(time.RFC3339), r.To.UTC().Format(time.RFC3339))}, r.Notes...)
+	return c, nil
+}
+
+// parseWhen reads a time of --from or --to: RFC 3339, or a duration
+// before now; def when empty.
+func parseWhen(flag, s string, now, def time.Time) (time.Time, error) {
+	if s == "" {
+		return def, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(strings.TrimPrefix(s, "-")); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, cli.UsageErrorf("%s %q: a time (2026-11-30T17:00:00Z) or a duration before now (90m)", flag, s)
 }
 
 // ctxWriter fails its writes once ctx is done.

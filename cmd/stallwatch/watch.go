@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stallwatch/stallwatch/capture"
+	"github.com/stallwatch/stallwatch/continuous"
 	"github.com/stallwatch/stallwatch/internal/child"
 	"github.com/stallwatch/stallwatch/internal/cli"
 	"github.com/stallwatch/stallwatch/internal/preflight"
@@ -127,17 +128,19 @@ or --no-ptrace).`
 
 // watchFlags are the flags of `watch`.
 type watchFlags struct {
-	pid     int
-	rule    ruleFlags
-	output  outputFlags
-	datadog datadogFlags
-	hooks   hookFlags
+	pid      int
+	rule     ruleFlags
+	output   outputFlags
+	profiles profileStoreFlags
+	datadog  datadogFlags
+	hooks    hookFlags
 }
 
 func (f *watchFlags) declare(fs *cli.FlagSet) {
 	declarePID(fs, &f.pid, "watch the running process; exit when it exits")
 	f.rule.declare(fs)
 	f.output.declare(fs, capture.DefaultOut)
+	f.profiles.declare(fs)
 	f.datadog.withStatsd, f.datadog.withQueue = true, true
 	f.datadog.declare(fs)
 	f.hooks.declare(fs)
@@ -158,7 +161,7 @@ func (f *watchFlags) check(inv *cli.Invocation) error {
 	if err := f.rule.check(inv.Flags.Changed); err != nil {
 		return err
 	}
-	for _, c := range []interface{ check() error }{&f.output, &f.datadog, &f.hooks} {
+	for _, c := range []interface{ check() error }{&f.output, &f.profiles, &f.datadog, &f.hooks} {
 		if err := c.check(); err != nil {
 			return err
 		}
@@ -199,6 +202,7 @@ func (f *watchFlags) captureConfig(pid int, heartbeats string, stack *notify.Sta
 	cfg := capture.Config{PID: pid, Snapshot: true, Heartbeat: heartbeats, Logger: log}
 	f.rule.policy.apply(&cfg)
 	f.rule.capture.apply(&cfg)
+	f.rule.profile.apply(&cfg)
 	f.output.apply(&cfg)
 	if stack.Queue != nil {
 		cfg.Uploads = stack.Queue
@@ -357,6 +361,13 @@ func watchTarget(ctx context.Context, f *watchFlags, pid int, sources []watchdog
 			log.Warn("closing the capture session", "err", err)
 		}
 	}()
+	if f.rule.profile.on() {
+		stop, err := profileTarget(f, pid, sess, stack, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	// Reading the target's symbols left garbage behind; a watchdog that
 	// may idle for days should not keep its pages.
 	debug.FreeOSMemory()
@@ -385,6 +396,29 @@ func watchTarget(ctx context.Context, f *watchFlags, pid int, sources []watchdog
 		}
 	}
 	return err
+}
+
+// profileTarget profiles the target of sess continuously, and returns
+// how to stop: its last period cut there, and the files' bounds applied.
+func profileTarget(f *watchFlags, pid int, sess *capture.Session, stack *notify.Stack, log *slog.Logger) (func(), error) {
+	cfg := f.profiles.config(f.output.out, stack.Queue, log)
+	cfg.Period = f.rule.profile.period
+	prof, err := continuous.Start(cfg)
+	if err != nil {
+		return nil, err
+	}
+	t := stack.Target(pid)
+	pt := prof.Add(continuous.Target{PID: pid, Process: t.Process, Tags: t.Tags, Source: sess})
+	sess.ProfiledIn(pt.Dir(), cfg.Period, stack.Queue != nil)
+	where := "files only (no agent)"
+	if stack.Queue != nil {
+		where = "files, and uploads through the queue"
+	}
+	log.Info("continuous profile on", "period", cfg.Period, "freq", f.rule.profile.freq, "off_cpu", f.rule.profile.offCPU, "dir", pt.Dir(), "to", where)
+	return func() {
+		pt.Stop()
+		prof.Close()
+	}, nil
 }
 
 // relaySignals turns SIGUSR1 into a capture and, for a child, passes

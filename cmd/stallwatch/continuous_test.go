@@ -1,0 +1,432 @@
+package main
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/stallwatch/stallwatch/internal/intaketest"
+	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
+	reports "github.com/stallwatch/stallwatch/report"
+)
+
+// cpuSeries samples a process's CPU time (schedstat, ns) every 5 ms, so
+// that the CPU time it used between two wall-clock moments can be read
+// back: what a period's samples must stand for.
+type cpuSeries struct {
+	mu   sync.Mutex
+	at   []time.Time
+	cpu  []time.Duration
+	stop chan struct{}
+	done chan struct{}
+}
+
+func watchCPU(t *testing.T, pid int) *cpuSeries {
+	s := &cpuSeries{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			c, err := testutil.CPUTime(pid)
+			if err == nil {
+				s.mu.Lock()
+				s.at, s.cpu = append(s.at, time.Now()), append(s.cpu, c)
+				s.mu.Unlock()
+			}
+			select {
+			case <-tick.C:
+			case <-s.stop:
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { close(s.stop); <-s.done })
+	return s
+}
+
+// between is the CPU time used from a to b, read from the nearest
+// readings inside [a, b] (so, if anything, less than was used).
+func (s *cpuSeries) between(a, b time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(s.at, a, func(x, y time.Time) int { return x.Compare(y) })
+	j, _ := slices.BinarySearchFunc(s.at, b, func(x, y time.Time) int { return x.Compare(y) })
+	if j > 0 && (j == len(s.at) || s.at[j].After(b)) {
+		j--
+	}
+	if i >= len(s.at) || j <= i {
+		return 0
+	}
+	return s.cpu[j] - s.cpu[i]
+}
+
+// parseEventTime reads event.json's start or end.
+func parseEventTime(t *testing.T, s string) time.Time {
+	t.Helper()
+	v, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatalf("event.json time %q: %v", s, err)
+	}
+	return v
+}
+
+// hasFunction reports whether a profile names fn in some stack.
+func hasFunction(p *profile.Profile, fn string) bool {
+	for _, f := range p.Function {
+		if f.Name == fn {
+			return true
+		}
+	}
+	return false
+}
+
+// TestContinuousNodeUploads: a real Node.js with --perf-prof, profiled
+// every 2 s into the stand-in intake, the agent down for the first two
+// periods and up from then on. The first four periods all arrive, once
+// each and in order, in the form ddprof sends (family native, one
+// profile.pprof, start and end, the process's tags): contiguous, every
+// sample stamped inside its period, its samples 97 Hz × the CPU time the
+// target used in it within 10% (2 samples at least: a period on a loaded
+// machine may hold a few dozen), and JavaScript's own function names in
+// each.
+func TestContinuousNodeUploads(t *testing.T) {
+	testutil.RequirePerf(t)
+	testutil.RequirePtrace(t)
+	node := testutil.RequireTool(t, "node")
+	dir := t.TempDir()
+	cmd := exec.Command(node, "--perf-prof", testutil.Testdata(t, "node", "fib.js"), "22")
+	cmd.Dir = dir
+	tg := testutil.StartCmd(t, cmd)
+	tg.WaitLine(t, "ready", 30*time.Second)
+	cpu := watchCPU(t, tg.Pid)
+
+	// An agent that is not there yet: a port nobody listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	out := filepath.Join(dir, "out")
+	sw := startWatch(t, "--pid", strconv.Itoa(tg.Pid), "--heartbeat-proc", "--stall-after", "5m", "--baseline-freq", "0",
+		"--profile-period", "2s", "--out", out, "--upload", "http://"+addr, "--statsd", "off", "--service", "fib", "--env", "test")
+	waitLog(t, sw, "continuous profile on", 30*time.Second)
+	periods := filepath.Join(out, "profiles", strconv.Itoa(tg.Pid)+"-node")
+	if err := testutil.Eventually(30*time.Second, func() bool {
+		files, _ := filepath.Glob(filepath.Join(periods, "*.pb.gz"))
+		return len(files) >= 2
+	}); err != nil {
+		t.Fatalf("two periods not written within 30 s; log:\n%s", sw.Stderr())
+	}
+	intake := intaketest.StartAt(t, addr)
+	ups := intake.Wait(t, 4, 60*time.Second)[:4]
+	_ = sw.Cmd.Process.Signal(syscall.SIGINT)
+	if got := exitStatusOf(t, sw, 20*time.Second); got != 0 {
+		t.Errorf("exit %d after SIGINT; log:\n%s", got, sw.Stderr())
+	}
+
+	starts := map[string]int{}
+	for _, u := range intake.Uploads() {
+		starts[u.Event.Start]++
+	}
+	var prevEnd time.Time
+	for i, u := range ups {
+		if n := starts[u.Event.Start]; n != 1 {
+			t.Errorf("period %d (start %s) uploaded %d times", i, u.Event.Start, n)
+		}
+		if u.Event.Family != "native" || u.Event.Version != "4" || !slices.Equal(u.Event.Attachments, []string{"profile.pprof"}) || len(u.Profiles) != 1 {
+			t.Errorf("period %d: family %q version %q attachments %v", i, u.Event.Family, u.Event.Version, u.Event.Attachments)
+		}
+		for _, want := range []string{"service:fib", "env:test", "language:native", "process_id:" + strconv.Itoa(tg.Pid), "process:node", "runtime:node"} {
+			if !slices.Contains(u.Tags, want) {
+				t.Errorf("period %d: tags %v lack %s", i, u.Tags, want)
+			}
+		}
+		if v, ok := u.Tag("host"); !ok || v == "" {
+			t.Errorf("period %d: no host tag in %v", i, u.Tags)
+		}
+		if v, ok := u.Tag("profiler_version"); !ok || v == "" {
+			t.Errorf("period %d: no profiler_version tag in %v", i, u.Tags)
+		}
+		start, end := parseEventTime(t, u.Event.Start), parseEventTime(t, u.Event.End)
+		if i > 0 && !start.Equal(prevEnd) {
+			t.Errorf("period %d starts at %v, the one before ended at %v", i, start, prevEnd)
+		}
+		// The first period's start is the session's reading of the
+		// clocks, the others the schedule's: within a microsecond.
+		if d := end.Sub(start); d < 2*time.Second-time.Microsecond || d > 2*time.Second+time.Microsecond || i > 1 && d != 2*time.Second {
+			t.Errorf("period %d lasts %v, want 2s", i, d)
+		}
+		prevEnd = end
+		p := u.Profiles["profile.pprof"]
+		var samples int64
+		for _, s := range p.Sample {
+			ts := s.NumLabel[model.LabelEndTime]
+			if len(ts) != 1 || ts[0] < start.UnixNano() || ts[0] > end.UnixNano() {
+				t.Fatalf("period %d [%v, %v]: a sample stamped %v", i, start, end, ts)
+			}
+			samples += s.Value[0]
+		}
+		used := cpu.between(start, end)
+		want := used.Seconds() * 97
+		if tol := max(want/10, 2); float64(samples) < want-tol || float64(samples) > want+tol {
+			t.Errorf("period %d: %d samples for %v of CPU at 97 Hz, want %.0f ± %.0f", i, samples, used, want, tol)
+		}
+		if !hasFunction(p, "fibonacci") {
+			t.Errorf("period %d names no fibonacci (JavaScript from the jitdump): %d functions", i, len(p.Function))
+		}
+		t.Logf("period %d: %s → %s, %d samples for %v of CPU", i, u.Event.Start, u.Event.End, samples, used)
+	}
+	if _, err := os.Stat(periods); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestContinuousJITReplaced: an LLVM JIT (lli --jit-kind=mcjit, whose
+// PerfJITEventListener writes a jitdump) whose code is replaced during
+// the run: the process executes lli again on another module, and the
+// JIT loads hot_after where hot_before was (the same address, as the
+// test checks in the two jitdumps). Profiled every second, each period
+// names the code of its own time: every sample of hot_before ends before
+// the replacement was seen, every sample of hot_after after it was asked
+// for, the periods before name hot_before alone and those after
+// hot_after alone.
+func TestContinuousJITReplaced(t *testing.T) {
+	testutil.RequirePerf(t)
+	lli := testutil.RequireTool(t, "lli")
+	setarch := testutil.RequireTool(t, "setarch")
+	dir := t.TempDir()
+	// setarch -R: the address space is laid out alike after the exec, so
+	// that the new code lands where the old one was.
+	cmd := exec.Command(setarch, "-R", lli, "--jit-kind=mcjit", testutil.Testdata(t, "llvm", "before.ll"), lli, testutil.Testdata(t, "llvm", "after.ll"))
+	cmd.Env = append(os.Environ(), "JITDUMPDIR="+dir)
+	swap, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := testutil.StartCmd(t, cmd)
+	tg.WaitLine(t, "ready", 30*time.Second)
+	out := filepath.Join(dir, "out")
+	sw := startWatch(t, "--pid", strconv.Itoa(tg.Pid), "--heartbeat-proc", "--stall-after", "5m", "--baseline-freq", "0",
+		"--profile-period", "1s", "--out", out, "--upload", "off", "--statsd", "off")
+	waitLog(t, sw, "continuous profile on", 30*time.Second)
+	periods := filepath.Join(out, "profiles", strconv.Itoa(tg.Pid)+"-lli")
+	written := func(n int) {
+		t.Helper()
+		if err := testutil.Eventually(30*time.Second, func() bool {
+			files, _ := filepath.Glob(filepath.Join(periods, "*.pb.gz"))
+			return len(files) >= n
+		}); err != nil {
+			t.Fatalf("%d periods not written within 30 s; log:\n%s", n, sw.Stderr())
+		}
+	}
+	written(3)
+	asked := time.Now()
+	if _, err := swap.Write([]byte("swap\n")); err != nil {
+		t.Fatal(err)
+	}
+	tg.WaitLine(t, "swapped", 30*time.Second)
+	seen := time.Now()
+	before, _ := filepath.Glob(filepath.Join(periods, "*.pb.gz"))
+	written(len(before) + 3)
+	_ = sw.Cmd.Process.Signal(syscall.SIGINT)
+	exitStatusOf(t, sw, 20*time.Second)
+
+	dumps, _ := filepath.Glob(filepath.Join(dir, ".debug", "jit", "*", "jit-*.dump"))
+	if len(dumps) != 2 {
+		t.Fatalf("jitdumps %v, want one before and one after the exec", dumps)
+	}
+	files, _ := filepath.Glob(filepath.Join(periods, "*.pb.gz"))
+	var oldOnly, newOnly int
+	for _, f := range files {
+		p, err := reports.ReadProfile(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Unix(0, p.TimeNanos)
+		end := start.Add(time.Duration(p.DurationNanos))
+		var old, new int64
+		for _, s := range p.Sample {
+			names := funcNames(s)
+			ts := time.Unix(0, s.NumLabel[model.LabelEndTime][0])
+			switch {
+			case slices.Contains(names, "hot_before"):
+				old += s.Value[0]
+				if ts.After(seen) {
+					t.Errorf("%s: hot_before at %v, after the replacement was seen at %v", filepath.Base(f), ts, seen)
+				}
+			case slices.Contains(names, "hot_after"):
+				new += s.Value[0]
+				if ts.Before(asked) {
+					t.Errorf("%s: hot_after at %v, before it was asked for at %v", filepath.Base(f), ts, asked)
+				}
+			}
+		}
+		switch {
+		case end.Before(asked) && old > 0 && new == 0:
+			oldOnly++
+		case start.After(seen) && new > 0 && old == 0:
+			newOnly++
+		case end.Before(asked) || start.After(seen):
+			t.Errorf("%s [%v, %v]: %d samples of hot_before, %d of hot_after (replaced between %v and %v)", filepath.Base(f), start, end, old, new, asked, seen)
+		}
+	}
+	if oldOnly < 2 || newOnly < 2 {
+		t.Errorf("%d periods name the old code alone before the replacement, %d the new alone after; want 2 of each", oldOnly, newOnly)
+	}
+}
+
+// funcNames are a sample's function names, innermost first.
+func funcNames(s *profile.Sample) []string {
+	var names []string
+	for _, l := range s.Location {
+		for _, ln := range l.Line {
+			names = append(names, ln.Function.Name)
+		}
+	}
+	return names
+}
+
+// TestDaemonContinuous: a daemon rule that profiles every 2 s, over
+// three real processes: one runs on, one exits, one freezes. Each one's
+// periods are uploaded, tagged as its stall capture is (the rule's
+// service and tags, the host, process_id); the exited one's last period
+// ends at its exit, marked; the frozen one's stall capture is uploaded
+// beside its periods, with the trigger tag, and its capture.json says
+// where the periods are.
+func TestDaemonContinuous(t *testing.T) {
+	testutil.RequirePerf(t)
+	testutil.RequirePtrace(t)
+	tag := marker()
+	intake := intaketest.Start(t)
+	e := newDaemonEnv(t, `
+out: OUT
+tags: dc:east
+rules:
+  - name: svc
+    match:
+      cmdline: 'beater .*-metric `+tag+`'
+    service: svc
+    tags: team:payments
+    heartbeat-proc: true
+    stall-after: 1s
+    capture-for: 300ms
+    max-captures: 1
+    recapture-after: 1h
+    profile-period: 2s
+`)
+	start := func() *testutil.Target {
+		tg := testutil.StartCmd(t, exec.Command(beaterPath(t), "-interval", "50ms", "-metric", tag, "-spin"))
+		tg.WaitLine(t, "ready", 20*time.Second)
+		return tg
+	}
+	runs, exits, freezes := start(), start(), start()
+	e.start(t, "--upload", intake.URL, "--statsd", "off")
+	for _, tg := range []*testutil.Target{runs, exits, freezes} {
+		e.waitTarget(t, tg.Pid, "watched", 30*time.Second, watched)
+	}
+	if err := testutil.Eventually(30*time.Second, func() bool {
+		n := 0
+		for _, u := range intake.Uploads() {
+			if v, _ := u.Tag("process_id"); v == strconv.Itoa(freezes.Pid) {
+				n++
+			}
+		}
+		return n >= 2
+	}); err != nil {
+		t.Fatalf("no two periods of pid %d uploaded within 30 s; log:\n%s", freezes.Pid, e.sw.Stderr())
+	}
+	if err := syscall.Kill(freezes.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(freezes.Pid, syscall.SIGCONT)
+	if err := syscall.Kill(exits.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exits.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the beater did not exit")
+	}
+	exited := time.Now()
+	byPID := func() map[string][]*intaketest.Upload {
+		m := map[string][]*intaketest.Upload{}
+		for _, u := range intake.Uploads() {
+			v, _ := u.Tag("process_id")
+			m[v] = append(m[v], u)
+		}
+		return m
+	}
+	pr, pe, pf := strconv.Itoa(runs.Pid), strconv.Itoa(exits.Pid), strconv.Itoa(freezes.Pid)
+	if err := testutil.Eventually(60*time.Second, func() bool {
+		m := byPID()
+		stall := slices.ContainsFunc(m[pf], func(u *intaketest.Upload) bool { return slices.Contains(u.Tags, "trigger:stall") })
+		cut := slices.ContainsFunc(m[pe], func(u *intaketest.Upload) bool { return slices.Contains(u.Tags, "period_cut:target_exited") })
+		return stall && cut && len(m[pr]) >= 3
+	}); err != nil {
+		for pid, ups := range byPID() {
+			for _, u := range ups {
+				t.Logf("pid %s: %s → %s %v", pid, u.Event.Start, u.Event.End, u.Tags)
+			}
+		}
+		t.Fatalf("not every upload came; log:\n%s", e.sw.Stderr())
+	}
+	_ = e.sw.Cmd.Process.Signal(syscall.SIGTERM)
+	if code := exitStatusOf(t, e.sw, 30*time.Second); code != 0 {
+		t.Errorf("exit %d after SIGTERM; log:\n%s", code, e.sw.Stderr())
+	}
+
+	m := byPID()
+	for pid, ups := range m {
+		for _, u := range ups {
+			for _, want := range []string{"service:svc", "team:payments", "dc:east", "process:beater", "language:native", "runtime:go", "process_id:" + pid} {
+				if !slices.Contains(u.Tags, want) {
+					t.Errorf("upload of pid %s (%s → %s): tags %v lack %s", pid, u.Event.Start, u.Event.End, u.Tags, want)
+				}
+			}
+			if v, ok := u.Tag("host"); !ok || v == "" {
+				t.Errorf("upload of pid %s: no host in %v", pid, u.Tags)
+			}
+		}
+	}
+	// The exited process's last period ends at its exit, and none after.
+	last := m[pe][len(m[pe])-1]
+	end := parseEventTime(t, last.Event.End)
+	if !slices.Contains(last.Tags, "period_cut:target_exited") || end.After(exited) || end.Sub(parseEventTime(t, last.Event.Start)) >= 2*time.Second {
+		t.Errorf("the exited process's last period %s → %s, tags %v (it exited by %v)", last.Event.Start, last.Event.End, last.Tags, exited)
+	}
+	// The frozen one's capture, among its periods.
+	var capture *intaketest.Upload
+	periods := 0
+	for _, u := range m[pf] {
+		if slices.Contains(u.Tags, "trigger:stall") {
+			capture = u
+		} else {
+			periods++
+		}
+	}
+	if capture == nil || capture.Profiles["threads.pprof"] == nil || periods < 2 {
+		t.Fatalf("pid %s: capture %v and %d periods", pf, capture, periods)
+	}
+	dirs := captureDirs(t, e.out, freezes.Pid, "stall")
+	if len(dirs) != 1 {
+		t.Fatalf("capture directories of pid %d: %v", freezes.Pid, dirs)
+	}
+	info := readFile(t, filepath.Join(e.out, dirs[0], "capture.json"))
+	if want := filepath.Join(e.out, "profiles", pf+"-beater"); !strings.Contains(info, `"dir": "`+want+`"`) || !strings.Contains(info, `"uploaded": true`) {
+		t.Errorf("capture.json does not say where the continuous profile is (%s):\n%s", want, info)
+	}
+}

@@ -1,0 +1,194 @@
+package continuous
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/stallwatch/stallwatch/capdir"
+	"github.com/stallwatch/stallwatch/internal/safedir"
+	"github.com/stallwatch/stallwatch/model"
+	"github.com/stallwatch/stallwatch/report"
+)
+
+// Ranged is the continuous profile of a time range: the periods that
+// overlap it, merged, with only the samples stamped inside it.
+type Ranged struct {
+	Profile *profile.Profile
+	// Files are the periods read, oldest first.
+	Files []string
+	// From and To are the range asked for, held to the periods found.
+	From, To time.Time
+	PIDs     []int
+	// Command is the first period's command line, as its profile says.
+	Command string
+	// Notes are what the periods' profiles say of themselves that a
+	// reader of the whole needs: the cut and marked ones, losses.
+	Notes []string
+}
+
+// MaxRangeFiles bounds the periods Range merges: a day of one-minute
+// periods of one target.
+const MaxRangeFiles = 24 * 60
+
+// Range reads the periods under dir — one target's directory
+// (OUT/profiles/PID-PROCESS), or OUT/profiles for every target — that
+// overlap [from, to), and merges them, keeping the samples stamped
+// inside the range. Profiles with and without off-CPU samples merge with
+// the sample types of both.
+func Range(ctx context.Context, dir string, from, to time.Time) (*Ranged, error) {
+	if !from.Before(to) {
+		return nil, fmt.Errorf("an empty range: from %v to %v", from, to)
+	}
+	files, err := findFiles(dir, from, to)
+	if err != nil {
+		return nil, err
+	}
+	r := &Ranged{From: to, To: from}
+	var profs []*profile.Profile
+	for _, f := range files {
+		if len(profs) == MaxRangeFiles {
+			r.Notes = append(r.Notes, fmt.Sprintf("only the first %d periods of the range are read: ask for less", MaxRangeFiles))
+			break
+		}
+		p, err := report.ReadProfile(ctx, f.path)
+		if err != nil {
+			return nil, err
+		}
+		start := time.Unix(0, p.TimeNanos)
+		end := start.Add(time.Duration(p.DurationNanos))
+		if !end.After(from) || !start.Before(to) {
+			continue
+		}
+		r.Files = append(r.Files, f.path)
+		r.From, r.To = minTime(r.From, maxTime(start, from)), maxTime(r.To, minTime(end, to))
+		if f.pid != 0 && !slices.Contains(r.PIDs, f.pid) {
+			r.PIDs = append(r.PIDs, f.pid)
+		}
+		for _, c := range p.Comments {
+			if cmd, ok := strings.CutPrefix(c, "command: "); ok && r.Command == "" {
+				r.Command = cmd
+			}
+			if n, ok := strings.CutPrefix(c, "note: "); ok {
+				r.Notes = append(r.Notes, start.UTC().Format(time.RFC3339)+": "+n)
+			}
+		}
+		clipSamples(p, from, to)
+		profs = append(profs, p)
+	}
+	if len(profs) == 0 {
+		return nil, fmt.Errorf("%s: %w from %s to %s", dir, errNoFiles, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
+	}
+	widen(profs)
+	merged, err := profile.Merge(profs)
+	if err != nil {
+		return nil, fmt.Errorf("merging the periods under %s: %w", dir, err)
+	}
+	merged.TimeNanos, merged.DurationNanos = r.From.UnixNano(), int64(r.To.Sub(r.From))
+	merged.Comments = []string{fmt.Sprintf("stallwatch continuous profile: %d periods from %s to %s", len(profs),
+		r.From.UTC().Format(time.RFC3339Nano), r.To.UTC().Format(time.RFC3339Nano))}
+	r.Profile = merged
+	return r, nil
+}
+
+// clipSamples keeps the samples stamped inside [from, to).
+func clipSamples(p *profile.Profile, from, to time.Time) {
+	f, t := from.UnixNano(), to.UnixNano()
+	p.Sample = slices.DeleteFunc(p.Sample, func(s *profile.Sample) bool {
+		end := s.NumLabel[model.LabelEndTime]
+		return len(end) == 1 && (end[0] < f || end[0] >= t)
+	})
+}
+
+// widen gives every profile the sample types of all of them, in the
+// order a capture's profile has them, so that they merge.
+func widen(ps []*profile.Profile) {
+	order := []string{model.TypeCPUSamples, model.TypeCPUTime, model.TypeOffCPUTime, model.TypeWallTime}
+	have := map[string]*profile.ValueType{}
+	for _, p := range ps {
+		for _, st := range p.SampleType {
+			if have[st.Type] == nil {
+				have[st.Type] = st
+				if !slices.Contains(order, st.Type) {
+					order = append(order, st.Type)
+				}
+			}
+		}
+	}
+	var types []*profile.ValueType
+	for _, name := range order {
+		if st := have[name]; st != nil {
+			types = append(types, &profile.ValueType{Type: st.Type, Unit: st.Unit})
+		}
+	}
+	def := model.TypeCPUTime
+	if have[model.TypeWallTime] != nil {
+		def = model.TypeWallTime
+	}
+	for _, p := range ps {
+		idx := make([]int, len(types))
+		for i, st := range types {
+			idx[i] = slices.IndexFunc(p.SampleType, func(v *profile.ValueType) bool { return v.Type == st.Type })
+		}
+		// Wall time is on- plus off-CPU: a profile without off-CPU
+		// samples has its CPU time as its wall time.
+		cpu := slices.IndexFunc(p.SampleType, func(v *profile.ValueType) bool { return v.Type == model.TypeCPUTime })
+		for _, s := range p.Sample {
+			v := make([]int64, len(types))
+			for i, j := range idx {
+				switch {
+				case j >= 0:
+					v[i] = s.Value[j]
+				case types[i].Type == model.TypeWallTime && cpu >= 0:
+					v[i] = s.Value[cpu]
+				}
+			}
+			s.Value = v
+		}
+		p.SampleType = types
+		p.DefaultSampleType = def
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// IsProfiles reports whether dir is a directory of continuous profiles:
+// OUT/profiles, whose entries are target directories, or one target's
+// directory of period files (never a capture directory).
+func IsProfiles(dir string) bool {
+	d, err := safedir.OpenForRead(dir)
+	if err != nil {
+		return false
+	}
+	defer d.Close()
+	names, err := d.ReadDir()
+	if err != nil {
+		return false
+	}
+	for _, name := range names {
+		if name == capdir.FileInfo {
+			return false
+		}
+	}
+	if _, ok := parseTargetDir(filepath.Base(dir)); ok {
+		return slices.ContainsFunc(names, func(n string) bool { _, ok := parseFileName(n); return ok })
+	}
+	return filepath.Base(dir) == DirName
+}
