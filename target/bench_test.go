@@ -95,6 +95,8 @@ func BenchmarkUnwindSamples(b *testing.B) {
 	testutil.RequirePerf(b)
 	for name, tg := range workloads(b) {
 		b.Run(name, func(b *testing.B) {
+			host := testutil.WatchHost(tg.Pid)
+			defer func() { host.Stop().Report(b) }()
 			raw := rawSamples(b, tg.Pid, 16<<10, 2*time.Second)
 			tp, err := Open(tg.Pid, Options{JIT: true})
 			if err != nil {
@@ -150,6 +152,8 @@ func BenchmarkStackCopySize(b *testing.B) {
 	testutil.RequirePerf(b)
 	for name, tg := range workloads(b) {
 		b.Run(name, func(b *testing.B) {
+			host := testutil.WatchHost(tg.Pid)
+			defer func() { host.Stop().Report(b) }()
 			raw := rawSamples(b, tg.Pid, sampler.MaxStackCopy, 2*time.Second)
 			tp, err := Open(tg.Pid, Options{JIT: true})
 			if err != nil {

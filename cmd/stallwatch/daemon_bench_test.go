@@ -95,6 +95,11 @@ rules:
 			// The daemon sees every exec on the host (its discovery), so
 			// the processes others start meanwhile are part of its cost:
 			// the host's forks are reported beside it.
+			pids := []int{e.sw.Pid}
+			for _, tg := range procs {
+				pids = append(pids, tg.Pid)
+			}
+			host := testutil.WatchHost(pids...)
 			cpu0, _ := testutil.CPUTime(e.sw.Pid)
 			forks0 := hostForks()
 			t0 := time.Now()
@@ -103,6 +108,7 @@ rules:
 			window := time.Since(t0)
 			share := float64(cpu1-cpu0) / float64(window) * 100
 			b.ReportMetric(float64(hostForks()-forks0)/window.Seconds(), "host-forks/s")
+			host.Stop().Report(b)
 			rss := float64(rssKiB(e.sw.Pid)) / 1024
 			b.ReportMetric(share, "%core-idle")
 			b.ReportMetric(rss, "MB-rss")

@@ -43,6 +43,7 @@ func BenchmarkWatchIdle(b *testing.B) {
 			}
 			var cpu, rss, hwm float64
 			n := 0
+			host := testutil.WatchHost()
 			for b.Loop() {
 				c, r, h := idleRun(b, d, bc.baseline, bc.threads)
 				cpu, rss, hwm = cpu+c, rss+r, hwm+h
@@ -54,6 +55,7 @@ func BenchmarkWatchIdle(b *testing.B) {
 			b.ReportMetric(rss, "rss-MB")
 			b.ReportMetric(rss/30, "rss-of-budget")
 			b.ReportMetric(hwm, "peak-rss-MB")
+			host.Stop().Report(b)
 			b.ReportMetric(0, "ns/op")
 		})
 	}
