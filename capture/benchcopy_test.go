@@ -81,6 +81,7 @@ func BenchmarkFlightRecorderRSS(b *testing.B) {
 				b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "go-heap-MB")
 				b.ReportMetric(float64(st.Samples), "samples")
 				b.ReportMetric(float64(st.ThreadsLive), "threads")
+				b.ReportMetric(float64(st.RingBytes)/(1<<20), "rings-MiB")
 			}
 		})
 	}

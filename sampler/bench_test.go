@@ -315,12 +315,14 @@ func BenchmarkLost32Threads(b *testing.B) {
 				time.Sleep(10 * time.Second)
 				samples := rec.Stop()
 				st := rec.Stats()
+				rings := s.Stats().RingBytes
 				s.Close()
 				b.ReportMetric(float64(st.LostRecords), "lost-records")
 				b.ReportMetric(float64(st.LostSamples), "lost-samples")
 				b.ReportMetric(float64(st.Throttles), "throttles")
 				b.ReportMetric(float64(st.Samples), "samples")
 				b.ReportMetric(float64(st.OffCPUIntervals), "offcpu-intervals")
+				b.ReportMetric(float64(rings)/(1<<20), "rings-MiB")
 				b.Logf("%d samples and %d off-CPU intervals (%d in all), %d lost records, %d lost samples, %d throttles, %d threads",
 					st.Samples, st.OffCPUIntervals, len(samples), st.LostRecords, st.LostSamples, st.Throttles, st.ThreadsLive)
 			}
