@@ -15,9 +15,10 @@ import (
 	"github.com/stallwatch/stallwatch/sampler"
 )
 
-// rawSamples records pid's on-CPU samples for d with copy bytes of stack
-// each, kept raw (no unwinding as they arrive).
-func rawSamples(b testing.TB, pid, copy int, d time.Duration) []sampler.Sample {
+// rawSamples records pid's on-CPU samples for cpu of the target's CPU
+// time (a loaded machine gives it less of the wall time) with copy bytes
+// of stack each, kept raw (no unwinding as they arrive).
+func rawSamples(b testing.TB, pid, copy int, cpu time.Duration) []sampler.Sample {
 	b.Helper()
 	s, err := sampler.Start(sampler.Config{PID: pid, Freq: 997, DumpOnCPU: copy, History: -1})
 	if err != nil {
@@ -25,7 +26,7 @@ func rawSamples(b testing.TB, pid, copy int, d time.Duration) []sampler.Sample {
 	}
 	defer s.Close()
 	rec := s.StartRecording()
-	time.Sleep(d)
+	testutil.WaitCPU(b, pid, cpu, 60*time.Second)
 	var out []sampler.Sample
 	for _, smp := range rec.Stop() {
 		if len(smp.StackDump) > 0 && len(smp.Stack) > int(smp.Kernel) {
