@@ -203,6 +203,11 @@ func (s *Session) samplerConfig(freq int, offCPU bool, history time.Duration) sa
 		History: history,
 		Logger:  s.cfg.Logger,
 
+		// Rings are sized for the capture's rate, which SetRate raises
+		// the flight recorder's to.
+		PeakFreq:   s.cfg.Freq,
+		PeakOffCPU: !s.cfg.NoOffCPU,
+
 		BlockedStack: s.tp.Unwinder().BlockedStack,
 		MaxThreads:   s.plan.MaxThreads,
 		FoldTracker:  s.plan.FoldTracker,

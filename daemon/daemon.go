@@ -209,7 +209,7 @@ type Daemon struct {
 	reload   chan *Config
 	do       chan func()
 	exits    chan *target
-	execs    chan int
+	execs    chan []int
 	named    chan int      // pids a pid file named, at once (pidfileWatch)
 	pidWatch *pidfileWatch // of the configuration in force
 	overrun  chan struct{}
@@ -258,7 +258,7 @@ func New(cfg *Config, opts Options) (*Daemon, error) {
 		targets: map[int]*target{}, stopping: map[int]bool{}, seen: map[int]seen{},
 		released: make(chan int, 16), closing: make(chan struct{}),
 		reload: make(chan *Config, 1), do: make(chan func()), exits: make(chan *target, 16),
-		execs: make(chan int, 4096), named: make(chan int, 64), overrun: make(chan struct{}, 1), stopped: make(chan struct{}),
+		execs: make(chan []int, 64), named: make(chan int, 64), overrun: make(chan struct{}, 1), stopped: make(chan struct{}),
 		started: time.Now(), out: cfg.Out, poller: watchdog.NewPoller(),
 	}
 	d.keep.Store(int64(cfg.Keep))
@@ -372,10 +372,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 		case <-d.overrun:
 			d.log.Warn("process events were lost; scanning /proc")
 			d.scan()
-		case pid := <-d.execs:
+		case pids := <-d.execs:
 			now := time.Now()
-			if d.execBudget.take(now, d.cmdlineBytes) {
-				d.consider(pid, now, true)
+			for _, pid := range pids {
+				if d.execBudget.take(now, d.cmdlineBytes) {
+					d.consider(pid, now, true)
+				}
 			}
 			d.logExecOverflow(now)
 		case pid := <-d.named:
@@ -416,12 +418,18 @@ func (d *Daemon) startDiscovery(ctx context.Context) time.Duration {
 	}
 	d.conn = c
 	go func() {
-		err := c.Run(ctx, func(ev procwatch.Event) {
-			if ev.Exit {
-				return // the watchdog's pidfd says so
+		err := c.RunBatches(ctx, execBatch, func(evs []procwatch.Event) {
+			var pids []int
+			for _, ev := range evs {
+				if !ev.Exit { // an exit: the watchdog's pidfd says so
+					pids = append(pids, ev.PID)
+				}
+			}
+			if len(pids) == 0 {
+				return
 			}
 			select {
-			case d.execs <- ev.PID:
+			case d.execs <- pids:
 			default:
 				d.lostEvents()
 			}
@@ -435,6 +443,11 @@ func (d *Daemon) startDiscovery(ctx context.Context) time.Duration {
 	d.log.Info("finding processes by the kernel's exec events", "backstop_scan_every", every)
 	return every
 }
+
+// execBatch is how often the process connector is read: the execs of the
+// host wait for it in its socket, and each wake-up of the daemon costs
+// more than reading them. A process is watched within it of its exec.
+const execBatch = 100 * time.Millisecond
 
 func (d *Daemon) lostEvents() {
 	select {

@@ -58,46 +58,77 @@ func (ix *Index) Lookup(addr uint64) (*Symbol, bool) { return ix.LookupAt(addr, 
 // (CLOCK_MONOTONIC nanoseconds, the clock of perf samples taken with
 // use_clockid and of jitdump records).
 func (ix *Index) LookupAt(addr, t uint64) (*Symbol, bool) {
-	if ix == nil {
-		return nil, false
-	}
-	for i := range ix.layers {
-		if s, decided := ix.lookupLayer(&ix.layers[i], addr, t); decided {
-			return s, s != nil
-		}
-	}
-	return nil, false
+	s, _, ok := ix.LookupSpan(addr, t)
+	return s, ok
 }
 
-// lookupLayer finds addr in one layer. decided is false when the layer
-// knew no code at addr at t, so that a later layer may answer.
-func (ix *Index) lookupLayer(l *layerView, addr, t uint64) (_ *Symbol, decided bool) {
+// Span is a stretch of time [From, Until) over which LookupSpan's answer
+// at an address is the same: the code found (or none) was loaded at From
+// and nothing loaded before Until covers the address; Until MaxUint64 is
+// no end (the latest, math.MaxUint64, included). An Index never changes,
+// so it holds for as long as the Index is the one asked: a caller may
+// keep the answer for every time in it.
+type Span struct {
+	From, Until uint64
+}
+
+// Contains reports whether t is in the span.
+func (sp Span) Contains(t uint64) bool {
+	return t >= sp.From && (t < sp.Until || sp.Until == math.MaxUint64)
+}
+
+// LookupSpan is LookupAt, with the span of times that have the same
+// answer at addr.
+func (ix *Index) LookupSpan(addr, t uint64) (*Symbol, Span, bool) {
+	span := Span{0, math.MaxUint64}
+	if ix == nil {
+		return nil, span, false
+	}
+	for i := range ix.layers {
+		s, sp, decided := ix.lookupLayer(&ix.layers[i], addr, t)
+		// An earlier layer that knew nothing at t may know code from
+		// some later time: its span bounds this one's.
+		span = Span{max(span.From, sp.From), min(span.Until, sp.Until)}
+		if decided {
+			return s, span, s != nil
+		}
+	}
+	return nil, span, false
+}
+
+// lookupLayer finds addr in one layer, and the span of times with the
+// same answer. decided is false when the layer knew no code at addr at
+// t, so that a later layer may answer.
+func (ix *Index) lookupLayer(l *layerView, addr, t uint64) (_ *Symbol, _ Span, decided bool) {
 	i := l.search(addr)
 	if i < 0 || addr >= l.info[i].end {
-		return nil, false
+		return nil, Span{0, math.MaxUint64}, false
 	}
 	// The common case answers from the view alone: the piece's code was
 	// loaded by t. The symbol's own memory is not touched.
 	if pi := &l.info[i]; pi.loaded <= t {
 		if pi.tomb {
-			return nil, true // moved away: nothing here any more
+			return nil, Span{pi.loaded, math.MaxUint64}, true // moved away: nothing here any more
 		}
-		return &ix.store.slot(pi.id).sym, true
+		return &ix.store.slot(pi.id).sym, Span{pi.loaded, math.MaxUint64}, true
 	}
 	id := l.info[i].id
+	covered := l.info[i].loaded // when code above the one looked at came
 	for {
 		sl := ix.store.slot(id)
 		if sl.sym.Loaded <= t {
+			span := Span{sl.sym.Loaded, covered}
 			if sl.tomb {
-				return nil, true
+				return nil, span, true
 			}
-			return &sl.sym, true
+			return &sl.sym, span, true
 		}
+		covered = sl.sym.Loaded
 		// Loaded after t: look at what this code covered when it came.
 		u := ix.under[sl.underOff : sl.underOff+sl.underLen]
 		j := searchPieces(u, addr)
 		if j < 0 {
-			return nil, false
+			return nil, Span{0, covered}, false
 		}
 		id = u[j].id
 	}

@@ -201,6 +201,17 @@ func TestIndexMatchesOracle(t *testing.T) {
 					if got != want {
 						t.Fatalf("LookupAt(%#x, %d) = %q, oracle says %q", addr, at, got, want)
 					}
+					// Every time in the span has the same answer.
+					_, span, _ := sn.ix.LookupSpan(addr, at)
+					if !span.Contains(at) {
+						t.Fatalf("LookupSpan(%#x, %d): span %+v does not hold the time asked", addr, at, span)
+					}
+					last := span.Until - 1
+					for _, other := range []uint64{span.From, last, span.From + uint64(rng.Uint64N(last-span.From+1))} {
+						if o := oracle(sn.ops, addr, other); o != want {
+							t.Fatalf("LookupSpan(%#x, %d) = %q over %+v, but the oracle says %q at %d", addr, at, want, span, o, other)
+						}
+					}
 				}
 			}
 		})

@@ -151,6 +151,8 @@ func BenchmarkTargetSlowdown(b *testing.B) {
 	tg.WaitLine(b, "ready", 30*time.Second)
 	w := meterWork(tg)
 	const window = 2 * time.Second
+	host := testutil.WatchHost(tg.Pid)
+	defer func() { host.Stop().Report(b) }()
 	for i := 0; i < b.N; i++ {
 		// Unsampled windows around each sampled one: the machine's
 		// load drifts, and each tool is compared with its neighbours.
@@ -222,6 +224,8 @@ func BenchmarkTargetSlowdownStackCopy(b *testing.B) {
 		return 1 - during/((before+after)/2), float64(n) / cpu
 	}
 	perKHz := func(slow, rate float64) float64 { return 100 * slow / rate * 1000 }
+	host := testutil.WatchHost(tg.Pid)
+	defer func() { host.Stop().Report(b) }()
 	for i := 0; i < b.N; i++ {
 		fpSlow, fpRate := ours(-1)
 		cpSlow, cpRate := ours(16 << 10)
@@ -255,6 +259,8 @@ func BenchmarkOwnCPU(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			const window = 3 * time.Second
+			host := testutil.WatchHost(tg.Pid)
+			defer func() { host.Stop().Report(b) }()
 			for i := 0; i < b.N; i++ {
 				s, err := Start(Config{PID: tg.Pid, Freq: 997, OffCPU: offCPU, Kernel: true})
 				if err != nil {
@@ -298,6 +304,8 @@ func BenchmarkLost32Threads(b *testing.B) {
 			name = "oncpu+offcpu"
 		}
 		b.Run(name, func(b *testing.B) {
+			host := testutil.WatchHost(tg.Pid)
+			defer func() { host.Stop().Report(b) }()
 			for i := 0; i < b.N; i++ {
 				s, err := Start(Config{PID: tg.Pid, Freq: 997, OffCPU: offCPU, Kernel: true})
 				if err != nil {
@@ -307,12 +315,14 @@ func BenchmarkLost32Threads(b *testing.B) {
 				time.Sleep(10 * time.Second)
 				samples := rec.Stop()
 				st := rec.Stats()
+				rings := s.Stats().RingBytes
 				s.Close()
 				b.ReportMetric(float64(st.LostRecords), "lost-records")
 				b.ReportMetric(float64(st.LostSamples), "lost-samples")
 				b.ReportMetric(float64(st.Throttles), "throttles")
 				b.ReportMetric(float64(st.Samples), "samples")
 				b.ReportMetric(float64(st.OffCPUIntervals), "offcpu-intervals")
+				b.ReportMetric(float64(rings)/(1<<20), "rings-MiB")
 				b.Logf("%d samples and %d off-CPU intervals (%d in all), %d lost records, %d lost samples, %d throttles, %d threads",
 					st.Samples, st.OffCPUIntervals, len(samples), st.LostRecords, st.LostSamples, st.Throttles, st.ThreadsLive)
 			}

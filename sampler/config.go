@@ -65,10 +65,22 @@ type Config struct {
 	// samples past it are dropped and counted (Stats.RecordingDropped).
 	RecordingBytes int64
 	// RingBytes is the size of the data area of each thread's ring
-	// buffer, a power of two of pages (default 256 KiB, less when the
-	// target has so many threads that all rings would pass 64 MiB).
+	// buffer, a power of two of pages. By default each ring holds
+	// RingHold of records at the peak rate (PeakFreq's samples, and with
+	// off-CPU sampling AssumedSwitches context switches a second, each
+	// the largest record this configuration writes), at least two such
+	// records and at most 16 MiB; all rings together stay within 64 MiB
+	// unless the threads are so many that two records each pass it (a
+	// thousand threads with 16 KiB stack copies: 64 KiB each, 62.5 MiB).
 	// Records that find their ring full are lost and counted.
 	RingBytes int
+	// PeakFreq and PeakOffCPU are the highest on-CPU rate SetRate will
+	// ask for and whether it may turn off-CPU sampling on: rings are
+	// made when a thread is attached and sized for them (default Freq
+	// and OffCPU). A flight recorder at 49 Hz whose captures sample at
+	// 997 Hz has rings for 997 Hz.
+	PeakFreq   int
+	PeakOffCPU bool
 	// BlockedStack returns the user stack of a thread that is blocked when
 	// observation begins, without stopping it, and why it ends. nil: the
 	// PC from /proc/<pid>/task/<tid>/syscall.
@@ -97,7 +109,19 @@ const (
 	defaultRecordingBytes = 1 << 30
 	defaultRingBytes      = 256 << 10
 	ringBudget            = 64 << 20 // all rings together, when RingBytes is not set
+	maxRingBytes          = 16 << 20 // one thread's ring, when RingBytes is not set
 	minRingBytes          = 16 << 10
+)
+
+// RingHold is how long a thread's ring holds its records at the peak rate
+// (Config.RingBytes): how late the reader may be, when the machine is so
+// busy that it waits for a CPU, before the kernel drops records.
+// AssumedSwitches is the context switches a second a ring is sized for
+// with off-CPU sampling; a thread that switches more often than that
+// while the reader is late loses records (counted).
+const (
+	RingHold        = 250 * time.Millisecond
+	AssumedSwitches = 1000
 )
 
 // MaxStackCopy is the largest stack copy a sample can carry: a perf record
@@ -159,6 +183,11 @@ func (cfg *Config) check() error {
 	if cfg.RingBytes < 0 {
 		return fmt.Errorf("sampler: RingBytes %d is negative", cfg.RingBytes)
 	}
+	if err := checkFreq(cfg.PeakFreq); err != nil {
+		return err
+	}
+	cfg.PeakFreq = max(cfg.PeakFreq, cfg.Freq)
+	cfg.PeakOffCPU = cfg.PeakOffCPU || cfg.OffCPU
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -32,8 +32,8 @@
 //     its descriptors at once. A /proc/<pid>/task scan every 500 ms is the
 //     backstop (threads started by a thread not yet attached);
 //   - the on-CPU event (cpu-clock, or cycles when asked and present) that
-//     owns the thread's sample ring (default 256 KiB, woken a quarter
-//     full). It is opened in period mode: cpu-clock's frequency mode is a
+//     owns the thread's sample ring (see Rings, woken a quarter full). It
+//     is opened in period mode: cpu-clock's frequency mode is a
 //     fixed period inside the kernel anyway (perf_swevent_init_hrtimer),
 //     after which PERF_EVENT_IOC_PERIOD takes nanoseconds;
 //   - the off-CPU event (context-switches, period 1, context_switch=1),
@@ -41,11 +41,30 @@
 //     events of the same task), opened when off-CPU sampling is first
 //     asked for.
 //
-// Per-thread rings cost memory (perf_event_mlock_kb, then RLIMIT_MEMLOCK,
-// then CAP_IPC_LOCK), so rings shrink when a target has many threads or
-// locked memory runs short; records that find a ring full are lost and
-// counted from the kernel's PERF_RECORD_LOST. Per-CPU rings would need one
-// event per thread and CPU.
+// # Rings
+//
+// A ring is sized when its thread is attached, for the peak rate the
+// sampler may be asked for (Config.PeakFreq, PeakOffCPU: a flight
+// recorder's rings are those of its captures): RingHold (250 ms) of the
+// largest records this configuration writes, a sample per period and,
+// with off-CPU sampling, AssumedSwitches (1,000) context switches a
+// second; at most 16 MiB. That is how late the reader may be, on a
+// machine so busy that it waits for a CPU, before the kernel drops
+// records: a single-threaded target sampled at 997 Hz with 16 KiB stack
+// copies gets 16 MiB (the former 512 KiB held 29 records, and a Python
+// spinner lost up to 278 records in 4 s on a loaded machine). All rings
+// share 64 MiB, each thread an equal part of it (by the threads at Start,
+// or attached since, whichever is more), rounded down; a ring is never
+// smaller than two of the largest records, so the bound is 64 MiB or two
+// records a thread, whichever is more: 62.5 MiB for 1,000 threads with
+// 16 KiB copies (64 KiB each), 437 MiB for 7,000. Stats.RingBytes says
+// what they hold now. Ring memory is the kernel's, locked
+// (perf_event_mlock_kb, then RLIMIT_MEMLOCK, then CAP_IPC_LOCK), not in
+// this process's RSS: where locked memory runs short a ring is made
+// smaller, its event opened again so that the wakeup watermark fits it.
+// Records that find a ring full are lost and counted from the kernel's
+// PERF_RECORD_LOST. Per-CPU rings would need one event per thread and
+// CPU.
 //
 // # Descriptors
 //

@@ -57,9 +57,10 @@ func (s *Sampler) onCPUAttr(freq int) unix.PerfEventAttr {
 		Clockid:          unix.CLOCK_MONOTONIC,
 		Sample_max_stack: uint16(s.cfg.MaxStack),
 	}
-	// The sample ring lives on this event: wake the reader when a quarter
-	// is full, leaving three quarters for the time it takes to be
-	// scheduled on a busy machine.
+	// The sample ring lives on this event: the reader is woken when a
+	// quarter of it is full (openOnCPU sets Wakeup by the ring it maps),
+	// leaving three quarters for the time it takes to be scheduled on a
+	// busy machine.
 	a.Bits |= unix.PerfBitWatermark
 	a.Wakeup = uint32(max(s.ringBytes()/4, 8))
 	if s.cfg.PromptWakeup {

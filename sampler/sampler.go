@@ -27,21 +27,26 @@ type Sampler struct {
 	dumpOff  int
 	pageSize int
 
-	rateMu   sync.Mutex // one SetRate at a time
-	mu       sync.Mutex
-	threads  map[int]*thread // every thread seen, exited ones included (bounded)
-	live     map[int]*thread // threads with open events
-	exited   []int           // exited tids, oldest first, to bound threads
-	freq     int
-	offCPU   bool
-	rates    []rateChange // on-CPU periods over time, for sample weights
-	hist     *history     // nil: no flight recorder
-	recs     map[*Recording]struct{}
-	stats    Stats
-	chainBuf []uint64
-	userBuf  []uint64
-	pending  []forkedThread // threads announced by FORK records, to attach
-	lastScan time.Time
+	rateMu  sync.Mutex // one SetRate at a time
+	mu      sync.Mutex
+	threads map[int]*thread // every thread seen, exited ones included (bounded)
+	live    map[int]*thread // threads with open events
+	exited  []int           // exited tids, oldest first, to bound threads
+	freq    int
+	offCPU  bool
+	// expect is how many threads the target had at Start (within
+	// MaxThreads), ringTotal the data bytes of every ring mapped now:
+	// the rings' share of their budget (ringBytes).
+	expect    int
+	ringTotal int
+	rates     []rateChange // on-CPU periods over time, for sample weights
+	hist      *history     // nil: no flight recorder
+	recs      map[*Recording]struct{}
+	stats     Stats
+	chainBuf  []uint64
+	userBuf   []uint64
+	pending   []forkedThread // threads announced by FORK records, to attach
+	lastScan  time.Time
 	// maxThreads bounds len(live) (0: none): Config.MaxThreads, lowered
 	// to what fitted when the kernel said EMFILE.
 	maxThreads   int
@@ -98,8 +103,11 @@ type Stats struct {
 	ThreadsOverBudget int
 	ThreadsExited     int
 	ThreadsLive       int
-	TargetExited      bool
-	ExitTime          uint64 // CLOCK_MONOTONIC ns, when TargetExited
+	// RingBytes is the data size of every ring mapped now: kernel
+	// memory, locked, not in this process's RSS (Config.RingBytes).
+	RingBytes    int
+	TargetExited bool
+	ExitTime     uint64 // CLOCK_MONOTONIC ns, when TargetExited
 }
 
 const (
@@ -204,6 +212,10 @@ func (s *Sampler) start() error {
 	RaiseNoFile()
 	if s.maxThreads > 0 && len(tids) > s.maxThreads {
 		tids = busiestFirst(s.pid, tids)
+	}
+	s.expect = len(tids)
+	if s.maxThreads > 0 {
+		s.expect = min(s.expect, s.maxThreads)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -473,6 +485,7 @@ func (s *Sampler) Stats() Stats {
 func (s *Sampler) statsLocked() Stats {
 	st := s.stats
 	st.ThreadsLive = len(s.live)
+	st.RingBytes = s.ringTotal
 	for _, t := range s.live {
 		st.BrokenIntervals += t.oc.broken
 	}

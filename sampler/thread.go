@@ -3,6 +3,7 @@ package sampler
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -100,24 +101,53 @@ func (s *Sampler) maxRecord() int {
 	return headerSize + 7*8 + (s.cfg.MaxStack+4)*8 + 8 + 8*userRegsCount + 16 + max(s.dumpOn, s.dumpOff)
 }
 
-// ringBytes is the data size for a new thread's ring.
+// ringBytes is the data size for a new thread's ring (Config.RingBytes):
+// what RingHold of records at the peak rate fill, within this thread's
+// share of the budget for all rings (rounded down, so that the shares add
+// up to no more than it), never less than two of the largest records (one
+// larger than its ring would be dropped unannounced).
 func (s *Sampler) ringBytes() int {
-	n := s.cfg.RingBytes
-	if n == 0 {
-		// Stack copies make records large: room for 16 of them, so
-		// that a reader late by a few milliseconds loses nothing.
-		n = max(defaultRingBytes, 16*s.maxRecord())
-		if per := ringBudget / (len(s.live) + 1); per < n {
-			// At least two of the largest records (with a stack
-			// copy) fit, else one would be dropped unannounced.
-			n = max(per, minRingBytes, 2*s.maxRecord())
-		}
+	if s.cfg.RingBytes != 0 {
+		return s.pow2Pages(s.cfg.RingBytes)
 	}
+	want := s.pow2Pages(min(s.peakBytesPerSecond()*int(RingHold/time.Millisecond)/1000, maxRingBytes))
+	threads := max(s.expect, len(s.live)+1)
+	share := s.pow2PagesBelow(min(ringBudget/threads, ringBudget-s.ringTotal))
+	return max(min(want, share), s.pow2Pages(max(minRingBytes, 2*s.maxRecord())))
+}
+
+// pow2Pages rounds n up to a power of two of pages.
+func (s *Sampler) pow2Pages(n int) int {
 	pages := 1
 	for pages*s.pageSize < n {
 		pages *= 2
 	}
 	return pages * s.pageSize
+}
+
+// pow2PagesBelow rounds n down to a power of two of pages (0 below a
+// page).
+func (s *Sampler) pow2PagesBelow(n int) int {
+	if n < s.pageSize {
+		return 0
+	}
+	pages := 1
+	for 2*pages*s.pageSize <= n {
+		pages *= 2
+	}
+	return pages * s.pageSize
+}
+
+// peakBytesPerSecond is what one thread's records may write a second at
+// the peak rate: a sample of the largest size per period, and with
+// off-CPU sampling AssumedSwitches switch-out samples and their two
+// switch records.
+func (s *Sampler) peakBytesPerSecond() int {
+	per := s.cfg.PeakFreq * s.maxRecord()
+	if s.cfg.PeakOffCPU {
+		per += AssumedSwitches * (s.maxRecord() + 2*(headerSize+trailerSize))
+	}
+	return max(per, defaultRingBytes)
 }
 
 // attach opens the events of thread tid. Called with s.mu held.
@@ -186,7 +216,7 @@ func (s *Sampler) openTracker(t *thread) (err error) {
 	if t.tracker, err = s.openEvent(&a, t.tid, "dummy", false); err != nil {
 		return err
 	}
-	if t.sideMem, t.side, err = s.mapRing(t.tracker, t.tid, sidePages*s.pageSize, false); err != nil {
+	if t.sideMem, t.side, err = s.mapRing(t.tracker, t.tid, sidePages*s.pageSize); err != nil {
 		return err
 	}
 	return s.epollAdd(t.tracker, int32(t.tid))
@@ -204,36 +234,51 @@ func (s *Sampler) openEvent(a *unix.PerfEventAttr, tid int, what string, needsKe
 	return fd, nil
 }
 
-// mapRing maps a ring of size data bytes on fd. With shrink, it halves
-// the size while locked memory is short (Config.RingBytes unset).
-func (s *Sampler) mapRing(fd, tid, size int, shrink bool) ([]byte, *ring, error) {
-	for {
-		mem, err := unix.Mmap(fd, 0, s.pageSize+size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-		if err == nil {
-			r, err := newRing(mem, s.pageSize)
-			if err != nil {
-				_ = unix.Munmap(mem)
-				return nil, nil, err
-			}
-			return mem, r, nil
-		}
+// mapRing maps a ring of size data bytes on fd. EPERM is locked memory
+// running short (mlockErr).
+func (s *Sampler) mapRing(fd, tid, size int) ([]byte, *ring, error) {
+	mem, err := unix.Mmap(fd, 0, s.pageSize+size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
 		op := fmt.Sprintf("mmap of the %d KiB perf ring of thread %d of pid %d", size>>10, tid, s.pid)
-		if !errors.Is(err, unix.EPERM) {
-			return nil, nil, fmt.Errorf("%s: %w", op, err)
-		}
-		if !shrink || size <= s.pageSize || s.cfg.RingBytes != 0 {
+		if errors.Is(err, unix.EPERM) {
 			return nil, nil, mlockErr(op, err, s.pageSize+size)
 		}
-		size /= 2
-		s.log.Debug("locked memory short: smaller ring", "tid", tid, "bytes", size)
+		return nil, nil, fmt.Errorf("%s: %w", op, err)
 	}
+	r, err := newRing(mem, s.pageSize)
+	if err != nil {
+		_ = unix.Munmap(mem)
+		return nil, nil, err
+	}
+	return mem, r, nil
 }
 
 // openOnCPU opens t's on-CPU event, disabled, and maps the sample ring on
 // it: the off-CPU event writes there too. It is opened even while on-CPU
 // sampling is off so that the ring exists whatever SetRate does.
+//
+// The reader is woken when a quarter of the ring is full, a watermark set
+// when the event is opened: when locked memory is short for the ring
+// (Config.RingBytes unset), the event is opened again with a ring half
+// the size, and so on, so that the watermark always fits the ring.
 func (s *Sampler) openOnCPU(t *thread) error {
+	size := s.ringBytes()
+	for {
+		err := s.openOnCPUSized(t, size)
+		if !errors.Is(err, unix.EPERM) || t.mem != nil || s.cfg.RingBytes != 0 || size/2 < s.pow2Pages(2*s.maxRecord()) {
+			return err
+		}
+		unix.Close(t.on) // not yet in epoll, never enabled
+		t.on = -1
+		size /= 2
+		s.log.Debug("locked memory short: smaller ring", "tid", t.tid, "bytes", size)
+	}
+}
+
+// openOnCPUSized opens t's on-CPU event with a ring of size bytes.
+func (s *Sampler) openOnCPUSized(t *thread, size int) error {
 	a := s.onCPUAttr(max(s.freq, placeholderFreq))
+	a.Wakeup = uint32(max(size/4, 8))
 	fd, err := s.openEvent(&a, t.tid, s.eventName(), s.cfg.Kernel)
 	if err != nil {
 		return err
@@ -243,9 +288,10 @@ func (s *Sampler) openOnCPU(t *thread) error {
 		return fmt.Errorf("PERF_EVENT_IOC_ID on thread %d: %w", t.tid, err)
 	}
 	t.onLayout = layoutOfAttr(&a)
-	if t.mem, t.ring, err = s.mapRing(fd, t.tid, s.ringBytes(), true); err != nil {
+	if t.mem, t.ring, err = s.mapRing(fd, t.tid, size); err != nil {
 		return err
 	}
+	s.ringTotal += size
 	return s.epollAdd(fd, int32(t.tid))
 }
 
@@ -402,6 +448,9 @@ func (s *Sampler) closeThread(t *thread) {
 		_ = unix.EpollCtl(s.epfd, unix.EPOLL_CTL_DEL, t.tracker, nil)
 	}
 	job := closeJob{mems: [][]byte{t.mem, t.sideMem}}
+	if t.mem != nil {
+		s.ringTotal -= len(t.mem) - s.pageSize
+	}
 	for _, fd := range []*int{&t.on, &t.off, &t.tracker} {
 		if *fd >= 0 {
 			job.fds = append(job.fds, *fd)

@@ -32,6 +32,7 @@ func BenchmarkSnapshot(b *testing.B) {
 			bin := testutil.BuildC(b, "manythreads/manythreads.c")
 			tg := testutil.Start(b, bin, strconv.Itoa(n))
 			tg.WaitLine(b, "ready ", 60*time.Second)
+			host := testutil.WatchHost(tg.Pid)
 			var ours, theirs time.Duration
 			var maxStop time.Duration
 			var stops, held []time.Duration
@@ -74,6 +75,7 @@ func BenchmarkSnapshot(b *testing.B) {
 				b.ReportMetric(float64(held[len(held)-1].Microseconds()), "max-held-µs")
 			}
 			b.ReportMetric(ours.Seconds()/theirs.Seconds(), "x-vs-gdb")
+			host.Stop().Report(b)
 		})
 	}
 }

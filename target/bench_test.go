@@ -15,32 +15,26 @@ import (
 	"github.com/stallwatch/stallwatch/sampler"
 )
 
-// rawSamples records pid's on-CPU samples for d with copy bytes of stack
-// each, kept raw (no unwinding as they arrive).
-func rawSamples(b testing.TB, pid, copy int, d time.Duration) []sampler.Sample {
+// rawSamples records pid's on-CPU samples for cpu of the target's CPU
+// time (a loaded machine gives it less of the wall time) with copy bytes
+// of stack each, kept raw (no unwinding as they arrive).
+func rawSamples(b testing.TB, pid, copy int, cpu time.Duration) []sampler.Sample {
 	b.Helper()
 	s, err := sampler.Start(sampler.Config{PID: pid, Freq: 997, DumpOnCPU: copy, History: -1})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	// cpu-clock counts the target's CPU time, which a loaded host hands
-	// out slowly: record for d, then on until there are enough samples
-	// to compare (a bound far above an idle machine's second).
-	const enough = 50
+	rec := s.StartRecording()
+	testutil.WaitCPU(b, pid, cpu, 60*time.Second)
 	var out []sampler.Sample
-	deadline := time.Now().Add(d + time.Minute)
-	for window := d; len(out) < enough && time.Now().Before(deadline); window = 250 * time.Millisecond {
-		rec := s.StartRecording()
-		time.Sleep(window)
-		for _, smp := range rec.Stop() {
-			if len(smp.StackDump) > 0 && len(smp.Stack) > int(smp.Kernel) {
-				out = append(out, smp)
-			}
+	for _, smp := range rec.Stop() {
+		if len(smp.StackDump) > 0 && len(smp.Stack) > int(smp.Kernel) {
+			out = append(out, smp)
 		}
 	}
-	if len(out) < enough {
-		b.Fatalf("%d samples with a stack copy in %v", len(out), d+time.Minute)
+	if len(out) < 50 {
+		b.Fatalf("%d samples with a stack copy", len(out))
 	}
 	return out
 }
@@ -102,6 +96,8 @@ func BenchmarkUnwindSamples(b *testing.B) {
 	testutil.RequirePerf(b)
 	for name, tg := range workloads(b) {
 		b.Run(name, func(b *testing.B) {
+			host := testutil.WatchHost(tg.Pid)
+			defer func() { host.Stop().Report(b) }()
 			raw := rawSamples(b, tg.Pid, 16<<10, 2*time.Second)
 			tp, err := Open(tg.Pid, Options{JIT: true})
 			if err != nil {
@@ -157,6 +153,8 @@ func BenchmarkStackCopySize(b *testing.B) {
 	testutil.RequirePerf(b)
 	for name, tg := range workloads(b) {
 		b.Run(name, func(b *testing.B) {
+			host := testutil.WatchHost(tg.Pid)
+			defer func() { host.Stop().Report(b) }()
 			raw := rawSamples(b, tg.Pid, sampler.MaxStackCopy, 2*time.Second)
 			tp, err := Open(tg.Pid, Options{JIT: true})
 			if err != nil {

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stallwatch/stallwatch/internal/objfile"
+	"github.com/stallwatch/stallwatch/internal/unwind"
 	"github.com/stallwatch/stallwatch/jit"
 )
 
@@ -21,6 +23,10 @@ import (
 // names, the rules of their known four instructions.
 type jitUnwind struct {
 	p *Process
+
+	// gen counts the indexes taken in (Generation): an answer holds for
+	// the Index it came from, which never changes.
+	gen atomic.Uint64
 
 	mu      sync.Mutex
 	ix      *jit.Index
@@ -50,38 +56,55 @@ func (j *jitUnwind) setIndex(ix *jit.Index) {
 		python = python || s.Runtime == jit.RuntimeCPython
 	}
 	j.mu.Lock()
-	j.ix, j.python = ix, python
+	j.take(ix)
+	j.python = python
 	j.mu.Unlock()
 }
 
+// take makes ix the index answers come from (j.mu held).
+func (j *jitUnwind) take(ix *jit.Index) {
+	if ix != j.ix {
+		j.ix = ix
+		j.gen.Add(1)
+	}
+}
+
+// Generation changes whenever another index is taken in.
+func (j *jitUnwind) Generation() uint64 { return j.gen.Load() }
+
 // UnwindInfo returns the rules of the JIT code live at pc at time t (0:
-// the latest); bias is 0: the tables hold run-time addresses.
-func (j *jitUnwind) UnwindInfo(pc, t uint64) (*objfile.CFI, uint64, bool) {
+// the latest); bias is 0: the tables hold run-time addresses. An answer
+// from the code the index has at pc holds over the index's span of it
+// (and its rules are those of that code, parsed once); a trampoline
+// found by its bytes where the index has nothing holds for no time (the
+// next frame there asks again, and may read what the files gained).
+func (j *jitUnwind) UnwindInfo(pc, t uint64) (*objfile.CFI, uint64, unwind.JITSpan, bool) {
 	if t == 0 {
 		t = math.MaxUint64
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	sym, ok := j.lookup(pc, t)
+	sym, span, ok := j.lookup(pc, t)
+	valid := unwind.JITSpan{From: span.From, Until: span.Until}
 	if !ok {
 		if !j.python {
-			return nil, 0, false
+			return nil, 0, unwind.JITSpan{}, false
 		}
 		// A JIT that buffers its jitdump (CPython 3.13's -X perf_jit)
 		// may not have written the code's record yet; its trampolines
 		// are known by their bytes.
 		cfi := j.trampolineAt(pc)
-		return cfi, 0, cfi != nil
+		return cfi, 0, unwind.JITSpan{}, cfi != nil
 	}
 	if u, ok := j.ix.Unwinding(sym); ok && len(u.EhFrame) > 0 {
 		cfi := j.published(sym, u)
-		return cfi, 0, cfi != nil
+		return cfi, 0, valid, cfi != nil
 	}
 	if sym.Runtime == jit.RuntimeCPython {
 		cfi := j.trampoline(sym)
-		return cfi, 0, cfi != nil
+		return cfi, 0, valid, cfi != nil
 	}
-	return nil, 0, false
+	return nil, 0, valid, false
 }
 
 // FuncAt returns the range of the JIT code live at pc at time t (0: the
@@ -92,7 +115,7 @@ func (j *jitUnwind) FuncAt(pc, t uint64) (lo, hi uint64, ok bool) {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	sym, ok := j.lookup(pc, t)
+	sym, _, ok := j.lookup(pc, t)
 	if !ok {
 		return 0, 0, false
 	}
@@ -106,22 +129,22 @@ const gdbReadGap = uint64(20 * time.Millisecond)
 // lookup finds the JIT code at pc at time t, reading what the JIT files
 // gained when it finds none (at most once a second), and the GDB JIT
 // interface's list first when the sample is newer than its last read.
-func (j *jitUnwind) lookup(pc, t uint64) (*jit.Symbol, bool) {
+func (j *jitUnwind) lookup(pc, t uint64) (*jit.Symbol, jit.Span, bool) {
 	if j.p.jit != nil && j.p.jit.ReadGDBJIT(t, gdbReadGap) {
-		j.ix = j.p.jit.Index()
+		j.take(j.p.jit.Index())
 	}
 	if j.ix != nil {
-		if s, ok := j.ix.LookupAt(pc, t); ok {
-			return s, true
+		if s, span, ok := j.ix.LookupSpan(pc, t); ok {
+			return s, span, true
 		}
 	}
 	if j.p.jit == nil || time.Since(j.updated) < refreshEvery {
-		return nil, false
+		return nil, jit.Span{}, false
 	}
 	j.updated = time.Now()
 	_ = j.p.jit.Update()
-	j.ix = j.p.jit.Index()
-	return j.ix.LookupAt(pc, t)
+	j.take(j.p.jit.Index())
+	return j.ix.LookupSpan(pc, t)
 }
 
 // published parses the unwinding info a runtime wrote for sym. Its

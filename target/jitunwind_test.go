@@ -53,7 +53,7 @@ func TestCPython313UnwindingInfo(t *testing.T) {
 		if _, ok := ix.Unwinding(sym); !ok {
 			continue
 		}
-		cfi, bias, ok := tp.jitUn.UnwindInfo(sym.Start+5, 0)
+		cfi, bias, _, ok := tp.jitUn.UnwindInfo(sym.Start+5, 0)
 		if !ok || bias != 0 {
 			t.Fatalf("%s at %#x: no rules from its unwinding info", sym.Name, sym.Start)
 		}
@@ -86,7 +86,7 @@ func TestCPython312Trampolines(t *testing.T) {
 	defer tp.Close()
 	checked := 0
 	for sym := range tp.jit.Index().All() {
-		cfi, _, ok := tp.jitUn.UnwindInfo(sym.Start+5, 0)
+		cfi, _, _, ok := tp.jitUn.UnwindInfo(sym.Start+5, 0)
 		if !ok {
 			t.Fatalf("trampoline %s at %#x: no rules", sym.Name, sym.Start)
 		}
@@ -101,7 +101,7 @@ func TestCPython312Trampolines(t *testing.T) {
 		t.Fatal("the perf map names no trampoline")
 	}
 	// Code that is not a trampoline gets no rules.
-	if _, _, ok := tp.jitUn.UnwindInfo(0x1000, 0); ok {
+	if _, _, _, ok := tp.jitUn.UnwindInfo(0x1000, 0); ok {
 		t.Error("rules for an address that holds no trampoline")
 	}
 }
@@ -167,7 +167,7 @@ func TestV8UnwindingInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal("V8 wrote no unwinding info for fibonacci's optimized code")
 	}
-	cfi, bias, ok := tp.jitUn.UnwindInfo(opt.Start, 0)
+	cfi, bias, _, ok := tp.jitUn.UnwindInfo(opt.Start, 0)
 	if !ok || bias != 0 {
 		t.Fatalf("%s at %#x: no rules from its unwinding info", opt.Name, opt.Start)
 	}
@@ -186,7 +186,7 @@ func TestV8UnwindingInfo(t *testing.T) {
 	empty := 0
 	for sym := range tp.jit.Index().All() {
 		if u, ok := tp.jit.Index().Unwinding(sym); ok && len(u.EhFrame) == 0 {
-			if _, _, ok := tp.jitUn.UnwindInfo(sym.Start, 0); ok {
+			if _, _, _, ok := tp.jitUn.UnwindInfo(sym.Start, 0); ok {
 				t.Fatalf("%s at %#x: rules from an empty table", sym.Name, sym.Start)
 			}
 			empty++

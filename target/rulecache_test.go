@@ -19,7 +19,7 @@ func TestRuleCacheSameStacks(t *testing.T) {
 	testutil.RequirePerf(t)
 	for name, tg := range workloads(t) {
 		t.Run(name, func(t *testing.T) {
-			raw := rawSamples(t, tg.Pid, 16<<10, time.Second)
+			raw := rawSamples(t, tg.Pid, 16<<10, 200*time.Millisecond) // ~200 samples
 			tp, err := Open(tg.Pid, Options{JIT: true})
 			if err != nil {
 				t.Fatal(err)

@@ -8,15 +8,18 @@
 package kallsyms
 
 import (
+	"bufio"
+	"bytes"
 	"cmp"
 	"fmt"
-	"github.com/stallwatch/stallwatch/internal/hexnum"
 	"io"
 	"os"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/stallwatch/stallwatch/internal/hexnum"
 )
 
 // Symbol is one kernel text symbol.
@@ -26,16 +29,42 @@ type Symbol struct {
 	Module string // "" for the kernel image, else the module's name
 }
 
-// Table is a sorted kernel symbol table.
+// Table is a sorted kernel symbol table. It is held for the life of the
+// process, so it is laid out small: a machine's 122,000 text symbols
+// take 5 MiB (their names back to back in one string, 16 bytes a symbol,
+// 4 more for the name index), where Symbol values and a map by name took
+// 19.5 MiB, most of an idle `watch`'s heap.
 type Table struct {
-	syms   []Symbol // text symbols sorted by address
-	hidden bool
+	names    string   // every text symbol's name, back to back
+	syms     []entry  // sorted by address
+	modNames []string // entry.mod-1 indexes it; 0 is the kernel image
+	hidden   bool
 	// markers bound the image's text (see Find).
 	markers markers
-	// byName is built by the first Addr call.
+	// byName is built by the first Addr call: indices of syms sorted by
+	// name, then by address.
 	nameOnce sync.Once
-	byName   map[string]uint64
+	byName   []uint32
 	mods     []Module // from /proc/modules, ordered by address
+}
+
+// entry is one text symbol: its address, its name as a slice of
+// Table.names, and its module.
+type entry struct {
+	addr    uint64
+	nameOff uint32
+	nameLen uint16
+	mod     uint16
+}
+
+func (t *Table) name(e entry) string { return t.names[e.nameOff : e.nameOff+uint32(e.nameLen)] }
+
+func (t *Table) symbol(e entry) Symbol {
+	s := Symbol{Addr: e.addr, Name: t.name(e)}
+	if e.mod > 0 {
+		s.Module = t.modNames[e.mod-1]
+	}
+	return s
 }
 
 // Path is the file Load reads. Tests may point it elsewhere.
@@ -79,28 +108,26 @@ func readFile(path string) (*Table, error) {
 // kernel with every debug option, about 20 MB).
 const maxTable = 256 << 20
 
-// Parse reads a kallsyms-format table: "ADDR TYPE NAME [MODULE]".
+// Limits of a table's layout: a name longer than KSYM_NAME_LEN (512) or a
+// table of more modules than any kernel loads is not kallsyms.
+const (
+	maxName    = 1 << 12
+	maxModules = 1<<16 - 1
+)
+
+// Parse reads a kallsyms-format table: "ADDR TYPE NAME [MODULE]", a line
+// at a time (the text is not kept: only the text symbols' names are).
 func Parse(r io.Reader) (*Table, error) {
-	b, err := io.ReadAll(io.LimitReader(r, maxTable+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxTable {
-		return nil, fmt.Errorf("more than %d bytes", maxTable)
-	}
-	// One string for the whole text: every name is a slice of it, not
-	// an allocation of its own.
-	text := string(b)
-	t := &Table{syms: make([]Symbol, 0, strings.Count(text, "\n")+1)}
+	lr := &io.LimitedReader{R: r, N: maxTable + 1}
+	sc := bufio.NewScanner(lr)
+	sc.Buffer(make([]byte, 0, 64<<10), 64<<10)
+	t := &Table{}
+	var names []byte
+	modIndex := map[string]uint16{}
 	nonzero := false
 	lines := 0
-	for len(text) > 0 {
-		line := text
-		if i := strings.IndexByte(text, '\n'); i >= 0 {
-			line, text = text[:i], text[i+1:]
-		} else {
-			text = ""
-		}
+	for sc.Scan() {
+		line := sc.Bytes()
 		lines++
 		addrField, rest := nextField(line)
 		typ, rest := nextField(rest)
@@ -121,31 +148,54 @@ func Parse(r io.Reader) (*Table, error) {
 		default:
 			continue
 		}
-		s := Symbol{Addr: addr, Name: name, Module: strings.Trim(mod, "[]")}
-		t.syms = append(t.syms, s)
-		t.noteMarker(s)
+		if len(name) > maxName {
+			return nil, fmt.Errorf("line %d: a name of %d bytes", lines, len(name))
+		}
+		e := entry{addr: addr, nameOff: uint32(len(names)), nameLen: uint16(len(name))}
+		names = append(names, name...)
+		if m := bytes.Trim(mod, "[]"); len(m) > 0 {
+			i, ok := modIndex[string(m)]
+			if !ok {
+				if len(t.modNames) == maxModules {
+					return nil, fmt.Errorf("line %d: more than %d modules", lines, maxModules)
+				}
+				t.modNames = append(t.modNames, string(m))
+				i = uint16(len(t.modNames))
+				modIndex[string(m)] = i
+			}
+			e.mod = i
+		}
+		t.syms = append(t.syms, e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if lr.N <= 0 {
+		return nil, fmt.Errorf("more than %d bytes", maxTable)
 	}
 	if lines > 0 && !nonzero {
-		t.hidden = true
-		t.syms = nil
-		t.markers = markers{}
-		return t, nil
+		return &Table{hidden: true}, nil
 	}
-	t.syms = slices.Clip(t.syms)
-	slices.SortFunc(t.syms, func(a, b Symbol) int {
-		if c := cmp.Compare(a.Addr, b.Addr); c != 0 {
+	t.names = string(names)       // exactly sized: the table lives as long as the process
+	t.syms = slices.Clone(t.syms) // exactly sized too (Clip would keep the grown array)
+	for _, e := range t.syms {
+		t.noteMarker(e)
+	}
+	slices.SortFunc(t.syms, func(a, b entry) int {
+		if c := cmp.Compare(a.addr, b.addr); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(namePreference(a.Name), namePreference(b.Name)); c != 0 {
+		an, bn := t.name(a), t.name(b)
+		if c := cmp.Compare(namePreference(an), namePreference(bn)); c != 0 {
 			return c
 		}
-		return cmp.Compare(b.Name, a.Name) // any fixed order: Lookup takes the last
+		return cmp.Compare(bn, an) // any fixed order: Lookup takes the last
 	})
 	return t, nil
 }
 
 // nextField splits the first space- or tab-separated field off s.
-func nextField(s string) (field, rest string) {
+func nextField(s []byte) (field, rest []byte) {
 	i := 0
 	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
 		i++
@@ -163,19 +213,19 @@ type markers struct {
 	stext, etext, sinittext, einittext uint64
 }
 
-func (t *Table) noteMarker(s Symbol) {
-	if s.Module != "" {
+func (t *Table) noteMarker(e entry) {
+	if e.mod != 0 {
 		return
 	}
-	switch s.Name {
+	switch t.name(e) {
 	case "_stext":
-		t.markers.stext = s.Addr
+		t.markers.stext = e.addr
 	case "_etext":
-		t.markers.etext = s.Addr
+		t.markers.etext = e.addr
 	case "_sinittext":
-		t.markers.sinittext = s.Addr
+		t.markers.sinittext = e.addr
 	case "_einittext":
-		t.markers.einittext = s.Addr
+		t.markers.einittext = e.addr
 	}
 }
 
@@ -202,11 +252,11 @@ func (t *Table) Len() int { return len(t.syms) }
 // Kernel text addresses are above 0xffff800000000000 on x86-64; anything
 // below the first symbol is not found.
 func (t *Table) Lookup(addr uint64) (Symbol, bool) {
-	i := sort.Search(len(t.syms), func(i int) bool { return t.syms[i].Addr > addr })
+	i := sort.Search(len(t.syms), func(i int) bool { return t.syms[i].addr > addr })
 	if i == 0 {
 		return Symbol{}, false
 	}
-	return t.syms[i-1], true
+	return t.symbol(t.syms[i-1]), true
 }
 
 // Addr returns the address of the named text symbol (the first of that
@@ -214,13 +264,20 @@ func (t *Table) Lookup(addr uint64) (Symbol, bool) {
 // only addresses.
 func (t *Table) Addr(name string) (uint64, bool) {
 	t.nameOnce.Do(func() {
-		t.byName = make(map[string]uint64, len(t.syms))
-		for _, s := range t.syms {
-			if _, dup := t.byName[s.Name]; !dup {
-				t.byName[s.Name] = s.Addr
-			}
+		t.byName = make([]uint32, len(t.syms))
+		for i := range t.byName {
+			t.byName[i] = uint32(i)
 		}
+		slices.SortFunc(t.byName, func(a, b uint32) int {
+			if c := strings.Compare(t.name(t.syms[a]), t.name(t.syms[b])); c != 0 {
+				return c
+			}
+			return cmp.Compare(a, b)
+		})
 	})
-	a, ok := t.byName[name]
-	return a, ok
+	i := sort.Search(len(t.byName), func(i int) bool { return t.name(t.syms[t.byName[i]]) >= name })
+	if i == len(t.byName) || t.name(t.syms[t.byName[i]]) != name {
+		return 0, false
+	}
+	return t.syms[t.byName[i]].addr, true
 }

@@ -3,6 +3,7 @@ package kallsyms
 import (
 	"bytes"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -155,8 +156,12 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		for _, s := range tab.syms {
-			if got, ok := tab.Find(s.Addr); ok && got.Addr != s.Addr {
-				t.Fatalf("Find(%#x) returned a symbol at %#x", s.Addr, got.Addr)
+			if got, ok := tab.Find(s.addr); ok && got.Addr != s.addr {
+				t.Fatalf("Find(%#x) returned a symbol at %#x", s.addr, got.Addr)
+			}
+			// The first symbol of a name is at or below any other.
+			if a, ok := tab.Addr(tab.name(s)); !ok || a > s.addr {
+				t.Fatalf("Addr(%q) = %#x, %v; a symbol of that name is at %#x", tab.name(s), a, ok, s.addr)
 			}
 		}
 		for _, m := range tab.Modules() {
@@ -167,7 +172,9 @@ func FuzzParse(f *testing.F) {
 }
 
 // BenchmarkParse reads this machine's table (symbolization's first kernel
-// address pays for it once per stallwatch process).
+// address pays for it once per stallwatch process), and reports what the
+// table holds of the heap for as long as the process lives, its name
+// index built (MiB-held, bytes/symbol).
 func BenchmarkParse(b *testing.B) {
 	data, err := os.ReadFile(Path)
 	if err != nil {
@@ -179,4 +186,31 @@ func BenchmarkParse(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	b.StopTimer()
+	held := float64(heldBy(func() any {
+		t, _ := Parse(bytes.NewReader(data))
+		t.Addr("schedule")
+		return t
+	}))
+	tab, _ := Parse(bytes.NewReader(data))
+	b.ReportMetric(held/(1<<20), "MiB-held")
+	b.ReportMetric(held/float64(tab.Len()), "bytes/symbol")
+	b.ReportMetric(float64(tab.Len()), "symbols")
+}
+
+// heldBy is how much more live heap there is while what make returns is
+// kept than before.
+func heldBy(make func() any) uint64 {
+	live := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := live()
+	kept := make()
+	after := live()
+	runtime.KeepAlive(kept)
+	return after - before
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -128,6 +129,21 @@ var ErrOverrun = errors.New("process connector: events were lost (ENOBUFS)")
 // fn for each exec and each process (not thread) exit. An overrun is
 // passed to lost, and reading goes on.
 func (c *Connector) Run(ctx context.Context, fn func(Event), lost func()) error {
+	return c.RunBatches(ctx, 0, func(evs []Event) {
+		for _, ev := range evs {
+			fn(ev)
+		}
+	}, lost)
+}
+
+// RunBatches is Run with the events that are waiting handed over
+// together, and at most one wake-up every `every`: events that come
+// meanwhile wait in the socket's buffer (so none is later than every),
+// and a host that starts 50 processes a second costs a reader that
+// wakes 10 times a second (every = 100 ms), not 50 (each wake-up of an
+// idle process costs more CPU than reading its events). fn must not keep
+// the slice.
+func (c *Connector) RunBatches(ctx context.Context, every time.Duration, fn func([]Event), lost func()) error {
 	stop := context.AfterFunc(ctx, func() { c.f.Close() })
 	defer stop()
 	rc, err := c.f.SyscallConn()
@@ -135,12 +151,30 @@ func (c *Connector) Run(ctx context.Context, fn func(Event), lost func()) error 
 		return err
 	}
 	buf := make([]byte, 64<<10)
+	var batch []Event
 	for {
-		var n int
 		var rerr error
+		overrun := false
+		batch = batch[:0]
 		err := rc.Read(func(fd uintptr) bool {
-			n, _, rerr = unix.Recvfrom(int(fd), buf, 0)
-			return rerr != unix.EAGAIN
+			for {
+				n, _, err := unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
+				switch {
+				case err == unix.EINTR:
+					continue
+				case err == unix.ENOBUFS:
+					overrun = true
+					continue
+				case err == unix.EAGAIN:
+					// Nothing (more) waiting: done if this wake-up
+					// read something, else wait for readability.
+					return len(batch) > 0 || overrun
+				case err != nil:
+					rerr = err
+					return true
+				}
+				batch = c.keep(batch, ParseEvents(buf[:n]))
+			}
 		})
 		switch {
 		case err != nil:
@@ -148,24 +182,43 @@ func (c *Connector) Run(ctx context.Context, fn func(Event), lost func()) error 
 				return ctx.Err()
 			}
 			return err
-		case rerr == unix.ENOBUFS:
-			lost()
-			continue
 		case rerr != nil:
 			return fmt.Errorf("process connector: %w", rerr)
 		}
-		for _, ev := range ParseEvents(buf[:n]) {
-			if ev.Fork {
-				c.mu.Lock()
-				asked := c.parents[ev.Parent]
-				c.mu.Unlock()
-				if !asked {
-					continue
-				}
+		if overrun {
+			lost()
+		}
+		if len(batch) > 0 {
+			fn(batch)
+		}
+		if every > 0 {
+			t := time.NewTimer(every)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
 			}
-			fn(ev)
 		}
 	}
+}
+
+// keep appends to batch the events a caller is told of: forks only of
+// the parents asked for (a filter past maxForkParents lets every process
+// fork through).
+func (c *Connector) keep(batch, evs []Event) []Event {
+	for _, ev := range evs {
+		if ev.Fork {
+			c.mu.Lock()
+			asked := c.parents[ev.Parent]
+			c.mu.Unlock()
+			if !asked {
+				continue
+			}
+		}
+		batch = append(batch, ev)
+	}
+	return batch
 }
 
 // ParseEvents reads the exec and exit events of a datagram from the

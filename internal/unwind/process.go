@@ -162,6 +162,9 @@ func (p *Process) walker(mem Memory) walker {
 	j, gen := p.jit, p.gen
 	p.mu.RUnlock()
 	w := walker{proc: p, mem: mem, code: p.space.Memory(), jit: j, gen: gen}
+	if j != nil {
+		w.jitGen = j.Generation()
+	}
 	if !p.noRules.Load() {
 		w.rules = p.rules
 	}

@@ -23,12 +23,14 @@ const ruleCacheBits = 12
 //
 // What is cached never changes while its key holds: the key has the
 // Process's layout generation (every Refresh starts a new one, so a
-// mapping replaced at the same address is looked up again), and only
-// frames answered from an ELF file's own tables are cached. JIT code is
-// never cached: its rules depend on the sample's time (code and its
-// tables can be replaced at one address), and each JIT frame asks JITCode
-// for the code live at its time. Go code is unwound from its pclntab,
-// which keeps its own tables, and is not cached either.
+// mapping replaced at the same address is looked up again). Frames
+// answered from an ELF file's own tables hold for the layout. JIT code's
+// rules depend on the sample's time (code and its tables can be replaced
+// at one address): an entry of JIT code holds for the span of sample
+// times JITCode said its answer holds, in the generation of the JIT's
+// files it was asked in, and a frame outside either asks JITCode again.
+// Go code is unwound from its pclntab, which keeps its own tables, and
+// is not cached.
 type ruleCache struct {
 	slots [1 << ruleCacheBits]atomic.Pointer[cachedRule]
 }
@@ -40,6 +42,11 @@ type cachedRule struct {
 	row     *objfile.Row // nil: the module has no row here; frame pointers
 	ruled   uint32       // the registers row has a rule for (ruledRegs)
 	fnStart uint64       // run-time start of the row's function
+	// jit: JIT code's rules, for sample times in span while the JIT's
+	// generation is jitGen.
+	jit    bool
+	jitGen uint64
+	span   JITSpan
 }
 
 // slotOf spreads addresses over the slots (Fibonacci hashing: nearby

@@ -2,6 +2,7 @@ package unwind
 
 import (
 	"encoding/binary"
+	"math"
 	"slices"
 	"sort"
 	"testing"
@@ -40,15 +41,17 @@ type replacedJIT struct {
 	before, after   *objfile.CFI
 }
 
-func (j *replacedJIT) UnwindInfo(pc, t uint64) (*objfile.CFI, uint64, bool) {
+func (j *replacedJIT) UnwindInfo(pc, t uint64) (*objfile.CFI, uint64, JITSpan, bool) {
 	if pc < j.start || pc >= j.start+j.size {
-		return nil, 0, false
+		return nil, 0, JITSpan{0, math.MaxUint64}, false
 	}
 	if t < j.at {
-		return j.before, 0, true
+		return j.before, 0, JITSpan{0, j.at}, true
 	}
-	return j.after, 0, true
+	return j.after, 0, JITSpan{j.at, math.MaxUint64}, true
 }
+
+func (j *replacedJIT) Generation() uint64 { return 1 }
 
 // withRange is p with one more executable range, as a Refresh that found
 // it would leave p.
@@ -134,5 +137,66 @@ func TestRuleCacheNewLayout(t *testing.T) {
 	withRange(t, p, codeRange{start: code, end: code + size, cfi: ehFrame(t, fn, 0x100, 24), name: "new.so"})
 	if got, _ := p.UnwindSample(smp, MaxFrames, nil); !slices.Equal(got, []uint64{fn + 4, ret + 0x11}) {
 		t.Fatalf("new code at the old code's address: %#x, want the new code's caller", got)
+	}
+}
+
+// generationsJIT answers with rules[gen] for code at [start, start+size)
+// and counts the questions: a JIT whose files, read again, say other
+// rules for the same code at the same time (a perf map's later line).
+type generationsJIT struct {
+	start, size uint64
+	gen         uint64
+	rules       map[uint64]*objfile.CFI
+	asked       int
+}
+
+func (j *generationsJIT) UnwindInfo(pc, t uint64) (*objfile.CFI, uint64, JITSpan, bool) {
+	j.asked++
+	if pc < j.start || pc >= j.start+j.size {
+		return nil, 0, JITSpan{0, math.MaxUint64}, false
+	}
+	return j.rules[j.gen], 0, JITSpan{0, math.MaxUint64}, true
+}
+
+func (j *generationsJIT) Generation() uint64 { return j.gen }
+
+// TestJITRulesCachedPerGeneration: JIT code's rules are cached for the
+// span and generation its JIT answered for — a second walk asks nothing —
+// and a new generation is asked again: rules the JIT's files changed are
+// never reused.
+func TestJITRulesCachedPerGeneration(t *testing.T) {
+	own(t)
+	p := NewProcess(ownSpace)
+	const (
+		code  = 0x20000000
+		size  = 0x1000
+		fn    = code + 0x100
+		calls = code + 0x800
+		sp    = 0x7ffe0000
+	)
+	withRange(t, p, codeRange{start: code, end: code + size, anon: true, name: "[anon:jit]"})
+	j := &generationsJIT{start: fn, size: 0x100, gen: 1, rules: map[uint64]*objfile.CFI{
+		1: ehFrame(t, fn, 0x100, 8),
+		2: ehFrame(t, fn, 0x100, 24),
+	}}
+	p.SetJIT(j)
+	stack := make([]byte, 64)
+	retOld, retNew := uint64(calls+0x11), uint64(calls+0x22)
+	binary.LittleEndian.PutUint64(stack[0:], retOld)
+	binary.LittleEndian.PutUint64(stack[16:], retNew)
+	walk := func() []uint64 {
+		got, _ := p.UnwindSample(Sample{Regs: Regs{IP: fn + 4, SP: sp}, Stack: stack, Time: 500}, MaxFrames, nil)
+		return got
+	}
+	if got := walk(); !slices.Equal(got, []uint64{fn + 4, retOld}) {
+		t.Fatalf("generation 1: %#x", got)
+	}
+	asked := j.asked
+	if got := walk(); !slices.Equal(got, []uint64{fn + 4, retOld}) || j.asked != asked {
+		t.Fatalf("generation 1 again: %#x, the JIT asked %d more times (want 0: cached)", got, j.asked-asked)
+	}
+	j.gen = 2
+	if got := walk(); !slices.Equal(got, []uint64{fn + 4, retNew}) {
+		t.Fatalf("generation 2: %#x, want %#x (the rules of the new generation)", got, []uint64{fn + 4, retNew})
 	}
 }

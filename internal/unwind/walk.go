@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 
 	"golang.org/x/arch/x86/x86asm"
@@ -33,9 +34,30 @@ type codeRange struct {
 // information the runtime published for the code live at pc at
 // CLOCK_MONOTONIC time t (0: the latest), with the bias that turns the
 // table's addresses into run-time ones, or a rule of its own for code it
-// knows (see package target).
+// knows (see package target); ok false: none, frame pointers.
+//
+// valid says how long the answer holds: for every sample time in it, as
+// long as Generation is unchanged, pc has the same answer (code and its
+// rules are replaced at one address only by code loaded at some time;
+// the JIT's files gaining code start a new generation). A zero JITSpan
+// holds for no time: the answer is asked again at each frame.
 type JITCode interface {
-	UnwindInfo(pc, t uint64) (cfi *objfile.CFI, bias uint64, ok bool)
+	UnwindInfo(pc, t uint64) (cfi *objfile.CFI, bias uint64, valid JITSpan, ok bool)
+	Generation() uint64
+}
+
+// JITSpan is a stretch of sample times [From, Until); Until MaxUint64 is
+// no end. The zero JITSpan holds nothing.
+type JITSpan struct {
+	From, Until uint64
+}
+
+// holds reports whether the span holds time t (0: the latest).
+func (sp JITSpan) holds(t uint64) bool {
+	if t == 0 {
+		t = math.MaxUint64
+	}
+	return t >= sp.From && (t < sp.Until || sp.Until == math.MaxUint64 && sp.From < sp.Until)
 }
 
 // walker walks one stack.
@@ -52,9 +74,11 @@ type walker struct {
 	// code reads the target's code (return addresses are checked against
 	// the call before them); nil: mem.
 	code Memory
-	// jit names the unwind rules of JIT code (nil: none), at time t.
-	jit JITCode
-	t   uint64
+	// jit names the unwind rules of JIT code (nil: none), at time t; its
+	// generation when the walk began.
+	jit    JITCode
+	jitGen uint64
+	t      uint64
 	// copySize is the size of the stack copy mem serves (0: not a copy)
 	// and asked the size asked of the kernel, for the Cut that says it
 	// was too small or cut short.
@@ -198,7 +222,7 @@ func (w *walker) step(s *frameState) stepResult {
 		// belong to the next function (calls to noreturn functions).
 		look = pc - 1
 	}
-	if e := w.rules.get(w.gen, look); e != nil {
+	if e := w.rules.get(w.gen, look); e != nil && (!e.jit || e.jitGen == w.jitGen && e.span.holds(w.t)) {
 		if e.row == nil {
 			return w.fpStepState(s, e.cr)
 		}
@@ -220,14 +244,20 @@ func (w *walker) step(s *frameState) stepResult {
 		}
 	}
 	cfi, bias := cr.cfi, cr.bias
-	// Only a module's own tables are cached: JIT rules depend on the
-	// sample's time, anonymous code's on whether a JIT is known, and Go
-	// code went through its pclntab above.
+	// A module's own tables are cached for the layout; JIT rules for the
+	// span of sample times and the JIT's generation its answer holds
+	// (code and its tables are replaced at one address by later code);
+	// anonymous code without a JIT is not, nor Go code (its pclntab
+	// above).
+	key := cachedRule{gen: w.gen, pc: look, cr: cr}
 	cacheable := w.rules != nil && cr.gotab == nil && !cr.anon
 	if cfi == nil && cr.anon && w.jit != nil {
-		if c, b, ok := w.jit.UnwindInfo(look, w.t); ok {
+		c, b, span, ok := w.jit.UnwindInfo(look, w.t)
+		if ok {
 			cfi, bias = c, b
 		}
+		key.jit, key.jitGen, key.span = true, w.jitGen, span
+		cacheable = w.rules != nil && span.holds(w.t)
 	}
 	if cfi != nil {
 		rr, err := cfi.RowAt(look - bias)
@@ -237,13 +267,16 @@ func (w *walker) step(s *frameState) stepResult {
 		if rr != nil {
 			ruled, fnStart := ruledRegs(rr), rr.FnStart+bias
 			if cacheable {
-				w.rules.put(&cachedRule{gen: w.gen, pc: look, cr: cr, row: rr, ruled: ruled, fnStart: fnStart})
+				e := key
+				e.row, e.ruled, e.fnStart = rr, ruled, fnStart
+				w.rules.put(&e)
 			}
 			return w.cfiStep(s, cr, rr, ruled, fnStart)
 		}
 	}
 	if cacheable {
-		w.rules.put(&cachedRule{gen: w.gen, pc: look, cr: cr})
+		e := key
+		w.rules.put(&e)
 	}
 	return w.fpStepState(s, cr)
 }
