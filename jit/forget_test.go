@@ -10,9 +10,8 @@ import (
 // follower reads a jitdump round by round into a builder, as a Process
 // follows a growing file.
 type follower struct {
-	s   *source
-	b   *builder
-	off int
+	s *source
+	b *builder
 }
 
 func newFollower(l limits) *follower {
