@@ -62,10 +62,7 @@ func (s *Sampler) onCPUAttr(freq int) unix.PerfEventAttr {
 	// leaving three quarters for the time it takes to be scheduled on a
 	// busy machine.
 	a.Bits |= unix.PerfBitWatermark
-	a.Wakeup = uint32(max(s.ringBytes()/4, 8))
-	if s.cfg.PromptWakeup {
-		a.Wakeup = 1
-	}
+	a.Wakeup = s.wakeupBytes(s.ringBytes())
 	if s.cfg.FoldTracker {
 		a.Bits |= unix.PerfBitTask | unix.PerfBitComm
 	}
@@ -229,4 +226,13 @@ func readSysctl(path string) (int, error) {
 		return 0, err
 	}
 	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// wakeupBytes is the watermark of a sample ring of size bytes: a quarter
+// of it, or one byte — every record — with Config.PromptWakeup.
+func (s *Sampler) wakeupBytes(size int) uint32 {
+	if s.cfg.PromptWakeup {
+		return 1
+	}
+	return uint32(max(size/4, 8))
 }

@@ -278,7 +278,7 @@ func (s *Sampler) openOnCPU(t *thread) error {
 // openOnCPUSized opens t's on-CPU event with a ring of size bytes.
 func (s *Sampler) openOnCPUSized(t *thread, size int) error {
 	a := s.onCPUAttr(max(s.freq, placeholderFreq))
-	a.Wakeup = uint32(max(size/4, 8))
+	a.Wakeup = s.wakeupBytes(size)
 	fd, err := s.openEvent(&a, t.tid, s.eventName(), s.cfg.Kernel)
 	if err != nil {
 		return err
