@@ -55,7 +55,10 @@ func TestCallersProvable(t *testing.T) {
 				modes = append(modes, UnwindFP)
 			}
 			for _, mode := range modes {
-				_, p, info, _ := recordCPU(t, pid, time.Second, func(c *Config) { c.Unwind = mode })
+				// NativeOnly: the native stacks as unwound, which are what
+				// is checked (a CPython target's Python frames take the
+				// place of its evaluation frames otherwise).
+				_, p, info, _ := recordCPU(t, pid, time.Second, func(c *Config) { c.Unwind, c.NativeOnly = mode, true })
 				checkCallSites(t, fmt.Sprintf("--unwind %s (%s)", mode, info.Settings.Unwind), pid, p)
 			}
 		})

@@ -244,6 +244,12 @@ type Sample struct {
 // With no copy at all the kernel's chain is the walk. The walk ends with a
 // Cut saying why when it could go no further before the thread's first
 // function.
+//
+// Every address but the first is taken for a return address, named by
+// the call before it. A frame a signal interrupted is not one: its pc is
+// the instruction to run next, which may be a function's first. It is
+// given as pc+1, as Go's runtime gives the frame a sigpanic interrupted,
+// so that naming pc+1-1 names the function interrupted.
 func (p *Process) UnwindSample(smp Sample, max int, dst []uint64) ([]uint64, Cut) {
 	out := dst
 	if max <= 0 {
@@ -282,7 +288,7 @@ func (p *Process) UnwindSample(smp Sample, max int, dst []uint64) ([]uint64, Cut
 			out = append(out, missing)
 			n++
 		}
-		out = append(out, s.ip())
+		out = append(out, callerPC(s.ip(), res.signal))
 		n++
 	}
 	return out, Cut{Reason: TooDeep, Limit: max}
@@ -433,4 +439,14 @@ func (w *walker) chainEnd(out []uint64, n int, pc uint64, exact bool, max int) (
 		}
 	}
 	return out, Cut{Reason: NoUnwindInfo, Module: moduleName(cr), PC: pc}
+}
+
+// callerPC is how a caller frame's pc goes into a sampled stack: as it is
+// for a return address, plus one for the pc a signal interrupted (see
+// UnwindSample).
+func callerPC(pc uint64, interrupted bool) uint64 {
+	if interrupted {
+		return pc + 1
+	}
+	return pc
 }
