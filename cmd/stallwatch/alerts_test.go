@@ -145,7 +145,7 @@ func TestWatchUploadSurvivesRestart(t *testing.T) {
 			t.Fatalf("capture %d not written; log:\n%s", i, sw.Stderr())
 		}
 	}
-	waitLog(t, sw, "upload failed; it stays queued", 20*time.Second)
+	waitLog(t, sw, "the agent cannot be reached; the uploads stay queued", 20*time.Second) // nothing listens
 	waitLog(t, sw, "old captures kept past --keep: their upload is pending", 20*time.Second)
 	_ = sw.Cmd.Process.Signal(syscall.SIGTERM)
 	if got := exitStatusOf(t, sw, 20*time.Second); got != 0 {
