@@ -738,7 +738,8 @@ func (e *evidence) convoys() []finding {
 	waiters := map[int][]int{}
 	for i := range e.snap.Threads {
 		t := &e.snap.Threads[i]
-		if t.Wait != nil && t.Wait.Owner != 0 && !inCycle[t.Wait.Owner] {
+		// A join waits for its thread to exit, which holds no lock.
+		if t.Wait != nil && t.Wait.Owner != 0 && t.Wait.Kind != "join" && !inCycle[t.Wait.Owner] {
 			waiters[t.Wait.Owner] = append(waiters[t.Wait.Owner], t.TID)
 		}
 	}
