@@ -271,12 +271,17 @@ func (s *Session) Capture(ctx context.Context, tr model.Trigger) (*model.Result,
 	snap := s.startSnapshot(ctx, smp.OffCPUSince)
 	cutWhy := waitFor(ctx, s.cfg.CaptureFor, smp.Done())
 	during := rec.Stop()
-	kr := kernelReadings{start: kStart(), end: s.kw.readAsync(true)}
-	var before []sampler.Sample
+	// Back to the resting rate at once: what is sampled at the capture's
+	// rate is the capture's (a continuous profile's period holds the
+	// capture's samples, and those only, at its rate).
 	if smp == s.smp {
 		if err := s.lower(); err != nil {
 			s.cfg.Logger.Warn("lowering the sampling rate back to the baseline", "err", err)
 		}
+	}
+	kr := kernelReadings{start: kStart(), end: s.kw.readAsync(true)}
+	var before []sampler.Sample
+	if smp == s.smp {
 		from := rec.Start() - min(rec.Start(), uint64(s.cfg.History))
 		before = smp.History(from, rec.Start())
 		kr.base = s.kw.since(from)
