@@ -254,12 +254,19 @@ func (s *Session) Capture(ctx context.Context, tr model.Trigger) (*model.Result,
 			return s.snapshotOnly(ctx, tr, ask, "no samples: the sampler could not start: "+err.Error(), false)
 		}
 		defer smp.Close()
-	} else if err := s.raise(); err != nil {
-		// What could not be raised is said; the rest samples on.
-		s.cfg.Logger.Warn("capture: raising the sampling rate failed in part; capturing what runs", "err", err)
-		lost = append(lost, "raising the sampling rate for the capture: "+err.Error())
 	}
+	// The recording begins before the rate is raised and ends after it
+	// is lowered, so that every sample taken at the capture's rate is the
+	// capture's (a continuous profile's period holds the capture's
+	// samples, and at its rate those only).
 	rec := smp.StartRecording()
+	if smp == s.smp {
+		if err := s.raise(); err != nil {
+			// What could not be raised is said; the rest samples on.
+			s.cfg.Logger.Warn("capture: raising the sampling rate failed in part; capturing what runs", "err", err)
+			lost = append(lost, "raising the sampling rate for the capture: "+err.Error())
+		}
+	}
 	kStart := s.kw.readAsync(true)
 	s.capturing.Store(rec.Start())
 	defer s.capturing.Store(0)
@@ -270,15 +277,12 @@ func (s *Session) Capture(ctx context.Context, tr model.Trigger) (*model.Result,
 	}
 	snap := s.startSnapshot(ctx, smp.OffCPUSince)
 	cutWhy := waitFor(ctx, s.cfg.CaptureFor, smp.Done())
-	during := rec.Stop()
-	// Back to the resting rate at once: what is sampled at the capture's
-	// rate is the capture's (a continuous profile's period holds the
-	// capture's samples, and those only, at its rate).
 	if smp == s.smp {
 		if err := s.lower(); err != nil {
 			s.cfg.Logger.Warn("lowering the sampling rate back to the baseline", "err", err)
 		}
 	}
+	during := rec.Stop()
 	kr := kernelReadings{start: kStart(), end: s.kw.readAsync(true)}
 	var before []sampler.Sample
 	if smp == s.smp {
