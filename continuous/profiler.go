@@ -18,8 +18,8 @@ import (
 	"github.com/stallwatch/stallwatch/capture"
 	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/notify"
-	"github.com/stallwatch/stallwatch/spool"
-	"github.com/stallwatch/stallwatch/upload"
+	"github.com/stallwatch/stallwatch/notify/spool"
+	"github.com/stallwatch/stallwatch/notify/upload"
 )
 
 // Bounds and defaults of Config, as docs/commands.md states them.

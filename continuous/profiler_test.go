@@ -14,8 +14,8 @@ import (
 
 	"github.com/stallwatch/stallwatch/capture"
 	"github.com/stallwatch/stallwatch/model"
+	"github.com/stallwatch/stallwatch/notify/spool"
 	"github.com/stallwatch/stallwatch/report"
-	"github.com/stallwatch/stallwatch/spool"
 )
 
 // fakeSource is a session whose periods are cut where asked, as

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stallwatch/stallwatch/alert"
 	"github.com/stallwatch/stallwatch/internal/dsdtest"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/notify/alert"
 	"github.com/stallwatch/stallwatch/watchdog"
 )
 

@@ -1,6 +1,8 @@
 // Package notify acts on what watchdogs see: it turns each watchdog.Event
-// into DogStatsD alerts (package alert), hook runs (package hook) and
-// queued uploads (package spool, delivered by package upload). One
+// into DogStatsD alerts (package notify/alert), hook runs (notify/hook)
+// and queued uploads (notify/spool, delivered by notify/upload). Every
+// way stallwatch sends something out lives below it, one package each,
+// and this package is the one that wires them. One
 // Notifier serves every target of a stallwatch process — `watch` has one
 // target, the daemon many — and For gives each watchdog its handler.
 //

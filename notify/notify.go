@@ -14,12 +14,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/stallwatch/stallwatch/alert"
 	"github.com/stallwatch/stallwatch/capdir"
-	"github.com/stallwatch/stallwatch/hook"
 	"github.com/stallwatch/stallwatch/model"
-	"github.com/stallwatch/stallwatch/spool"
-	"github.com/stallwatch/stallwatch/upload"
+	"github.com/stallwatch/stallwatch/notify/alert"
+	"github.com/stallwatch/stallwatch/notify/hook"
+	"github.com/stallwatch/stallwatch/notify/spool"
+	"github.com/stallwatch/stallwatch/notify/upload"
 	"github.com/stallwatch/stallwatch/watchdog"
 )
 

@@ -14,15 +14,15 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/stallwatch/stallwatch/alert"
 	"github.com/stallwatch/stallwatch/capdir"
-	"github.com/stallwatch/stallwatch/hook"
 	"github.com/stallwatch/stallwatch/internal/dsdtest"
 	"github.com/stallwatch/stallwatch/internal/intaketest"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/model"
-	"github.com/stallwatch/stallwatch/spool"
-	"github.com/stallwatch/stallwatch/upload"
+	"github.com/stallwatch/stallwatch/notify/alert"
+	"github.com/stallwatch/stallwatch/notify/hook"
+	"github.com/stallwatch/stallwatch/notify/spool"
+	"github.com/stallwatch/stallwatch/notify/upload"
 	"github.com/stallwatch/stallwatch/watchdog"
 )
 

@@ -13,7 +13,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/intaketest"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/model"
-	"github.com/stallwatch/stallwatch/spool"
+	"github.com/stallwatch/stallwatch/notify/spool"
 )
 
 // queueCaptures writes a capture for each pid and queues its upload, in

@@ -9,13 +9,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stallwatch/stallwatch/alert"
-	"github.com/stallwatch/stallwatch/hook"
 	"github.com/stallwatch/stallwatch/internal/ddtags"
 	"github.com/stallwatch/stallwatch/internal/procfs"
+	"github.com/stallwatch/stallwatch/notify/alert"
+	"github.com/stallwatch/stallwatch/notify/hook"
+	"github.com/stallwatch/stallwatch/notify/spool"
+	"github.com/stallwatch/stallwatch/notify/upload"
 	"github.com/stallwatch/stallwatch/runtimes"
-	"github.com/stallwatch/stallwatch/spool"
-	"github.com/stallwatch/stallwatch/upload"
 )
 
 // QueueDirName is the upload queue's directory under --out.

@@ -6,8 +6,8 @@ import (
 
 	"github.com/stallwatch/stallwatch/analysis"
 	"github.com/stallwatch/stallwatch/model"
+	"github.com/stallwatch/stallwatch/notify/upload"
 	"github.com/stallwatch/stallwatch/runtimes"
-	"github.com/stallwatch/stallwatch/upload"
 )
 
 // TestFindingsAndUploadsAgree: the findings and the uploads know the same

@@ -12,14 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stallwatch/stallwatch/alert"
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/dsdtest"
 	"github.com/stallwatch/stallwatch/internal/intaketest"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/notify"
-	"github.com/stallwatch/stallwatch/upload"
+	"github.com/stallwatch/stallwatch/notify/alert"
+	"github.com/stallwatch/stallwatch/notify/upload"
 )
 
 // TestWatchAlertsUploadsHooks: stallwatch watches a real target through a

@@ -11,17 +11,17 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/stallwatch/stallwatch/alert"
 	"github.com/stallwatch/stallwatch/capture"
 	"github.com/stallwatch/stallwatch/continuous"
-	"github.com/stallwatch/stallwatch/hook"
 	"github.com/stallwatch/stallwatch/internal/cli"
 	"github.com/stallwatch/stallwatch/internal/logfmt"
 	"github.com/stallwatch/stallwatch/internal/preflight"
 	"github.com/stallwatch/stallwatch/notify"
-	"github.com/stallwatch/stallwatch/spool"
+	"github.com/stallwatch/stallwatch/notify/alert"
+	"github.com/stallwatch/stallwatch/notify/hook"
+	"github.com/stallwatch/stallwatch/notify/spool"
+	"github.com/stallwatch/stallwatch/notify/upload"
 	"github.com/stallwatch/stallwatch/tap"
-	"github.com/stallwatch/stallwatch/upload"
 	"github.com/stallwatch/stallwatch/watchdog"
 )
 

@@ -21,7 +21,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/safedir"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/model"
-	"github.com/stallwatch/stallwatch/upload"
+	"github.com/stallwatch/stallwatch/notify/upload"
 )
 
 func logger(b *testutil.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
