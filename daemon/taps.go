@@ -7,8 +7,9 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/stallwatch/stallwatch/tap"
 	"github.com/stallwatch/stallwatch/watchdog"
+	"github.com/stallwatch/stallwatch/watchdog/dogstatsd"
+	"github.com/stallwatch/stallwatch/watchdog/dogstatsd/tap"
 )
 
 // taps are the daemon's DogStatsD taps, one packet socket per port, open
@@ -40,7 +41,7 @@ func (ts *taps) source(addr string, pid int, metric string, tags []string) (watc
 	if err != nil {
 		return nil, err
 	}
-	m, err := watchdog.NewMetricMatcher(metric, tags)
+	m, err := dogstatsd.NewMetricMatcher(metric, tags)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,8 @@
 // Package watchdog decides when a target process has stalled and asks for a
-// capture: it owns the heartbeat sources (a file the target touches, a
-// DogStatsD proxy that sees the target's metrics, an HTTP probe, and the
-// target's own CPU and scheduling progress), the stall detector's states
+// capture: it owns the heartbeat sources (a file the target touches, an
+// HTTP probe, and the target's own CPU and scheduling progress; the
+// DogStatsD metrics a target sends are package watchdog/dogstatsd's, the
+// proxy and the passive tap), the stall detector's states
 // (healthy → stalled → capturing → cooldown → recovered), and the capture
 // policy (capture length, recapture of a stall that lasts, a rate limit,
 // captures on demand).

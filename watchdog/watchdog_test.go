@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/DataDog/datadog-go/v5/statsd"
-
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/model"
@@ -289,69 +287,6 @@ func TestNewRejects(t *testing.T) {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("New(%+v) accepted", cfg)
 		}
-	}
-}
-
-// TestDogStatsDEndToEnd sends metrics with the real Datadog client through
-// the proxy to a real UDP agent: every datagram arrives unchanged, and when
-// the client stops, the stall fires.
-func TestDogStatsDEndToEnd(t *testing.T) {
-	ag := startAgent(t, "udp")
-	p, err := ListenStatsd(StatsdConfig{Listen: "udp://127.0.0.1:0", Forward: ag.addr, Metric: "app.heartbeat", Logger: slog.New(&logRecorder{})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var received [][]byte
-	p.tap = func(dg []byte) {
-		mu.Lock()
-		received = append(received, append([]byte(nil), dg...))
-		mu.Unlock()
-	}
-	fc := newFakeCapturer(50 * time.Millisecond)
-	stallAfter := time.Second
-	runWatchdog(t, Config{Sources: []Source{p}, StallAfter: stallAfter, MaxCaptures: 6, Capturer: fc})
-
-	client, err := statsd.New(strings.TrimPrefix(p.Addr(), "udp://"),
-		statsd.WithoutClientSideAggregation(), statsd.WithBufferFlushInterval(10*time.Millisecond),
-		statsd.WithTags([]string{"env:test"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	clientDone := make(chan struct{})
-	go func() {
-		defer close(clientDone)
-		for i := 0; ; i++ {
-			client.Gauge("app.heartbeat", float64(i), []string{"beat:yes"}, 1)
-			client.Incr("app.requests", []string{"route:/x"}, 1)
-			client.Histogram("app.latency", float64(i%7), nil, 1)
-			client.Event(&statsd.Event{Title: "tick", Text: fmt.Sprint(i)})
-			select {
-			case <-stop:
-				client.Close() // flushes what is buffered
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}()
-	fc.expectNoCapture(t, 3*stallAfter/2)
-	close(stop)
-	<-clientDone
-	tr := fc.expectCapture(t, stallAfter+time.Second)
-	if tr.Kind != model.Stall || !strings.HasPrefix(tr.Source, "statsd udp://127.0.0.1:") {
-		t.Errorf("trigger %+v", tr)
-	}
-	mu.Lock()
-	sent := received
-	mu.Unlock()
-	if len(sent) < 10 {
-		t.Fatalf("proxy received only %d datagrams", len(sent))
-	}
-	sameDatagrams(t, ag.waitFor(t, len(sent)), sent)
-	st := p.Stats()
-	if st.Malformed != 0 || st.Beats == 0 || st.Dropped != 0 {
-		t.Errorf("stats %+v: the client's datagrams are all valid and some are heartbeats", st)
 	}
 }
 

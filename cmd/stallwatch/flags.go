@@ -21,8 +21,8 @@ import (
 	"github.com/stallwatch/stallwatch/notify/hook"
 	"github.com/stallwatch/stallwatch/notify/spool"
 	"github.com/stallwatch/stallwatch/notify/upload"
-	"github.com/stallwatch/stallwatch/tap"
 	"github.com/stallwatch/stallwatch/watchdog"
+	"github.com/stallwatch/stallwatch/watchdog/dogstatsd/tap"
 )
 
 // The flag sets several commands share. Each is declared once, here, so

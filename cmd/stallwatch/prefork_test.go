@@ -30,7 +30,7 @@ func TestDaemonPrefork(t *testing.T) {
 	}
 	port := strconv.Itoa(c.LocalAddr().(*net.UDPAddr).Port)
 	c.Close()
-	script, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), "tap", "testdata", "udpsend.py"))
+	script, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), "watchdog", "dogstatsd", "tap", "testdata", "udpsend.py"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,9 @@ import (
 	"github.com/stallwatch/stallwatch/internal/cli"
 	"github.com/stallwatch/stallwatch/internal/preflight"
 	"github.com/stallwatch/stallwatch/notify"
-	"github.com/stallwatch/stallwatch/tap"
 	"github.com/stallwatch/stallwatch/watchdog"
+	"github.com/stallwatch/stallwatch/watchdog/dogstatsd"
+	"github.com/stallwatch/stallwatch/watchdog/dogstatsd/tap"
 )
 
 func watchCommand(g *globals) *cli.Command {
@@ -308,13 +309,13 @@ func statusOf(st child.Status, log *slog.Logger) error {
 // sources builds the heartbeats that do not need the target's pid: the
 // DogStatsD proxy binds its socket here, before a child starts, so that
 // the child is told its address.
-func (f *watchFlags) sources(log *slog.Logger) ([]watchdog.Source, *watchdog.StatsdProxy, error) {
+func (f *watchFlags) sources(log *slog.Logger) ([]watchdog.Source, *dogstatsd.Proxy, error) {
 	h := &f.rule.heartbeat
 	var srcs []watchdog.Source
-	var proxy *watchdog.StatsdProxy
+	var proxy *dogstatsd.Proxy
 	if h.statsdAddr != "" {
 		var err error
-		proxy, err = watchdog.ListenStatsd(watchdog.StatsdConfig{
+		proxy, err = dogstatsd.Listen(dogstatsd.Config{
 			Listen: h.statsdAddr, Forward: h.forward, Metric: h.metric, Tags: h.metricTags, Logger: log,
 		})
 		if err != nil {
@@ -470,7 +471,7 @@ func relaySignals(ctx context.Context, sigs <-chan os.Signal, wd *watchdog.Watch
 // openTap opens a DogStatsD tap for the target's heartbeat and returns
 // its source and how to close it.
 func openTap(ctx context.Context, h *heartbeatFlags, pid int, log *slog.Logger) (watchdog.Source, func(), error) {
-	m, err := watchdog.NewMetricMatcher(h.metric, h.metricTags)
+	m, err := dogstatsd.NewMetricMatcher(h.metric, h.metricTags)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/watchdog"
+	"github.com/stallwatch/stallwatch/watchdog/dogstatsd"
 )
 
 // freeUDPPort is a UDP port nobody listens on: bound, then closed.
@@ -96,7 +97,7 @@ func TestTwoSenders(t *testing.T) {
 
 	a := startSender(t, beater, port, "tapped.heartbeat")
 	b := startSender(t, beater, port, "tapped.heartbeat")
-	m, err := watchdog.NewMetricMatcher("tapped.*", nil)
+	m, err := dogstatsd.NewMetricMatcher("tapped.*", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestUnwatchedSender(t *testing.T) {
 	other := startSender(t, beater, port, "app.other")
 	watched := startSender(t, beater, port, "app.requests")
 	_ = other
-	m, _ := watchdog.NewMetricMatcher("app.heartbeat", nil)
+	m, _ := dogstatsd.NewMetricMatcher("app.heartbeat", nil)
 	got := runSource(t, ctx, &wg, tp.Source(watched.Pid, m))
 	if err := testutil.Eventually(20*time.Second, func() bool { return tp.Stats().Attributed >= 10 }); err != nil {
 		t.Fatalf("nothing attributed: %+v", tp.Stats())

@@ -1,4 +1,4 @@
-package watchdog
+package dogstatsd
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 	"github.com/stallwatch/stallwatch/internal/safedir"
 )
 
-// StatsdConfig configures a DogStatsD proxy heartbeat.
-type StatsdConfig struct {
+// Config configures a DogStatsD proxy heartbeat.
+type Config struct {
 	// Listen is udp://HOST:PORT or unix:///path (a unixgram socket). A
 	// UDP address without a host listens on 127.0.0.1, never on every
 	// interface unless asked (udp://0.0.0.0:8125).
@@ -39,8 +39,8 @@ type StatsdConfig struct {
 	LogEvery time.Duration
 }
 
-// StatsdStats counts what a proxy saw.
-type StatsdStats struct {
+// Stats counts what a proxy saw.
+type Stats struct {
 	Datagrams uint64 // received
 	Beats     uint64 // datagrams holding a heartbeat metric
 	Malformed uint64 // datagrams with a line that is not DogStatsD (still forwarded)
@@ -55,12 +55,12 @@ type StatsdStats struct {
 	KernelDropped uint64
 }
 
-// StatsdProxy is a DogStatsD heartbeat: it receives the target's metrics
+// Proxy is a DogStatsD heartbeat: it receives the target's metrics
 // in place of its agent, forwards every datagram to the agent unchanged,
 // and beats whenever a datagram carries a matching metric. Malformed
 // datagrams are forwarded and counted, never fatal.
-type StatsdProxy struct {
-	cfg       StatsdConfig
+type Proxy struct {
+	cfg       Config
 	log       *slog.Logger
 	conn      net.PacketConn
 	addr      string // canonical listen address
@@ -83,9 +83,9 @@ type statsdCounters struct {
 // DogStatsD clients send are smaller (8 KiB by default).
 const maxDatagram = 65535
 
-// ListenStatsd binds the proxy's socket now, so that a busy port or a bad
+// Listen binds the proxy's socket now, so that a busy port or a bad
 // path is reported before the target starts.
-func ListenStatsd(cfg StatsdConfig) (*StatsdProxy, error) {
+func Listen(cfg Config) (*Proxy, error) {
 	for _, t := range cfg.Tags {
 		if err := checkTag(t); err != nil {
 			return nil, err
@@ -95,7 +95,7 @@ func ListenStatsd(cfg StatsdConfig) (*StatsdProxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &StatsdProxy{cfg: cfg, log: cfg.Logger, match: matcher{glob: cfg.Metric, tags: cfg.Tags}}
+	p := &Proxy{cfg: cfg, log: cfg.Logger, match: matcher{glob: cfg.Metric, tags: cfg.Tags}}
 	if p.log == nil {
 		p.log = slog.Default()
 	}
@@ -236,7 +236,7 @@ func staleSocket(path string) bool {
 }
 
 // String names the source: "statsd udp://127.0.0.1:8125 metric app.*".
-func (p *StatsdProxy) String() string {
+func (p *Proxy) String() string {
 	s := "statsd " + p.addr
 	if p.cfg.Metric != "" {
 		s += " metric " + p.cfg.Metric
@@ -249,12 +249,12 @@ func (p *StatsdProxy) String() string {
 
 // Addr is the address the proxy receives on, in DD_DOGSTATSD_URL form
 // (with the port the kernel chose for udp://HOST:0).
-func (p *StatsdProxy) Addr() string { return p.addr }
+func (p *Proxy) Addr() string { return p.addr }
 
 // Stats returns the counts so far.
-func (p *StatsdProxy) Stats() StatsdStats {
+func (p *Proxy) Stats() Stats {
 	p.readKernelDrops()
-	st := StatsdStats{
+	st := Stats{
 		Datagrams:     p.stats.datagrams.Load(),
 		Beats:         p.stats.beats.Load(),
 		Malformed:     p.stats.malformed.Load(),
@@ -270,10 +270,10 @@ func (p *StatsdProxy) Stats() StatsdStats {
 
 // RcvBuf is the receive buffer the kernel granted the proxy's socket, in
 // bytes as it counts them (twice what was set: its bookkeeping included).
-func (p *StatsdProxy) RcvBuf() int { return p.rcvbuf.got }
+func (p *Proxy) RcvBuf() int { return p.rcvbuf.got }
 
 // noteKernelDrops raises the kernel's drop count to d (counts only grow).
-func (p *StatsdProxy) noteKernelDrops(d uint64) {
+func (p *Proxy) noteKernelDrops(d uint64) {
 	for {
 		old := p.stats.kernelDropped.Load()
 		if d <= old || p.stats.kernelDropped.CompareAndSwap(old, d) {
@@ -284,7 +284,7 @@ func (p *StatsdProxy) noteKernelDrops(d uint64) {
 
 // readKernelDrops asks the socket for its drop count: SO_RXQ_OVFL comes
 // only with a datagram, and says nothing of drops after the last one.
-func (p *StatsdProxy) readKernelDrops() {
+func (p *Proxy) readKernelDrops() {
 	if d, ok := socketDrops(p.rc); ok {
 		p.noteKernelDrops(uint64(d))
 	}
@@ -292,7 +292,7 @@ func (p *StatsdProxy) readKernelDrops() {
 
 // Close releases the socket (and removes a unix socket's file). Run
 // returns once the socket is closed.
-func (p *StatsdProxy) Close() error {
+func (p *Proxy) Close() error {
 	var err error
 	p.closeOnce.Do(func() {
 		err = p.conn.Close()
@@ -306,7 +306,7 @@ func (p *StatsdProxy) Close() error {
 // Run implements Source: it receives until ctx is done (then closes the
 // proxy) or the socket fails. Drops are logged every LogEvery while they
 // happen, and the counts once more when it stops.
-func (p *StatsdProxy) Run(ctx context.Context, beat func()) error {
+func (p *Proxy) Run(ctx context.Context, beat func()) error {
 	stop := context.AfterFunc(ctx, func() { p.Close() })
 	defer stop()
 	free := make(chan *batch, batches)
@@ -363,7 +363,7 @@ func (p *StatsdProxy) Run(ctx context.Context, beat func()) error {
 // costs no datagram. An agent slower than that gets spare, whose
 // datagrams are read for beats and dropped (counted): it never delays
 // reading the target's metrics by more than forwardTimeout.
-func (p *StatsdProxy) awaitBatch(free <-chan *batch, wait *time.Timer, spare *batch) *batch {
+func (p *Proxy) awaitBatch(free <-chan *batch, wait *time.Timer, spare *batch) *batch {
 	wait.Reset(forwardTimeout)
 	defer wait.Stop()
 	select {
@@ -381,7 +381,7 @@ func isTemporary(err error) bool {
 // handle counts and scans a batch in place, and reports whether any of
 // its datagrams was a beat. Truncated datagrams are scanned but not
 // forwarded: the agent must not get a part for the whole.
-func (p *StatsdProxy) handle(b *batch) (isBeat bool) {
+func (p *Proxy) handle(b *batch) (isBeat bool) {
 	if d, ok := b.kernelDrops(); ok {
 		p.noteKernelDrops(uint64(d))
 	}
@@ -412,7 +412,7 @@ func (p *StatsdProxy) handle(b *batch) (isBeat bool) {
 }
 
 // dropTruncated counts datagram i, which the forwarder skips.
-func (p *StatsdProxy) dropTruncated(b *batch, i int) {
+func (p *Proxy) dropTruncated(b *batch, i int) {
 	if p.stats.dropped.Add(1) == 1 {
 		p.log.Warn("DogStatsD datagram longer than 64 KiB: not forwarded (further ones are only counted)", "source", p.String())
 	}
@@ -425,7 +425,7 @@ func quoteBounded(b []byte, n int) string {
 	return fmt.Sprintf("%q", b)
 }
 
-func (p *StatsdProxy) logStats() {
+func (p *Proxy) logStats() {
 	st := p.Stats()
 	p.log.Info("dogstatsd proxy stopped", "source", p.String(), "datagrams", st.Datagrams, "beats", st.Beats,
 		"malformed", st.Malformed, "forwarded", st.Forwarded, "dropped", st.Dropped, "kernel_dropped", st.KernelDropped)
@@ -433,10 +433,14 @@ func (p *StatsdProxy) logStats() {
 
 // logDrops logs, every LogEvery until done is closed, what was dropped
 // since its last line, with the totals.
-func (p *StatsdProxy) logDrops(done <-chan struct{}) {
-	t := time.NewTicker(orDefault(p.cfg.LogEvery, 10*time.Second))
+func (p *Proxy) logDrops(done <-chan struct{}) {
+	every := p.cfg.LogEvery
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
-	var last StatsdStats // drops before Run count too
+	var last Stats // drops before Run count too
 	for {
 		select {
 		case <-done:

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/stallwatch/stallwatch/internal/testutil"
-	"github.com/stallwatch/stallwatch/watchdog"
+	"github.com/stallwatch/stallwatch/watchdog/dogstatsd"
 )
 
 // TestSenderFilterLoads: this kernel takes the filter that names who
@@ -43,7 +43,7 @@ func TestSocketPerDatagram(t *testing.T) {
 	go tp.Run(ctx)
 	sh := testutil.StartCmd(t, exec.Command(bash, "-c", `echo ready; while :; do echo -n "bash.heartbeat:1|c" > /dev/udp/127.0.0.1/`+strconv.Itoa(port)+` 2>/dev/null; sleep 0.05; done`))
 	sh.WaitLine(t, "ready", 10*time.Second)
-	m, _ := watchdog.NewMetricMatcher("bash.heartbeat", nil)
+	m, _ := dogstatsd.NewMetricMatcher("bash.heartbeat", nil)
 	got := runSource(t, ctx, &wg, tp.Source(sh.Pid, m))
 	if err := testutil.Eventually(20*time.Second, func() bool { return got.n.Load() >= 10 }); err != nil {
 		t.Fatalf("%d beats from bash's /dev/udp datagrams; tap %+v", got.n.Load(), tp.Stats())
@@ -73,7 +73,7 @@ func TestSharedSocketWorkers(t *testing.T) {
 		workers = append(workers, n)
 	}
 	mark.wait(t) // the parent's one datagram, which gave the socket its port, is read
-	m, _ := watchdog.NewMetricMatcher("worker.heartbeat", nil)
+	m, _ := dogstatsd.NewMetricMatcher("worker.heartbeat", nil)
 	parent := runSource(t, ctx, &wg, tp.Source(srv.Pid, m))
 	a := runSource(t, ctx, &wg, tp.Source(workers[0], m))
 	b := runSource(t, ctx, &wg, tp.Source(workers[1], m))

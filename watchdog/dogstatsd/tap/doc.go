@@ -68,7 +68,7 @@
 // drops for want of room in the ring (PACKET_STATISTICS) is counted and
 // logged: a dropped datagram may be a missed heartbeat.
 //
-// The DogStatsD proxy (watchdog.StatsdProxy) stays for what a packet
+// The DogStatsD proxy (dogstatsd.Proxy) stays for what a packet
 // socket cannot see: a unix socket, and a single process whose metrics
 // are sent to stallwatch on purpose.
 package tap

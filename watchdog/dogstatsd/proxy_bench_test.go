@@ -1,4 +1,4 @@
-package watchdog
+package dogstatsd
 
 import (
 	"bufio"
@@ -95,10 +95,10 @@ func forceRcvbuf(conn *net.UDPConn, n int) {
 }
 
 // benchProxy starts a proxy that forwards to a counting agent.
-func benchProxy(b *testing.B) (*StatsdProxy, *benchAgent, func()) {
+func benchProxy(b *testing.B) (*Proxy, *benchAgent, func()) {
 	b.Helper()
 	ag := startBenchAgent(b)
-	p, err := ListenStatsd(StatsdConfig{Listen: "udp://127.0.0.1:0", Forward: "udp://" + ag.conn.LocalAddr().String(),
+	p, err := Listen(Config{Listen: "udp://127.0.0.1:0", Forward: "udp://" + ag.conn.LocalAddr().String(),
 		Metric: "app.heartbeat", Logger: slog.New(slog.NewTextHandler(nopWriter{}, nil))})
 	if err != nil {
 		b.Fatal(err)
@@ -141,7 +141,7 @@ func benchClientRate(b *testing.B) clientRate {
 }
 
 // settle waits until the proxy's received count stops moving.
-func settle(p *StatsdProxy) {
+func settle(p *Proxy) {
 	last := p.Stats().Datagrams
 	for {
 		time.Sleep(50 * time.Millisecond)
@@ -169,7 +169,7 @@ type proxyDrops struct {
 	kernel, counted, proxy, forwarded uint64
 }
 
-func dropsOf(b *testing.B, p *StatsdProxy) proxyDrops {
+func dropsOf(b *testing.B, p *Proxy) proxyDrops {
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(p.Addr(), "udp://"))
 	n, _ := strconv.Atoi(port)
 	st := p.Stats()

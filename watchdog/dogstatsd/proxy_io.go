@@ -1,4 +1,4 @@
-package watchdog
+package dogstatsd
 
 import (
 	"encoding/binary"

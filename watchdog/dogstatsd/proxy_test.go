@@ -1,4 +1,4 @@
-package watchdog
+package dogstatsd
 
 import (
 	"bytes"
@@ -108,7 +108,7 @@ func TestStatsdProxy(t *testing.T) {
 				listen = "unix://" + filepath.Join(t.TempDir(), "proxy.sock")
 			}
 			rec := &logRecorder{}
-			p, err := ListenStatsd(StatsdConfig{Listen: listen, Forward: ag.addr, Metric: "app.heart*", Tags: []string{"env:prod"}, Logger: slog.New(rec)})
+			p, err := Listen(Config{Listen: listen, Forward: ag.addr, Metric: "app.heart*", Tags: []string{"env:prod"}, Logger: slog.New(rec)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +141,7 @@ func TestStatsdProxy(t *testing.T) {
 
 			sameDatagrams(t, ag.waitFor(t, len(sent)), sent)
 			st := p.Stats()
-			want := StatsdStats{Datagrams: 6, Beats: 2, Malformed: 2, Forwarded: 6}
+			want := Stats{Datagrams: 6, Beats: 2, Malformed: 2, Forwarded: 6}
 			if st != want {
 				t.Errorf("stats %+v, want %+v", st, want)
 			}
@@ -156,7 +156,7 @@ func TestStatsdProxyAgentAbsent(t *testing.T) {
 	// The agent is down: datagrams are counted as dropped, beats still
 	// come, and nothing blocks.
 	dir := t.TempDir()
-	p, err := ListenStatsd(StatsdConfig{Listen: "unix://" + filepath.Join(dir, "p.sock"), Forward: "unix://" + filepath.Join(dir, "absent.sock"), Logger: slog.New(&logRecorder{})})
+	p, err := Listen(Config{Listen: "unix://" + filepath.Join(dir, "p.sock"), Forward: "unix://" + filepath.Join(dir, "absent.sock"), Logger: slog.New(&logRecorder{})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,11 +178,11 @@ func TestStatsdProxyAgentAbsent(t *testing.T) {
 
 func TestStatsdProxyStaleSocket(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "p.sock")
-	first, err := ListenStatsd(StatsdConfig{Listen: "unix://" + path})
+	first, err := Listen(Config{Listen: "unix://" + path})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ListenStatsd(StatsdConfig{Listen: "unix://" + path}); err == nil {
+	if _, err := Listen(Config{Listen: "unix://" + path}); err == nil {
 		t.Fatal("took over a socket that a live proxy receives on")
 	}
 	// A proxy that died leaves its socket file: simulate by closing the
@@ -191,7 +191,7 @@ func TestStatsdProxyStaleSocket(t *testing.T) {
 	if _, err := os.Lstat(path); err != nil {
 		t.Fatalf("the dead proxy's socket file is gone, nothing to test: %v", err)
 	}
-	second, err := ListenStatsd(StatsdConfig{Listen: "unix://" + path})
+	second, err := Listen(Config{Listen: "unix://" + path})
 	if err != nil {
 		t.Fatalf("stale socket not replaced: %v", err)
 	}
@@ -199,11 +199,11 @@ func TestStatsdProxyStaleSocket(t *testing.T) {
 }
 
 func TestStatsdProxyRefusesLoop(t *testing.T) {
-	_, err := ListenStatsd(StatsdConfig{Listen: "udp://127.0.0.1:18125", Forward: "udp://localhost:18125"})
+	_, err := Listen(Config{Listen: "udp://127.0.0.1:18125", Forward: "udp://localhost:18125"})
 	if err == nil {
 		t.Fatal("forwarding to its own address accepted")
 	}
-	if _, err := ListenStatsd(StatsdConfig{Listen: "udp://127.0.0.1:0", Tags: []string{"a,b"}}); err == nil {
+	if _, err := Listen(Config{Listen: "udp://127.0.0.1:0", Tags: []string{"a,b"}}); err == nil {
 		t.Fatal("bad --metric-tag accepted")
 	}
 }
@@ -219,7 +219,7 @@ func TestStatsdProxyStuckAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stuck.Close()
-	p, err := ListenStatsd(StatsdConfig{Listen: "unix://" + filepath.Join(dir, "p.sock"), Forward: "unix://" + filepath.Join(dir, "agent.sock"),
+	p, err := Listen(Config{Listen: "unix://" + filepath.Join(dir, "p.sock"), Forward: "unix://" + filepath.Join(dir, "agent.sock"),
 		Metric: "hb", Logger: slog.New(&logRecorder{})})
 	if err != nil {
 		t.Fatal(err)
@@ -253,7 +253,7 @@ func TestStatsdProxyStuckAgent(t *testing.T) {
 // proxy runs, and with the datagrams received add up to what was sent.
 func TestStatsdProxyCountsKernelDrops(t *testing.T) {
 	rec := &logRecorder{}
-	p, err := ListenStatsd(StatsdConfig{Listen: "udp://127.0.0.1:0", Logger: slog.New(rec), LogEvery: 20 * time.Millisecond})
+	p, err := Listen(Config{Listen: "udp://127.0.0.1:0", Logger: slog.New(rec), LogEvery: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func procUDPDrops(t testing.TB, port int) uint64 {
 func TestStatsdProxyTruncated(t *testing.T) {
 	ag := startAgent(t, "unixgram")
 	path := filepath.Join(t.TempDir(), "p.sock")
-	p, err := ListenStatsd(StatsdConfig{Listen: "unix://" + path, Forward: ag.addr, Metric: "hb", Logger: slog.New(&logRecorder{})})
+	p, err := Listen(Config{Listen: "unix://" + path, Forward: ag.addr, Metric: "hb", Logger: slog.New(&logRecorder{})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +356,7 @@ func TestStatsdProxyTruncated(t *testing.T) {
 // nothing, whatever its size (the first malformed datagram's log line
 // aside).
 func TestStatsdHandleAllocates(t *testing.T) {
-	p := &StatsdProxy{log: slog.New(&logRecorder{}), match: matcher{glob: "app.heart*", tags: []string{"env:prod"}}}
+	p := &Proxy{log: slog.New(&logRecorder{}), match: matcher{glob: "app.heart*", tags: []string{"env:prod"}}}
 	b := newBatch()
 	lines := []string{"app.requests:1|c|#env:prod", "app.heartbeat:1|g|#svc:api,env:prod\napp.latency:3|d", "_e{5,4}:title|text"}
 	for i := range batchLen {

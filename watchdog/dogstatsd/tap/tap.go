@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stallwatch/stallwatch/internal/procwatch"
-	"github.com/stallwatch/stallwatch/watchdog"
+	"github.com/stallwatch/stallwatch/watchdog/dogstatsd"
 )
 
 // Tap reads the DogStatsD datagrams sent to one UDP port on this host.
@@ -39,8 +39,8 @@ type Tap struct {
 	closed  bool
 
 	mu       sync.RWMutex
-	subs     map[int]*sub              // by pid
-	matchers []*watchdog.MetricMatcher // the subs' distinct ones
+	subs     map[int]*sub               // by pid
+	matchers []*dogstatsd.MetricMatcher // the subs' distinct ones
 
 	packets, attributed, malformed, truncated atomic.Uint64
 	drops                                     atomic.Uint64 // PACKET_STATISTICS, summed
@@ -55,7 +55,7 @@ type Tap struct {
 // sub is one watched process.
 type sub struct {
 	pid       int
-	match     *watchdog.MetricMatcher
+	match     *dogstatsd.MetricMatcher
 	container string // its container id, for |c:ID
 	cgroupIno string // "in-INODE" of its cgroup, for |c:in-INODE
 	beat      func()
@@ -353,9 +353,9 @@ func (t *Tap) sender(pkt []byte, proto uint16, ifindex int, payload []byte) int 
 
 // matchersLocked lists the watched processes' distinct metric matchers;
 // t.mu is held for writing.
-func (t *Tap) matchersLocked() []*watchdog.MetricMatcher {
+func (t *Tap) matchersLocked() []*dogstatsd.MetricMatcher {
 	seen := map[string]bool{}
-	var out []*watchdog.MetricMatcher
+	var out []*dogstatsd.MetricMatcher
 	for _, s := range t.subs {
 		if k := s.match.String(); !seen[k] {
 			seen[k] = true
@@ -401,7 +401,7 @@ func (t *Tap) byContainer(c []byte, or origin) *sub {
 
 // Source returns the heartbeat of process pid: a datagram it sends to
 // the tap's port with a metric that matches. It beats while its Run runs.
-func (t *Tap) Source(pid int, match *watchdog.MetricMatcher) *Source {
+func (t *Tap) Source(pid int, match *dogstatsd.MetricMatcher) *Source {
 	return &Source{t: t, pid: pid, match: match}
 }
 
@@ -410,7 +410,7 @@ func (t *Tap) Source(pid int, match *watchdog.MetricMatcher) *Source {
 type Source struct {
 	t     *Tap
 	pid   int
-	match *watchdog.MetricMatcher
+	match *dogstatsd.MetricMatcher
 }
 
 func (s *Source) String() string {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stallwatch/stallwatch/internal/procwatch"
 	"github.com/stallwatch/stallwatch/internal/testutil"
-	"github.com/stallwatch/stallwatch/watchdog"
+	"github.com/stallwatch/stallwatch/watchdog/dogstatsd"
 )
 
 // udpsend starts testdata/udpsend.py (a real Python process) with args,
@@ -57,7 +57,7 @@ func newSyncTap(t *testing.T, ctx context.Context, wg *sync.WaitGroup, tp *Tap) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	m, err := watchdog.NewMetricMatcher("harden.marker", nil)
+	m, err := dogstatsd.NewMetricMatcher("harden.marker", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestForgedBeats(t *testing.T) {
 			if c.container {
 				cgroup = containerField(t, victim.Pid)
 			}
-			m, _ := watchdog.NewMetricMatcher("victim.heartbeat", nil)
+			m, _ := dogstatsd.NewMetricMatcher("victim.heartbeat", nil)
 			got := runSource(t, ctx, &wg, tp.Source(victim.Pid, m))
 			if err := testutil.Eventually(20*time.Second, func() bool { return got.n.Load() >= 3 }); err != nil {
 				t.Fatalf("the victim's own datagrams beat %d times: %+v", got.n.Load(), tp.Stats())
@@ -262,8 +262,8 @@ func TestForgedFromAnotherNamespace(t *testing.T) {
 
 	victim, vport := udpsend(t, nil, "--family", "4", "--to", "127.0.0.1", "--tap-port", tapPort, "--metric", "victim.heartbeat")
 	insider, _ := udpsend(t, ns.exec(), "--family", "4", "--to", ns.hostAddr, "--tap-port", tapPort, "--metric", "insider.heartbeat")
-	mv, _ := watchdog.NewMetricMatcher("victim.heartbeat", nil)
-	mi, _ := watchdog.NewMetricMatcher("insider.heartbeat", nil)
+	mv, _ := dogstatsd.NewMetricMatcher("victim.heartbeat", nil)
+	mi, _ := dogstatsd.NewMetricMatcher("insider.heartbeat", nil)
 	got := runSource(t, ctx, &wg, tp.Source(victim.Pid, mv))
 	in := runSource(t, ctx, &wg, tp.Source(insider.Pid, mi))
 	if err := testutil.Eventually(20*time.Second, func() bool { return got.n.Load() >= 3 && in.n.Load() >= 3 }); err != nil {
