@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/stallwatch/stallwatch/internal/objfile"
+	"github.com/stallwatch/stallwatch/internal/callframe"
 	"github.com/stallwatch/stallwatch/internal/unwind"
 	"github.com/stallwatch/stallwatch/jit"
 )
@@ -31,7 +31,7 @@ type jitUnwind struct {
 	mu      sync.Mutex
 	ix      *jit.Index
 	updated time.Time
-	cfis    map[cfiKey]*objfile.CFI // nil value: no usable rules
+	cfis    map[cfiKey]*callframe.Table // nil value: no usable rules
 	// python: the target's JIT files are CPython's, so code no file
 	// describes yet may be one of its trampolines.
 	python bool
@@ -78,7 +78,7 @@ func (j *jitUnwind) Generation() uint64 { return j.gen.Load() }
 // (and its rules are those of that code, parsed once); a trampoline
 // found by its bytes where the index has nothing holds for no time (the
 // next frame there asks again, and may read what the files gained).
-func (j *jitUnwind) UnwindInfo(pc, t uint64) (*objfile.CFI, uint64, unwind.JITSpan, bool) {
+func (j *jitUnwind) UnwindInfo(pc, t uint64) (*callframe.Table, uint64, unwind.JITSpan, bool) {
 	if t == 0 {
 		t = math.MaxUint64
 	}
@@ -151,15 +151,15 @@ func (j *jitUnwind) lookup(pc, t uint64) (*jit.Symbol, jit.Span, bool) {
 // .eh_frame's addresses are relative to where perf's jitdump conversion
 // puts it, after the code: the placement whose FDE covers the code is
 // the one the runtime meant.
-func (j *jitUnwind) published(sym *jit.Symbol, u jit.Unwinding) *objfile.CFI {
+func (j *jitUnwind) published(sym *jit.Symbol, u jit.Unwinding) *callframe.Table {
 	key := cfiKey{start: sym.Start, eh: &u.EhFrame[0]}
 	if cfi, ok := j.cfis[key]; ok {
 		return cfi
 	}
-	var found *objfile.CFI
+	var found *callframe.Table
 	if u.Addr != 0 {
 		// A GDB JIT object's, relocated where it lies.
-		if cfi, err := objfile.ParseEhFrame(fmt.Sprintf("JIT object's .eh_frame at %#x", u.Addr), u.EhFrame, u.Addr); err == nil && cfi.Len() > 0 {
+		if cfi, err := callframe.ParseEhFrame(fmt.Sprintf("JIT object's .eh_frame at %#x", u.Addr), u.EhFrame, u.Addr); err == nil && cfi.Len() > 0 {
 			found = cfi
 		}
 		j.keep(key, found)
@@ -167,7 +167,7 @@ func (j *jitUnwind) published(sym *jit.Symbol, u jit.Unwinding) *objfile.CFI {
 	}
 	for _, align := range []uint64{8, 16, 1, 4, 32} {
 		base := (sym.Start + sym.Size + align - 1) &^ (align - 1)
-		cfi, err := objfile.ParseEhFrame(fmt.Sprintf("jit code at %#x", sym.Start), u.EhFrame, base)
+		cfi, err := callframe.ParseEhFrame(fmt.Sprintf("jit code at %#x", sym.Start), u.EhFrame, base)
 		if err != nil || cfi.Len() == 0 {
 			continue
 		}
@@ -192,18 +192,18 @@ var (
 // trampoline gives the rules of a CPython perf trampoline: the stack
 // pointer is 8 below the call's frame after the sub, as it was again
 // after the add. Code that is not exactly the trampoline gets none.
-func (j *jitUnwind) trampoline(sym *jit.Symbol) *objfile.CFI {
+func (j *jitUnwind) trampoline(sym *jit.Symbol) *callframe.Table {
 	key := cfiKey{start: sym.Start}
 	if cfi, ok := j.cfis[key]; ok {
 		return cfi
 	}
 	code := make([]byte, min(sym.Size, uint64(maxTrampolines)))
-	var cfi *objfile.CFI
+	var cfi *callframe.Table
 	if _, err := j.p.space.Memory().ReadAt(code, sym.Start); err == nil {
 		body := bytes.TrimPrefix(code, endbr64)
 		if bytes.HasPrefix(body, pyTrampoline) {
 			sub := uint64(len(code) - len(body)) // where sub $8, %rsp starts
-			cfi, _ = objfile.ParseEhFrame("CPython perf trampoline", trampolineEhFrame(sym.Start, uint64(len(code)), sub+4, sub+10), 0)
+			cfi, _ = callframe.ParseEhFrame("CPython perf trampoline", trampolineEhFrame(sym.Start, uint64(len(code)), sub+4, sub+10), 0)
 		}
 	}
 	j.keep(key, cfi)
@@ -213,7 +213,7 @@ func (j *jitUnwind) trampoline(sym *jit.Symbol) *objfile.CFI {
 // trampolineAt gives the rules of a CPython trampoline whose call returns
 // to pc+1 (pc is a return address minus one), found by its bytes around
 // pc, when no symbol file has described it yet.
-func (j *jitUnwind) trampolineAt(pc uint64) *objfile.CFI {
+func (j *jitUnwind) trampolineAt(pc uint64) *callframe.Table {
 	ret := pc + 1
 	const callEnd = 6 // the return address's offset in the trampoline
 	if ret < callEnd+uint64(len(endbr64)) {
@@ -236,7 +236,7 @@ func (j *jitUnwind) trampolineAt(pc uint64) *objfile.CFI {
 	if cfi, ok := j.cfis[key]; ok {
 		return cfi
 	}
-	cfi, _ := objfile.ParseEhFrame("CPython perf trampoline", trampolineEhFrame(start, size, sub+4, sub+10), 0)
+	cfi, _ := callframe.ParseEhFrame("CPython perf trampoline", trampolineEhFrame(start, size, sub+4, sub+10), 0)
 	j.keep(key, cfi)
 	return cfi
 }
@@ -283,9 +283,9 @@ func appendRecord(out, body []byte) []byte {
 	return append(out, body...)
 }
 
-func (j *jitUnwind) keep(k cfiKey, cfi *objfile.CFI) {
+func (j *jitUnwind) keep(k cfiKey, cfi *callframe.Table) {
 	if j.cfis == nil || len(j.cfis) >= maxJITCFIs {
-		j.cfis = map[cfiKey]*objfile.CFI{}
+		j.cfis = map[cfiKey]*callframe.Table{}
 	}
 	j.cfis[k] = cfi
 }

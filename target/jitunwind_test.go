@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stallwatch/stallwatch/internal/objfile"
+	"github.com/stallwatch/stallwatch/internal/callframe"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/jit"
 )
@@ -59,7 +59,7 @@ func TestCPython313UnwindingInfo(t *testing.T) {
 		}
 		for _, tc := range []struct{ pc, cfa uint64 }{{sym.Start, 8}, {sym.Start + 5, 16}} {
 			row, err := cfi.RowAt(tc.pc)
-			if err != nil || row == nil || row.CFAReg != objfile.RegRSP || uint64(row.CFAOff) != tc.cfa {
+			if err != nil || row == nil || row.CFAReg != callframe.RegRSP || uint64(row.CFAOff) != tc.cfa {
 				t.Fatalf("%s at +%#x: row %+v (%v), want CFA rsp+%d", sym.Name, tc.pc-sym.Start, row, err, tc.cfa)
 			}
 		}
@@ -172,13 +172,13 @@ func TestV8UnwindingInfo(t *testing.T) {
 		t.Fatalf("%s at %#x: no rules from its unwinding info", opt.Name, opt.Start)
 	}
 	row, err := cfi.RowAt(opt.Start)
-	if err != nil || row == nil || row.CFAReg != objfile.RegRSP || row.CFAOff != 8 {
+	if err != nil || row == nil || row.CFAReg != callframe.RegRSP || row.CFAOff != 8 {
 		t.Fatalf("%s at its first instruction: row %+v (%v), want CFA rsp+8", opt.Name, row, err)
 	}
 	framed := false
 	for pc := opt.Start; pc < opt.End() && !framed; pc++ {
 		row, err := cfi.RowAt(pc)
-		framed = err == nil && row != nil && row.CFAReg == objfile.RegRBP && row.CFAOff == 16
+		framed = err == nil && row != nil && row.CFAReg == callframe.RegRBP && row.CFAOff == 16
 	}
 	if !framed {
 		t.Errorf("%s: no instruction with V8's frame (CFA rbp+16)", opt.Name)

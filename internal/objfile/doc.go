@@ -3,10 +3,11 @@
 // mapping of it is linked: File.Bias), its symbols (.symtab, .dynsym, a
 // separate debug file found by build id or .gnu_debuglink, MiniDebugInfo),
 // its source lines and inlined calls (DWARF), its call frame information
-// (.eh_frame, else .debug_frame: CFI, Row) and a Go binary's pclntab
-// (GoTable: names, lines and frame sizes, for every Go layout since 1.2;
-// GoRuntime: where the Go runtime switches a thread to its system stack,
-// and the frames a system stack starts with, read from its code).
+// (File.CFI: .eh_frame, else .debug_frame, found here and parsed by
+// package internal/callframe) and a Go binary's pclntab (GoTable: names,
+// lines and frame sizes, for every Go layout since 1.2; GoRuntime: where
+// the Go runtime switches a thread to its system stack, and the frames a
+// system stack starts with, read from its code).
 // Package symbolize names addresses with it, package internal/unwind walks
 // stacks with it; neither parses a file itself.
 //

@@ -12,6 +12,8 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+
+	"github.com/stallwatch/stallwatch/internal/callframe"
 )
 
 // File is one ELF image: a file on disk, shared by every mapping of it in
@@ -41,7 +43,7 @@ type File struct {
 	Origin string
 
 	cfiDone bool
-	cfi     *CFI
+	cfi     *callframe.Table
 	cfiErr  error
 	goDone  bool
 	gotab   *GoTable
@@ -377,7 +379,7 @@ var ErrClosed = fmt.Errorf("objfile: file closed")
 // section header, or through PT_GNU_EH_FRAME in a file without section
 // headers), else .debug_frame. Nil without error when it has none (a Go
 // binary's Go code, a jitdump mapped executable).
-func (f *File) CFI() (*CFI, error) {
+func (f *File) CFI() (*callframe.Table, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.cfiDone {
@@ -393,21 +395,21 @@ func (f *File) CFI() (*CFI, error) {
 		return err
 	})
 	if f.cfi != nil {
-		f.grow(f.cfi.sizeBytes())
+		f.grow(f.cfi.SizeBytes())
 	}
 	return f.cfi, f.cfiErr
 }
 
-func (f *File) readCFI() (*CFI, error) {
+func (f *File) readCFI() (*callframe.Table, error) {
 	if f.ef.Machine != elf.EM_X86_64 || f.ef.Class != elf.ELFCLASS64 {
 		return nil, fmt.Errorf("%s: %s %s is not x86-64", f.Name, f.ef.Class, f.ef.Machine)
 	}
-	data, addr, err := ehFrameData(f.ef, f.r, f.size)
+	data, addr, err := callframe.EhFrameSection(f.ef, f.r, f.size)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Name, err)
 	}
 	if data != nil {
-		return ParseEhFrame(f.Name, data, addr)
+		return callframe.ParseEhFrame(f.Name, data, addr)
 	}
 	if f.hasSection(".gopclntab") {
 		// A Go binary's .debug_frame says what its pclntab says, which
@@ -418,7 +420,7 @@ func (f *File) readCFI() (*CFI, error) {
 	if err != nil || dbg == nil {
 		return nil, err
 	}
-	return parseDebugFrame(f.Name, dbg)
+	return callframe.ParseDebugFrame(f.Name, dbg)
 }
 
 // Go returns the file's Go table (pclntab); nil without error for a file

@@ -5,6 +5,8 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
+
+	"github.com/stallwatch/stallwatch/internal/callframe"
 )
 
 // JITObject is an object file a JIT compiled and published in the target's
@@ -19,7 +21,7 @@ type JITObject struct {
 	// CFI is the .eh_frame's call frame information, nil when it has
 	// none (or it does not parse: Problem says why); EhFrame is that
 	// section relocated, loaded at EhFrameAddr.
-	CFI         *CFI
+	CFI         *callframe.Table
 	EhFrame     []byte
 	EhFrameAddr uint64
 	Problem     string
@@ -95,7 +97,7 @@ func parseJITObject(name string, ef *elf.File) (*JITObject, error) {
 		obj.Problem = fmt.Sprintf("%s: .eh_frame: %v", name, err)
 		return obj, nil
 	}
-	cfi, err := ParseEhFrame(name+" .eh_frame", data, eh.Addr)
+	cfi, err := callframe.ParseEhFrame(name+" .eh_frame", data, eh.Addr)
 	if err != nil {
 		obj.Problem = err.Error()
 		return obj, nil

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/stallwatch/stallwatch/internal/addrspace"
+	"github.com/stallwatch/stallwatch/internal/callframe"
 	"github.com/stallwatch/stallwatch/internal/objfile"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 )
@@ -304,7 +305,7 @@ func (p *Process) UnwindSample(smp Sample, max int, dst []uint64) ([]uint64, Cut
 // beyond it too, which the last one inside names). Nothing else joins:
 // a return address both walks found may stand at other depths of each.
 func (w *walker) join(s *frameState, out []uint64, n int, cut Cut, smp Sample, max int) ([]uint64, Cut) {
-	bp, ok := s.regs.Get(objfile.RegRBP)
+	bp, ok := s.regs.Get(callframe.RegRBP)
 	if !ok || !smp.Regs.BPKnown || len(smp.FP) < 2 {
 		return out, cut
 	}
@@ -434,7 +435,7 @@ func (w *walker) chainEnd(out []uint64, n int, pc uint64, exact bool, max int) (
 		}
 	}
 	if cr.cfi != nil {
-		if rr, err := cr.cfi.RowAt(look - cr.bias); err == nil && rr != nil && rr.Regs[objfile.RegRA].Kind == objfile.RuleUndefined {
+		if rr, err := cr.cfi.RowAt(look - cr.bias); err == nil && rr != nil && rr.Regs[callframe.RegRA].Kind == callframe.RuleUndefined {
 			return out, Cut{} // its rules say nothing called it (_start, clone3)
 		}
 	}

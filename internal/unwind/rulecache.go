@@ -3,7 +3,7 @@ package unwind
 import (
 	"sync/atomic"
 
-	"github.com/stallwatch/stallwatch/internal/objfile"
+	"github.com/stallwatch/stallwatch/internal/callframe"
 )
 
 // ruleCacheBits sizes a Process's rule cache: 4,096 slots, direct-mapped.
@@ -39,9 +39,9 @@ type ruleCache struct {
 type cachedRule struct {
 	gen, pc uint64 // the key: the layout generation, the address looked up
 	cr      *codeRange
-	row     *objfile.Row // nil: the module has no row here; frame pointers
-	ruled   uint32       // the registers row has a rule for (ruledRegs)
-	fnStart uint64       // run-time start of the row's function
+	row     *callframe.Row // nil: the module has no row here; frame pointers
+	ruled   uint32         // the registers row has a rule for (ruledRegs)
+	fnStart uint64         // run-time start of the row's function
 	// jit: JIT code's rules, for sample times in span while the JIT's
 	// generation is jitGen.
 	jit    bool
@@ -74,21 +74,21 @@ func (c *ruleCache) put(e *cachedRule) {
 // ruledRegs is the set of registers a row has a rule for: the others
 // follow the defaults (the stack pointer is the CFA, callee-saved
 // registers keep their values).
-func ruledRegs(rr *objfile.Row) uint32 {
+func ruledRegs(rr *callframe.Row) uint32 {
 	var m uint32
 	for r := range rr.Regs {
-		if rr.Regs[r].Kind != objfile.RuleUnset {
+		if rr.Regs[r].Kind != callframe.RuleUnset {
 			m |= 1 << r
 		}
 	}
 	return m
 }
 
-// calleeSavedRegs is objfile.CalleeSaved as a set.
+// calleeSavedRegs is callframe.CalleeSaved as a set.
 var calleeSavedRegs = func() uint32 {
 	var m uint32
-	for r := 0; r < objfile.NumRegs; r++ {
-		if objfile.CalleeSaved(r) {
+	for r := 0; r < callframe.NumRegs; r++ {
+		if callframe.CalleeSaved(r) {
 			m |= 1 << r
 		}
 	}

@@ -7,12 +7,12 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/stallwatch/stallwatch/internal/objfile"
+	"github.com/stallwatch/stallwatch/internal/callframe"
 )
 
 // ehFrame is an .eh_frame (absolute addresses) for code at start: the CFA
 // is rsp+cfa throughout, and the return address is just below it.
-func ehFrame(t *testing.T, start, size uint64, cfa byte) *objfile.CFI {
+func ehFrame(t *testing.T, start, size uint64, cfa byte) *callframe.Table {
 	t.Helper()
 	record := func(out, body []byte) []byte {
 		for (4+len(body))%8 != 0 {
@@ -27,7 +27,7 @@ func ehFrame(t *testing.T, start, size uint64, cfa byte) *objfile.CFI {
 	fde = binary.LittleEndian.AppendUint64(fde, size)
 	fde = append(fde, 0)
 	out = binary.LittleEndian.AppendUint32(record(out, fde), 0)
-	cfi, err := objfile.ParseEhFrame("test code", out, 0)
+	cfi, err := callframe.ParseEhFrame("test code", out, 0)
 	if err != nil || cfi.Len() != 1 {
 		t.Fatalf("eh_frame: %v", err)
 	}
@@ -38,10 +38,10 @@ func ehFrame(t *testing.T, start, size uint64, cfa byte) *objfile.CFI {
 // rules before and after (for code at [start, start+size) only).
 type replacedJIT struct {
 	start, size, at uint64
-	before, after   *objfile.CFI
+	before, after   *callframe.Table
 }
 
-func (j *replacedJIT) UnwindInfo(pc, t uint64) (*objfile.CFI, uint64, JITSpan, bool) {
+func (j *replacedJIT) UnwindInfo(pc, t uint64) (*callframe.Table, uint64, JITSpan, bool) {
 	if pc < j.start || pc >= j.start+j.size {
 		return nil, 0, JITSpan{0, math.MaxUint64}, false
 	}
@@ -146,11 +146,11 @@ func TestRuleCacheNewLayout(t *testing.T) {
 type generationsJIT struct {
 	start, size uint64
 	gen         uint64
-	rules       map[uint64]*objfile.CFI
+	rules       map[uint64]*callframe.Table
 	asked       int
 }
 
-func (j *generationsJIT) UnwindInfo(pc, t uint64) (*objfile.CFI, uint64, JITSpan, bool) {
+func (j *generationsJIT) UnwindInfo(pc, t uint64) (*callframe.Table, uint64, JITSpan, bool) {
 	j.asked++
 	if pc < j.start || pc >= j.start+j.size {
 		return nil, 0, JITSpan{0, math.MaxUint64}, false
@@ -175,7 +175,7 @@ func TestJITRulesCachedPerGeneration(t *testing.T) {
 		sp    = 0x7ffe0000
 	)
 	withRange(t, p, codeRange{start: code, end: code + size, anon: true, name: "[anon:jit]"})
-	j := &generationsJIT{start: fn, size: 0x100, gen: 1, rules: map[uint64]*objfile.CFI{
+	j := &generationsJIT{start: fn, size: 0x100, gen: 1, rules: map[uint64]*callframe.Table{
 		1: ehFrame(t, fn, 0x100, 8),
 		2: ehFrame(t, fn, 0x100, 24),
 	}}

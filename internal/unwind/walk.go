@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/arch/x86/x86asm"
 
+	"github.com/stallwatch/stallwatch/internal/callframe"
 	"github.com/stallwatch/stallwatch/internal/objfile"
 )
 
@@ -18,7 +19,7 @@ type codeRange struct {
 	start, end uint64
 	// bias turns a link-time address of the module into a run-time one.
 	bias uint64
-	cfi  *objfile.CFI // nil: no CFI (anonymous JIT code, Go, stripped of it)
+	cfi  *callframe.Table // nil: no CFI (anonymous JIT code, Go, stripped of it)
 	// gotab unwinds the Go code of a Go binary, which has no CFI; gort
 	// is what it needs to know of the binary's runtime.
 	gotab *objfile.GoTable
@@ -42,7 +43,7 @@ type codeRange struct {
 // the JIT's files gaining code start a new generation). A zero JITSpan
 // holds for no time: the answer is asked again at each frame.
 type JITCode interface {
-	UnwindInfo(pc, t uint64) (cfi *objfile.CFI, bias uint64, valid JITSpan, ok bool)
+	UnwindInfo(pc, t uint64) (cfi *callframe.Table, bias uint64, valid JITSpan, ok bool)
 	Generation() uint64
 }
 
@@ -138,7 +139,7 @@ const maxSignalFrames = 8
 
 // frameState is the registers of the frame being unwound.
 type frameState struct {
-	regs objfile.RegState
+	regs callframe.RegState
 	// exact: regs' rip is the address of the next instruction to run (the
 	// first frame, or a frame interrupted by a signal), not a return
 	// address, so it is looked up as is rather than minus one.
@@ -146,15 +147,15 @@ type frameState struct {
 	first bool
 }
 
-func (s *frameState) ip() uint64 { v, _ := s.regs.Get(objfile.RegRA); return v }
-func (s *frameState) sp() uint64 { v, _ := s.regs.Get(objfile.RegRSP); return v }
+func (s *frameState) ip() uint64 { v, _ := s.regs.Get(callframe.RegRA); return v }
+func (s *frameState) sp() uint64 { v, _ := s.regs.Get(callframe.RegRSP); return v }
 
 func newFrameState(r Regs) frameState {
 	var s frameState
-	s.regs.Set(objfile.RegRA, r.IP)
-	s.regs.Set(objfile.RegRSP, r.SP)
+	s.regs.Set(callframe.RegRA, r.IP)
+	s.regs.Set(callframe.RegRSP, r.SP)
 	if r.BPKnown {
-		s.regs.Set(objfile.RegRBP, r.BP)
+		s.regs.Set(callframe.RegRBP, r.BP)
 	}
 	s.exact, s.first = true, true
 	return s
@@ -283,7 +284,7 @@ func (w *walker) step(s *frameState) stepResult {
 
 // cfiStep applies the rules of a row; ruled is the set of registers it
 // has a rule for (ruledRegs).
-func (w *walker) cfiStep(s *frameState, cr *codeRange, rr *objfile.Row, ruled uint32, fnStart uint64) stepResult {
+func (w *walker) cfiStep(s *frameState, cr *codeRange, rr *callframe.Row, ruled uint32, fnStart uint64) stepResult {
 	how := CFI
 	pc := s.ip()
 	cfa, err := w.cfa(s, &rr.Rules)
@@ -292,7 +293,7 @@ func (w *walker) cfiStep(s *frameState, cr *codeRange, rr *objfile.Row, ruled ui
 		if !ok {
 			return cutAt(NoUnwindInfo, cr, pc)
 		}
-		s.regs.Set(objfile.RegRBP, bp)
+		s.regs.Set(callframe.RegRBP, bp)
 		how = Scanned
 		cfa, err = w.cfa(s, &rr.Rules)
 	}
@@ -302,7 +303,7 @@ func (w *walker) cfiStep(s *frameState, cr *codeRange, rr *objfile.Row, ruled ui
 	if err != nil {
 		return w.readCut(err, cr, pc)
 	}
-	var next objfile.RegState
+	var next callframe.RegState
 	// Registers without a rule: the stack pointer is the CFA, and
 	// callee-saved registers keep their values.
 	for m := calleeSavedRegs &^ ruled; m != 0; m &= m - 1 {
@@ -311,8 +312,8 @@ func (w *walker) cfiStep(s *frameState, cr *codeRange, rr *objfile.Row, ruled ui
 			next.Set(r, v)
 		}
 	}
-	if ruled&(1<<objfile.RegRSP) == 0 {
-		next.Set(objfile.RegRSP, cfa)
+	if ruled&(1<<callframe.RegRSP) == 0 {
+		next.Set(callframe.RegRSP, cfa)
 	}
 	// Every rule reads the callee's registers (s), never the caller's
 	// being built, so their order does not matter.
@@ -320,16 +321,16 @@ func (w *walker) cfiStep(s *frameState, cr *codeRange, rr *objfile.Row, ruled ui
 		r := uint64(bits.TrailingZeros32(m))
 		ru := &rr.Regs[r]
 		switch ru.Kind {
-		case objfile.RuleUndefined:
-		case objfile.RuleSame:
+		case callframe.RuleUndefined:
+		case callframe.RuleSame:
 			if v, ok := s.regs.Get(r); ok {
 				next.Set(r, v)
 			}
-		case objfile.RuleOffset:
+		case callframe.RuleOffset:
 			at := cfa + uint64(ru.Off)
 			if v, err := w.read64(at); err == nil {
 				next.Set(r, v)
-			} else if r == objfile.RegRA {
+			} else if r == callframe.RegRA {
 				return w.readCut(err, cr, pc)
 			} else if v, ok := s.regs.Get(r); ok && at < s.sp() {
 				// A slot below the stack pointer is one the code has
@@ -337,28 +338,28 @@ func (w *walker) cfiStep(s *frameState, cr *codeRange, rr *objfile.Row, ruled ui
 				// an epilogue's pop %rbp): the register holds it.
 				next.Set(r, v)
 			}
-		case objfile.RuleValOffset:
+		case callframe.RuleValOffset:
 			next.Set(r, cfa+uint64(ru.Off))
-		case objfile.RuleRegister:
+		case callframe.RuleRegister:
 			if v, ok := s.regs.Get(uint64(ru.Reg)); ok {
 				next.Set(r, v)
 			}
-		case objfile.RuleExpr, objfile.RuleValExpr:
-			v, err := objfile.EvalExpr(ru.Expr, &s.regs, w.memory(), cfa)
-			if err == nil && ru.Kind == objfile.RuleExpr {
+		case callframe.RuleExpr, callframe.RuleValExpr:
+			v, err := callframe.EvalExpr(ru.Expr, &s.regs, w.memory(), cfa)
+			if err == nil && ru.Kind == callframe.RuleExpr {
 				v, err = w.read64(v)
 			}
 			if err == nil {
 				next.Set(r, v)
-			} else if r == objfile.RegRA {
+			} else if r == callframe.RegRA {
 				return w.readCut(err, cr, pc)
 			}
 		}
 	}
-	if rr.Regs[objfile.RegRA].Kind == objfile.RuleUndefined {
+	if rr.Regs[callframe.RegRA].Kind == callframe.RuleUndefined {
 		return finished(how, cfa)
 	}
-	ra, ok := next.Get(objfile.RegRA)
+	ra, ok := next.Get(callframe.RegRA)
 	if !ok {
 		return cutAt(BadFrame, cr, pc)
 	}
@@ -371,7 +372,7 @@ func (w *walker) cfiStep(s *frameState, cr *codeRange, rr *objfile.Row, ruled ui
 		if w.signals++; w.signals > maxSignalFrames {
 			return cutAt(BadFrame, cr, pc)
 		}
-	} else if nsp, _ := next.Get(objfile.RegRSP); nsp <= s.sp() {
+	} else if nsp, _ := next.Get(callframe.RegRSP); nsp <= s.sp() {
 		// Any other caller's frame lies above its callee's.
 		return cutAt(BadFrame, cr, pc)
 	}
@@ -382,9 +383,9 @@ func (w *walker) cfiStep(s *frameState, cr *codeRange, rr *objfile.Row, ruled ui
 }
 
 // cfa computes the canonical frame address of a row.
-func (w *walker) cfa(s *frameState, rw *objfile.Rules) (uint64, error) {
+func (w *walker) cfa(s *frameState, rw *callframe.Rules) (uint64, error) {
 	if rw.CFAExpr != nil {
-		v, err := objfile.EvalExpr(rw.CFAExpr, &s.regs, w.memory())
+		v, err := callframe.EvalExpr(rw.CFAExpr, &s.regs, w.memory())
 		if err != nil {
 			return 0, fmt.Errorf("CFA expression: %w", err)
 		}
@@ -392,10 +393,10 @@ func (w *walker) cfa(s *frameState, rw *objfile.Rules) (uint64, error) {
 	}
 	v, ok := s.regs.Get(rw.CFAReg)
 	if !ok {
-		if rw.CFAReg == objfile.RegRBP {
+		if rw.CFAReg == callframe.RegRBP {
 			return 0, errNeedBP
 		}
-		return 0, fmt.Errorf("CFA is based on %s, which is unknown", objfile.RegName(rw.CFAReg))
+		return 0, fmt.Errorf("CFA is based on %s, which is unknown", callframe.RegName(rw.CFAReg))
 	}
 	return v + uint64(rw.CFAOff), nil
 }
@@ -404,7 +405,7 @@ func (w *walker) cfa(s *frameState, rw *objfile.Rules) (uint64, error) {
 func (w *walker) fpStepState(s *frameState, cr *codeRange) stepResult {
 	how := FramePointerChain
 	pc := s.ip()
-	bp, known := s.regs.Get(objfile.RegRBP)
+	bp, known := s.regs.Get(callframe.RegRBP)
 	if !known {
 		if !w.scan {
 			return cutAt(NoUnwindInfo, cr, pc)
@@ -416,9 +417,9 @@ func (w *walker) fpStepState(s *frameState, cr *codeRange) stepResult {
 			// record. This is tried last: a function with a frame may
 			// have a stale return address there.
 			if ra, err := w.read64(s.sp()); err == nil && s.first && w.isReturnAddress(ra) {
-				s.regs = objfile.RegState{}
-				s.regs.Set(objfile.RegRA, ra)
-				s.regs.Set(objfile.RegRSP, s.sp()+8)
+				s.regs = callframe.RegState{}
+				s.regs.Set(callframe.RegRA, ra)
+				s.regs.Set(callframe.RegRSP, s.sp()+8)
 				s.exact, s.first = false, false
 				return stepResult{how: Leaf, cfa: s.sp()}
 			}
@@ -435,11 +436,11 @@ func (w *walker) fpStepState(s *frameState, cr *codeRange) stepResult {
 		// where rbp stopped pointing at a frame record.
 		return cutAt(NoUnwindInfo, cr, pc)
 	}
-	s.regs = objfile.RegState{}
-	s.regs.Set(objfile.RegRA, f.ip)
-	s.regs.Set(objfile.RegRSP, f.sp)
+	s.regs = callframe.RegState{}
+	s.regs.Set(callframe.RegRA, f.ip)
+	s.regs.Set(callframe.RegRSP, f.sp)
 	if f.bp != 0 {
-		s.regs.Set(objfile.RegRBP, f.bp)
+		s.regs.Set(callframe.RegRBP, f.bp)
 	}
 	s.exact, s.first = false, false
 	return stepResult{how: how, cfa: f.sp}
@@ -487,7 +488,7 @@ func (w *walker) goStep(s *frameState, cr *codeRange, pc uint64) (stepResult, bo
 			}
 			return w.g0Step(s, cr, sw), true
 		}
-		if bp, ok := s.regs.Get(objfile.RegRBP); ok && bp != 0 && bp&7 == 0 {
+		if bp, ok := s.regs.Get(callframe.RegRBP); ok && bp != 0 && bp&7 == 0 {
 			return w.switchStep(s, cr, bp), true
 		}
 		// mcall, systemstack and the like switch stacks: the caller is
@@ -517,15 +518,15 @@ func (w *walker) goStep(s *frameState, cr *codeRange, pc uint64) (stepResult, bo
 	if err != nil {
 		return w.readCut(err, cr, s.ip()), true
 	}
-	var next objfile.RegState
-	next.Set(objfile.RegRA, ra)
-	next.Set(objfile.RegRSP, cfa)
+	var next callframe.RegState
+	next.Set(callframe.RegRA, ra)
+	next.Set(callframe.RegRSP, cfa)
 	if delta >= 8 {
 		if bp, err := w.read64(cfa - 16); err == nil {
-			next.Set(objfile.RegRBP, bp)
+			next.Set(callframe.RegRBP, bp)
 		}
-	} else if bp, ok := s.regs.Get(objfile.RegRBP); ok {
-		next.Set(objfile.RegRBP, bp) // not pushed yet: still the caller's
+	} else if bp, ok := s.regs.Get(callframe.RegRBP); ok {
+		next.Set(callframe.RegRBP, bp) // not pushed yet: still the caller's
 	}
 	if ra == 0 {
 		return finished(GoTable, cfa), true
@@ -545,9 +546,9 @@ func (w *walker) g0Step(s *frameState, cr *codeRange, sw objfile.G0Switch) stepR
 		return cutAt(StackSwitch, cr, s.ip())
 	}
 	sp0 := s.sp() + sw.Pushed
-	var next objfile.RegState
-	next.Set(objfile.RegRA, rt.SchedPC+cr.bias)
-	next.Set(objfile.RegRSP, sp0)
+	var next callframe.RegState
+	next.Set(callframe.RegRA, rt.SchedPC+cr.bias)
+	next.Set(callframe.RegRSP, sp0)
 	s.regs = next
 	s.exact, s.first = false, false
 	return stepResult{how: GoTable, cfa: sp0}
@@ -567,11 +568,11 @@ func (w *walker) switchStep(s *frameState, cr *codeRange, bp uint64) stepResult 
 	if err != nil {
 		return w.readCut(err, cr, s.ip())
 	}
-	var next objfile.RegState
-	next.Set(objfile.RegRA, ra)
-	next.Set(objfile.RegRSP, bp+16)
+	var next callframe.RegState
+	next.Set(callframe.RegRA, ra)
+	next.Set(callframe.RegRSP, bp+16)
 	if saved != 0 {
-		next.Set(objfile.RegRBP, saved)
+		next.Set(callframe.RegRBP, saved)
 	}
 	s.regs = next
 	s.exact, s.first = false, false
@@ -630,11 +631,11 @@ func (w *walker) sigreturnStep(s *frameState, cr *codeRange) stepResult {
 		return cutAt(BadFrame, cr, s.ip())
 	}
 	sp := s.sp()
-	var next objfile.RegState
+	var next callframe.RegState
 	for _, r := range []struct {
 		reg uint64
 		off uint64
-	}{{objfile.RegRA, ucRIP}, {objfile.RegRSP, ucRSP}, {objfile.RegRBP, ucRBP}} {
+	}{{callframe.RegRA, ucRIP}, {callframe.RegRSP, ucRSP}, {callframe.RegRBP, ucRBP}} {
 		v, err := w.read64(sp + r.off)
 		if err != nil {
 			return w.readCut(err, cr, s.ip())
@@ -689,7 +690,7 @@ func (w *walker) walk(regs Regs, max int) Trace {
 		if res.signal {
 			t.Exact[len(t.Exact)-1] = true
 		}
-		bp, _ := s.regs.Get(objfile.RegRBP)
+		bp, _ := s.regs.Get(callframe.RegRBP)
 		if missing != 0 && len(t.PCs)+1 < max {
 			t.push(missing, res.how, 0) // a frame the chain skipped: its frame pointer unknown
 		}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/stallwatch/stallwatch/internal/callframe"
 	"github.com/stallwatch/stallwatch/internal/objfile"
 )
 
@@ -40,7 +41,7 @@ func TestGoStep(t *testing.T) {
 	if !ok || res.how != GoTable || s.ip() != 0x4242 || s.sp() != 0x7030 {
 		t.Fatalf("goStep: %+v ok=%v; ip %#x sp %#x, want ip 0x4242 sp 0x7030", res, ok, s.ip(), s.sp())
 	}
-	if bp, ok := s.regs.Get(objfile.RegRBP); !ok || bp != 0x7100 {
+	if bp, ok := s.regs.Get(callframe.RegRBP); !ok || bp != 0x7100 {
 		t.Errorf("caller's frame pointer %#x (%v), want 0x7100", bp, ok)
 	}
 	// In goexit the walk is over.

@@ -1,4 +1,4 @@
-package objfile
+package callframe
 
 import (
 	"encoding/binary"
@@ -33,11 +33,11 @@ const (
 // .eh_frame is a few MiB; nothing legitimate comes near this).
 const maxSection = 256 << 20
 
-// CFI is one module's call frame information (.eh_frame, or .debug_frame
+// Table is one module's call frame information (.eh_frame, or .debug_frame
 // where a file has no .eh_frame), in the module's link-time addresses,
 // with a table of the code ranges its FDEs cover. It is safe for
 // concurrent use.
-type CFI struct {
+type Table struct {
 	name  string // the file and the section, for errors
 	data  []byte
 	addr  uint64 // link-time address of data[0]
@@ -337,7 +337,7 @@ func readEntry(name string, data []byte, off int) (entry, error) {
 }
 
 // parseCIE parses the CIE whose record starts at off.
-func parseCIE(f *CFI, off int) (*cie, error) {
+func parseCIE(f *Table, off int) (*cie, error) {
 	name, data := f.name, f.data
 	e, err := readEntry(name, data, off)
 	if err == errTerminator {
@@ -412,7 +412,7 @@ func parseCIE(f *CFI, off int) (*cie, error) {
 }
 
 // isCIE says whether a record with this id is a CIE.
-func (f *CFI) isCIE(id uint32) bool {
+func (f *Table) isCIE(id uint32) bool {
 	if f.debug {
 		return id == 0xffffffff
 	}
@@ -420,7 +420,7 @@ func (f *CFI) isCIE(id uint32) bool {
 }
 
 // cieAt returns the CIE at off, parsing it once.
-func (f *CFI) cieAt(off int) (*cie, error) {
+func (f *Table) cieAt(off int) (*cie, error) {
 	f.mu.Lock()
 	c := f.cies[uint32(off)]
 	f.mu.Unlock()
@@ -442,7 +442,7 @@ func (f *CFI) cieAt(off int) (*cie, error) {
 
 // parseFDE parses the FDE whose record is e. Its CIE pointer is relative
 // to the field in .eh_frame, an offset in the section in .debug_frame.
-func (f *CFI) parseFDE(e entry) (*fde, error) {
+func (f *Table) parseFDE(e entry) (*fde, error) {
 	cieOff := e.idOff - int(e.id)
 	if f.debug {
 		cieOff = int(e.id)
@@ -478,20 +478,20 @@ func (f *CFI) parseFDE(e entry) (*fde, error) {
 
 // ParseEhFrame reads every record of data (the .eh_frame of name, loaded
 // at link-time address addr) and builds the FDE table. Records that fail
-// to parse are skipped and counted (CFI.Bad): one bad FDE must not cost a
+// to parse are skipped and counted (Table.Bad): one bad FDE must not cost a
 // module all of its others. An error is returned only when nothing usable
 // was found in a non-empty section.
-func ParseEhFrame(name string, data []byte, addr uint64) (*CFI, error) {
-	return parseCFI(&CFI{name: name + ": .eh_frame", data: data, addr: addr})
+func ParseEhFrame(name string, data []byte, addr uint64) (*Table, error) {
+	return parseCFI(&Table{name: name + ": .eh_frame", data: data, addr: addr})
 }
 
-// parseDebugFrame is ParseEhFrame for a .debug_frame section (addresses
+// ParseDebugFrame is ParseEhFrame for a .debug_frame section (addresses
 // are absolute there: addr is not needed).
-func parseDebugFrame(name string, data []byte) (*CFI, error) {
-	return parseCFI(&CFI{name: name + ": .debug_frame", data: data, debug: true})
+func ParseDebugFrame(name string, data []byte) (*Table, error) {
+	return parseCFI(&Table{name: name + ": .debug_frame", data: data, debug: true})
 }
 
-func parseCFI(f *CFI) (*CFI, error) {
+func parseCFI(f *Table) (*Table, error) {
 	name, data := f.name, f.data
 	if len(data) > maxSection {
 		return nil, fmt.Errorf("%s of %d bytes is larger than %d", name, len(data), maxSection)
@@ -540,12 +540,13 @@ func parseCFI(f *CFI) (*CFI, error) {
 }
 
 // Len is the number of FDEs: functions whose frames it describes.
-func (f *CFI) Len() int { return len(f.fdes) }
+func (f *Table) Len() int { return len(f.fdes) }
 
-func (f *CFI) sizeBytes() int64 { return int64(len(f.data)) + int64(len(f.fdes))*16 }
+// SizeBytes is what the table holds in memory, for a cache's bound.
+func (f *Table) SizeBytes() int64 { return int64(len(f.data)) + int64(len(f.fdes))*16 }
 
 // find returns the FDE covering the link-time address pc.
-func (f *CFI) find(pc uint64) (*fde, error) {
+func (f *Table) find(pc uint64) (*fde, error) {
 	i := sort.Search(len(f.fdes), func(i int) bool { return f.fdes[i].begin > pc }) - 1
 	// Ranges may nest (a hand-written FDE inside a larger one): look back
 	// a few entries for one that covers pc.
@@ -564,7 +565,7 @@ func (f *CFI) find(pc uint64) (*fde, error) {
 // FuncRange returns the link-time code range of the FDE covering pc: for
 // compiled code, the function (or the part of it, such as a cold part)
 // holding pc.
-func (f *CFI) FuncRange(pc uint64) (lo, hi uint64, ok bool) {
+func (f *Table) FuncRange(pc uint64) (lo, hi uint64, ok bool) {
 	i := sort.Search(len(f.fdes), func(i int) bool { return f.fdes[i].begin > pc }) - 1
 	for j := i; j >= 0 && j > i-4; j-- {
 		if pc < f.fdes[j].end {

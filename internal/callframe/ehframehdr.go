@@ -1,4 +1,4 @@
-package objfile
+package callframe
 
 import (
 	"debug/elf"
@@ -6,10 +6,12 @@ import (
 	"io"
 )
 
-// ehFrameData finds .eh_frame by its section header or, in a file without
-// section headers, through PT_GNU_EH_FRAME and .eh_frame_hdr (what the
-// runtime unwinder uses).
-func ehFrameData(ef *elf.File, r io.ReaderAt, size int64) ([]byte, uint64, error) {
+// EhFrameSection finds .eh_frame by its section header or, in a file
+// without section headers, through PT_GNU_EH_FRAME and .eh_frame_hdr
+// (what the runtime unwinder uses), and returns its bytes and link-time
+// address; nil without error when the file has none. size is the file's,
+// which no section may pass.
+func EhFrameSection(ef *elf.File, r io.ReaderAt, size int64) ([]byte, uint64, error) {
 	if s := ef.Section(".eh_frame"); s != nil && s.Type != elf.SHT_NOBITS {
 		if s.Size > maxSection || int64(s.Offset)+int64(s.Size) > size || int64(s.Offset) < 0 {
 			return nil, 0, fmt.Errorf(".eh_frame at offset %#x size %#x is outside the file (%d bytes)", s.Offset, s.Size, size)

@@ -1,4 +1,4 @@
-package objfile
+package callframe
 
 import (
 	"encoding/binary"

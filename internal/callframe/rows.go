@@ -1,4 +1,4 @@
-package objfile
+package callframe
 
 import "fmt"
 
@@ -274,7 +274,7 @@ func (m *cfaMachine) run(prog []byte, pc uint64, initial bool) error {
 // RowAt returns the rules at the link-time address pc, nil when no FDE
 // covers it. Rows are cached per address (most threads of a process wait
 // at the same few places).
-func (f *CFI) RowAt(pc uint64) (*Row, error) {
+func (f *Table) RowAt(pc uint64) (*Row, error) {
 	f.mu.Lock()
 	rr, ok := f.rows[pc]
 	f.mu.Unlock()
