@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stallwatch/stallwatch/internal/ddtags"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/notify/alert"
+	"github.com/stallwatch/stallwatch/notify/datadog"
 	"github.com/stallwatch/stallwatch/notify/hook"
 	"github.com/stallwatch/stallwatch/notify/spool"
 	"github.com/stallwatch/stallwatch/notify/upload"
@@ -157,7 +157,7 @@ func (o *Options) resolve() (*resolved, error) {
 	var env, version string
 	r.service, env, version = fill(o.Service, "DD_SERVICE"), fill(o.Env, "DD_ENV"), fill(o.Version, "DD_VERSION")
 	r.host, _ = os.Hostname()
-	r.tags = ddtags.Common(r.service, env, version, r.host, ddtags.Parse(fill(o.Tags, "DD_TAGS")))
+	r.tags = datadog.CommonTags(r.service, env, version, r.host, datadog.ParseTags(fill(o.Tags, "DD_TAGS")))
 	var err error
 	if !o.NoAlerts {
 		if r.addr, r.addrFrom, err = alert.ResolveAddr(o.Statsd, getenv, nil); err != nil {

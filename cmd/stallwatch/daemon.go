@@ -16,11 +16,11 @@ import (
 	"github.com/stallwatch/stallwatch/continuous"
 	"github.com/stallwatch/stallwatch/daemon"
 	"github.com/stallwatch/stallwatch/internal/cli"
-	"github.com/stallwatch/stallwatch/internal/ddtags"
 	"github.com/stallwatch/stallwatch/internal/preflight"
 	"github.com/stallwatch/stallwatch/internal/sdnotify"
 	"github.com/stallwatch/stallwatch/internal/termsafe"
 	"github.com/stallwatch/stallwatch/notify"
+	"github.com/stallwatch/stallwatch/notify/datadog"
 )
 
 func daemonCommand(g *globals) *cli.Command {
@@ -207,7 +207,7 @@ func (r *ruleNotifyFlags) declare(fs *cli.FlagSet) {
 
 // notify is the rule's daemon.Notify: its service is one of its tags.
 func (r *ruleNotifyFlags) notify() daemon.Notify {
-	return daemon.Notify{Service: r.service, Tags: ddtags.Common(r.service, "", "", "", ddtags.Parse(r.tags)),
+	return daemon.Notify{Service: r.service, Tags: datadog.CommonTags(r.service, "", "", "", datadog.ParseTags(r.tags)),
 		OnCapture: r.hooks.onCapture, OnRecover: r.hooks.onRecover}
 }
 

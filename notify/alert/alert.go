@@ -13,7 +13,7 @@ import (
 
 	"github.com/DataDog/datadog-go/v5/statsd"
 
-	"github.com/stallwatch/stallwatch/internal/ddtags"
+	"github.com/stallwatch/stallwatch/notify/datadog"
 )
 
 // The names this package sends. Datadog's monitors and dashboards refer to
@@ -190,7 +190,7 @@ func (c *Client) tags(t Target, extra ...string) []string {
 	tags = append(tags, t.Tags...)
 	tags = append(tags, "pid:"+strconv.Itoa(t.PID))
 	if t.Process != "" {
-		tags = append(tags, "process:"+ddtags.Value(t.Process))
+		tags = append(tags, "process:"+datadog.TagValue(t.Process))
 	}
 	return append(tags, extra...)
 }
@@ -269,7 +269,7 @@ func (c *Client) Captured(t Target, cp Capture) {
 	if !c.Enabled() {
 		return
 	}
-	trig := "trigger:" + ddtags.Value(cp.Trigger)
+	trig := "trigger:" + datadog.TagValue(cp.Trigger)
 	c.send(func(sc *statsd.Client) error {
 		errs := []error{
 			sc.Count(MetricCaptures, 1, c.tags(t, trig), 1),

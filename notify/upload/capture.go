@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/stallwatch/stallwatch/capdir"
-	"github.com/stallwatch/stallwatch/internal/ddtags"
 	"github.com/stallwatch/stallwatch/internal/safedir"
 	"github.com/stallwatch/stallwatch/internal/version"
 	"github.com/stallwatch/stallwatch/model"
+	"github.com/stallwatch/stallwatch/notify/datadog"
 	"github.com/stallwatch/stallwatch/runtimes"
 )
 
@@ -59,7 +59,7 @@ func Load(dir string) (*Profile, error) {
 func CaptureTags(info *model.Info) []string {
 	tags := ProcessTags(info.PID, info.Executable, info.Command, runtimeOf(info))
 	if info.Trigger != "" {
-		tags = append(tags, "trigger:"+ddtags.Value(string(info.Trigger)))
+		tags = append(tags, "trigger:"+datadog.TagValue(string(info.Trigger)))
 	}
 	stall := info.StallLen
 	if stall == 0 {
@@ -84,7 +84,7 @@ func ProcessTags(pid int, executable string, command []string, runtime string) [
 		"pid:" + strconv.Itoa(pid),
 	}
 	if p := runtimes.ProcessName(executable, command, ""); p != "" {
-		tags = append(tags, "process:"+ddtags.Value(p))
+		tags = append(tags, "process:"+datadog.TagValue(p))
 	}
 	if runtime != "" {
 		tags = append(tags, "runtime:"+runtime)

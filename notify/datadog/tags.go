@@ -1,15 +1,11 @@
-// Package ddtags holds Datadog's tag conventions that alerts and uploads
-// share: reading a tag list as --tags and DD_TAGS give it, and the unified
-// service tags (service, env, version) with the host, which go on
-// everything stallwatch sends about a target.
-package ddtags
+package datadog
 
 import "strings"
 
-// Parse reads a list of tags as Datadog's libraries read DD_TAGS: "k:v"
+// ParseTags reads a list of tags as Datadog's libraries read DD_TAGS: "k:v"
 // items separated by commas or spaces; empty items are skipped, and a tag
 // keeps at most 200 characters (Datadog's limit).
-func Parse(s string) []string {
+func ParseTags(s string) []string {
 	var tags []string
 	for _, t := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' }) {
 		if len(t) > 200 {
@@ -20,15 +16,15 @@ func Parse(s string) []string {
 	return tags
 }
 
-// Common are the tags of everything sent: service, env, version and host
+// CommonTags are the tags of everything sent: service, env, version and host
 // when known, then the user's own (which may not repeat those four keys:
 // the named values win).
-func Common(service, env, version, host string, user []string) []string {
+func CommonTags(service, env, version, host string, user []string) []string {
 	var tags []string
 	named := map[string]bool{}
 	for _, kv := range [][2]string{{"service", service}, {"env", env}, {"version", version}, {"host", host}} {
 		if kv[1] != "" {
-			tags = append(tags, kv[0]+":"+Value(kv[1]))
+			tags = append(tags, kv[0]+":"+TagValue(kv[1]))
 			named[kv[0]] = true
 		}
 	}
@@ -41,9 +37,9 @@ func Common(service, env, version, host string, user []string) []string {
 	return tags
 }
 
-// Value makes s safe as a tag's value in both DogStatsD datagrams and
+// TagValue makes s safe as a tag's value in both DogStatsD datagrams and
 // tags_profiler: the separators ',', '|', '#' and white space become '_'.
-func Value(s string) string {
+func TagValue(s string) string {
 	return strings.Map(func(r rune) rune {
 		switch r {
 		case ',', '|', '#', ' ', '\t', '\n', '\r':
