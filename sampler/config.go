@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/unwind"
 )
 
@@ -165,7 +166,7 @@ func (cfg *Config) check() error {
 	if cfg.MaxStack <= 0 {
 		cfg.MaxStack = defaultMaxStack
 	}
-	if limit, err := readSysctl("/proc/sys/kernel/perf_event_max_stack"); err == nil && cfg.MaxStack > limit {
+	if limit, err := procfs.Sysctl("kernel.perf_event_max_stack"); err == nil && cfg.MaxStack > limit {
 		cfg.MaxStack = limit
 	}
 	if cfg.History == 0 {

@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/stallwatch/stallwatch/internal/procfs"
 )
 
 // Configurations that cannot work are refused before anything is opened.
@@ -38,7 +40,7 @@ func TestStartRefusesBadConfig(t *testing.T) {
 // TestFreqLimit: the limit is the sysctl's or cpu-clock's, whichever is
 // lower, and a rate above it is a *FreqError that says which.
 func TestFreqLimit(t *testing.T) {
-	sysctl, err := readSysctl(maxSampleRatePath)
+	sysctl, err := procfs.Sysctl(maxSampleRate)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,14 +3,12 @@ package sampler
 import (
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/stallwatch/stallwatch/internal/perms"
+	"github.com/stallwatch/stallwatch/internal/procfs"
 )
 
 var attrSize = uint32(unsafe.Sizeof(unix.PerfEventAttr{}))
@@ -211,21 +209,13 @@ func openFDsBesides(events int) int { return max(openFDs()-events, 0) + DefaultF
 
 // mlockErr explains an mmap of a ring refused for locked memory.
 func mlockErr(op string, err error, bytes int) error {
-	kb, _ := readSysctl("/proc/sys/kernel/perf_event_mlock_kb")
+	kb, _ := procfs.Sysctl("kernel.perf_event_mlock_kb")
 	return &perms.Error{
 		Op:      op,
 		Err:     err,
 		Missing: fmt.Sprintf("locked memory for perf rings: kernel.perf_event_mlock_kb (%d KiB per CPU) and RLIMIT_MEMLOCK are used up, and CAP_IPC_LOCK is missing (this ring needs %d KiB)", kb, bytes>>10),
 		Fix:     fmt.Sprintf("`sudo sysctl kernel.perf_event_mlock_kb=%d`, or raise RLIMIT_MEMLOCK (ulimit -l, LimitMEMLOCK=), or `sudo setcap cap_ipc_lock,cap_perfmon+ep $(command -v stallwatch)`", kb+bytes>>10),
 	}
-}
-
-func readSysctl(path string) (int, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(strings.TrimSpace(string(b)))
 }
 
 // wakeupBytes is the watermark of a sample ring of size bytes: a quarter

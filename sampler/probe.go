@@ -6,6 +6,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stallwatch/stallwatch/internal/procfs"
 )
 
 // ProbeResult is what the kernel answered, event by event, when asked for
@@ -64,15 +66,15 @@ func probeOpen(a *unix.PerfEventAttr, tid int, what string) error {
 // cpu-clock's own 100 kHz (a period of 10 µs).
 func FreqLimit() (limit int, bySysctl bool) {
 	limit = cpuClockMaxFreq
-	if n, err := readSysctl(maxSampleRatePath); err == nil && n < limit {
+	if n, err := procfs.Sysctl(maxSampleRate); err == nil && n < limit {
 		return n, true
 	}
 	return limit, false
 }
 
 const (
-	cpuClockMaxFreq   = 100000
-	maxSampleRatePath = "/proc/sys/kernel/perf_event_max_sample_rate"
+	cpuClockMaxFreq = 100000
+	maxSampleRate   = "kernel.perf_event_max_sample_rate"
 )
 
 // FreqError is a sampling rate above what the machine allows.

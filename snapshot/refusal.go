@@ -3,7 +3,6 @@ package snapshot
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/stallwatch/stallwatch/internal/perms"
@@ -92,45 +91,17 @@ func refusalFacts(pid int) string {
 // capsBeyondOurs names the permitted capabilities of pid that this
 // process does not have in its own permitted set.
 func capsBeyondOurs(pid int) string {
-	theirs, ok1 := capPrm(procfs.PidPath(pid, "status"))
-	ours, ok2 := capPrm("/proc/self/status")
-	if !ok1 || !ok2 {
+	theirs, err1 := procfs.ReadStatus(pid, pid)
+	self := os.Getpid()
+	ours, err2 := procfs.ReadStatus(self, self)
+	if err1 != nil || err2 != nil {
 		return ""
 	}
 	var names []string
-	for c := 0; c < 64; c++ {
-		if theirs&^ours&(1<<c) != 0 {
-			names = append(names, capName(c))
+	for c := range 64 {
+		if theirs.CapPrm.Has(c) && !ours.CapPrm.Has(c) {
+			names = append(names, perms.CapName(c))
 		}
 	}
 	return strings.Join(names, ", ")
-}
-
-func capPrm(path string) (uint64, bool) {
-	b, err := procfs.ReadLimited(path, 1<<16)
-	if err != nil {
-		return 0, false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "CapPrm:"); ok {
-			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return mask, err == nil
-		}
-	}
-	return 0, false
-}
-
-// capNames are the capabilities of linux/capability.h, by number.
-var capNames = []string{"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID",
-	"SETUID", "SETPCAP", "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_ADMIN", "NET_RAW",
-	"IPC_LOCK", "IPC_OWNER", "SYS_MODULE", "SYS_RAWIO", "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT",
-	"SYS_ADMIN", "SYS_BOOT", "SYS_NICE", "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD", "LEASE",
-	"AUDIT_WRITE", "AUDIT_CONTROL", "SETFCAP", "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG", "WAKE_ALARM",
-	"BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF", "CHECKPOINT_RESTORE"}
-
-func capName(c int) string {
-	if c < len(capNames) {
-		return "CAP_" + capNames[c]
-	}
-	return fmt.Sprintf("capability %d", c)
 }

@@ -245,6 +245,24 @@ func namePreference(name string) int {
 // Hidden reports that the kernel hid its addresses (kptr_restrict).
 func (t *Table) Hidden() bool { return t.hidden }
 
+// AddressesHidden reports whether the kernel shows this process its
+// symbols' addresses as zero (kernel.kptr_restrict, CAP_SYSLOG), or
+// Path cannot be read: what a Table read now would say with Hidden,
+// from its first line alone, for a caller that asks before it needs
+// the table. The kernel zeroes every address or none.
+func AddressesHidden() bool {
+	f, err := os.Open(Path)
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	var b [256]byte
+	n, _ := io.ReadFull(f, b[:])
+	addrField, _ := nextField(b[:n])
+	addr, ok := hexnum.Parse(addrField)
+	return !ok || addr == 0
+}
+
 // Len is the number of text symbols.
 func (t *Table) Len() int { return len(t.syms) }
 

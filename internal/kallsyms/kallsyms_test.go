@@ -3,6 +3,7 @@ package kallsyms
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -213,4 +214,34 @@ func heldBy(make func() any) uint64 {
 	after := live()
 	runtime.KeepAlive(kept)
 	return after - before
+}
+
+// TestAddressesHidden: the first line says what the whole table says
+// (Hidden), for the kernel's two ways of printing it, and a table that
+// cannot be read hides everything.
+func TestAddressesHidden(t *testing.T) {
+	var zeroed strings.Builder
+	for _, line := range strings.Split(strings.TrimSpace(fixture), "\n") {
+		f := strings.SplitN(line, " ", 2)
+		zeroed.WriteString("0000000000000000 " + f[1] + "\n")
+	}
+	dir := t.TempDir()
+	defer func(p string) { Path = p }(Path)
+	for name, text := range map[string]string{"shown": fixture, "zeroed": zeroed.String()} {
+		Path = filepath.Join(dir, name)
+		if err := os.WriteFile(Path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tab, err := Parse(strings.NewReader(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AddressesHidden(); got != tab.Hidden() {
+			t.Errorf("%s: AddressesHidden() = %v, the table's Hidden() = %v", name, got, tab.Hidden())
+		}
+	}
+	Path = filepath.Join(dir, "absent")
+	if !AddressesHidden() {
+		t.Error("an unreadable table shows addresses")
+	}
 }

@@ -7,10 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stallwatch/stallwatch/internal/procfs"
 )
 
 // Error is a permission failure a user can fix.
@@ -42,21 +43,14 @@ func IsPermission(err error) bool {
 
 // Paranoid returns kernel.perf_event_paranoid, or ok=false when unreadable.
 func Paranoid() (int, bool) {
-	return readSysctlInt("/proc/sys/kernel/perf_event_paranoid")
+	n, err := procfs.Sysctl("kernel.perf_event_paranoid")
+	return n, err == nil
 }
 
 // PtraceScope returns Yama's kernel.yama.ptrace_scope, or ok=false when
 // Yama is not in the kernel.
 func PtraceScope() (int, bool) {
-	return readSysctlInt("/proc/sys/kernel/yama/ptrace_scope")
-}
-
-func readSysctlInt(path string) (int, bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, false
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	n, err := procfs.Sysctl("kernel.yama.ptrace_scope")
 	return n, err == nil
 }
 
@@ -69,19 +63,28 @@ const (
 	CapPerfmon   = 38
 )
 
+// capNames are the capabilities of linux/capability.h, by number.
+var capNames = []string{"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID",
+	"SETUID", "SETPCAP", "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_ADMIN", "NET_RAW",
+	"IPC_LOCK", "IPC_OWNER", "SYS_MODULE", "SYS_RAWIO", "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT",
+	"SYS_ADMIN", "SYS_BOOT", "SYS_NICE", "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD", "LEASE",
+	"AUDIT_WRITE", "AUDIT_CONTROL", "SETFCAP", "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG", "WAKE_ALARM",
+	"BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF", "CHECKPOINT_RESTORE"}
+
+// CapName names capability number c as the kernel's headers do
+// ("CAP_SYS_PTRACE").
+func CapName(c int) string {
+	if c >= 0 && c < len(capNames) {
+		return "CAP_" + capNames[c]
+	}
+	return fmt.Sprintf("capability %d", c)
+}
+
 // HasCap reports whether this process has capability c in its effective set.
 func HasCap(c int) bool {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
-			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err == nil && mask&(1<<uint(c)) != 0
-		}
-	}
-	return false
+	pid := os.Getpid()
+	st, err := procfs.ReadStatus(pid, pid)
+	return err == nil && st.CapEff.Has(c)
 }
 
 // PerfEvent explains a failed perf_event_open. kernel says whether kernel

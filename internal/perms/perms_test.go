@@ -61,3 +61,14 @@ func TestProcAccessExplains(t *testing.T) {
 		t.Errorf("%q: want CAP_SYS_PTRACE and no --no-ptrace (nothing is stopped)", err)
 	}
 }
+
+func TestCapName(t *testing.T) {
+	for c, want := range map[int]string{
+		CapNetRaw: "CAP_NET_RAW", CapSysPtrace: "CAP_SYS_PTRACE", CapSysAdmin: "CAP_SYS_ADMIN",
+		CapSyslog: "CAP_SYSLOG", CapPerfmon: "CAP_PERFMON", 40: "CAP_CHECKPOINT_RESTORE", 63: "capability 63", -1: "capability -1",
+	} {
+		if got := CapName(c); got != want {
+			t.Errorf("CapName(%d) = %q, want %q", c, got, want)
+		}
+	}
+}

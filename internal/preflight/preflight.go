@@ -28,6 +28,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stallwatch/stallwatch/internal/kallsyms"
 	"github.com/stallwatch/stallwatch/internal/perms"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/safedir"
@@ -640,21 +641,10 @@ func ptraceAccess(pid int) error {
 }
 
 // kallsymsHidden reports whether /proc/kallsyms shows its addresses as
-// zero (kernel.kptr_restrict, without CAP_SYSLOG).
+// zero, and kernel.kptr_restrict, which says who may see them.
 func kallsymsHidden() (bool, int) {
-	kptr := 0
-	if b, err := os.ReadFile("/proc/sys/kernel/kptr_restrict"); err == nil {
-		kptr, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-	}
-	f, err := os.Open("/proc/kallsyms")
-	if err != nil {
-		return true, kptr
-	}
-	defer f.Close()
-	var b [256]byte
-	n, _ := f.Read(b[:])
-	addr, _, _ := strings.Cut(string(b[:n]), " ")
-	return strings.Trim(addr, "0") == "", kptr
+	kptr, _ := procfs.Sysctl("kernel.kptr_restrict")
+	return kallsyms.AddressesHidden(), kptr
 }
 
 // checkOut checks that captures can be written under dir by doing what a

@@ -25,6 +25,10 @@ type Status struct {
 	// has handlers for (bit n-1 for signal n): whether a signal sent to
 	// it would be handled, ignored or take its default action.
 	SigIgn, SigCgt uint64
+	// The thread's capability sets, one bit per capability
+	// (linux/capability.h): inheritable, permitted, effective, bounding,
+	// ambient.
+	CapInh, CapPrm, CapEff, CapBnd, CapAmb CapSet
 
 	VoluntaryCtxtSwitches    uint64
 	NonvoluntaryCtxtSwitches uint64
@@ -86,6 +90,8 @@ func ParseStatus(b []byte) (Status, error) {
 			s.SigIgn, _ = strconv.ParseUint(val, 16, 64)
 		case "SigCgt":
 			s.SigCgt, _ = strconv.ParseUint(val, 16, 64)
+		case "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb":
+			*s.capSet(string(k)) = parseCapSet(val)
 		case "voluntary_ctxt_switches":
 			s.VoluntaryCtxtSwitches, _ = strconv.ParseUint(val, 10, 64)
 		case "nonvoluntary_ctxt_switches":
@@ -96,6 +102,36 @@ func ParseStatus(b []byte) (Status, error) {
 		return s, fmt.Errorf("status: no Pid field")
 	}
 	return s, nil
+}
+
+// CapSet is a set of capabilities, bit c for capability number c.
+type CapSet uint64
+
+// Has reports whether capability number c is in the set.
+func (s CapSet) Has(c int) bool { return c >= 0 && c < 64 && s&(1<<c) != 0 }
+
+func (s *Status) capSet(name string) *CapSet {
+	switch name {
+	case "CapInh":
+		return &s.CapInh
+	case "CapPrm":
+		return &s.CapPrm
+	case "CapEff":
+		return &s.CapEff
+	case "CapBnd":
+		return &s.CapBnd
+	}
+	return &s.CapAmb
+}
+
+// parseCapSet reads a capability mask, 16 hexadecimal digits; a
+// malformed one is the empty set.
+func parseCapSet(val string) CapSet {
+	n, err := strconv.ParseUint(val, 16, 64)
+	if err != nil {
+		return 0
+	}
+	return CapSet(n)
 }
 
 func parseIDs(val string) [4]uint32 {

@@ -4,14 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stallwatch/stallwatch/internal/procfs"
 )
 
 // The proxy's datagrams move in batches: recvmmsg(2) fills a batch, the
@@ -208,7 +207,7 @@ type rcvbuf struct {
 // it (SO_RCVBUF), and reads back what the kernel granted.
 func sizeRcvbuf(rc syscall.RawConn) (rcvbuf, error) {
 	r := rcvbuf{wanted: rcvbufWanted, max: -1}
-	if b, err := readSysctl("/proc/sys/net/core/rmem_max"); err == nil {
+	if b, err := procfs.Sysctl("net.core.rmem_max"); err == nil {
 		r.max = b
 	}
 	var err error
@@ -228,14 +227,6 @@ func sizeRcvbuf(rc syscall.RawConn) (rcvbuf, error) {
 // short reports whether the kernel granted less than asked (it reports
 // twice what was set, its bookkeeping included).
 func (r rcvbuf) short() bool { return r.got < r.wanted }
-
-func readSysctl(path string) (int, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(strings.TrimSpace(string(b)))
-}
 
 func (r rcvbuf) String() string {
 	if r.short() {
