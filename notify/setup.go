@@ -135,8 +135,8 @@ type resolved struct {
 	service, host string
 	tags          []string
 	addr, url     string
-	addrFrom      alert.Source
-	urlFrom       upload.Source
+	addrFrom      datadog.Source
+	urlFrom       datadog.Source
 }
 
 func (o *Options) resolve() (*resolved, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/cli"
 	"github.com/stallwatch/stallwatch/internal/preflight"
 	"github.com/stallwatch/stallwatch/notify"
+	"github.com/stallwatch/stallwatch/notify/alert"
 	"github.com/stallwatch/stallwatch/watchdog"
 	"github.com/stallwatch/stallwatch/watchdog/dogstatsd"
 	"github.com/stallwatch/stallwatch/watchdog/dogstatsd/tap"
@@ -171,23 +171,21 @@ func (f *watchFlags) check(inv *cli.Invocation) error {
 }
 
 // ddEnv fills from Datadog's environment the forward address the flags
-// leave empty: where the Datadog client would have sent the metrics.
-func (f *watchFlags) ddEnv(getenv func(string) string) {
+// leave empty: where the Datadog client would have sent the metrics
+// (DD_DOGSTATSD_URL, else DD_AGENT_HOST and DD_DOGSTATSD_PORT; never the
+// agent's socket, which the client does not look for). An address there
+// that is not DogStatsD's is a usage error, as the flag's would be.
+func (f *watchFlags) ddEnv(getenv func(string) string) error {
 	h := &f.rule.heartbeat
 	if h.statsdAddr == "" || h.forward != "" {
-		return
+		return nil
 	}
-	h.forward = getenv("DD_DOGSTATSD_URL")
-	if h.forward != "" {
-		return
+	var err error
+	h.forward, _, err = alert.Agent.Resolve("", getenv, func(string) bool { return false })
+	if err != nil {
+		return cli.UsageErrorf("%v", err)
 	}
-	if host := getenv("DD_AGENT_HOST"); host != "" {
-		port := getenv("DD_DOGSTATSD_PORT")
-		if port == "" {
-			port = "8125"
-		}
-		h.forward = net.JoinHostPort(host, port)
-	}
+	return nil
 }
 
 // needs is what watching asks of the machine. A child is not running yet:
@@ -228,7 +226,9 @@ func watch(ctx context.Context, inv *cli.Invocation, f *watchFlags, g *globals) 
 	if err := f.check(inv); err != nil {
 		return err
 	}
-	f.ddEnv(os.Getenv)
+	if err := f.ddEnv(os.Getenv); err != nil {
+		return err
+	}
 	f.output.settle(inv.Flags.Changed, os.Getenv)
 	stopSIGPIPE := ignoreSIGPIPE()
 	defer stopSIGPIPE()

@@ -158,11 +158,15 @@ func TestWatchDatadogEnvironment(t *testing.T) {
 		{"agent port", map[string]string{"DD_AGENT_HOST": "agent", "DD_DOGSTATSD_PORT": "9125"}, hb(heartbeatFlags{statsdAddr: "udp://:18125"}), "agent:9125"},
 		{"flags win", map[string]string{"DD_AGENT_HOST": "agent"}, hb(heartbeatFlags{statsdAddr: "udp://:18125", forward: "udp://127.0.0.1:8125"}), "udp://127.0.0.1:8125"},
 		{"no proxy, no forward", map[string]string{"DD_AGENT_HOST": "agent"}, watchFlags{}, ""},
+		{"not DogStatsD", map[string]string{"DD_DOGSTATSD_URL": "tcp://agent:8125"}, hb(heartbeatFlags{statsdAddr: "udp://:18125"}), ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := tc.flags
-			f.ddEnv(func(k string) string { return tc.env[k] })
+			err := f.ddEnv(func(k string) string { return tc.env[k] })
+			if bad := tc.name == "not DogStatsD"; bad != (err != nil) {
+				t.Errorf("ddEnv: %v", err)
+			}
 			if f.rule.heartbeat.forward != tc.forward {
 				t.Errorf("forward %q, want %q", f.rule.heartbeat.forward, tc.forward)
 			}

@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/stallwatch/stallwatch/notify/datadog"
 )
 
 // DefaultSocket is where the Datadog agent listens for DogStatsD on a unix
@@ -17,16 +18,11 @@ const DefaultSocket = "/var/run/datadog/dsd.socket"
 // DefaultPort is DogStatsD's UDP port.
 const DefaultPort = "8125"
 
-// Source says where an address came from, for the start-up log line.
-type Source string
-
-const (
-	FromFlag    Source = "--statsd"
-	FromURL     Source = "DD_DOGSTATSD_URL"
-	FromHost    Source = "DD_AGENT_HOST"
-	FromSocket  Source = "the agent's default socket"
-	FromNowhere Source = ""
-)
+// Agent is DogStatsD as Datadog's libraries find it.
+var Agent = datadog.Service{
+	Flag: "--statsd", URLVar: "DD_DOGSTATSD_URL", PortVar: "DD_DOGSTATSD_PORT", Port: DefaultPort,
+	Socket: DefaultSocket, SocketName: "the agent's default socket", Parse: ParseAddr,
+}
 
 // ErrBadAddr is wrapped by the errors of addresses that cannot be used.
 var ErrBadAddr = errors.New("not a DogStatsD address")
@@ -37,36 +33,8 @@ var ErrBadAddr = errors.New("not a DogStatsD address")
 // DD_DOGSTATSD_PORT, default 8125), else DefaultSocket if it exists. An
 // empty address with no error means none is configured. exists may be nil
 // (os.Stat is used).
-func ResolveAddr(flag string, getenv func(string) string, exists func(string) bool) (string, Source, error) {
-	if exists == nil {
-		exists = func(p string) bool { _, err := os.Stat(p); return err == nil }
-	}
-	if flag != "" {
-		a, err := ParseAddr(flag)
-		return a, FromFlag, err
-	}
-	if u := getenv("DD_DOGSTATSD_URL"); u != "" {
-		a, err := ParseAddr(u)
-		if err != nil {
-			return "", FromURL, fmt.Errorf("DD_DOGSTATSD_URL: %w", err)
-		}
-		return a, FromURL, nil
-	}
-	if h := getenv("DD_AGENT_HOST"); h != "" {
-		port := getenv("DD_DOGSTATSD_PORT")
-		if port == "" {
-			port = DefaultPort
-		}
-		a, err := ParseAddr(net.JoinHostPort(h, port))
-		if err != nil {
-			return "", FromHost, fmt.Errorf("DD_AGENT_HOST and DD_DOGSTATSD_PORT: %w", err)
-		}
-		return a, FromHost, nil
-	}
-	if exists(DefaultSocket) {
-		return "unix://" + DefaultSocket, FromSocket, nil
-	}
-	return "", FromNowhere, nil
+func ResolveAddr(flag string, getenv func(string) string, exists func(string) bool) (string, datadog.Source, error) {
+	return Agent.Resolve(flag, getenv, exists)
 }
 
 // ParseAddr turns an address a user writes into datadog-go's form:

@@ -3,6 +3,17 @@ package alert
 import (
 	"errors"
 	"testing"
+
+	"github.com/stallwatch/stallwatch/notify/datadog"
+)
+
+// Where an address came from, as the start-up log line says it.
+const (
+	fromFlag    datadog.Source = "--statsd"
+	fromURL     datadog.Source = "DD_DOGSTATSD_URL"
+	fromHost    datadog.Source = "DD_AGENT_HOST"
+	fromSocket  datadog.Source = "the agent's default socket"
+	fromNowhere datadog.Source = ""
 )
 
 func TestResolveAddr(t *testing.T) {
@@ -12,26 +23,26 @@ func TestResolveAddr(t *testing.T) {
 		env    map[string]string
 		socket bool // the agent's default socket exists
 		want   string
-		from   Source
+		from   datadog.Source
 		bad    bool
 	}{
-		{name: "nothing", want: "", from: FromNowhere},
-		{name: "default socket", socket: true, want: "unix://" + DefaultSocket, from: FromSocket},
-		{name: "DD_AGENT_HOST alone", env: map[string]string{"DD_AGENT_HOST": "10.0.0.5"}, socket: true, want: "10.0.0.5:8125", from: FromHost},
-		{name: "DD_AGENT_HOST with DD_DOGSTATSD_PORT", env: map[string]string{"DD_AGENT_HOST": "agent", "DD_DOGSTATSD_PORT": "9125"}, want: "agent:9125", from: FromHost},
-		{name: "DD_AGENT_HOST IPv6", env: map[string]string{"DD_AGENT_HOST": "fd00::1"}, want: "[fd00::1]:8125", from: FromHost},
-		{name: "DD_DOGSTATSD_URL udp", env: map[string]string{"DD_DOGSTATSD_URL": "udp://10.1.1.1:8125"}, want: "10.1.1.1:8125", from: FromURL},
-		{name: "DD_DOGSTATSD_URL unix", env: map[string]string{"DD_DOGSTATSD_URL": "unix:///run/dd/dsd.socket"}, want: "unix:///run/dd/dsd.socket", from: FromURL},
-		{name: "DD_DOGSTATSD_URL over DD_AGENT_HOST", env: map[string]string{"DD_DOGSTATSD_URL": "udp://a:1", "DD_AGENT_HOST": "b"}, want: "a:1", from: FromURL},
+		{name: "nothing", want: "", from: fromNowhere},
+		{name: "default socket", socket: true, want: "unix://" + DefaultSocket, from: fromSocket},
+		{name: "DD_AGENT_HOST alone", env: map[string]string{"DD_AGENT_HOST": "10.0.0.5"}, socket: true, want: "10.0.0.5:8125", from: fromHost},
+		{name: "DD_AGENT_HOST with DD_DOGSTATSD_PORT", env: map[string]string{"DD_AGENT_HOST": "agent", "DD_DOGSTATSD_PORT": "9125"}, want: "agent:9125", from: fromHost},
+		{name: "DD_AGENT_HOST IPv6", env: map[string]string{"DD_AGENT_HOST": "fd00::1"}, want: "[fd00::1]:8125", from: fromHost},
+		{name: "DD_DOGSTATSD_URL udp", env: map[string]string{"DD_DOGSTATSD_URL": "udp://10.1.1.1:8125"}, want: "10.1.1.1:8125", from: fromURL},
+		{name: "DD_DOGSTATSD_URL unix", env: map[string]string{"DD_DOGSTATSD_URL": "unix:///run/dd/dsd.socket"}, want: "unix:///run/dd/dsd.socket", from: fromURL},
+		{name: "DD_DOGSTATSD_URL over DD_AGENT_HOST", env: map[string]string{"DD_DOGSTATSD_URL": "udp://a:1", "DD_AGENT_HOST": "b"}, want: "a:1", from: fromURL},
 		{name: "flag over everything", flag: "udp://127.0.0.1:18125", socket: true,
-			env: map[string]string{"DD_DOGSTATSD_URL": "udp://a:1", "DD_AGENT_HOST": "b"}, want: "127.0.0.1:18125", from: FromFlag},
-		{name: "flag port only", flag: ":9999", want: "127.0.0.1:9999", from: FromFlag},
-		{name: "flag host only", flag: "statsd.local", want: "statsd.local:8125", from: FromFlag},
-		{name: "flag socket path", flag: "/run/dsd.socket", want: "unix:///run/dsd.socket", from: FromFlag},
-		{name: "flag unixgram", flag: "unixgram:///run/dsd.socket", want: "unixgram:///run/dsd.socket", from: FromFlag},
-		{name: "flag http is not DogStatsD", flag: "http://agent:8125", from: FromFlag, bad: true},
-		{name: "bad DD_DOGSTATSD_URL", env: map[string]string{"DD_DOGSTATSD_URL": "tcp://x:1"}, from: FromURL, bad: true},
-		{name: "unix without path", flag: "unix://host", from: FromFlag, bad: true},
+			env: map[string]string{"DD_DOGSTATSD_URL": "udp://a:1", "DD_AGENT_HOST": "b"}, want: "127.0.0.1:18125", from: fromFlag},
+		{name: "flag port only", flag: ":9999", want: "127.0.0.1:9999", from: fromFlag},
+		{name: "flag host only", flag: "statsd.local", want: "statsd.local:8125", from: fromFlag},
+		{name: "flag socket path", flag: "/run/dsd.socket", want: "unix:///run/dsd.socket", from: fromFlag},
+		{name: "flag unixgram", flag: "unixgram:///run/dsd.socket", want: "unixgram:///run/dsd.socket", from: fromFlag},
+		{name: "flag http is not DogStatsD", flag: "http://agent:8125", from: fromFlag, bad: true},
+		{name: "bad DD_DOGSTATSD_URL", env: map[string]string{"DD_DOGSTATSD_URL": "tcp://x:1"}, from: fromURL, bad: true},
+		{name: "unix without path", flag: "unix://host", from: fromFlag, bad: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			getenv := func(k string) string { return tc.env[k] }

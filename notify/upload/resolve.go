@@ -3,11 +3,11 @@ package upload
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
+
+	"github.com/stallwatch/stallwatch/notify/datadog"
 )
 
 // Path is the trace agent's profiling endpoint.
@@ -20,16 +20,12 @@ const DefaultSocket = "/var/run/datadog/apm.socket"
 // DefaultPort is the trace agent's TCP port.
 const DefaultPort = "8126"
 
-// Source says where a URL came from, for the start-up log line.
-type Source string
-
-const (
-	FromFlag    Source = "--upload"
-	FromURL     Source = "DD_TRACE_AGENT_URL"
-	FromHost    Source = "DD_AGENT_HOST"
-	FromSocket  Source = "the agent's default APM socket"
-	FromNowhere Source = ""
-)
+// Agent is the trace agent as Datadog's libraries find it.
+var Agent = datadog.Service{
+	Flag: "--upload", URLVar: "DD_TRACE_AGENT_URL", PortVar: "DD_TRACE_AGENT_PORT", Port: DefaultPort,
+	Socket: DefaultSocket, SocketName: "the agent's default APM socket",
+	HostPort: func(hp string) string { return "http://" + hp }, Parse: ParseURL,
+}
 
 // ErrBadURL is wrapped by the errors of URLs that cannot be used.
 var ErrBadURL = errors.New("not a trace agent URL")
@@ -39,36 +35,8 @@ var ErrBadURL = errors.New("not a trace agent URL")
 // DD_TRACE_AGENT_URL, else http://DD_AGENT_HOST:8126 (DD_TRACE_AGENT_PORT),
 // else DefaultSocket if it exists. An empty URL with no error means none
 // is configured. exists may be nil (os.Stat is used).
-func ResolveURL(flag string, getenv func(string) string, exists func(string) bool) (string, Source, error) {
-	if exists == nil {
-		exists = func(p string) bool { _, err := os.Stat(p); return err == nil }
-	}
-	if flag != "" {
-		u, err := ParseURL(flag)
-		return u, FromFlag, err
-	}
-	if v := getenv("DD_TRACE_AGENT_URL"); v != "" {
-		u, err := ParseURL(v)
-		if err != nil {
-			return "", FromURL, fmt.Errorf("DD_TRACE_AGENT_URL: %w", err)
-		}
-		return u, FromURL, nil
-	}
-	if h := getenv("DD_AGENT_HOST"); h != "" {
-		port := getenv("DD_TRACE_AGENT_PORT")
-		if port == "" {
-			port = DefaultPort
-		}
-		u, err := ParseURL("http://" + net.JoinHostPort(h, port))
-		if err != nil {
-			return "", FromHost, fmt.Errorf("DD_AGENT_HOST and DD_TRACE_AGENT_PORT: %w", err)
-		}
-		return u, FromHost, nil
-	}
-	if exists(DefaultSocket) {
-		return "unix://" + DefaultSocket, FromSocket, nil
-	}
-	return "", FromNowhere, nil
+func ResolveURL(flag string, getenv func(string) string, exists func(string) bool) (string, datadog.Source, error) {
+	return Agent.Resolve(flag, getenv, exists)
 }
 
 // ParseURL checks a trace agent URL and returns its base: "http://host:port"

@@ -19,6 +19,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/intaketest"
 	"github.com/stallwatch/stallwatch/internal/version"
 	"github.com/stallwatch/stallwatch/model"
+	"github.com/stallwatch/stallwatch/notify/datadog"
 )
 
 // writeCapture writes a capture directory as a stall's capture is
@@ -278,6 +279,15 @@ func TestRuntimeOf(t *testing.T) {
 	}
 }
 
+// Where a URL came from, as the start-up log line says it.
+const (
+	fromFlag    datadog.Source = "--upload"
+	fromURL     datadog.Source = "DD_TRACE_AGENT_URL"
+	fromHost    datadog.Source = "DD_AGENT_HOST"
+	fromSocket  datadog.Source = "the agent's default APM socket"
+	fromNowhere datadog.Source = ""
+)
+
 func TestResolveURL(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -285,27 +295,27 @@ func TestResolveURL(t *testing.T) {
 		env    map[string]string
 		socket bool
 		want   string
-		from   Source
+		from   datadog.Source
 		bad    bool
 	}{
-		{name: "nothing", from: FromNowhere},
-		{name: "default socket", socket: true, want: "unix://" + DefaultSocket, from: FromSocket},
-		{name: "DD_AGENT_HOST alone", env: map[string]string{"DD_AGENT_HOST": "10.0.0.5"}, socket: true, want: "http://10.0.0.5:8126", from: FromHost},
-		{name: "DD_AGENT_HOST with DD_TRACE_AGENT_PORT", env: map[string]string{"DD_AGENT_HOST": "agent", "DD_TRACE_AGENT_PORT": "9126"}, want: "http://agent:9126", from: FromHost},
-		{name: "DD_TRACE_AGENT_URL", env: map[string]string{"DD_TRACE_AGENT_URL": "http://agent:8126/"}, want: "http://agent:8126", from: FromURL},
-		{name: "DD_TRACE_AGENT_URL unix", env: map[string]string{"DD_TRACE_AGENT_URL": "unix:///run/dd/apm.socket"}, want: "unix:///run/dd/apm.socket", from: FromURL},
-		{name: "DD_TRACE_AGENT_URL over DD_AGENT_HOST", env: map[string]string{"DD_TRACE_AGENT_URL": "http://a:1", "DD_AGENT_HOST": "b"}, want: "http://a:1", from: FromURL},
+		{name: "nothing", from: fromNowhere},
+		{name: "default socket", socket: true, want: "unix://" + DefaultSocket, from: fromSocket},
+		{name: "DD_AGENT_HOST alone", env: map[string]string{"DD_AGENT_HOST": "10.0.0.5"}, socket: true, want: "http://10.0.0.5:8126", from: fromHost},
+		{name: "DD_AGENT_HOST with DD_TRACE_AGENT_PORT", env: map[string]string{"DD_AGENT_HOST": "agent", "DD_TRACE_AGENT_PORT": "9126"}, want: "http://agent:9126", from: fromHost},
+		{name: "DD_TRACE_AGENT_URL", env: map[string]string{"DD_TRACE_AGENT_URL": "http://agent:8126/"}, want: "http://agent:8126", from: fromURL},
+		{name: "DD_TRACE_AGENT_URL unix", env: map[string]string{"DD_TRACE_AGENT_URL": "unix:///run/dd/apm.socket"}, want: "unix:///run/dd/apm.socket", from: fromURL},
+		{name: "DD_TRACE_AGENT_URL over DD_AGENT_HOST", env: map[string]string{"DD_TRACE_AGENT_URL": "http://a:1", "DD_AGENT_HOST": "b"}, want: "http://a:1", from: fromURL},
 		{name: "flag over everything", flag: "http://127.0.0.1:18126", socket: true,
-			env: map[string]string{"DD_TRACE_AGENT_URL": "http://a:1", "DD_AGENT_HOST": "b"}, want: "http://127.0.0.1:18126", from: FromFlag},
-		{name: "flag with the endpoint", flag: "http://agent:8126/profiling/v1/input", want: "http://agent:8126", from: FromFlag},
-		{name: "flag socket path", flag: "/run/apm.socket", want: "unix:///run/apm.socket", from: FromFlag},
-		{name: "flag udp", flag: "udp://agent:8126", from: FromFlag, bad: true},
-		{name: "flag no host", flag: "http:///x", from: FromFlag, bad: true},
-		{name: "bad DD_TRACE_AGENT_URL", env: map[string]string{"DD_TRACE_AGENT_URL": "agent:8126"}, from: FromURL, bad: true},
-		{name: "DD_TRACE_AGENT_PORT past 65535", env: map[string]string{"DD_AGENT_HOST": "agent", "DD_TRACE_AGENT_PORT": "99999"}, from: FromHost, bad: true},
-		{name: "DD_TRACE_AGENT_PORT zero", env: map[string]string{"DD_AGENT_HOST": "agent", "DD_TRACE_AGENT_PORT": "0"}, from: FromHost, bad: true},
-		{name: "DD_TRACE_AGENT_PORT not a number", env: map[string]string{"DD_AGENT_HOST": "agent", "DD_TRACE_AGENT_PORT": "apm"}, from: FromHost, bad: true},
-		{name: "a URL's empty port", flag: "http://agent:/", from: FromFlag, bad: true},
+			env: map[string]string{"DD_TRACE_AGENT_URL": "http://a:1", "DD_AGENT_HOST": "b"}, want: "http://127.0.0.1:18126", from: fromFlag},
+		{name: "flag with the endpoint", flag: "http://agent:8126/profiling/v1/input", want: "http://agent:8126", from: fromFlag},
+		{name: "flag socket path", flag: "/run/apm.socket", want: "unix:///run/apm.socket", from: fromFlag},
+		{name: "flag udp", flag: "udp://agent:8126", from: fromFlag, bad: true},
+		{name: "flag no host", flag: "http:///x", from: fromFlag, bad: true},
+		{name: "bad DD_TRACE_AGENT_URL", env: map[string]string{"DD_TRACE_AGENT_URL": "agent:8126"}, from: fromURL, bad: true},
+		{name: "DD_TRACE_AGENT_PORT past 65535", env: map[string]string{"DD_AGENT_HOST": "agent", "DD_TRACE_AGENT_PORT": "99999"}, from: fromHost, bad: true},
+		{name: "DD_TRACE_AGENT_PORT zero", env: map[string]string{"DD_AGENT_HOST": "agent", "DD_TRACE_AGENT_PORT": "0"}, from: fromHost, bad: true},
+		{name: "DD_TRACE_AGENT_PORT not a number", env: map[string]string{"DD_AGENT_HOST": "agent", "DD_TRACE_AGENT_PORT": "apm"}, from: fromHost, bad: true},
+		{name: "a URL's empty port", flag: "http://agent:/", from: fromFlag, bad: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			getenv := func(k string) string { return tc.env[k] }
