@@ -144,7 +144,7 @@ func newSession(cfg Config, root *capdir.Root) (*Session, error) {
 	var err error
 	s.tp, err = target.Open(cfg.PID, target.Options{Kernel: !cfg.NoKernel, JIT: true, Logger: cfg.Logger})
 	if err != nil {
-		return nil, fmt.Errorf("symbol sources of pid %d: %w", cfg.PID, err)
+		return nil, fmt.Errorf("symbol sources: %w", err) // target.Open names the pid
 	}
 	s.notes = s.tp.Notes()
 	s.openPython()

@@ -12,9 +12,10 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/stallwatch/stallwatch/internal/perms"
 	"github.com/stallwatch/stallwatch/internal/procfs"
-	"golang.org/x/sys/unix"
 )
 
 // Process follows every JIT symbol file of one live process into one
@@ -48,13 +49,13 @@ type Process struct {
 func OpenProcess(pid int, opts Options) (*Process, error) {
 	st, err := procfs.ReadStatus(pid, pid)
 	if err != nil {
-		return nil, perms.ProcAccess(fmt.Sprintf("read status of pid %d", pid), err)
+		return nil, perms.ProcAccess("read the process status", err)
 	}
 	p := &Process{pid: pid, opts: opts, nspid: st.InnerPid(), refused: map[string]*SourceInfo{}, looked: map[string]bool{}, b: &builder{}}
 	p.owners = []uint32{0, st.Uid[0], st.Uid[1], st.Uid[3]}
 	p.started = processStart(pid)
 	if _, err := procfs.ReadMaps(p.via()); err != nil {
-		return nil, perms.ProcAccess(fmt.Sprintf("read maps of pid %d", pid), err)
+		return nil, perms.ProcAccess("read the memory map", err)
 	}
 	// A file that cannot be read says so in its SourceInfo (ReadError);
 	// the others still count.

@@ -61,7 +61,7 @@ func Open(pid int, opts Options) (*Process, error) {
 	if opts.JIT {
 		j, err := jit.OpenProcess(pid, jit.Options{})
 		if err != nil {
-			p.notes = append(p.notes, fmt.Sprintf("JIT sources of pid %d: %v", pid, err))
+			p.notes = append(p.notes, fmt.Sprintf("JIT sources: %v", err)) // the error names the pid
 		} else {
 			p.jit = j
 		}

@@ -92,9 +92,9 @@ func Open(pid int, opts Options) (*Space, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	via, err := procfs.Via(pid)
+	via, err := procfs.Via(pid) // its errors name the pid, or its file
 	if err != nil {
-		return nil, fmt.Errorf("pid %d: %w", pid, err)
+		return nil, err
 	}
 	s.via = via
 	s.mem = NewMemory(via)
@@ -107,7 +107,7 @@ func Open(pid int, opts Options) (*Space, error) {
 	maps, err := procfs.ReadMaps(via)
 	if err != nil {
 		// Another user's maps need ptrace access: say how to get it.
-		return nil, perms.ProcAccess(fmt.Sprintf("read maps of pid %d", pid), err)
+		return nil, perms.ProcAccess("read the memory map", err)
 	}
 	s.setMaps(maps)
 	return s, nil
@@ -143,11 +143,11 @@ func (s *Space) Alive() bool { return procfs.Alive(s.pid) }
 func (s *Space) Refresh() error {
 	via, err := procfs.Via(s.pid)
 	if err != nil {
-		return fmt.Errorf("maps of pid %d: %w", s.pid, err)
+		return err
 	}
 	maps, err := procfs.ReadMaps(via)
 	if err != nil {
-		return fmt.Errorf("maps of pid %d: %w", s.pid, err)
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

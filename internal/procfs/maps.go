@@ -42,7 +42,11 @@ func ReadMaps(pid int) ([]Mapping, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ParseMaps(string(b))
+	maps, err := ParseMaps(string(b))
+	if err != nil {
+		return maps, fmt.Errorf("%s: %w", PidPath(pid, "maps"), err)
+	}
+	return maps, nil
 }
 
 // ParseMaps parses the text of a maps file. Malformed lines are an error
