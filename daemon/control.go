@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stallwatch/stallwatch/internal/safedir"
+	"github.com/stallwatch/stallwatch/watch"
 )
 
 // The control socket: a unix stream socket in a directory only the
@@ -71,6 +72,15 @@ type TapStatus struct {
 	// for (PACKET_STATISTICS): heartbeats may have been missed.
 	KernelDrops uint64 `json:"kernel_drops"`
 	Malformed   uint64 `json:"malformed"`
+}
+
+// tapStatus is the control socket's form of the taps' counts.
+func tapStatus(stats []watch.TapStats) []TapStatus {
+	var out []TapStatus
+	for _, st := range stats {
+		out = append(out, TapStatus{Addr: st.Addr, Packets: st.Packets, Attributed: st.Attributed, KernelDrops: st.KernelDrops, Malformed: st.Malformed})
+	}
+	return out
 }
 
 // TargetStatus is one watched process.
@@ -264,7 +274,7 @@ func (d *Daemon) Status() (*Status, bool) {
 		}
 		st.CapturesRunning, st.CapturesLastHour = d.lim.counts()
 		st.DiskUsed, st.DiskQuota, st.DiskCaptures = d.quota.usage()
-		st.Taps = d.taps.status()
+		st.Taps = tapStatus(d.taps.Stats())
 		st.ExecsOverBudget = d.execBudget.over
 		for _, t := range d.targets {
 			st.Targets = append(st.Targets, t.status())
@@ -277,9 +287,9 @@ func (d *Daemon) Status() (*Status, bool) {
 }
 
 func (t *target) status() TargetStatus {
-	ws := t.wd.Status()
+	ws := t.w.Status()
 	ts := TargetStatus{
-		PID: t.facts.PID, Command: commandLine(t.facts.Cmdline, 200), Rule: t.rule.Name, Heartbeats: t.heartbeats,
+		PID: t.facts.PID, Command: commandLine(t.facts.Cmdline, 200), Rule: t.rule.Name, Heartbeats: t.w.Heartbeats(),
 		State: ws.State, Since: t.since, Captures: ws.Captures, LastCapture: ws.LastCapture,
 	}
 	if ws.Beaten {
@@ -310,9 +320,9 @@ func (d *Daemon) Capture(ctx context.Context, pid int) (*CaptureOutcome, error) 
 	if t == nil {
 		return nil, &NotWatchedError{PID: pid}
 	}
-	w := t.cap.wait()
+	w := t.gate.wait()
 	t.log.Info("capture asked for on the control socket")
-	t.wd.CaptureNow()
+	t.w.CaptureNow()
 	select {
 	case o := <-w.done:
 		if o.err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/procwatch"
 	"github.com/stallwatch/stallwatch/internal/sdnotify"
 	"github.com/stallwatch/stallwatch/notify"
+	"github.com/stallwatch/stallwatch/watch"
 	"github.com/stallwatch/stallwatch/watchdog"
 )
 
@@ -62,23 +63,17 @@ type Rule struct {
 	Watch  Watch
 }
 
-// Watch is what a rule does to each process it selects: the same settings
-// as `stallwatch watch`.
+// Watch is what a rule does to each process it selects: the settings of
+// `stallwatch watch` (package watch), and what alerts, uploads and hooks
+// say of them. Of the capture settings, PID, Out, Keep, Snapshot,
+// Heartbeat, Uploads and Logger are the daemon's to fill; a rule whose
+// ProfilePeriod is not zero profiles its processes continuously through
+// Options.Profiles.
 type Watch struct {
-	Heartbeat      Heartbeat
-	StallAfter     time.Duration
-	RecaptureAfter time.Duration
-	MaxCaptures    int
-	// Capture is the capture settings; PID, Out, Keep, Snapshot,
-	// Heartbeat, Uploads and Logger are the daemon's to fill.
-	Capture capture.Config
+	watch.Settings
 	// Notify is what alerts, uploads and hooks say of and do for the
 	// rule's processes (Options.Events acts on it).
 	Notify Notify
-	// ProfilePeriod, when not zero, profiles the rule's processes
-	// continuously (Options.Profiles), a profile every ProfilePeriod;
-	// Capture.Profile is set with it.
-	ProfilePeriod time.Duration
 }
 
 // Notify is a rule's part in alerts, uploads and hooks: the service its
@@ -88,27 +83,6 @@ type Notify struct {
 	Service              string
 	Tags                 []string
 	OnCapture, OnRecover string
-}
-
-// Heartbeat is a rule's heartbeats. In paths and URLs, {pid} is the
-// process's pid and {root} its root directory as the host sees it
-// (/proc/PID/root: a container's files).
-type Heartbeat struct {
-	Files        []string
-	HTTP         string
-	HTTPTimeout  time.Duration
-	HTTPInterval time.Duration
-	Proc         bool
-	// Tap is the DogStatsD address whose datagrams are read from a packet
-	// socket ("udp://:8125"); Metric and MetricTags select the heartbeat
-	// among them.
-	Tap        string
-	Metric     string
-	MetricTags []string
-}
-
-func (h *Heartbeat) empty() bool {
-	return len(h.Files) == 0 && h.HTTP == "" && !h.Proc && h.Tap == ""
 }
 
 // Check says what is wrong with a configuration as a whole.
@@ -126,7 +100,7 @@ func (c *Config) Check() error {
 		return errors.New("no rules")
 	}
 	for i := range c.Rules {
-		if c.Rules[i].Watch.Heartbeat.empty() {
+		if c.Rules[i].Watch.Heartbeat.Empty() {
 			return fmt.Errorf("rule %q (line %d): no heartbeat: give heartbeat-file, heartbeat-http, heartbeat-proc or heartbeat-tap", c.Rules[i].Name, c.Rules[i].Line)
 		}
 	}
@@ -183,7 +157,7 @@ type Daemon struct {
 	captures       atomic.Int64
 	budgetCaptures int64
 	state          *stateFile
-	taps           *taps
+	taps           *watch.Taps
 	ctl            *controlServer
 	// poller reads every target's progress in shared wake-ups.
 	poller *watchdog.Poller
@@ -285,7 +259,7 @@ func New(cfg *Config, opts Options) (*Daemon, error) {
 	}
 	d.lim = newLimits(cfg.MaxConcurrent, cfg.MaxPerHour, len(cfg.Rules), d.state, d.quota)
 	d.budget = newProfileBudget(cfg.ProfileBudget, d.log)
-	d.taps = newTaps(d.log)
+	d.taps = watch.NewTaps(d.log)
 	if opts.ControlSocket != "" {
 		if d.ctl, err = listenControl(opts.ControlSocket, d); err != nil {
 			d.quota.close()
@@ -317,7 +291,7 @@ func (d *Daemon) CaptureAll() int {
 	n := 0
 	d.call(func() {
 		for _, t := range d.targets {
-			t.wd.CaptureNow()
+			t.w.CaptureNow()
 			n++
 		}
 	})
@@ -468,7 +442,7 @@ func (d *Daemon) notifyReady() {
 func (d *Daemon) statusLine() string {
 	stalled := 0
 	for _, t := range d.targets {
-		switch t.wd.Status().State {
+		switch t.w.Status().State {
 		case "stalled", "capturing", "cooldown":
 			stalled++
 		}
@@ -783,7 +757,7 @@ func (d *Daemon) closeAll() {
 	if d.ctl != nil {
 		d.ctl.close()
 	}
-	d.taps.close()
+	d.taps.Close()
 	d.state.close()
 	d.quota.close()
 }
@@ -795,31 +769,6 @@ func (d *Daemon) stopTarget(t *target, why string) {
 	t.cancel()
 	<-t.done
 	t.release()
-}
-
-// sources builds a target's heartbeats.
-func (d *Daemon) sources(id procwatch.ID, w *Watch) ([]watchdog.Source, error) {
-	pid := id.PID
-	hb := &w.Heartbeat
-	poll := watchdog.PollInterval(w.StallAfter)
-	var srcs []watchdog.Source
-	for _, p := range hb.Files {
-		srcs = append(srcs, &watchdog.File{Path: watchdog.ExpandTarget(p, pid), Poll: poll})
-	}
-	if hb.HTTP != "" {
-		srcs = append(srcs, &watchdog.HTTP{URL: watchdog.ExpandTarget(hb.HTTP, pid), Interval: hb.HTTPInterval, Timeout: hb.HTTPTimeout})
-	}
-	if hb.Proc {
-		srcs = append(srcs, &watchdog.Progress{PID: pid, Start: id.Start, Interval: poll, Poller: d.poller})
-	}
-	if hb.Tap != "" {
-		src, err := d.taps.source(hb.Tap, pid, hb.Metric, hb.MetricTags)
-		if err != nil {
-			return nil, err
-		}
-		srcs = append(srcs, src)
-	}
-	return srcs, nil
 }
 
 // cmdlineBytes is how much of a command line the daemon reads: what the

@@ -1,6 +1,7 @@
 // Package daemon is `stallwatch daemon`: one process per host that
-// watches every process its rules select, each with its own watchdog, as
-// `stallwatch watch` watches one.
+// watches every process its rules select, each the way `stallwatch
+// watch` watches one (package watch: its heartbeats, capture session and
+// watchdog), within the host's limits.
 //
 // # Configuration
 //
@@ -89,10 +90,12 @@
 // processes cannot spend the captures of another user's) — and a disk
 // quota: after each capture
 // the oldest captures are removed until the rest fit, and while they do
-// not, captures are refused. A target's capture session (symbol tables,
-// the flight recorder) opens when first needed and, without a flight
-// recorder, closes after SessionIdle, so that an idle daemon watching
-// hundreds of processes holds little.
+// not, captures are refused (the daemon's watch.Gate). A target's
+// capture session (symbol tables, the flight recorder, the continuous
+// profile) follows package watch's one policy: with a flight recorder or
+// a continuous profile it opens when the target is first watched;
+// without, at its first capture, and it closes after SessionIdle, so that
+// an idle daemon watching hundreds of processes holds little.
 //
 // # Alerts, uploads and hooks
 //

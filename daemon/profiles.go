@@ -94,7 +94,7 @@ func (b *profileBudget) set(bd Budget) {
 func (d *Daemon) checkBudget(now time.Time) {
 	var ts []profiled
 	for _, t := range d.targets {
-		if p, ok := t.cap.profiledInfo(); ok {
+		if p, ok := t.profiledInfo(); ok {
 			ts = append(ts, p)
 		}
 	}
@@ -106,7 +106,7 @@ func (d *Daemon) checkBudget(now time.Time) {
 		return
 	}
 	for _, t := range d.targets {
-		t.cap.applyBudget(d.budget.step, d.budget.dropped(t.facts.PID), d.budget.budget)
+		t.applyBudget(d.budget.step, d.budget.dropped(t.facts.PID), d.budget.budget)
 	}
 }
 

@@ -10,52 +10,52 @@ import (
 	"time"
 
 	"github.com/stallwatch/stallwatch/capture"
-	"github.com/stallwatch/stallwatch/continuous"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/procwatch"
 	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/notify"
 	"github.com/stallwatch/stallwatch/runtimes"
+	"github.com/stallwatch/stallwatch/watch"
 	"github.com/stallwatch/stallwatch/watchdog"
 )
 
-// target is one watched process: its watchdog and its capturer.
+// target is one watched process: its watch (package watch: heartbeats,
+// capture session, continuous profile, watchdog) within the host's
+// limits.
 type target struct {
-	facts      procwatch.Facts
-	rule       *Rule
-	log        *slog.Logger
-	wd         *watchdog.Watchdog
-	cap        *capturer
-	heartbeats string
-	since      time.Time
-	cancel     context.CancelFunc
-	done       chan struct{} // closed when the watchdog returned
-	once       sync.Once
+	facts  procwatch.Facts
+	rule   *Rule
+	log    *slog.Logger
+	w      *watch.Watch
+	gate   *gate
+	since  time.Time
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the watch returned
+	once   sync.Once
 }
 
 // startTarget starts watching process f under rule r. It runs on Run's
 // goroutine and does not wait for anything slow: the session of a flight
-// recorder opens on the target's own goroutine.
+// recorder or a continuous profile opens on the target's own goroutine.
 func (d *Daemon) startTarget(f procwatch.Facts, r *Rule) {
 	log := d.log.With("pid", f.PID, "rule", r.Name)
-	srcs, err := d.sources(f.ID, &r.Watch)
-	if err != nil {
-		log.Error("cannot watch the process", "err", err)
-		return
+	t := &target{facts: f, rule: r, log: log, since: time.Now(), done: make(chan struct{})}
+	t.gate = &gate{d: d, t: t}
+	settings := r.Watch.Settings
+	settings.Capture.Out = d.out
+	if d.opts.Uploads != nil {
+		settings.Capture.Uploads = d.opts.Uploads
 	}
-	names := make([]string, len(srcs))
-	for i, s := range srcs {
-		names[i] = s.String()
-	}
-	t := &target{facts: f, rule: r, log: log, heartbeats: strings.Join(names, ", "), since: time.Now(), done: make(chan struct{})}
-	t.cap = &capturer{d: d, t: t, idle: d.opts.SessionIdle}
-	t.wd, err = watchdog.New(watchdog.Config{
-		PID: f.PID, Sources: srcs, StallAfter: r.Watch.StallAfter, RecaptureAfter: r.Watch.RecaptureAfter,
-		MaxCaptures: r.Watch.MaxCaptures, Capturer: t.cap, Logger: log, Events: d.events(f, r),
+	var err error
+	t.w, err = watch.New(watch.Config{
+		PID: f.PID, Start: f.Start, Settings: settings, Poller: d.poller, Taps: d.taps, Gate: t.gate,
+		SessionIdle: d.opts.SessionIdle, Opening: func(c *capture.Config) { c.Keep = int(d.keep.Load()) },
+		Profiler: d.opts.Profiles, Process: runtimes.ProcessName(f.Exe, f.Cmdline, f.Comm), Tags: r.Watch.Notify.Tags,
+		ProfileBegun: func(string) { go d.call(t.budgetAgain) },
+		Events:       d.events(f, r), Logger: log,
 	})
 	if err != nil {
 		log.Error("cannot watch the process", "err", err)
-		d.taps.release(f.PID)
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -64,22 +64,18 @@ func (d *Daemon) startTarget(f procwatch.Facts, r *Rule) {
 	d.lim.watching(f.UID, 1)
 	d.forkParents = true
 	d.newParents = append(d.newParents, f.PID)
-	log.Info("watching", "command", commandLine(f.Cmdline, 120), "heartbeats", t.heartbeats)
+	log.Info("watching", "command", commandLine(f.Cmdline, 120), "heartbeats", t.w.Heartbeats())
 	go func() {
 		defer close(t.done)
-		if t.cap.flightRecorder() {
-			sess, err := t.cap.session()
-			switch {
-			case err != nil && t.cap.profiling():
+		if err := t.w.Open(); err != nil && !errors.Is(err, watch.ErrTargetExited) {
+			if t.w.Profiling() {
 				log.Warn("no continuous profile and no flight recorder; captures will have no history", "err", err)
-			case err != nil:
+			} else {
 				log.Warn("no flight recorder; captures will have no history", "err", err)
-			case t.cap.profiling():
-				t.cap.profile(sess)
 			}
 		}
-		err := t.wd.Run(ctx)
-		if err != nil && !errors.Is(err, watchdog.ErrTargetExited) {
+		err := t.w.Run(ctx)
+		if err != nil && !errors.Is(err, watch.ErrTargetExited) {
 			log.Error("watchdog stopped", "err", err)
 		}
 		if ctx.Err() == nil {
@@ -102,11 +98,11 @@ func (d *Daemon) events(f procwatch.Facts, r *Rule) func(watchdog.Event) {
 		OnCapture: n.OnCapture, OnRecover: n.OnRecover})
 }
 
-// release closes what the target holds, once its watchdog returned.
+// release closes what the target holds, once its watch returned.
 func (t *target) release() {
 	t.once.Do(func() {
-		t.cap.close()
-		t.cap.d.taps.release(t.facts.PID)
+		t.w.Close()
+		t.gate.close()
 	})
 }
 
@@ -119,27 +115,63 @@ func commandLine(args []string, n int) string {
 	return s
 }
 
-// capturer takes a target's captures within the host-wide limits. Its
-// capture session opens when first needed; without a flight recorder it
-// closes again after idle, so that an idle daemon holds no symbol tables.
-type capturer struct {
-	d    *Daemon
-	t    *target
-	idle time.Duration
+// profiledInfo is what the budget weighs of the target, when its rule
+// profiles it.
+func (t *target) profiledInfo() (profiled, bool) {
+	if !t.ruleProfiles() {
+		return profiled{}, false
+	}
+	threads := 1
+	if tids, err := procfs.Threads(t.facts.PID); err == nil {
+		threads = len(tids)
+	}
+	cfg := &t.rule.Watch.Capture
+	return profiled{pid: t.facts.PID, threads: threads, freq: cfg.ProfileFreq, offCPU: cfg.ProfileOffCPU && !cfg.NoOffCPU}, true
+}
 
-	mu   sync.Mutex
-	sess *capture.Session
-	prof *continuous.Profiled // the continuous profile of sess, if any
-	// dropped: the host's budget no longer profiles the target;
-	// budgetRate and budgetOffCPU are what it lets it sample at.
-	dropped      bool
-	budgetRate   int
-	budgetOffCPU bool
-	timer        *time.Timer
-	closed       bool
-	waiters      []*waiter
-	inflight     int           // captures running
-	settled      chan struct{} // closed when inflight drops to 0
+// ruleProfiles reports whether the target's rule asks for a continuous
+// profile the daemon can take.
+func (t *target) ruleProfiles() bool {
+	return t.rule.Watch.ProfilePeriod > 0 && t.gate.d.opts.Profiles != nil
+}
+
+// applyBudget puts the budget's step in force for the target: its rate
+// and off-CPU sampling, the mark on its periods, or no profile at all
+// (dropped), or the profile again. It runs on the daemon's loop and does
+// nothing slow there.
+func (t *target) applyBudget(step degradation, dropped bool, b Budget) {
+	if !t.ruleProfiles() {
+		return
+	}
+	if dropped {
+		t.w.DropProfile("profile_degraded", "dropped", fmt.Sprintf("the daemon no longer profiles this process, to keep within its budget (%s of a core, %d descriptors): %s", pct(b.CPU), b.FDs, step.String()))
+		return
+	}
+	cfg := &t.rule.Watch.Capture
+	value, note := step.mark(cfg.ProfileFreq, b)
+	t.w.ProfileAt(rateAt(cfg.ProfileFreq, step.halvings), cfg.ProfileOffCPU && !step.noOffCPU, "profile_degraded", value, note)
+}
+
+// budgetAgain puts the budget's step in force on a profile that just
+// began, under a budget that profiles less (on the daemon's loop, which
+// owns the budget).
+func (t *target) budgetAgain() {
+	if d := t.gate.d; d.budget.step != (degradation{}) {
+		t.applyBudget(d.budget.step, d.budget.dropped(t.facts.PID), d.budget.budget)
+	}
+}
+
+// gate admits a target's captures within the host-wide limits (a slot
+// among the concurrent captures, the hourly budgets, the disk quota),
+// and hands a capture asked for on the control socket to the requests
+// waiting for it.
+type gate struct {
+	d *Daemon
+	t *target
+
+	mu      sync.Mutex
+	closed  bool
+	waiters []*waiter
 }
 
 // waiter is a control request waiting for a capture asked for at asked.
@@ -153,294 +185,68 @@ type captureOutcome struct {
 	err error
 }
 
-// flightRecorder reports whether the target's session samples between
-// captures — for a flight recorder or a continuous profile — and so stays
-// open.
-func (c *capturer) flightRecorder() bool {
-	cfg := &c.t.rule.Watch.Capture
-	return !cfg.NoFlightRecorder && cfg.BaselineFreq != 0 || c.profiling()
-}
-
-// profiling reports whether the target's rule profiles it continuously
-// (and the host's budget has not dropped it).
-func (c *capturer) profiling() bool {
-	c.mu.Lock()
-	dropped := c.dropped
-	c.mu.Unlock()
-	return c.ruleProfiles() && !dropped
-}
-
-// ruleProfiles reports whether the target's rule asks for a continuous
-// profile the daemon can take.
-func (c *capturer) ruleProfiles() bool {
-	return c.t.rule.Watch.ProfilePeriod > 0 && c.d.opts.Profiles != nil
-}
-
-// profiledInfo is what the budget weighs of the target, when its rule
-// profiles it.
-func (c *capturer) profiledInfo() (profiled, bool) {
-	if !c.ruleProfiles() {
-		return profiled{}, false
-	}
-	threads := 1
-	if tids, err := procfs.Threads(c.t.facts.PID); err == nil {
-		threads = len(tids)
-	}
-	cfg := &c.t.rule.Watch.Capture
-	return profiled{pid: c.t.facts.PID, threads: threads, freq: cfg.ProfileFreq, offCPU: cfg.ProfileOffCPU && !cfg.NoOffCPU}, true
-}
-
-// applyBudget puts the budget's step in force for the target: its rate
-// and off-CPU sampling, the mark on its periods, or no profile at all
-// (dropped), or the profile again. It runs on the daemon's loop and does
-// nothing slow there.
-func (c *capturer) applyBudget(step degradation, dropped bool, b Budget) {
-	if !c.ruleProfiles() {
-		return
-	}
-	cfg := &c.t.rule.Watch.Capture
-	freq := rateAt(cfg.ProfileFreq, step.halvings)
-	offCPU := cfg.ProfileOffCPU && !step.noOffCPU
-	value, note := step.mark(cfg.ProfileFreq, b)
-	c.mu.Lock()
-	sess, pt, was := c.sess, c.prof, c.dropped
-	c.dropped, c.budgetRate, c.budgetOffCPU = dropped, freq, offCPU
-	if dropped {
-		c.prof = nil
-	}
-	c.mu.Unlock()
-	switch {
-	case dropped && pt != nil:
-		pt.Mark("profile_degraded", "dropped", fmt.Sprintf("the daemon no longer profiles this process, to keep within its budget (%s of a core, %d descriptors): %s", pct(b.CPU), b.FDs, step.String()))
-		go func() {
-			pt.Stop()
-			if sess != nil {
-				_ = sess.SetProfileRate(0, false)
-			}
-			c.done() // the session closes when idle, unless a flight recorder keeps it
-		}()
-	case !dropped && was:
-		go func() {
-			if s, err := c.session(); err == nil {
-				c.profile(s)
-			}
-		}()
-	case !dropped && sess != nil && pt != nil:
-		if err := sess.SetProfileRate(freq, offCPU); err != nil {
-			c.t.log.Warn("changing the continuous profile's rate", "err", err)
-		}
-		pt.Mark("profile_degraded", value, note)
-	}
-}
-
-// profile begins the target's continuous profile from sess, at the rate
-// the host's budget allows now.
-func (c *capturer) profile(sess *capture.Session) {
-	c.mu.Lock()
-	freq, offCPU := c.budgetRate, c.budgetOffCPU
-	c.mu.Unlock()
-	if freq > 0 {
-		if err := sess.SetProfileRate(freq, offCPU); err != nil {
-			c.t.log.Warn("setting the continuous profile's rate", "err", err)
-		}
-	}
-	n := &c.t.rule.Watch.Notify
-	pt := c.d.opts.Profiles.Add(continuous.Target{PID: c.t.facts.PID, Process: runtimes.ProcessName(c.t.facts.Exe, c.t.facts.Cmdline, c.t.facts.Comm),
-		Tags: n.Tags, Source: sess, Period: c.t.rule.Watch.ProfilePeriod})
-	sess.ProfiledIn(pt.Dir(), c.t.rule.Watch.ProfilePeriod, c.d.opts.Uploads != nil)
-	c.mu.Lock()
-	closed := c.closed
-	if !closed {
-		c.prof = pt
-	}
-	c.mu.Unlock()
-	if closed {
-		pt.Stop()
-		return
-	}
-	// Under a budget that profiles less, the target is profiled as the
-	// others are (the daemon's loop owns the budget).
-	go c.d.call(func() {
-		if d := c.d; d.budget.step != (degradation{}) {
-			c.applyBudget(d.budget.step, d.budget.dropped(c.t.facts.PID), d.budget.budget)
-		}
-	})
-}
-
-// session returns the open capture session, opening it if need be.
-func (c *capturer) session() (*capture.Session, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, errors.New("the target is no longer watched")
-	}
-	if c.timer != nil {
-		c.timer.Stop()
-		c.timer = nil
-	}
-	if c.sess != nil {
-		return c.sess, nil
-	}
-	cfg := c.t.rule.Watch.Capture
-	cfg.PID, cfg.Out, cfg.Keep, cfg.Snapshot = c.t.facts.PID, c.d.out, int(c.d.keep.Load()), true
-	cfg.Heartbeat, cfg.Logger = c.t.heartbeats, c.t.log
-	if c.d.opts.Uploads != nil {
-		cfg.Uploads = c.d.opts.Uploads
-	}
-	s, err := capture.Open(cfg)
-	if err != nil {
-		return nil, err
-	}
-	c.sess = s
-	return s, nil
-}
-
-// done ends a use of the session: without a flight recorder it closes
-// after idle.
-func (c *capturer) done() {
-	if c.flightRecorder() {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.sess == nil || c.closed {
-		return
-	}
-	if c.timer != nil {
-		c.timer.Stop()
-	}
-	c.timer = time.AfterFunc(c.idle, c.closeIdle)
-}
-
-func (c *capturer) closeIdle() {
-	c.mu.Lock()
-	s := c.sess
-	c.sess, c.timer = nil, nil
-	c.mu.Unlock()
-	if s != nil {
-		if err := s.Close(); err != nil {
-			c.t.log.Warn("closing the capture session", "err", err)
-		}
-	}
-}
-
-// finishGrace bounds how long closing a target waits for its capture in
-// progress (cut short) to be written.
-const finishGrace = time.Minute
-
-func (c *capturer) close() {
-	c.mu.Lock()
-	c.closed = true
-	if c.inflight > 0 {
-		settled := c.settled
-		c.mu.Unlock()
-		select {
-		case <-settled:
-		case <-time.After(finishGrace):
-			c.t.log.Error("the capture in progress was not written in time; closing its session", "waited", finishGrace)
-		}
-		c.mu.Lock()
-	}
-	if c.timer != nil {
-		c.timer.Stop()
-	}
-	s, pt := c.sess, c.prof
-	c.sess, c.prof = nil, nil
-	ws := c.waiters
-	c.waiters = nil
-	c.mu.Unlock()
-	if pt != nil {
-		pt.Stop() // its last period, before the session closes
-	}
-	for _, w := range ws {
-		w.done <- captureOutcome{err: errors.New("the process is no longer watched")}
-	}
-	if s != nil {
-		if err := s.Close(); err != nil {
-			c.t.log.Warn("closing the capture session", "err", err)
-		}
-	}
-}
-
-// Capture implements watchdog.Capturer: it waits for a host-wide slot,
-// then captures through the session.
-func (c *capturer) Capture(ctx context.Context, tr model.Trigger) (*model.Result, error) {
+// Admit implements watch.Gate: it waits for a host-wide slot; once the
+// capture is over the slot is freed, what it wrote counted against the
+// quota, and a capture asked for answers the requests made before it.
+func (g *gate) Admit(ctx context.Context, tr model.Trigger) (func(*model.Result, error), error) {
 	started := time.Now()
-	res, err := c.capture(ctx, tr)
-	if tr.Kind == model.Signal {
-		c.answer(started, res, err)
+	g.d.captures.Add(1)
+	release, err := g.d.lim.acquire(ctx, tr.Kind, owner{Rule: g.t.rule.Name, UID: g.t.facts.UID}, g.t.log)
+	if err != nil {
+		g.over(started, tr, nil, err)
+		return nil, err
 	}
-	return res, err
-}
-
-func (c *capturer) capture(ctx context.Context, tr model.Trigger) (*model.Result, error) {
-	c.mu.Lock()
-	if c.inflight == 0 {
-		c.settled = make(chan struct{})
-	}
-	c.inflight++
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		if c.inflight--; c.inflight == 0 {
-			close(c.settled)
+	return func(res *model.Result, err error) {
+		if res != nil {
+			g.d.quota.written(res.Dir)
 		}
-		c.mu.Unlock()
-	}()
-	c.d.captures.Add(1)
-	release, err := c.d.lim.acquire(ctx, tr.Kind, owner{Rule: c.t.rule.Name, UID: c.t.facts.UID}, c.t.log)
-	if err != nil {
-		return nil, err
-	}
-	var res *model.Result
-	defer func() { release(res != nil) }()
-	s, err := c.session()
-	if err != nil {
-		return nil, err
-	}
-	defer c.done()
-	res, err = s.Capture(ctx, tr)
-	if res != nil {
-		c.d.quota.written(res.Dir)
-	}
-	return res, err
+		release(res != nil)
+		g.over(started, tr, res, err)
+	}, nil
 }
 
-// Recovered implements watchdog.Capturer.
-func (c *capturer) Recovered(res *model.Result, stall time.Duration) error {
-	s, err := c.session()
-	if err != nil {
-		return err
+// over answers the requests for a capture asked for that were made
+// before it began.
+func (g *gate) over(started time.Time, tr model.Trigger, res *model.Result, err error) {
+	if tr.Kind != model.Signal {
+		return
 	}
-	defer c.done()
-	return s.Recovered(res, stall)
-}
-
-// wait registers a control request for the next capture asked for from
-// now on.
-func (c *capturer) wait() *waiter {
-	w := &waiter{asked: time.Now(), done: make(chan captureOutcome, 1)}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		w.done <- captureOutcome{err: errors.New("the process is no longer watched")}
-		return w
-	}
-	c.waiters = append(c.waiters, w)
-	return w
-}
-
-// answer hands a capture asked for to the requests made before it began.
-func (c *capturer) answer(started time.Time, res *model.Result, err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	keep := c.waiters[:0]
-	for _, w := range c.waiters {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	keep := g.waiters[:0]
+	for _, w := range g.waiters {
 		if w.asked.After(started) {
 			keep = append(keep, w)
 			continue
 		}
 		w.done <- captureOutcome{res, err}
 	}
-	c.waiters = keep
+	g.waiters = keep
+}
+
+// wait registers a control request for the next capture asked for from
+// now on.
+func (g *gate) wait() *waiter {
+	w := &waiter{asked: time.Now(), done: make(chan captureOutcome, 1)}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		w.done <- captureOutcome{err: errors.New("the process is no longer watched")}
+		return w
+	}
+	g.waiters = append(g.waiters, w)
+	return w
+}
+
+// close answers the requests still waiting: the process is no longer
+// watched.
+func (g *gate) close() {
+	g.mu.Lock()
+	g.closed = true
+	ws := g.waiters
+	g.waiters = nil
+	g.mu.Unlock()
+	for _, w := range ws {
+		w.done <- captureOutcome{err: errors.New("the process is no longer watched")}
+	}
 }

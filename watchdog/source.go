@@ -2,11 +2,7 @@ package watchdog
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"time"
-
-	"github.com/stallwatch/stallwatch/internal/procfs"
 )
 
 // Source is one heartbeat of the target.
@@ -39,13 +35,4 @@ func orDefault(d, def time.Duration) time.Duration {
 		return d
 	}
 	return def
-}
-
-// ExpandTarget replaces {pid} in a heartbeat's file path or URL with the
-// target's pid and {root} with its root directory as stallwatch sees it
-// (/proc/PID/root: a container's files), so that one setting serves
-// every process a rule selects, or a child whose pid is not known before
-// it starts.
-func ExpandTarget(s string, pid int) string {
-	return strings.NewReplacer("{pid}", strconv.Itoa(pid), "{root}", procfs.PidPath(pid, "root")).Replace(s)
 }

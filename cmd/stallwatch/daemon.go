@@ -537,20 +537,7 @@ func resolveRule(file *daemon.File, spec daemon.RuleSpec, host *cli.FlagSet) (da
 	if err := r.check(fs.Changed); err != nil {
 		return daemon.Watch{}, &daemon.ConfigError{File: file.Path, Line: spec.Line, Msg: fmt.Sprintf("rule %q: %s", spec.Name, configMsg(err))}
 	}
-	h := &r.heartbeat
-	w := daemon.Watch{
-		Notify: n.notify(),
-		Heartbeat: daemon.Heartbeat{
-			Files: h.files, HTTP: h.httpURL, HTTPTimeout: h.httpTimeout, HTTPInterval: h.httpInterval,
-			Proc: h.proc, Tap: h.tap, Metric: h.metric, MetricTags: h.metricTags,
-		},
-		StallAfter: r.policy.stallAfter, RecaptureAfter: r.policy.recaptureAfter, MaxCaptures: r.policy.maxCaptures,
-	}
-	r.policy.apply(&w.Capture)
-	r.capture.apply(&w.Capture)
-	r.profile.apply(&w.Capture)
-	w.ProfilePeriod = r.profile.period
-	return w, nil
+	return daemon.Watch{Settings: r.settings(), Notify: n.notify()}, nil
 }
 
 // ruleFlagNames are the names of the settings a rule takes.

@@ -21,6 +21,7 @@ import (
 	"github.com/stallwatch/stallwatch/notify/hook"
 	"github.com/stallwatch/stallwatch/notify/spool"
 	"github.com/stallwatch/stallwatch/notify/upload"
+	"github.com/stallwatch/stallwatch/watch"
 	"github.com/stallwatch/stallwatch/watchdog"
 	"github.com/stallwatch/stallwatch/watchdog/dogstatsd/tap"
 )
@@ -196,6 +197,23 @@ func (r *ruleFlags) needs(n *preflight.Needs) {
 	if r.profile.on() {
 		n.Rates = append(n.Rates, preflight.Rate{Flag: "--profile-freq", Hz: r.profile.freq})
 	}
+}
+
+// settings are how the flags watch a target (package watch).
+func (r *ruleFlags) settings() watch.Settings {
+	h := &r.heartbeat
+	s := watch.Settings{
+		Heartbeat: watch.Heartbeat{
+			Files: h.files, HTTP: h.httpURL, HTTPTimeout: h.httpTimeout, HTTPInterval: h.httpInterval,
+			Proc: h.proc, Tap: h.tap, Metric: h.metric, MetricTags: h.metricTags,
+		},
+		StallAfter: r.policy.stallAfter, RecaptureAfter: r.policy.recaptureAfter, MaxCaptures: r.policy.maxCaptures,
+		ProfilePeriod: r.profile.period,
+	}
+	r.policy.apply(&s.Capture)
+	r.capture.apply(&s.Capture)
+	r.profile.apply(&s.Capture)
+	return s
 }
 
 func (r *ruleFlags) check(changed func(string) bool) error {

@@ -7,8 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
-	"strings"
 	"syscall"
 	"time"
 
@@ -19,9 +17,9 @@ import (
 	"github.com/stallwatch/stallwatch/internal/preflight"
 	"github.com/stallwatch/stallwatch/notify"
 	"github.com/stallwatch/stallwatch/notify/alert"
+	"github.com/stallwatch/stallwatch/watch"
 	"github.com/stallwatch/stallwatch/watchdog"
 	"github.com/stallwatch/stallwatch/watchdog/dogstatsd"
-	"github.com/stallwatch/stallwatch/watchdog/dogstatsd/tap"
 )
 
 func watchCommand(g *globals) *cli.Command {
@@ -34,7 +32,7 @@ func watchCommand(g *globals) *cli.Command {
 		Flags:   f.declare,
 		Args:    cli.Program,
 		Run: func(ctx context.Context, inv *cli.Invocation) error {
-			return watch(ctx, inv, f, g)
+			return runWatch(ctx, inv, f, g)
 		},
 	}
 }
@@ -196,17 +194,15 @@ func (f *watchFlags) needs() preflight.Needs {
 	return n
 }
 
-// captureConfig is the capture session's configuration for pid.
-func (f *watchFlags) captureConfig(pid int, heartbeats string, stack *notify.Stack, log *slog.Logger) capture.Config {
-	cfg := capture.Config{PID: pid, Snapshot: true, Heartbeat: heartbeats, Logger: log}
-	f.rule.policy.apply(&cfg)
-	f.rule.capture.apply(&cfg)
-	f.rule.profile.apply(&cfg)
-	f.output.apply(&cfg)
+// settings are how the flags watch the target, its captures written
+// under --out and queued for upload on stack.
+func (f *watchFlags) settings(stack *notify.Stack) watch.Settings {
+	s := f.rule.settings()
+	f.output.apply(&s.Capture)
 	if stack.Queue != nil {
-		cfg.Uploads = stack.Queue
+		s.Capture.Uploads = stack.Queue
 	}
-	return cfg
+	return s
 }
 
 // notifyOptions are the alerts, uploads and hooks the flags ask for.
@@ -220,9 +216,9 @@ func (f *watchFlags) notifyOptions(log *slog.Logger) notify.Options {
 // it ends.
 const stackGrace = 5 * time.Second
 
-// watch runs `stallwatch watch`. In `-- CMD` mode it ends with the child's
-// status (an exitStatus error when it is not 0).
-func watch(ctx context.Context, inv *cli.Invocation, f *watchFlags, g *globals) error {
+// runWatch runs `stallwatch watch`. In `-- CMD` mode it ends with the
+// child's status (an exitStatus error when it is not 0).
+func runWatch(ctx context.Context, inv *cli.Invocation, f *watchFlags, g *globals) error {
 	if err := f.check(inv); err != nil {
 		return err
 	}
@@ -256,7 +252,7 @@ func watch(ctx context.Context, inv *cli.Invocation, f *watchFlags, g *globals) 
 
 	if len(inv.Rest) == 0 {
 		err := watchTarget(ctx, f, f.pid, sources, stack, nil, sigs, log)
-		if errors.Is(err, watchdog.ErrTargetExited) {
+		if errors.Is(err, watch.ErrTargetExited) {
 			return &targetExitedError{pid: f.pid}
 		}
 		return err
@@ -270,7 +266,7 @@ func watch(ctx context.Context, inv *cli.Invocation, f *watchFlags, g *globals) 
 		return err
 	}
 	if err := watchTarget(ctx, f, kid.Pid, sources, stack, kid, sigs, log); err != nil {
-		if errors.Is(err, watchdog.ErrTargetExited) {
+		if errors.Is(err, watch.ErrTargetExited) {
 			// It exited before it could be watched: its status is
 			// the answer.
 			log.Warn("the target exited before stallwatch could watch it")
@@ -326,61 +322,32 @@ func (f *watchFlags) sources(log *slog.Logger) ([]watchdog.Source, *dogstatsd.Pr
 	return srcs, proxy, nil
 }
 
-// watchTarget opens the capture session and runs the watchdog until the
-// target exits or a signal stops it.
+// watchTarget watches pid (package watch) until it exits or a signal
+// stops it. A flight recorder or a continuous profile that cannot start
+// ends the watch: it would be found missing only at the stall.
 func watchTarget(ctx context.Context, f *watchFlags, pid int, sources []watchdog.Source, stack *notify.Stack, kid *child.Process, sigs <-chan os.Signal, log *slog.Logger) error {
-	pol, h := &f.rule.policy, &f.rule.heartbeat
-	poll := watchdog.PollInterval(pol.stallAfter)
-	for _, p := range h.files {
-		sources = append(sources, &watchdog.File{Path: watchdog.ExpandTarget(p, pid), Poll: poll})
+	t := stack.Target(pid)
+	cfg := watch.Config{
+		PID: pid, Settings: f.settings(stack), Sources: sources, Process: t.Process, Tags: t.Tags,
+		Events: stack.For(t), Logger: log, AbandonHint: "signal again to leave it",
 	}
-	if h.httpURL != "" {
-		sources = append(sources, &watchdog.HTTP{URL: watchdog.ExpandTarget(h.httpURL, pid), Interval: h.httpInterval, Timeout: h.httpTimeout, Logger: log})
-	}
-	if h.proc {
-		sources = append(sources, &watchdog.Progress{PID: pid, Interval: watchdog.PollInterval(pol.stallAfter)})
-	}
-	if h.tap != "" {
-		src, closeTap, err := openTap(ctx, h, pid, log)
-		if err != nil {
-			return err
-		}
-		defer closeTap()
-		sources = append(sources, src)
-	}
-	names := make([]string, len(sources))
-	for i, s := range sources {
-		names[i] = s.String()
-	}
-	heartbeats := strings.Join(names, ", ")
-	sess, err := capture.Open(f.captureConfig(pid, heartbeats, stack, log))
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err := sess.Close(); err != nil {
-			log.Warn("closing the capture session", "err", err)
-		}
-	}()
 	if f.rule.profile.on() {
-		stop, err := profileTarget(f, pid, sess, stack, log)
+		prof, err := f.profiler(stack, log)
 		if err != nil {
 			return err
 		}
-		defer stop()
+		defer prof.Close()
+		cfg.Profiler, cfg.ProfileBegun = prof, f.profileBegun(stack, log)
 	}
-	// Reading the target's symbols left garbage behind; a watchdog that
-	// may idle for days should not keep its pages.
-	debug.FreeOSMemory()
-	wd, err := watchdog.New(watchdog.Config{
-		PID: pid, Sources: sources, StallAfter: pol.stallAfter, RecaptureAfter: pol.recaptureAfter,
-		MaxCaptures: pol.maxCaptures, Capturer: sess, Logger: log,
-		Events: stack.For(stack.Target(pid)), AbandonHint: "signal again to leave it",
-	})
+	w, err := watch.New(cfg)
 	if err != nil {
 		return err
 	}
-	log.Info("watching", "pid", pid, "heartbeats", heartbeats, "out", f.output.out)
+	defer w.Close()
+	if err := w.Open(); err != nil {
+		return err
+	}
+	log.Info("watching", "pid", pid, "heartbeats", w.Heartbeats(), "out", f.output.out)
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -388,38 +355,36 @@ func watchTarget(ctx context.Context, f *watchFlags, pid int, sources []watchdog
 	// the first SIGTERM gets the next.
 	relayCtx, stopRelay := context.WithCancel(context.Background())
 	defer stopRelay()
-	go relaySignals(relayCtx, sigs, wd, kid, stop, log)
-	err = wd.Run(runCtx)
+	go relaySignals(relayCtx, sigs, w, kid, stop, log)
+	err = w.Run(runCtx)
 	if kid != nil {
 		kid.Wait() // relaying goes on meanwhile
-		if errors.Is(err, watchdog.ErrTargetExited) {
+		if errors.Is(err, watch.ErrTargetExited) {
 			err = nil // the child's status says how it ended
 		}
 	}
 	return err
 }
 
-// profileTarget profiles the target of sess continuously, and returns
-// how to stop: its last period cut there, and the files' bounds applied.
-func profileTarget(f *watchFlags, pid int, sess *capture.Session, stack *notify.Stack, log *slog.Logger) (func(), error) {
+// profiler is the continuous profile's schedule: its files under --out,
+// its uploads through the queue; closing it (after the watch, which cuts
+// the last period) applies the files' bounds.
+func (f *watchFlags) profiler(stack *notify.Stack, log *slog.Logger) (*continuous.Profiler, error) {
 	cfg := f.profiles.config(f.output.out, stack.Queue, log)
 	cfg.Period = f.rule.profile.period
-	prof, err := continuous.Start(cfg)
-	if err != nil {
-		return nil, err
+	return continuous.Start(cfg)
+}
+
+// profileBegun says where the continuous profile goes once it began.
+func (f *watchFlags) profileBegun(stack *notify.Stack, log *slog.Logger) func(dir string) {
+	return func(dir string) {
+		where := "files only (no agent)"
+		if stack.Queue != nil {
+			where = "files, and uploads through the queue"
+		}
+		p := &f.rule.profile
+		log.Info("continuous profile on", "period", p.period, "freq", p.freq, "off_cpu", p.offCPU, "dir", dir, "to", where)
 	}
-	t := stack.Target(pid)
-	pt := prof.Add(continuous.Target{PID: pid, Process: t.Process, Tags: t.Tags, Source: sess})
-	sess.ProfiledIn(pt.Dir(), cfg.Period, stack.Queue != nil)
-	where := "files only (no agent)"
-	if stack.Queue != nil {
-		where = "files, and uploads through the queue"
-	}
-	log.Info("continuous profile on", "period", cfg.Period, "freq", f.rule.profile.freq, "off_cpu", f.rule.profile.offCPU, "dir", pt.Dir(), "to", where)
-	return func() {
-		pt.Stop()
-		prof.Close()
-	}, nil
 }
 
 // relaySignals turns SIGUSR1 into a capture and, for a child, passes
@@ -430,7 +395,7 @@ func profileTarget(f *watchFlags, pid int, sess *capture.Session, stack *notify.
 // child's "force quit". SIGINT and SIGTERM also stop
 // the watchdog (without a child, main's context does that too), which
 // finishes a capture in progress first; a second one leaves it unfinished.
-func relaySignals(ctx context.Context, sigs <-chan os.Signal, wd *watchdog.Watchdog, kid *child.Process, stop func(), log *slog.Logger) {
+func relaySignals(ctx context.Context, sigs <-chan os.Signal, wd *watch.Watch, kid *child.Process, stop func(), log *slog.Logger) {
 	stopping := false
 	for {
 		select {
@@ -466,33 +431,4 @@ func relaySignals(ctx context.Context, sigs <-chan os.Signal, wd *watchdog.Watch
 			stop()
 		}
 	}
-}
-
-// openTap opens a DogStatsD tap for the target's heartbeat and returns
-// its source and how to close it.
-func openTap(ctx context.Context, h *heartbeatFlags, pid int, log *slog.Logger) (watchdog.Source, func(), error) {
-	m, err := dogstatsd.NewMetricMatcher(h.metric, h.metricTags)
-	if err != nil {
-		return nil, nil, err
-	}
-	tp, err := tap.Open(h.tap, log)
-	if err != nil {
-		return nil, nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := tp.Run(ctx); err != nil && ctx.Err() == nil {
-			log.Error("the DogStatsD tap stopped", "err", err)
-		}
-	}()
-	return tp.Source(pid, m), func() {
-		cancel()
-		<-done
-		tp.Close()
-		if st := tp.Stats(); st.KernelDrops > 0 {
-			log.Warn("the kernel dropped DogStatsD datagrams the tap had no room for", "dropped", st.KernelDrops, "read", st.Packets)
-		}
-	}, nil
 }

@@ -1,4 +1,4 @@
-package daemon
+package watch
 
 import (
 	"context"
@@ -12,9 +12,10 @@ import (
 	"github.com/stallwatch/stallwatch/watchdog/dogstatsd/tap"
 )
 
-// taps are the daemon's DogStatsD taps, one packet socket per port, open
-// while a watched process has a heartbeat on it.
-type taps struct {
+// Taps are the DogStatsD taps of a stallwatch process, one packet socket
+// per port, open while a watched process has a heartbeat on it: the
+// daemon's targets share them, `watch` has one.
+type Taps struct {
 	log *slog.Logger
 
 	mu     sync.Mutex
@@ -30,13 +31,15 @@ type tapEntry struct {
 	refs   int
 }
 
-func newTaps(log *slog.Logger) *taps {
-	return &taps{log: log, byPort: map[uint16]*tapEntry{}, ofPID: map[int]uint16{}}
+// NewTaps returns taps that log to log; none is open until a heartbeat
+// asks for one.
+func NewTaps(log *slog.Logger) *Taps {
+	return &Taps{log: log, byPort: map[uint16]*tapEntry{}, ofPID: map[int]uint16{}}
 }
 
 // source returns pid's heartbeat on the tap of addr, opening the tap if
 // need be.
-func (ts *taps) source(addr string, pid int, metric string, tags []string) (watchdog.Source, error) {
+func (ts *Taps) source(addr string, pid int, metric string, tags []string) (watchdog.Source, error) {
 	port, err := tap.ParseAddr(addr)
 	if err != nil {
 		return nil, err
@@ -73,7 +76,7 @@ func (ts *taps) source(addr string, pid int, metric string, tags []string) (watc
 }
 
 // release drops pid's heartbeat; the last one closes its tap.
-func (ts *taps) release(pid int) {
+func (ts *Taps) release(pid int) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	port, ok := ts.ofPID[pid]
@@ -85,34 +88,46 @@ func (ts *taps) release(pid int) {
 	e.refs--
 	if e.refs == 0 {
 		delete(ts.byPort, port)
-		e.stop()
+		ts.stop(e)
 	}
 }
 
-func (e *tapEntry) stop() {
+// stop ends a tap and says what the kernel dropped for want of room: a
+// dropped datagram may have been a missed heartbeat.
+func (ts *Taps) stop(e *tapEntry) {
 	e.cancel()
 	<-e.done
 	e.tap.Close()
+	if st := e.tap.Stats(); st.KernelDrops > 0 {
+		ts.log.Warn("the kernel dropped DogStatsD datagrams the tap had no room for", "tap", e.addr, "dropped", st.KernelDrops, "read", st.Packets)
+	}
 }
 
-func (ts *taps) status() []TapStatus {
+// TapStats are one open tap's counts.
+type TapStats struct {
+	Addr string
+	tap.Stats
+}
+
+// Stats are the open taps' counts, by address.
+func (ts *Taps) Stats() []TapStats {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	var out []TapStatus
+	var out []TapStats
 	for _, e := range ts.byPort {
-		st := e.tap.Stats()
-		out = append(out, TapStatus{Addr: e.addr, Packets: st.Packets, Attributed: st.Attributed, KernelDrops: st.KernelDrops, Malformed: st.Malformed})
+		out = append(out, TapStats{Addr: e.addr, Stats: e.tap.Stats()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
 	return out
 }
 
-func (ts *taps) close() {
+// Close closes every tap.
+func (ts *Taps) Close() {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	for port, e := range ts.byPort {
 		delete(ts.byPort, port)
-		e.stop()
+		ts.stop(e)
 	}
 	ts.ofPID = map[int]uint16{}
 }
