@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -341,13 +342,22 @@ func (d *Daemon) Capture(ctx context.Context, pid int) (*CaptureOutcome, error) 
 	}
 }
 
+// dialHint says what a refused connection to the control socket means:
+// no daemon, or a user it does not answer.
+func dialHint(err error) string {
+	if errors.Is(err, fs.ErrPermission) {
+		return "the daemon answers root and its own user only"
+	}
+	return "is stallwatch daemon running?"
+}
+
 // Dial sends one request to the control socket at path and returns the
 // response.
 func Dial(ctx context.Context, path string, req Request) (*Response, error) {
 	var dl net.Dialer
 	c, err := dl.DialContext(ctx, "unix", path)
 	if err != nil {
-		return nil, fmt.Errorf("control socket %s: %w (is stallwatch daemon running? as root?)", path, err)
+		return nil, fmt.Errorf("control socket %s: %w (%s)", path, err, dialHint(err))
 	}
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })

@@ -165,17 +165,10 @@ func (s *Sampler) openErr(what string, tid int, err error, needsKernel bool) err
 	switch {
 	case errors.Is(err, unix.ESRCH):
 		return fmt.Errorf("%s: %w", op, errGone)
+	case perms.IsPermission(err) && what == "context-switches":
+		return perms.Explain(perms.SampleOffCPU, op, err)
 	case perms.IsPermission(err):
-		e := perms.PerfEvent(op, err, needsKernel)
-		var pe *perms.Error
-		switch {
-		case !errors.As(e, &pe):
-		case what == "context-switches":
-			pe.Fix += " (or add --no-offcpu: off-CPU sampling needs kernel profiling rights)"
-		case needsKernel:
-			pe.Fix += " (or add --no-kernel: user-only sampling of your own processes needs no privilege up to paranoid 2)"
-		}
-		return e
+		return perms.PerfEvent(op, err, needsKernel)
 	case errors.Is(err, unix.EMFILE):
 		var lim unix.Rlimit
 		_ = unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)
@@ -207,15 +200,18 @@ func (s *Sampler) perThread() int {
 // the events counted.
 func openFDsBesides(events int) int { return max(openFDs()-events, 0) + DefaultFDHeadroom }
 
-// mlockErr explains an mmap of a ring refused for locked memory.
+// mlockErr explains an mmap of a ring refused for locked memory: what is
+// used up, and the setting and limit that make room, before what the
+// permissions table says of CAP_IPC_LOCK.
 func mlockErr(op string, err error, bytes int) error {
 	kb, _ := procfs.Sysctl("kernel.perf_event_mlock_kb")
-	return &perms.Error{
-		Op:      op,
-		Err:     err,
-		Missing: fmt.Sprintf("locked memory for perf rings: kernel.perf_event_mlock_kb (%d KiB per CPU) and RLIMIT_MEMLOCK are used up, and CAP_IPC_LOCK is missing (this ring needs %d KiB)", kb, bytes>>10),
-		Fix:     fmt.Sprintf("`sudo sysctl kernel.perf_event_mlock_kb=%d`, or raise RLIMIT_MEMLOCK (ulimit -l, LimitMEMLOCK=), or `sudo setcap cap_ipc_lock,cap_perfmon+ep $(command -v stallwatch)`", kb+bytes>>10),
+	var e *perms.Error
+	if !errors.As(perms.Explain(perms.LockedMemory, op, err), &e) {
+		return fmt.Errorf("%s: %w", op, err)
 	}
+	e.Missing = fmt.Sprintf("locked memory for perf rings: kernel.perf_event_mlock_kb (%d KiB per CPU) and RLIMIT_MEMLOCK are used up (this ring needs %d KiB), and %s", kb, bytes>>10, e.Missing)
+	e.Fix = fmt.Sprintf("`sudo sysctl kernel.perf_event_mlock_kb=%d`, or raise RLIMIT_MEMLOCK (ulimit -l, LimitMEMLOCK=), or %s", kb+bytes>>10, e.Fix)
+	return e
 }
 
 // wakeupBytes is the watermark of a sample ring of size bytes: a quarter

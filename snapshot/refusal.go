@@ -43,20 +43,17 @@ func explainRefusal(pid, tid int, errno error) error {
 		return err
 	}
 	op := fmt.Sprintf("ptrace pid %d", pid)
-	hasPtrace := perms.HasCap(perms.CapSysPtrace)
-	if !hasPtrace {
+	if !perms.HasCap(perms.CapSysPtrace) {
 		st, err := procfs.ReadStatus(pid, tid)
 		if err != nil || !sameUser(st) {
-			return perms.Ptrace(op, errno)
+			return perms.Ptrace(op, errno, false)
 		}
 		if scope, ok := perms.PtraceScope(); ok && scope > 0 {
-			return perms.Ptrace(op, errno)
+			return perms.Ptrace(op, errno, true)
 		}
 		// Our own user's process, no Yama: the kernel refuses a process
 		// that changed its credentials or said it is not dumpable.
-		return &perms.Error{Op: op, Err: errno,
-			Missing: "CAP_SYS_PTRACE (the target is your user's but not dumpable: it changed its credentials, as a setuid program does, or called prctl(PR_SET_DUMPABLE, 0))",
-			Fix:     "`sudo setcap cap_sys_ptrace+ep $(command -v stallwatch)`, or run as root, or run with --no-ptrace"}
+		return perms.NotDumpable(op, errno)
 	}
 	return &model.RefusedError{PID: pid, TID: tid, Err: errno, Why: refusalFacts(pid)}
 }
@@ -73,9 +70,10 @@ func sameUser(st procfs.Status) bool {
 }
 
 // refusalFacts lists what is known of a process the kernel protects from
-// a tracer holding CAP_SYS_PTRACE.
+// a tracer holding CAP_SYS_PTRACE: what is particular to the target,
+// then why holding the capability was not enough (package perms).
 func refusalFacts(pid int) string {
-	facts := []string{"stallwatch holds CAP_SYS_PTRACE"}
+	var facts []string
 	if pid == 1 {
 		facts = append(facts, "it is pid 1, the init process of this machine or sandbox")
 	} else if st, err := procfs.ReadStatus(pid, pid); err == nil && st.InnerPid() == 1 {
@@ -84,7 +82,7 @@ func refusalFacts(pid int) string {
 	if extra := capsBeyondOurs(pid); extra != "" {
 		facts = append(facts, "it holds capabilities stallwatch lacks ("+extra+")")
 	}
-	facts = append(facts, "so a security module (SELinux, AppArmor, Yama ptrace_scope 3, Landlock) or the platform protects it")
+	facts = append(facts, perms.ReadSelf().WhyRefused(perms.CapSysPtrace))
 	return strings.Join(facts, "; ")
 }
 

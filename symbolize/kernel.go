@@ -2,10 +2,10 @@ package symbolize
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/stallwatch/stallwatch/internal/kallsyms"
+	"github.com/stallwatch/stallwatch/internal/perms"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/model"
 )
@@ -48,16 +48,9 @@ func newKernelSyms(tab *kallsyms.Table) *kernelSyms {
 	return ks
 }
 
-// hiddenNote says why kernel addresses are hidden and how to show them.
-func hiddenNote() string {
-	restrict := "?"
-	if b, err := os.ReadFile("/proc/sys/kernel/kptr_restrict"); err == nil {
-		restrict = strings.TrimSpace(string(b))
-	}
-	return fmt.Sprintf("kernel frames are [kernel]: the kernel hides its symbol addresses "+
-		"(kernel.kptr_restrict=%s, or stallwatch lacks CAP_SYSLOG); "+
-		"to name them run as root with: sysctl -w kernel.kptr_restrict=0", restrict)
-}
+// hiddenNote says why kernel addresses are hidden and how to show them,
+// as the permissions table says it for this process.
+func hiddenNote() string { return perms.Note(perms.KernelNames) }
 
 // module returns the pseudo mapping of a module, made on first use.
 func (ks *kernelSyms) module(name string) *model.Mapping {

@@ -13,12 +13,13 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/stallwatch/stallwatch/internal/child"
 	"github.com/stallwatch/stallwatch/internal/cli"
 	"github.com/stallwatch/stallwatch/internal/cli/clitest"
 	"github.com/stallwatch/stallwatch/internal/perms"
 	"github.com/stallwatch/stallwatch/internal/testutil"
-	"golang.org/x/sys/unix"
 )
 
 // leaves lists every runnable command of the table with its path.
@@ -339,5 +340,29 @@ func TestPackageMap(t *testing.T) {
 		if !have[string(m[1])] {
 			t.Errorf("docs/how-it-works.md's package map names %s, which is no package", m[1])
 		}
+	}
+}
+
+// TestREADMESetcap: the setcap line of README.md and docs/security.md,
+// and the one the demo prints, grant what the permissions table says
+// every capture may use (perms.SetcapAll): one source of truth.
+func TestREADMESetcap(t *testing.T) {
+	root := testutil.RepoRoot(t)
+	want := perms.SetcapAll("/usr/local/bin/stallwatch")
+	for _, page := range []string{"README.md", filepath.Join("docs", "security.md")} {
+		b, err := os.ReadFile(filepath.Join(root, page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(strings.Split(string(b), "\n"), want) {
+			t.Errorf("%s lacks the line %q", page, want)
+		}
+	}
+	demo, err := os.ReadFile(testutil.Testdata(t, "demo", "run.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line := strings.Replace(want, "/usr/local/bin/stallwatch", "$sw", 1); !strings.Contains(string(demo), line) {
+		t.Errorf("testdata/demo/run.sh does not print %q", line)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stallwatch/stallwatch/continuous"
 	"github.com/stallwatch/stallwatch/daemon"
 	"github.com/stallwatch/stallwatch/internal/cli"
+	"github.com/stallwatch/stallwatch/internal/perms"
 	"github.com/stallwatch/stallwatch/internal/preflight"
 	"github.com/stallwatch/stallwatch/internal/sdnotify"
 	"github.com/stallwatch/stallwatch/internal/termsafe"
@@ -350,7 +351,7 @@ func reload(d *daemon.Daemon, load func() (*daemon.Config, *hostFlags, error), i
 // with exit status 3, since it runs unattended.
 func daemonNeeds(cfg *daemon.Config) preflight.Needs {
 	n := preflight.Needs{Verb: "run the daemon", Sample: true, Snapshot: true, Out: cfg.Out, OutFlag: "out",
-		Caps: []string{"cap_perfmon", "cap_sys_ptrace"}}
+		AnyProcess: []perms.Op{perms.SampleAny, perms.ReadOthers}}
 	for _, r := range cfg.Rules {
 		c := &r.Watch.Capture
 		n.Kernel = n.Kernel || !c.NoKernel
@@ -366,10 +367,10 @@ func daemonNeeds(cfg *daemon.Config) preflight.Needs {
 		}
 	}
 	if n.Kernel {
-		n.Caps = append(n.Caps, "cap_syslog")
+		n.AnyProcess = append(n.AnyProcess, perms.KernelNames)
 	}
 	if n.PacketSocket {
-		n.Caps = append(n.Caps, "cap_net_raw")
+		n.AnyProcess = append(n.AnyProcess, perms.PacketSocket)
 	}
 	return n
 }

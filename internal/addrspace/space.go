@@ -9,10 +9,11 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/stallwatch/stallwatch/internal/objfile"
 	"github.com/stallwatch/stallwatch/internal/perms"
 	"github.com/stallwatch/stallwatch/internal/procfs"
-	"golang.org/x/sys/unix"
 )
 
 // Space is the address space of one target process. It is safe for use
@@ -268,7 +269,10 @@ func (s *Space) openMapped(pm procfs.Mapping) (*os.File, error) {
 	if err == nil {
 		return f, nil
 	}
-	return nil, fmt.Errorf("%w; %s: %w (reading a deleted or replaced file needs CAP_SYS_ADMIN)", first, pm.MapFilesPath(s.via), unwrapPath(err))
+	if perms.IsPermission(err) {
+		return nil, fmt.Errorf("%w; %w", first, perms.Explain(perms.DeletedFiles, "open "+pm.MapFilesPath(s.via), unwrapPath(err)))
+	}
+	return nil, fmt.Errorf("%w; %s: %w", first, pm.MapFilesPath(s.via), unwrapPath(err))
 }
 
 func unwrapPath(err error) error {

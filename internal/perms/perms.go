@@ -1,6 +1,3 @@
-// Package perms explains permission failures: which kernel knob or
-// capability is missing for an operation, and the command that grants it.
-// Commands turn an *Error into exit code 3.
 package perms
 
 import (
@@ -56,7 +53,11 @@ func PtraceScope() (int, bool) {
 
 // Capability numbers from linux/capability.h.
 const (
+	CapSetgid    = 6
+	CapSetuid    = 7
+	CapNetAdmin  = 12
 	CapNetRaw    = 13
+	CapIPCLock   = 14
 	CapSysPtrace = 19
 	CapSysAdmin  = 21
 	CapSyslog    = 34
@@ -85,76 +86,4 @@ func HasCap(c int) bool {
 	pid := os.Getpid()
 	st, err := procfs.ReadStatus(pid, pid)
 	return err == nil && st.CapEff.Has(c)
-}
-
-// PerfEvent explains a failed perf_event_open. kernel says whether kernel
-// callchains or kernel samples were asked for (they need paranoid <= 1).
-func PerfEvent(op string, err error, kernel bool) error {
-	if !IsPermission(err) {
-		return err
-	}
-	p, ok := Paranoid()
-	return perfEventError(op, err, kernel, HasCap, p, ok)
-}
-
-func perfEventError(op string, err error, kernel bool, hasCap func(int) bool, p int, ok bool) error {
-	e := &Error{Op: op, Err: err}
-	need := 2
-	if kernel {
-		need = 1
-	}
-	switch {
-	case hasCap(CapPerfmon) || hasCap(CapSysAdmin):
-		// Privileged but still refused: an LSM or seccomp said no.
-		e.Missing = "permission from a security module or seccomp filter (CAP_PERFMON is present)"
-		e.Fix = "check the container's seccomp profile and SELinux/AppArmor policy for perf_event_open"
-	case ok:
-		e.Missing = fmt.Sprintf("CAP_PERFMON (or CAP_SYS_ADMIN), or kernel.perf_event_paranoid <= %d (it is %d)", need, p)
-		e.Fix = fmt.Sprintf("run as root, or `sudo setcap cap_perfmon,cap_sys_ptrace,cap_syslog+ep $(command -v stallwatch)`, or `sudo sysctl kernel.perf_event_paranoid=%d`", need)
-		if !kernel {
-			e.Fix += " (or add --no-kernel)"
-		}
-	default:
-		e.Missing = "CAP_PERFMON (perf_event_paranoid is unreadable: is perf_event enabled in this kernel?)"
-		e.Fix = "run as root or `sudo setcap cap_perfmon,cap_sys_ptrace,cap_syslog+ep $(command -v stallwatch)`"
-	}
-	return e
-}
-
-// Ptrace explains a failed ptrace attach or a refused /proc read that
-// needs ptrace access.
-func Ptrace(op string, err error) error {
-	if !IsPermission(err) {
-		return err
-	}
-	scope, ok := PtraceScope()
-	return ptraceError(op, err, HasCap(CapSysPtrace), scope, ok)
-}
-
-func ptraceError(op string, err error, hasPtrace bool, scope int, yama bool) error {
-	e := &Error{Op: op, Err: err}
-	if yama && scope > 0 && !hasPtrace {
-		e.Missing = fmt.Sprintf("CAP_SYS_PTRACE (Yama kernel.yama.ptrace_scope is %d)", scope)
-		e.Fix = "`sudo setcap cap_sys_ptrace+ep $(command -v stallwatch)`, or `sudo sysctl kernel.yama.ptrace_scope=0`, or run with --no-ptrace"
-		if scope == 3 {
-			e.Fix = "ptrace_scope 3 cannot be lowered until reboot; run with --no-ptrace"
-		}
-		return e
-	}
-	e.Missing = "CAP_SYS_PTRACE (the target belongs to another user)"
-	e.Fix = "run as the target's user or root, or `sudo setcap cap_sys_ptrace+ep $(command -v stallwatch)`, or run with --no-ptrace"
-	return e
-}
-
-// ProcAccess explains a refused read of another process's /proc files
-// (maps, environ, mem): the kernel checks them like a ptrace attach, but
-// nothing is stopped, so --no-ptrace does not help.
-func ProcAccess(op string, err error) error {
-	if !IsPermission(err) {
-		return err
-	}
-	e := &Error{Op: op, Err: err}
-	e.Missing = "CAP_SYS_PTRACE (the target belongs to another user, or Yama restricts access)"
-	e.Fix = "run as the target's user or root, or `sudo setcap cap_perfmon,cap_sys_ptrace,cap_syslog+ep $(command -v stallwatch)`"
-	return e
 }

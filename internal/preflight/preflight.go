@@ -55,27 +55,16 @@ type Needs struct {
 	Out, OutFlag string
 	// PacketSocket: a packet socket will be opened (the DogStatsD tap).
 	PacketSocket bool
-	// Caps are capabilities the work needs whatever the probes on
-	// stallwatch's own process say (as setcap names them:
-	// "cap_perfmon"): the daemon's targets are not known when it starts,
-	// and belong to other users. Their absence fails the check: the
-	// daemon runs unattended, and nobody would read a warning.
-	Caps []string
+	// AnyProcess are operations the work does on processes of any
+	// user, whatever the probes on stallwatch's own process say: the
+	// daemon's targets are not known when it starts, and belong to other
+	// users. A capability missing for one fails the check: the daemon
+	// runs unattended, and nobody would read a warning.
+	AnyProcess []perms.Op
 }
 
 // target is the process the process probes look at.
 func (n *Needs) target() int { return n.PID }
-
-// capNeeds says what each capability of Needs.Caps is for.
-var capNeeds = map[string]struct {
-	num  int
-	what string
-}{
-	"cap_perfmon":    {perms.CapPerfmon, "sampling other users' processes (perf_event_open)"},
-	"cap_sys_ptrace": {perms.CapSysPtrace, "reading other users' processes' memory and stopping their threads (ptrace)"},
-	"cap_syslog":     {perms.CapSyslog, "kernel function names (/proc/kallsyms hides its addresses)"},
-	"cap_net_raw":    {perms.CapNetRaw, "reading DogStatsD datagrams off the wire (a packet socket, for heartbeat-tap)"},
-}
 
 // Rate is a sampling rate and the flag that set it.
 type Rate struct {
@@ -109,8 +98,9 @@ type Problem struct {
 	// Fix says how to fix a Setting; Permission problems share the fixes
 	// of the Error.
 	Fix string
-	// Cap is the capability (lower case, for setcap) that grants it.
-	Cap string
+	// Cap is the capability that grants it (perms.CapPerfmon…); 0 when
+	// none does.
+	Cap int
 	// Without is the flag that asks for less and needs no permission.
 	Without string
 	// Paranoid is the kernel.perf_event_paranoid a perf problem needs (0
@@ -168,7 +158,8 @@ type Error struct {
 	// Less is the flags that ask for less, when they avoid every refused
 	// permission, with what they cost.
 	Less string
-	// anyTarget: the work is on processes not known yet (Needs.Caps).
+	// anyTarget: the work is on processes not known yet
+	// (Needs.AnyProcess).
 	anyTarget bool
 }
 
@@ -260,7 +251,7 @@ func Check(n Needs) (warnings []Problem, err error) {
 	if len(problems) == 0 {
 		return warnings, nil
 	}
-	e := &Error{Verb: n.Verb, PID: n.PID, Problems: problems, Warnings: warnings, anyTarget: len(n.Caps) > 0}
+	e := &Error{Verb: n.Verb, PID: n.PID, Problems: problems, Warnings: warnings, anyTarget: len(n.AnyProcess) > 0}
 	e.Grant, e.Less = fixes(n, f, problems, warnings)
 	return nil, e
 }
@@ -288,7 +279,7 @@ type facts struct {
 	paranoidOK bool
 	yama       int
 	yamaOK     bool
-	hasPerfmon bool // CAP_PERFMON or CAP_SYS_ADMIN
+	self       perms.Self // what stallwatch's own process holds
 
 	rateLimit   int
 	rateSysctl  bool
@@ -297,9 +288,8 @@ type facts struct {
 	memErr      error // reading the target's memory as a tracer (ptrace access)
 	kallsymsHid bool
 	kptr        int
-	stackErr    error        // reading /proc/<pid>/task/<pid>/stack
-	packetErr   error        // opening a packet socket
-	caps        map[int]bool // capabilities in the effective set, for Needs.Caps
+	stackErr    error // reading /proc/<pid>/task/<pid>/stack
+	packetErr   error // opening a packet socket
 	outErr      error
 }
 
@@ -311,7 +301,7 @@ func probe(n Needs) facts {
 	f.ours = owner(f.probePID) == os.Geteuid()
 	f.paranoid, f.paranoidOK = perms.Paranoid()
 	f.yama, f.yamaOK = perms.PtraceScope()
-	f.hasPerfmon = perms.HasCap(perms.CapPerfmon) || perms.HasCap(perms.CapSysAdmin)
+	f.self = perms.ReadSelf()
 	f.rateLimit, f.rateSysctl = sampler.FreqLimit()
 	pid := n.target()
 	if pid != 0 {
@@ -336,14 +326,6 @@ func probe(n Needs) facts {
 	if n.PacketSocket {
 		f.packetErr = packetSocket()
 	}
-	if len(n.Caps) > 0 {
-		f.caps = map[int]bool{}
-		for _, c := range n.Caps {
-			if cn, ok := capNeeds[c]; ok {
-				f.caps[cn.num] = perms.HasCap(cn.num)
-			}
-		}
-	}
 	if n.Out != "" {
 		f.outErr = checkOut(n.Out)
 	}
@@ -364,11 +346,11 @@ func diagnose(n Needs, f facts) (problems, warnings []Problem) {
 		pid := n.target()
 		p := Problem{
 			Kind: Permission, What: fmt.Sprintf("reading pid %d's memory map (/proc/%d/maps)", pid, pid),
-			Why: "permission denied", Needs: procNeeds(f), Cap: "cap_sys_ptrace",
+			Why: "permission denied", Needs: procNeeds(f), Cap: perms.CapSysPtrace,
 		}
 		if !n.Sample {
 			// A snapshot still shows what /proc tells of each thread.
-			p.Kind, p.Effect = Degraded, "the snapshot has what /proc tells of each thread: no user stacks"
+			p.Kind, p.Effect = Degraded, perms.Of(perms.ReadOthers).Lost
 			warnings = append(warnings, p)
 		} else {
 			problems = append(problems, p)
@@ -376,35 +358,27 @@ func diagnose(n Needs, f facts) (problems, warnings []Problem) {
 	}
 	problems = append(problems, perfProblems(n, f)...)
 	if perms.IsPermission(f.memErr) {
-		warnings = append(warnings, Problem{
-			Kind: Degraded, What: "stopping threads to read their stacks (ptrace)", Needs: ptraceNeeds(f), Cap: "cap_sys_ptrace",
-			Without: "--no-ptrace", Effect: "the snapshot reads the stacks of blocked threads from /proc without a stop, running threads have none",
-		})
+		warnings = append(warnings, degraded(perms.StopThreads, "", ptraceNeeds(f)))
 	}
 	if f.kallsymsHid && n.Kernel {
-		warnings = append(warnings, Problem{
-			Kind: Degraded, What: "kernel function names", Why: "/proc/kallsyms hides its addresses",
-			Needs: kallsymsNeeds(f), Cap: "cap_syslog",
-			Effect: "kernel frames show as [kernel]",
-		})
+		kn := perms.Of(perms.KernelNames)
+		warnings = append(warnings, degraded(perms.KernelNames, "", kn.Missing(f.self, perms.Setting{V: f.kptr, Known: true})))
 	}
 	if perms.IsPermission(f.stackErr) {
-		warnings = append(warnings, Problem{
-			Kind: Degraded, What: "kernel stacks of blocked threads (/proc/<pid>/task/<tid>/stack)", Needs: "CAP_SYS_ADMIN", Cap: "cap_sys_admin",
-			Effect: "the snapshot shows user stacks only",
-		})
+		warnings = append(warnings, degraded(perms.KernelStacks, "", perms.Of(perms.KernelStacks).Missing(f.self, perms.Setting{})))
 	}
-	for _, c := range n.Caps {
-		cn, known := capNeeds[c]
-		if !known || f.hasCap(cn.num) || slices.ContainsFunc(problems, func(p Problem) bool { return p.Cap == c }) {
+	for _, op := range n.AnyProcess {
+		need := perms.Of(op)
+		if f.self.Has(need.Cap) || slices.ContainsFunc(problems, func(p Problem) bool { return p.Cap == need.Cap }) {
 			continue
 		}
-		problems = append(problems, Problem{Kind: Permission, What: cn.what, Needs: strings.ToUpper(c), Cap: c})
+		problems = append(problems, Problem{Kind: Permission, What: need.What, Needs: need.Missing(f.self, perms.Setting{}), Cap: need.Cap})
 	}
-	if f.packetErr != nil && !slices.ContainsFunc(problems, func(p Problem) bool { return p.Cap == "cap_net_raw" }) {
-		p := Problem{Kind: Unavailable, What: "reading DogStatsD datagrams off the wire (a packet socket, for --heartbeat-tap)", Why: errnoText(f.packetErr)}
+	if f.packetErr != nil && !slices.ContainsFunc(problems, func(p Problem) bool { return p.Cap == perms.CapNetRaw }) {
+		need := perms.Of(perms.PacketSocket)
+		p := Problem{Kind: Unavailable, What: need.What, Why: errnoText(f.packetErr)}
 		if perms.IsPermission(f.packetErr) {
-			p.Kind, p.Needs, p.Cap = Permission, "CAP_NET_RAW", "cap_net_raw"
+			p.Kind, p.Needs, p.Cap = Permission, need.Missing(f.self, perms.Setting{}), need.Cap
 		}
 		problems = append(problems, p)
 	}
@@ -418,7 +392,12 @@ func diagnose(n Needs, f facts) (problems, warnings []Problem) {
 	return problems, kept
 }
 
-func (f *facts) hasCap(c int) bool { return f.caps[c] }
+// degraded is a problem stallwatch goes on without: op's, as the table
+// says it, needing needs (why is the kernel's answer, when said).
+func degraded(op perms.Op, why, needs string) Problem {
+	n := perms.Of(op)
+	return Problem{Kind: Degraded, What: n.What, Why: why, Needs: needs, Cap: n.Cap, Without: n.Without, Effect: n.Lost}
+}
 
 // packetSocket opens and closes a packet socket.
 func packetSocket() error {
@@ -450,15 +429,11 @@ func perfProblems(n Needs, f facts) []Problem {
 	var ps []Problem
 	r := f.perf
 	if perms.IsPermission(r.OnCPU) {
-		p := Problem{Kind: Permission, Why: errnoText(r.OnCPU), Cap: "cap_perfmon"}
+		op := perms.Sample
 		if n.Kernel && r.OnCPUUser == nil {
-			p.What = "on-CPU samples with kernel frames (perf_event_open)"
-			p.Needs, p.Paranoid = perfNeeds(f, 1), 1
-			p.Without = "--no-kernel"
-		} else {
-			p.What = "on-CPU samples (perf_event_open)"
-			p.Needs, p.Paranoid = perfNeeds(f, 2), 2
+			op = perms.SampleKernel
 		}
+		p := perfProblem(op, r.OnCPU, f)
 		if !f.ours {
 			p.Paranoid = 0
 		}
@@ -468,8 +443,7 @@ func perfProblems(n Needs, f facts) []Problem {
 			Fix: "this kernel or machine lacks the event (is perf_event enabled in this kernel?)"})
 	}
 	if perms.IsPermission(r.OffCPU) {
-		p := Problem{Kind: Permission, What: "off-CPU samples (perf_event_open on context switches, which happen in the kernel)",
-			Why: errnoText(r.OffCPU), Needs: perfNeeds(f, 1), Cap: "cap_perfmon", Without: "--no-offcpu", Paranoid: 1}
+		p := perfProblem(perms.SampleOffCPU, r.OffCPU, f)
 		if !f.ours {
 			p.Paranoid = 0
 		}
@@ -489,52 +463,43 @@ func errnoText(err error) string {
 	return err.Error()
 }
 
-func perfNeeds(f facts, paranoid int) string {
-	switch {
-	case f.hasPerfmon:
-		return "permission from a security module or seccomp filter (CAP_PERFMON is present): check the container's seccomp profile and SELinux/AppArmor policy for perf_event_open"
-	case !f.ours:
-		return fmt.Sprintf("CAP_PERFMON (pid %d belongs to another user)", f.probePID)
-	case f.paranoidOK:
-		return fmt.Sprintf("CAP_PERFMON, or kernel.perf_event_paranoid <= %d (it is %d)", paranoid, f.paranoid)
-	}
-	return "CAP_PERFMON (kernel.perf_event_paranoid is unreadable: is perf_event enabled in this kernel?)"
+// perfProblem is a refused perf event of op's.
+func perfProblem(op perms.Op, err error, f facts) Problem {
+	n := perms.Of(op)
+	return Problem{Kind: Permission, What: n.What, Why: errnoText(err), Needs: perfNeeds(f, n), Cap: n.Cap,
+		Without: n.Without, Paranoid: n.AtMost}
 }
 
-// kallsymsNeeds: with kptr_restrict 0 the kernel shows the addresses to
-// whoever may profile the kernel (perf_event_paranoid <= 1); at 1, to
-// CAP_SYSLOG only; at 2, to nobody.
-func kallsymsNeeds(f facts) string {
-	switch f.kptr {
-	case 0:
-		return "CAP_SYSLOG, or kernel.perf_event_paranoid <= 1 (kernel.kptr_restrict is 0)"
-	case 1:
-		return "CAP_SYSLOG (kernel.kptr_restrict is 1)"
+func perfNeeds(f facts, n perms.Need) string {
+	if !f.ours && !f.self.Root && !f.self.Has(n.Cap) {
+		return fmt.Sprintf("%s (pid %d belongs to another user)", perms.CapName(n.Cap), f.probePID)
 	}
-	return fmt.Sprintf("kernel.kptr_restrict <= 1 and CAP_SYSLOG (kernel.kptr_restrict is %d hides them from everyone)", f.kptr)
+	return n.Missing(f.self, perms.Setting{V: f.paranoid, Known: f.paranoidOK})
 }
 
 func ptraceNeeds(f facts) string {
-	switch {
-	case !f.ours:
-		return "CAP_SYS_PTRACE (the target belongs to another user)"
-	case f.yamaOK && f.yama > 0:
-		return fmt.Sprintf("CAP_SYS_PTRACE (Yama kernel.yama.ptrace_scope is %d)", f.yama)
+	if !f.ours && !f.self.Root && !f.self.Has(perms.CapSysPtrace) {
+		return perms.OtherUsers
 	}
-	return "CAP_SYS_PTRACE"
+	return perms.Of(perms.StopThreads).Missing(f.self, perms.Setting{V: f.yama, Known: f.yamaOK})
 }
 
 func procNeeds(f facts) string {
-	if !f.ours {
-		return "CAP_SYS_PTRACE (the target belongs to another user), or running as its user"
+	switch {
+	case f.self.Root || f.self.Has(perms.CapSysPtrace):
+		return perms.Of(perms.ReadOthers).Missing(f.self, perms.Setting{})
+	case !f.ours:
+		return perms.OtherUsers + ", or running as its user"
 	}
 	return "CAP_SYS_PTRACE (the target is not dumpable, or Yama restricts access)"
 }
 
 // fixes composes the ways to grant every missing permission, and the flags
-// that ask for less when they avoid every refusal.
+// that ask for less when they avoid every refusal. Root, or a process
+// that holds a capability, is never told to run as root: its problems
+// say why that was not enough.
 func fixes(n Needs, f facts, problems, warnings []Problem) (grant []string, less string) {
-	var caps []string
+	var caps []int
 	paranoid := 3
 	sysctlHelps := true
 	var without []string
@@ -543,10 +508,10 @@ func fixes(n Needs, f facts, problems, warnings []Problem) (grant []string, less
 		if p.Kind != Permission {
 			continue
 		}
-		if p.Cap != "" && !slices.Contains(caps, p.Cap) {
+		if p.Cap != 0 && !slices.Contains(caps, p.Cap) {
 			caps = append(caps, p.Cap)
 		}
-		if p.Paranoid == 0 {
+		if p.Paranoid == 0 || !f.ours {
 			sysctlHelps = false
 		} else {
 			paranoid = min(paranoid, p.Paranoid)
@@ -560,37 +525,68 @@ func fixes(n Needs, f facts, problems, warnings []Problem) (grant []string, less
 	if len(caps) == 0 {
 		return nil, ""
 	}
-	// One setcap grants everything, what stallwatch could do without
+	// One grant gives everything, what stallwatch could do without
 	// included, so that nothing is found missing next.
 	for _, w := range warnings {
-		if w.Cap != "" && !slices.Contains(caps, w.Cap) {
+		if w.Cap != 0 && !slices.Contains(caps, w.Cap) {
 			caps = append(caps, w.Cap)
 		}
 	}
-	slices.Sort(caps)
-	exe, err := os.Executable()
-	if err != nil {
-		exe = "$(command -v stallwatch)"
-	}
-	grant = append(grant, fmt.Sprintf("sudo setcap %s+ep %s", strings.Join(caps, ","), exe))
-	if sysctlHelps && f.paranoidOK && paranoid < f.paranoid && !f.hasPerfmon {
-		grant = append(grant, fmt.Sprintf("sudo sysctl kernel.perf_event_paranoid=%d", paranoid))
-	}
-	grant = append(grant, "run stallwatch as root (sudo)")
+	grant = grants(f, caps, sysctlHelps && f.paranoidOK && paranoid < f.paranoid, paranoid)
 	if everyAvoidable {
 		less = strings.Join(without, " ")
 		var cost []string
-		if slices.Contains(without, "--no-kernel") {
-			cost = append(cost, "user frames only")
-		}
-		if slices.Contains(without, "--no-offcpu") {
-			cost = append(cost, "no off-CPU time")
+		for _, op := range []perms.Op{perms.SampleKernel, perms.SampleOffCPU} {
+			if need := perms.Of(op); slices.Contains(without, need.Without) {
+				cost = append(cost, need.Lost)
+			}
 		}
 		if len(cost) > 0 {
 			less += " (" + strings.Join(cost, ", ") + ")"
 		}
 	}
 	return grant, less
+}
+
+// grants are the ways to grant caps to this process: a setcap, the
+// sysctl that allows the perf events instead (when sysctl), and root —
+// for a process that may be granted them; the container or unit for
+// one whose bounding set lacks them; nothing for one that holds them
+// (a policy refused it, which its problems name).
+func grants(f facts, caps []int, sysctl bool, paranoid int) []string {
+	var settable, dropped []int
+	for _, c := range caps {
+		switch {
+		case f.self.Has(c):
+		case f.self.Root || !f.self.CanGrant(c):
+			dropped = append(dropped, c)
+		default:
+			settable = append(settable, c)
+		}
+	}
+	var grant []string
+	if len(settable) > 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			exe = "$(command -v stallwatch)"
+		}
+		grant = append(grant, perms.Setcap(exe, settable))
+		if sysctl && !f.self.Root {
+			grant = append(grant, fmt.Sprintf("sudo sysctl kernel.perf_event_paranoid=%d", paranoid))
+		}
+		if !f.self.Root {
+			grant = append(grant, "run stallwatch as root (sudo)")
+		}
+	}
+	if len(dropped) > 0 {
+		names := make([]string, len(dropped))
+		for i, c := range dropped {
+			names[i] = perms.CapName(c)
+		}
+		slices.Sort(names)
+		grant = append(grant, fmt.Sprintf("give stallwatch %s where it runs: its container or unit dropped them (docker run --cap-add, a pod's securityContext.capabilities.add, systemd AmbientCapabilities=)", strings.Join(names, ", ")))
+	}
+	return grant
 }
 
 // owner is the uid that owns process pid (-1 when unknown).

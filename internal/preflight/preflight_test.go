@@ -25,7 +25,9 @@ var errRefused = fmt.Errorf("perf_event_open(cpu-clock) on pid 7: %w", unix.EACC
 // refusal and the fixes that grant them all.
 func TestDiagnose(t *testing.T) {
 	needs := Needs{Verb: "record", PID: 7, Rates: []Rate{{"--freq", 997}}, Sample: true, Kernel: true, OffCPU: true, Snapshot: true, Ptrace: true}
-	base := facts{probePID: 7, ours: true, paranoid: 2, paranoidOK: true, rateLimit: 100000}
+	// A user who may be granted every capability.
+	user := perms.Self{Bnd: 1<<41 - 1, HostUserNS: true}
+	base := facts{probePID: 7, ours: true, paranoid: 2, paranoidOK: true, rateLimit: 100000, self: user}
 	tests := []struct {
 		name        string
 		needs       Needs
@@ -54,15 +56,25 @@ func TestDiagnose(t *testing.T) {
 		}, true, []string{"reading pid 7's memory map", "CAP_PERFMON (pid 7 belongs to another user)", "setcap cap_perfmon,cap_sys_ptrace+ep"},
 			[]string{"sysctl", "Or ask for less"}},
 		{"privileged but refused: a security module", needs, func(f *facts) {
-			f.hasPerfmon = true
+			f.self.Eff = 1 << perms.CapPerfmon
+			f.self.Confined = "docker-default"
 			f.perf = sampler.ProbeResult{OnCPU: errRefused, OnCPUUser: errRefused}
-		}, true, []string{"seccomp"}, []string{"sysctl"}},
+		}, true, []string{"a permission CAP_PERFMON does not give", "confined by a security module (label docker-default)"}, []string{"sysctl", "setcap", "run stallwatch as root"}},
+		{"root in a rootless container: never told to run as root", needs, func(f *facts) {
+			f.self = perms.Self{Root: true, Eff: 1<<41 - 1, Bnd: 1<<41 - 1}
+			f.perf = sampler.ProbeResult{OnCPU: errRefused, OnCPUUser: errRefused, OffCPU: errRefused}
+			f.memErr = unix.EPERM
+		}, true, []string{"stallwatch runs as root", "in a user namespace of its own"}, []string{"run stallwatch as root", "setcap", "sysctl"}},
+		{"root whose container dropped CAP_PERFMON", needs, func(f *facts) {
+			f.self = perms.Self{Root: true, Eff: 1 << perms.CapSysPtrace, Bnd: 1 << perms.CapSysPtrace, HostUserNS: true}
+			f.perf = sampler.ProbeResult{OnCPU: errRefused, OffCPU: errRefused}
+		}, true, []string{"give stallwatch CAP_PERFMON where it runs", "stallwatch runs as root without it"}, []string{"run stallwatch as root", "setcap"}},
 		{"what stallwatch can do without is listed, and granted by the same setcap", needs, func(f *facts) {
 			f.perf = sampler.ProbeResult{OffCPU: errRefused}
 			f.memErr, f.stackErr, f.kallsymsHid, f.kptr = unix.EPERM, unix.EACCES, true, 1
 		}, true, []string{
 			"also missing, stallwatch would go on without it: stopping threads to read their stacks (ptrace)",
-			"also missing, stallwatch would go on without it: kernel function names: /proc/kallsyms hides its addresses; needs CAP_SYSLOG (kernel.kptr_restrict is 1)",
+			"also missing, stallwatch would go on without it: kernel function names (/proc/kallsyms hides its addresses); needs CAP_SYSLOG (kernel.kptr_restrict is 1); kernel frames show as [kernel]",
 			"kernel stacks of blocked threads", "setcap cap_perfmon,cap_sys_admin,cap_sys_ptrace,cap_syslog+ep", "Or ask for less: --no-offcpu (no off-CPU time)",
 		}, nil},
 		{"settings and permissions at once", Needs{Verb: "watch", PID: 7, Rates: []Rate{{"--freq", 500000}, {"--baseline-freq", 200000}}, Sample: true, OffCPU: true, Out: "/ro", OutFlag: "--out"}, func(f *facts) {
@@ -75,14 +87,14 @@ func TestDiagnose(t *testing.T) {
 		}, nil},
 		{"the daemon: every process, a packet socket, capabilities it may not do without", Needs{
 			Verb: "run the daemon", Sample: true, Kernel: true, Snapshot: true, Ptrace: true, PacketSocket: true,
-			Caps: []string{"cap_perfmon", "cap_sys_ptrace", "cap_syslog", "cap_net_raw"},
+			AnyProcess: []perms.Op{perms.SampleAny, perms.ReadOthers, perms.KernelNames, perms.PacketSocket},
 		}, func(f *facts) {
 			f.kallsymsHid, f.kptr = true, 1
 			f.packetErr = unix.EPERM
-			f.caps = map[int]bool{perms.CapPerfmon: true}
+			f.self.Eff = 1 << perms.CapPerfmon
 		}, true, []string{
 			"not permitted: kernel function names (/proc/kallsyms hides its addresses); needs CAP_SYSLOG",
-			"not permitted: reading DogStatsD datagrams off the wire (a packet socket, for heartbeat-tap); needs CAP_NET_RAW",
+			"not permitted: reading DogStatsD datagrams off the wire (a packet socket, for --heartbeat-tap); needs CAP_NET_RAW",
 			"not permitted: reading other users' processes' memory and stopping their threads (ptrace); needs CAP_SYS_PTRACE",
 			"setcap cap_net_raw,cap_sys_ptrace,cap_syslog+ep",
 		}, []string{"Or ask for less", "CAP_PERFMON", "would go on without it: kernel function names"}},

@@ -29,6 +29,8 @@ type Status struct {
 	// (linux/capability.h): inheritable, permitted, effective, bounding,
 	// ambient.
 	CapInh, CapPrm, CapEff, CapBnd, CapAmb CapSet
+	// Seccomp is the seccomp mode: 0 none, 1 strict, 2 a filter.
+	Seccomp int
 
 	VoluntaryCtxtSwitches    uint64
 	NonvoluntaryCtxtSwitches uint64
@@ -92,6 +94,8 @@ func ParseStatus(b []byte) (Status, error) {
 			s.SigCgt, _ = strconv.ParseUint(val, 16, 64)
 		case "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb":
 			*s.capSet(string(k)) = parseCapSet(val)
+		case "Seccomp":
+			s.Seccomp, _ = strconv.Atoi(val)
 		case "voluntary_ctxt_switches":
 			s.VoluntaryCtxtSwitches, _ = strconv.ParseUint(val, 10, 64)
 		case "nonvoluntary_ctxt_switches":

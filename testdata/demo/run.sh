@@ -37,7 +37,7 @@ for _ in $(seq 1 300); do
       echo
       echo "demo: stallwatch needs permission to sample another process. Run one of:"
       echo "  sudo make demo"
-      echo "  sudo setcap cap_perfmon,cap_sys_ptrace,cap_syslog,cap_sys_admin+ep $sw && make demo"
+      echo "  sudo setcap cap_perfmon,cap_sys_admin,cap_sys_ptrace,cap_syslog+ep $sw && make demo"
       echo "  sudo sysctl kernel.perf_event_paranoid=1   # then: make demo (user frames of your own processes)"
     fi
     exit "$status"

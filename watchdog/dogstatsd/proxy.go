@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stallwatch/stallwatch/internal/perms"
 	"github.com/stallwatch/stallwatch/internal/safedir"
 )
 
@@ -128,12 +129,19 @@ func Listen(cfg Config) (*Proxy, error) {
 	case lnet == "udp" && buf.short():
 		p.log.Warn("dogstatsd proxy: the receive buffer is smaller than asked; bursts may be dropped by the kernel (counted)",
 			"source", p.String(), "rcvbuf", buf.String(),
-			"fix", fmt.Sprintf("run as root (SO_RCVBUFFORCE), or sysctl net.core.rmem_max=%d", buf.wanted))
+			"fix", rcvbufFix(buf.wanted))
 	default:
 		p.log.Debug("dogstatsd proxy: receive buffer", "source", p.String(), "rcvbuf", buf.String(), "forced", buf.forced)
 	}
 	p.rcvbuf = buf
 	return p, nil
+}
+
+// rcvbufFix is how to let the proxy have a receive buffer of wanted
+// bytes: the setting, or what the permissions table says of forcing it.
+func rcvbufFix(wanted int) string {
+	fixes := perms.Of(perms.ReceiveBuffer).Fixes(perms.ReadSelf(), perms.Setting{})
+	return strings.Join(append([]string{fmt.Sprintf("`sudo sysctl net.core.rmem_max=%d`", wanted)}, fixes...), ", or ")
 }
 
 // parseStatsdAddr reads a DogStatsD address: udp://HOST:PORT, HOST:PORT,

@@ -1,11 +1,14 @@
 package attach
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stallwatch/stallwatch/internal/perms"
 )
 
 // asUser runs f with the effective (and filesystem) uid and gid the JVM
@@ -36,23 +39,28 @@ func asUser(uid, gid uint32, f func() error) error {
 func switchThread(uid, gid uint32) error {
 	const keep = ^uintptr(0) // -1: leave as is
 	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, keep, uintptr(gid), keep); e != 0 {
-		return &UserError{UID: uid, GID: gid, Err: e}
+		return &UserError{UID: uid, GID: gid, Err: perms.Explain(perms.ActAsGroup, fmt.Sprintf("setresgid %d", gid), e)}
 	}
 	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, keep, uintptr(uid), keep); e != 0 {
-		return &UserError{UID: uid, GID: gid, Err: e}
+		return &UserError{UID: uid, GID: gid, Err: perms.Explain(perms.ActAsUser, fmt.Sprintf("setresuid %d", uid), e)}
 	}
 	return nil
 }
 
-// UserError says stallwatch could not act as the JVM's user.
+// UserError says stallwatch could not act as the JVM's user; Err says
+// why, and for a refusal what is missing and how to have it (package
+// perms), to which running as the JVM's user adds one way.
 type UserError struct {
 	UID, GID uint32
 	Err      error
 }
 
 func (e *UserError) Error() string {
-	return fmt.Sprintf("act as the JVM's uid %d gid %d (stallwatch is uid %d): %v; run stallwatch as root or as uid %d",
-		e.UID, e.GID, os.Geteuid(), e.Err, e.UID)
+	msg := fmt.Sprintf("act as the JVM's uid %d gid %d (stallwatch is uid %d): %v", e.UID, e.GID, os.Geteuid(), e.Err)
+	if errors.As(e.Err, new(*perms.Error)) {
+		msg += fmt.Sprintf(", or run stallwatch as uid %d", e.UID)
+	}
+	return msg
 }
 
 func (e *UserError) Unwrap() error { return e.Err }

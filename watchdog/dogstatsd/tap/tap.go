@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stallwatch/stallwatch/internal/perms"
 	"github.com/stallwatch/stallwatch/internal/procwatch"
 	"github.com/stallwatch/stallwatch/watchdog/dogstatsd"
 )
@@ -104,7 +105,10 @@ func Open(addr string, log *slog.Logger) (*Tap, error) {
 	// before the first packet is queued.
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, &SocketError{Addr: addr, Err: err}
+		if perms.IsPermission(err) {
+			return nil, perms.Explain(perms.PacketSocket, "tap "+addr+": open a packet socket", err)
+		}
+		return nil, fmt.Errorf("tap %s: open a packet socket: %w", addr, err)
 	}
 	own := newOwners()
 	snd, err := openSenders(port, own.loopbackIndex())
@@ -148,18 +152,6 @@ func Open(addr string, log *slog.Logger) (*Tap, error) {
 	}
 	return &Tap{port: port, addr: addr, log: log, f: os.NewFile(uintptr(fd), "packet-tap"), ring: rg, own: own, senders: snd, subs: map[int]*sub{}}, nil
 }
-
-// SocketError is a packet socket the kernel refused: CAP_NET_RAW is
-// missing.
-type SocketError struct {
-	Addr string
-	Err  error
-}
-
-func (e *SocketError) Error() string {
-	return fmt.Sprintf("tap %s: a packet socket: %v (needs CAP_NET_RAW: run as root, or grant it: setcap cap_net_raw+ep, AmbientCapabilities=CAP_NET_RAW)", e.Addr, e.Err)
-}
-func (e *SocketError) Unwrap() error { return e.Err }
 
 // htons turns a protocol number into network order, as struct
 // sockaddr_ll holds it.
