@@ -34,7 +34,7 @@ func stallwatchForSnapshot(t *testing.T) string {
 	t.Helper()
 	testutil.EndToEnd(t)
 	snapshotBin.Do(func() {
-		dir, err := os.MkdirTemp("", "stallwatch-snapshot-test-")
+		dir, err := buildTemp("stallwatch-snapshot-test-")
 		if err != nil {
 			snapshotBin.err = err
 			return

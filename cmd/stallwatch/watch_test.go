@@ -35,7 +35,7 @@ func (b *builtOnce) build(t testing.TB, name, dir string) string {
 	t.Helper()
 	testutil.EndToEnd(t)
 	b.Do(func() {
-		tmp, err := os.MkdirTemp("", "stallwatch-watch-test-")
+		tmp, err := buildTemp("stallwatch-watch-test-")
 		if err != nil {
 			b.err = err
 			return
