@@ -60,6 +60,10 @@ type Period struct {
 	// Captures are the stall captures that sampled during the period,
 	// at their own rate: their samples are in the period as well.
 	Captures []Span
+	// JITSources are the JIT symbol files (jitdumps, perf maps) and
+	// interfaces the period's names were read from, as a capture counts
+	// them: a report of merged periods says where JIT names came from.
+	JITSources []string
 	// Notes say what a reader needs to trust the numbers: losses, stacks
 	// cut short, symbols missing, captures' denser samples.
 	Notes []string
@@ -207,6 +211,11 @@ func (s *Session) Period(end Moment) (*Period, error) {
 	st.TargetExited = false // said below, of the period
 	f := &facts{cfg: s.cfg, tg: s.tg, stats: st, notes: s.notes, cuts: r.cuts, userStacks: r.total, symStats: since(sym, p.sym)}
 	p.sym = sym
+	for _, j := range sym.JIT {
+		if j.Err() == nil || j.Symbols > 0 {
+			per.JITSources = append(per.JITSources, j.Path)
+		}
+	}
 	per.Notes = append(f.allNotes(), spanNotes(spans, freq)...)
 	if exited {
 		per.Notes = append(per.Notes, "the target exited: the period ends at its exit")
@@ -336,6 +345,10 @@ func spanNotes(spans []Span, freq int) []string {
 	return notes
 }
 
+// JITSourceComment begins a period profile's comment that names one JIT
+// symbol source its names were read from.
+const JITSourceComment = "JIT symbols from: "
+
 // comments are the profile's own account of the period.
 func (p *Period) comments() []string {
 	c := []string{fmt.Sprintf("stallwatch continuous profile: pid %d from %s to %s (%v)", p.Target.PID,
@@ -349,6 +362,9 @@ func (p *Period) comments() []string {
 	}
 	c = append(c, fmt.Sprintf("sampled %s at %d Hz: %d on-CPU samples, %d off-CPU intervals", kinds, p.Freq, p.Samples, p.Blocks))
 	c = append(c, fmt.Sprintf("lost: %d records, %d samples; throttled %d times", p.Stats.LostRecords, p.Stats.LostSamples, p.Stats.Throttles))
+	for _, src := range p.JITSources {
+		c = append(c, JITSourceComment+src)
+	}
 	for _, n := range p.Notes {
 		c = append(c, "note: "+n)
 	}
