@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -160,6 +161,10 @@ func (p *periods) captured(start, end uint64, freq int, dir string) {
 // (Period.Exited), and no other follows. Periods and captures run side by
 // side: a capture's samples are in its period too.
 //
+// A JVM is asked for its perf map at the period's end, as at a
+// capture's start (see jvm.go), so that its compiled Java code is named
+// with no flag: one jcmd Compiler.perfmap a period.
+//
 // end must not be in the future; what was sampled before it is resolved
 // now, and what is older than the flight recorder, the capture in
 // progress and the next period need is forgotten (target.Forget), so
@@ -192,6 +197,13 @@ func (s *Session) Period(end Moment) (*Period, error) {
 	if exited {
 		p.next() // nothing follows an exit
 	}
+	// A JVM's compiled code is named as a capture's is: the JVM writes
+	// its perf map when asked (or its code cache is read from its
+	// memory), and the map is read below with the other JIT sources.
+	var jvmNote string
+	if !exited {
+		jvmNote = s.jvm.jitNames(s.jvm.askPerfMap(context.Background()))
+	}
 	if err := s.tp.Refresh(); err != nil && !exited {
 		s.cfg.Logger.Debug("refreshing what is known of the target", "err", err)
 	}
@@ -216,6 +228,7 @@ func (s *Session) Period(end Moment) (*Period, error) {
 			per.JITSources = append(per.JITSources, j.Path)
 		}
 	}
+	f.addNote(jvmNote)
 	per.Notes = append(f.allNotes(), spanNotes(spans, freq)...)
 	if exited {
 		per.Notes = append(per.Notes, "the target exited: the period ends at its exit")
