@@ -189,36 +189,37 @@ func autoUnwind(tp *target.Process) UnwindMode {
 // pages: V8 commits its code space page by page, and a target started
 // by `watch -- CMD` maps all of it after its session opened —, and
 // between captures nothing else reads them until the period's end: so
-// such a stop reads them again (once a second at most, mapsReread) and
-// walks the sample again.
+// such a stop has them read again, beside the sampler (four times a
+// second at most, mapsReread), for the samples that follow.
 func (s *Session) userStack(us sampler.UserSample, dst []uint64) ([]uint64, unwind.Cut) {
-	u := s.tp.Unwinder()
-	stack, cut := u.UnwindSample(unwindSample(us), unwind.MaxFrames, dst)
-	if cut.Reason == unwind.NotExecutable && s.rereadMaps() {
-		stack, cut = u.UnwindSample(unwindSample(us), unwind.MaxFrames, dst)
+	stack, cut := s.tp.Unwinder().UnwindSample(unwindSample(us), unwind.MaxFrames, dst)
+	if cut.Reason == unwind.NotExecutable {
+		s.rereadMaps()
 	}
 	return stack, cut
 }
 
-// mapsReread bounds how often samples read the target's maps again
+// mapsReread bounds how often samples have the target's maps read again
 // (userStack): a return address that is truly in no code (a frame
-// pointer the program uses as a register) costs a read of the maps a
-// second, not one a sample.
-const mapsReread = time.Second
+// pointer the program uses as a register) costs four reads of the maps
+// a second, not one a sample, and a read that finds them unchanged
+// keeps the unwinder's caches.
+const mapsReread = 250 * time.Millisecond
 
-// rereadMaps reads the target's maps again for the unwinder, unless it
-// was done less than mapsReread ago; it reports whether it did.
-func (s *Session) rereadMaps() bool {
+// rereadMaps reads the target's maps again for the unwinder, off the
+// sampler's reading (its records wait for no file), unless that was
+// asked for less than mapsReread ago.
+func (s *Session) rereadMaps() {
 	now := monotime.Now()
 	last := s.mapsRead.Load()
 	if now-last < uint64(mapsReread) || !s.mapsRead.CompareAndSwap(last, now) {
-		return false
+		return
 	}
-	if err := s.tp.Space().Refresh(); err != nil {
-		return false
-	}
-	s.tp.Unwinder().Refresh()
-	return true
+	go func() {
+		if s.tp.Space().Refresh() == nil {
+			s.tp.Unwinder().Refresh()
+		}
+	}()
 }
 
 // unwindSample is what the unwinder needs of a sample.
