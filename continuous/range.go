@@ -93,7 +93,7 @@ func Range(ctx context.Context, dir string, from, to time.Time) (*Ranged, error)
 	}
 	r.Notes = append(r.Notes, notes.list()...)
 	if len(profs) == 0 {
-		return nil, fmt.Errorf("%s: %w from %s to %s", dir, errNoFiles, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
+		return nil, fmt.Errorf("%s: %w from %s to %s%s", dir, errNoFiles, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), heldThere(dir))
 	}
 	widen(profs)
 	merged, err := profile.Merge(profs)
@@ -145,6 +145,17 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// heldThere says, for a range with no period, which periods dir holds:
+// what to ask for instead.
+func heldThere(dir string) string {
+	all, err := findFiles(dir, time.Unix(0, 0), time.Unix(1<<40, 0))
+	if err != nil || len(all) == 0 {
+		return ": there is none there"
+	}
+	return fmt.Sprintf(": the %d there begin from %s to %s (--from and --to within those)", len(all),
+		all[0].start.UTC().Format(time.RFC3339), all[len(all)-1].start.UTC().Format(time.RFC3339))
 }
 
 // clipSamples keeps the samples stamped inside [from, to).

@@ -3,6 +3,7 @@ package continuous
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,7 +20,8 @@ import (
 // Range merges the periods that overlap a range, keeps the samples
 // stamped inside it, and merges periods with and without off-CPU
 // samples under the sample types of both; a note every period repeats
-// is said once, and the JIT sources the periods name are kept.
+// is said once, and the JIT sources the periods name are kept; a range
+// with no period says which periods there are.
 func TestRange(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), DirName)
 	s, err := openStore(dir, 0, 0, nil, testLog(t))
@@ -86,8 +88,9 @@ func TestRange(t *testing.T) {
 	if on != 120 || off != 5e8 || wall != 120*10e6+5e8 {
 		t.Errorf("%d on-CPU samples (want 120: 2 minutes of the range), %v off-CPU, %v wall", on, time.Duration(off), time.Duration(wall))
 	}
-	if _, err := Range(context.Background(), dir, start.Add(-time.Hour), start.Add(-time.Minute)); !errors.Is(err, errNoFiles) {
-		t.Errorf("a range with no period: %v", err)
+	_, err = Range(context.Background(), dir, start.Add(-time.Hour), start.Add(-time.Minute))
+	if want := "the 4 there begin from " + start.UTC().Format(time.RFC3339) + " to " + start.Add(3*time.Minute).UTC().Format(time.RFC3339); !errors.Is(err, errNoFiles) || !strings.Contains(fmt.Sprint(err), want) {
+		t.Errorf("a range with no period: %v; want it to say %q", err, want)
 	}
 }
 
