@@ -6,7 +6,7 @@ BIN       := bin/stallwatch
 FUZZTIME  ?= 20s
 BENCHCOUNT ?= 5
 
-.PHONY: all build test test-short lint fuzz bench demo readme-demo clean deps man corpus corpus-update
+.PHONY: all build test test-short lint fuzz bench soak demo readme-demo clean deps man corpus corpus-update
 
 all: build
 
@@ -56,6 +56,11 @@ fuzz:
 # BENCHCOUNT runs each, printed as a table of medians.
 bench:
 	$(GO) test -p 1 -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) -timeout 60m ./... | tee bench.out | $(GO) run ./internal/benchtab
+
+# Continuous profiling's accelerated soak: 1 s periods for 10 minutes of a
+# JIT target that keeps compiling (make bench runs it for 2 minutes).
+soak:
+	STALLWATCH_SOAK=10m $(GO) test -run '^$$' -bench '^BenchmarkContinuousSoak$$' -benchtime 1x -count 1 -timeout 30m ./cmd/stallwatch
 
 # The stored captures the findings and the renderings are tested on
 # (testdata/captures, each with a MADE-BY file): captured again from real

@@ -62,8 +62,13 @@
 // can still need is forgotten (target.Forget): JIT code replaced before
 // the horizon — the next period's start, the capture in progress and the
 // flight recorder's history — and the symbolizer's caches past their
-// bound. Package continuous schedules the periods and writes and ships
-// them.
+// bound. A JVM is asked for its perf map at each period's end, as at a
+// capture's start. Between captures the target's maps are read at each
+// period's end, and again (four times a second at most, beside the
+// sampler) when a sample's stack returns into memory they did not have
+// as executable — a JIT's code mapped since: V8 commits its code space
+// as it compiles. Package continuous schedules the periods and writes
+// and ships them.
 //
 // # Descriptors
 //

@@ -123,3 +123,31 @@ func TestRecordJVMThreadDump(t *testing.T) {
 		t.Errorf("deadlocked %q", names)
 	}
 }
+
+// TestPeriodsJVM: a JVM started with no flag, profiled continuously with
+// no capture: each period names its compiled Java code, from the perf
+// map the JVM is asked for at the period's end, and its notes say so.
+func TestPeriodsJVM(t *testing.T) {
+	testutil.RequirePerf(t)
+	tg := testutil.StartJava(t, nil, "spin")
+	s, err := Open(Config{PID: tg.Pid, Out: t.TempDir(), NoFlightRecorder: true, Profile: true, NoOffCPU: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 2 {
+		testutil.WaitCPU(t, tg.Pid, time.Second, 30*time.Second)
+		p, err := s.Period(Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(p.Notes, func(n string) bool {
+			return strings.HasPrefix(n, "JIT names: the JVM's perf map, written when asked through its attach mechanism")
+		}) {
+			t.Errorf("period %d: notes %q, want the JIT names' from the JVM's perf map", i, p.Notes)
+		}
+		if named, total := spinShare(t, p.Profile, "Spinner.spin"); total == 0 || float64(named) < 0.9*float64(total) {
+			t.Errorf("period %d: Spinner.spin in %d of spinner-1's %d CPU samples", i, named, total)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -60,6 +61,10 @@ type Period struct {
 	// Captures are the stall captures that sampled during the period,
 	// at their own rate: their samples are in the period as well.
 	Captures []Span
+	// JITSources are the JIT symbol files (jitdumps, perf maps) and
+	// interfaces the period's names were read from, as a capture counts
+	// them: a report of merged periods says where JIT names came from.
+	JITSources []string
 	// Notes say what a reader needs to trust the numbers: losses, stacks
 	// cut short, symbols missing, captures' denser samples.
 	Notes []string
@@ -156,6 +161,10 @@ func (p *periods) captured(start, end uint64, freq int, dir string) {
 // (Period.Exited), and no other follows. Periods and captures run side by
 // side: a capture's samples are in its period too.
 //
+// A JVM is asked for its perf map at the period's end, as at a
+// capture's start (see jvm.go), so that its compiled Java code is named
+// with no flag: one jcmd Compiler.perfmap a period.
+//
 // end must not be in the future; what was sampled before it is resolved
 // now, and what is older than the flight recorder, the capture in
 // progress and the next period need is forgotten (target.Forget), so
@@ -188,6 +197,13 @@ func (s *Session) Period(end Moment) (*Period, error) {
 	if exited {
 		p.next() // nothing follows an exit
 	}
+	// A JVM's compiled code is named as a capture's is: the JVM writes
+	// its perf map when asked (or its code cache is read from its
+	// memory), and the map is read below with the other JIT sources.
+	var jvmNote string
+	if !exited {
+		jvmNote = s.jvm.jitNames(s.jvm.askPerfMap(context.Background()))
+	}
 	if err := s.tp.Refresh(); err != nil && !exited {
 		s.cfg.Logger.Debug("refreshing what is known of the target", "err", err)
 	}
@@ -207,6 +223,12 @@ func (s *Session) Period(end Moment) (*Period, error) {
 	st.TargetExited = false // said below, of the period
 	f := &facts{cfg: s.cfg, tg: s.tg, stats: st, notes: s.notes, cuts: r.cuts, userStacks: r.total, symStats: since(sym, p.sym)}
 	p.sym = sym
+	for _, j := range sym.JIT {
+		if j.Err() == nil || j.Symbols > 0 {
+			per.JITSources = append(per.JITSources, j.Path)
+		}
+	}
+	f.addNote(jvmNote)
 	per.Notes = append(f.allNotes(), spanNotes(spans, freq)...)
 	if exited {
 		per.Notes = append(per.Notes, "the target exited: the period ends at its exit")
@@ -336,6 +358,10 @@ func spanNotes(spans []Span, freq int) []string {
 	return notes
 }
 
+// JITSourceComment begins a period profile's comment that names one JIT
+// symbol source its names were read from.
+const JITSourceComment = "JIT symbols from: "
+
 // comments are the profile's own account of the period.
 func (p *Period) comments() []string {
 	c := []string{fmt.Sprintf("stallwatch continuous profile: pid %d from %s to %s (%v)", p.Target.PID,
@@ -349,6 +375,9 @@ func (p *Period) comments() []string {
 	}
 	c = append(c, fmt.Sprintf("sampled %s at %d Hz: %d on-CPU samples, %d off-CPU intervals", kinds, p.Freq, p.Samples, p.Blocks))
 	c = append(c, fmt.Sprintf("lost: %d records, %d samples; throttled %d times", p.Stats.LostRecords, p.Stats.LostSamples, p.Stats.Throttles))
+	for _, src := range p.JITSources {
+		c = append(c, JITSourceComment+src)
+	}
 	for _, n := range p.Notes {
 		c = append(c, "note: "+n)
 	}

@@ -51,6 +51,9 @@ type Session struct {
 	// (CLOCK_MONOTONIC ns; 0: none): what it will resolve must not be
 	// forgotten (Forget's horizon).
 	capturing atomic.Uint64
+	// mapsRead is when a sample last made the maps be read again
+	// (rereadMaps; CLOCK_MONOTONIC ns).
+	mapsRead atomic.Uint64
 
 	// periods is continuous profiling's (Config.Profile; period.go).
 	periods periods
@@ -181,9 +184,42 @@ func autoUnwind(tp *target.Process) UnwindMode {
 }
 
 // userStack unwinds a sample's user stack as it arrives (see
-// sampler.Config.UserStack).
+// sampler.Config.UserStack). A return address in no executable mapping
+// may be in code mapped since the maps were read — a JIT's new code
+// pages: V8 commits its code space page by page, and a target started
+// by `watch -- CMD` maps all of it after its session opened —, and
+// between captures nothing else reads them until the period's end: so
+// such a stop has them read again, beside the sampler (four times a
+// second at most, mapsReread), for the samples that follow.
 func (s *Session) userStack(us sampler.UserSample, dst []uint64) ([]uint64, unwind.Cut) {
-	return s.tp.Unwinder().UnwindSample(unwindSample(us), unwind.MaxFrames, dst)
+	stack, cut := s.tp.Unwinder().UnwindSample(unwindSample(us), unwind.MaxFrames, dst)
+	if cut.Reason == unwind.NotExecutable {
+		s.rereadMaps()
+	}
+	return stack, cut
+}
+
+// mapsReread bounds how often samples have the target's maps read again
+// (userStack): a return address that is truly in no code (a frame
+// pointer the program uses as a register) costs four reads of the maps
+// a second, not one a sample, and a read that finds them unchanged
+// keeps the unwinder's caches.
+const mapsReread = 250 * time.Millisecond
+
+// rereadMaps reads the target's maps again for the unwinder, off the
+// sampler's reading (its records wait for no file), unless that was
+// asked for less than mapsReread ago.
+func (s *Session) rereadMaps() {
+	now := monotime.Now()
+	last := s.mapsRead.Load()
+	if now-last < uint64(mapsReread) || !s.mapsRead.CompareAndSwap(last, now) {
+		return
+	}
+	go func() {
+		if s.tp.Space().Refresh() == nil {
+			s.tp.Unwinder().Refresh()
+		}
+	}()
 }
 
 // unwindSample is what the unwinder needs of a sample.

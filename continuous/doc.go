@@ -30,7 +30,7 @@
 //   - stopping (SIGTERM, a reload that drops the target) cuts the period
 //     in progress at that moment (marked stopped).
 //
-// A mark is a tag of the upload (profile_cut) and a note in the profile's
+// A mark is a tag of the upload (period_cut) and a note in the profile's
 // comments. A stall capture sampled during a period leaves its samples in
 // it (the session's doing; a note names the capture).
 //

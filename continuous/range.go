@@ -11,6 +11,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/stallwatch/stallwatch/capdir"
+	"github.com/stallwatch/stallwatch/capture"
 	"github.com/stallwatch/stallwatch/internal/safedir"
 	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/report"
@@ -28,8 +29,13 @@ type Ranged struct {
 	// Command is the first period's command line, as its profile says.
 	Command string
 	// Notes are what the periods' profiles say of themselves that a
-	// reader of the whole needs: the cut and marked ones, losses.
+	// reader of the whole needs: the cut and marked ones, losses. A note
+	// that several periods give is said once, at the first of them, with
+	// how many more gave it.
 	Notes []string
+	// JITSources are the JIT symbol sources the periods' names were read
+	// from, each once.
+	JITSources []string
 }
 
 // MaxRangeFiles bounds the periods Range merges: a day of one-minute
@@ -51,6 +57,7 @@ func Range(ctx context.Context, dir string, from, to time.Time) (*Ranged, error)
 	}
 	r := &Ranged{From: to, To: from}
 	var profs []*profile.Profile
+	var notes noteSet
 	for _, f := range files {
 		if len(profs) == MaxRangeFiles {
 			r.Notes = append(r.Notes, fmt.Sprintf("only the first %d periods of the range are read: ask for less", MaxRangeFiles))
@@ -75,14 +82,18 @@ func Range(ctx context.Context, dir string, from, to time.Time) (*Ranged, error)
 				r.Command = cmd
 			}
 			if n, ok := strings.CutPrefix(c, "note: "); ok {
-				r.Notes = append(r.Notes, start.UTC().Format(time.RFC3339)+": "+n)
+				notes.add(n, start)
+			}
+			if src, ok := strings.CutPrefix(c, capture.JITSourceComment); ok && !slices.Contains(r.JITSources, src) {
+				r.JITSources = append(r.JITSources, src)
 			}
 		}
 		clipSamples(p, from, to)
 		profs = append(profs, p)
 	}
+	r.Notes = append(r.Notes, notes.list()...)
 	if len(profs) == 0 {
-		return nil, fmt.Errorf("%s: %w from %s to %s", dir, errNoFiles, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
+		return nil, fmt.Errorf("%s: %w from %s to %s%s", dir, errNoFiles, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), heldThere(dir))
 	}
 	widen(profs)
 	merged, err := profile.Merge(profs)
@@ -94,6 +105,57 @@ func Range(ctx context.Context, dir string, from, to time.Time) (*Ranged, error)
 		r.From.UTC().Format(time.RFC3339Nano), r.To.UTC().Format(time.RFC3339Nano))}
 	r.Profile = merged
 	return r, nil
+}
+
+// noteSet gathers the periods' notes, each text once: a JIT file's bad
+// records or a mapping without symbols is said by every period after
+// the first that met it.
+type noteSet struct {
+	order []string
+	first map[string]time.Time
+	more  map[string]int
+}
+
+func (n *noteSet) add(note string, at time.Time) {
+	if _, ok := n.first[note]; ok {
+		n.more[note]++
+		return
+	}
+	if n.first == nil {
+		n.first, n.more = map[string]time.Time{}, map[string]int{}
+	}
+	n.first[note] = at
+	n.order = append(n.order, note)
+}
+
+func (n *noteSet) list() []string {
+	out := make([]string, 0, len(n.order))
+	for _, note := range n.order {
+		s := n.first[note].UTC().Format(time.RFC3339) + ": " + note
+		if more := n.more[note]; more > 0 {
+			s += fmt.Sprintf(" (and in %d later %s)", more, plural(more, "period", "periods"))
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// heldThere says, for a range with no period, which periods dir holds:
+// what to ask for instead.
+func heldThere(dir string) string {
+	all, err := findFiles(dir, time.Unix(0, 0), time.Unix(1<<40, 0))
+	if err != nil || len(all) == 0 {
+		return ": there is none there"
+	}
+	return fmt.Sprintf(": the %d there begin from %s to %s (--from and --to within those)", len(all),
+		all[0].start.UTC().Format(time.RFC3339), all[len(all)-1].start.UTC().Format(time.RFC3339))
 }
 
 // clipSamples keeps the samples stamped inside [from, to).

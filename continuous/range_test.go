@@ -3,19 +3,25 @@ package continuous
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/pprof/profile"
 
+	"github.com/stallwatch/stallwatch/capture"
 	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/report"
 )
 
 // Range merges the periods that overlap a range, keeps the samples
 // stamped inside it, and merges periods with and without off-CPU
-// samples under the sample types of both.
+// samples under the sample types of both; a note every period repeats
+// is said once, and the JIT sources the periods name are kept; a range
+// with no period says which periods there are.
 func TestRange(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), DirName)
 	s, err := openStore(dir, 0, 0, nil, testLog(t))
@@ -36,8 +42,11 @@ func TestRange(t *testing.T) {
 			samples = append(samples, model.Sample{Stack: []*model.Location{loc}, TID: 8, PID: 7, OffCPU: true,
 				EndNanos: from.Add(20 * time.Second).UnixNano(), Nanos: 5e8})
 		}
-		p, err := report.BuildProfile(samples, model.Meta{Start: from, Duration: time.Minute, Period: 10e6,
-			Comments: []string{"command: node app.js", "note: period " + string(rune('0'+i))}})
+		comments := []string{"command: node app.js", "note: period " + string(rune('0'+i)), "note: JIT symbols /tmp/jit-7.dump: 5 bad records"}
+		if i > 0 {
+			comments = append(comments, capture.JITSourceComment+"/tmp/jit-7.dump")
+		}
+		p, err := report.BuildProfile(samples, model.Meta{Start: from, Duration: time.Minute, Period: 10e6, Comments: comments})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,8 +62,15 @@ func TestRange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Files) != 3 || r.Command != "node app.js" || len(r.PIDs) != 1 || r.PIDs[0] != 7 || len(r.Notes) != 3 {
-		t.Errorf("files %v, command %q, pids %v, notes %q", r.Files, r.Command, r.PIDs, r.Notes)
+	if len(r.Files) != 3 || r.Command != "node app.js" || len(r.PIDs) != 1 || r.PIDs[0] != 7 {
+		t.Errorf("files %v, command %q, pids %v", r.Files, r.Command, r.PIDs)
+	}
+	if len(r.Notes) != 4 || !strings.HasSuffix(r.Notes[1], ": JIT symbols /tmp/jit-7.dump: 5 bad records (and in 2 later periods)") ||
+		!strings.HasPrefix(r.Notes[1], start.UTC().Format(time.RFC3339)) {
+		t.Errorf("notes %q: want the three periods' own and the one they all give, once", r.Notes)
+	}
+	if !slices.Equal(r.JITSources, []string{"/tmp/jit-7.dump"}) {
+		t.Errorf("JIT sources %q", r.JITSources)
 	}
 	var types []string
 	for _, st := range r.Profile.SampleType {
@@ -72,8 +88,9 @@ func TestRange(t *testing.T) {
 	if on != 120 || off != 5e8 || wall != 120*10e6+5e8 {
 		t.Errorf("%d on-CPU samples (want 120: 2 minutes of the range), %v off-CPU, %v wall", on, time.Duration(off), time.Duration(wall))
 	}
-	if _, err := Range(context.Background(), dir, start.Add(-time.Hour), start.Add(-time.Minute)); !errors.Is(err, errNoFiles) {
-		t.Errorf("a range with no period: %v", err)
+	_, err = Range(context.Background(), dir, start.Add(-time.Hour), start.Add(-time.Minute))
+	if want := "the 4 there begin from " + start.UTC().Format(time.RFC3339) + " to " + start.Add(3*time.Minute).UTC().Format(time.RFC3339); !errors.Is(err, errNoFiles) || !strings.Contains(fmt.Sprint(err), want) {
+		t.Errorf("a range with no period: %v; want it to say %q", err, want)
 	}
 }
 

@@ -447,3 +447,84 @@ rules:
 		t.Errorf("capture.json does not say where the continuous profile is (%s):\n%s", want, info)
 	}
 }
+
+// TestContinuousFromStart is continuous profiling as a user starts it:
+// `watch --profile-period 3s -- node --perf-prof app.js`, no agent. The
+// session opens before V8 has mapped its code space; the first period's
+// stacks through the JavaScript code are whole all the same (they stopped
+// at the first return address into that code, "not in executable code",
+// until the maps were read again at the period's end: 100% of them in a
+// 5 s period). Then `stallwatch report OUT/profiles --from --to` renders
+// the periods merged, and says that their JIT names came from the
+// jitdump (it said "0 JIT sources", and a finding "no JIT symbol file
+// was found" beside the names the jitdump gave).
+func TestContinuousFromStart(t *testing.T) {
+	testutil.RequirePerf(t)
+	testutil.RequirePtrace(t)
+	node := testutil.RequireTool(t, "node")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	cmd := exec.Command(stallwatchBin(t), "watch", "--heartbeat-proc", "--stall-after", "5m", "--baseline-freq", "0",
+		"--profile-period", "3s", "--out", out, "--upload", "off", "--statsd", "off",
+		"--", node, "--perf-prof", testutil.Testdata(t, "node", "fib.js"), "22")
+	cmd.Dir = dir // where node writes its jitdump
+	sw := testutil.StartCmd(t, cmd)
+	line := sw.WaitLine(t, "ready", 30*time.Second)
+	pid := strings.TrimSpace(strings.TrimPrefix(line, "ready"))
+	periods := filepath.Join(out, "profiles", pid+"-node")
+	if err := testutil.Eventually(30*time.Second, func() bool {
+		files, _ := filepath.Glob(filepath.Join(periods, "*.pb.gz"))
+		return len(files) >= 2
+	}); err != nil {
+		t.Fatalf("two periods not written within 30 s; log:\n%s", sw.Stderr())
+	}
+	_ = sw.Cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-sw.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatalf("stallwatch did not exit after SIGINT; log:\n%s", sw.Stderr())
+	}
+
+	files, _ := filepath.Glob(filepath.Join(periods, "*.pb.gz"))
+	slices.Sort(files)
+	var from, to time.Time
+	for i, f := range files {
+		p, err := reports.ReadProfile(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			from = time.Unix(0, p.TimeNanos)
+		}
+		to = time.Unix(0, p.TimeNanos+p.DurationNanos)
+		var js, cut int64
+		for _, s := range p.Sample {
+			names := funcNames(s)
+			if !slices.Contains(names, "fibonacci") {
+				continue
+			}
+			js += s.Value[0]
+			if slices.ContainsFunc(names, func(n string) bool { return strings.Contains(n, "is not in executable code") }) {
+				cut += s.Value[0]
+			}
+		}
+		t.Logf("%s: %d samples in fibonacci, %d of them cut at a return address in no executable mapping", filepath.Base(f), js, cut)
+		if i < 2 && (js == 0 || cut*20 > js) {
+			t.Errorf("%s: %d of %d samples in fibonacci stop at a return address in no executable mapping (want 5%% at most)", filepath.Base(f), cut, js)
+		}
+	}
+
+	var stdout, stderr strings.Builder
+	if code := run([]string{"report", filepath.Join(out, "profiles"), "--from", from.Format(time.RFC3339Nano), "--to", to.Format(time.RFC3339Nano)}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("report: exit %d: %s", code, stderr.String())
+	}
+	text := stdout.String()
+	first, _, _ := strings.Cut(text, "Details")
+	if dumps, _ := filepath.Glob(filepath.Join(dir, "jit-*.dump")); len(dumps) != 1 {
+		t.Errorf("jitdumps %v, want node's one", dumps)
+	}
+	if !strings.Contains(first, "CONTINUOUS capture of pid "+pid) || !strings.Contains(first, "1 JIT source") || !strings.Contains(first, "fibonacci") ||
+		strings.Contains(text, "no JIT symbol file was found") {
+		t.Errorf("the report of the periods:\n%s", first)
+	}
+}

@@ -219,6 +219,7 @@ func openProfiles(ctx context.Context, dir, from, to string, now time.Time) (*re
 		}
 	}
 	c.Info.Counts.Threads = len(threads)
+	c.Info.Counts.JITSources = len(r.JITSources)
 	if len(r.PIDs) == 1 {
 		c.Info.PID = r.PIDs[0]
 	}

@@ -53,15 +53,21 @@ func NewProcess(space *addrspace.Space) *Process {
 }
 
 // Refresh takes in the modules the space gained since (call it after
-// the space's own Refresh). Tables already read are not read again.
+// the space's own Refresh). Tables already read are not read again, and
+// a layout that did not change keeps its generation (the rule cache's
+// entries stay good).
 func (p *Process) Refresh() {
 	var cur, gone []codeRange
 	var problems []string
 	p.mu.RLock()
-	known := p.known
+	known, nCur, nGone := p.known, len(p.cur), len(p.gone)
 	p.mu.RUnlock()
+	mods := p.space.Modules()
+	if unchanged(mods, known, nCur, nGone) {
+		return
+	}
 	fresh := map[*addrspace.Module]codeRange{}
-	for _, m := range p.space.Modules() {
+	for _, m := range mods {
 		cr, ok := known[m]
 		if !ok {
 			cr = codeRangeOf(m)
@@ -81,6 +87,25 @@ func (p *Process) Refresh() {
 	p.cur, p.gone, p.known, p.problems = cur, gone, fresh, problems
 	p.gen++
 	p.mu.Unlock()
+}
+
+// unchanged reports whether mods are the modules the layout was made of:
+// each known, as many current and gone as then (a module's Gone is set
+// once, when it moves from the current to the gone).
+func unchanged(mods []*addrspace.Module, known map[*addrspace.Module]codeRange, nCur, nGone int) bool {
+	if len(mods) != len(known) {
+		return false
+	}
+	gone := 0
+	for _, m := range mods {
+		if _, ok := known[m]; !ok {
+			return false
+		}
+		if m.Gone {
+			gone++
+		}
+	}
+	return gone == nGone && len(mods)-gone == nCur
 }
 
 // codeRangeOf reads a module's unwind tables.

@@ -2,11 +2,13 @@ package unwind
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stallwatch/stallwatch/internal/addrspace"
 	"github.com/stallwatch/stallwatch/internal/procfs"
@@ -282,5 +284,41 @@ func TestUnwindSample(t *testing.T) {
 		if !joined {
 			t.Errorf("%s: no short copy was joined with the frame-pointer chain", name)
 		}
+	}
+}
+
+// TestRefreshKeepsUnchangedLayout: a Refresh over maps that did not
+// change keeps the layout's generation (the rule cache's entries stay
+// good: samples read the maps again when they meet an address they do
+// not know, and most such reads find nothing new); one that finds new
+// executable memory starts a new generation that holds it.
+func TestRefreshKeepsUnchangedLayout(t *testing.T) {
+	space, err := addrspace.Open(os.Getpid(), addrspace.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer space.Close()
+	p := NewProcess(space)
+	gen := p.gen
+	if err := space.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	p.Refresh()
+	if p.gen != gen {
+		t.Errorf("generation %d after a Refresh that found the same maps, was %d", p.gen, gen)
+	}
+	code, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(code)
+	addr := uint64(uintptr(unsafe.Pointer(&code[0])))
+	if err := space.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	p.Refresh()
+	w := p.walker(nil)
+	if p.gen == gen || w.find(addr) == nil {
+		t.Errorf("generation %d (was %d), new code at %#x found: %v", p.gen, gen, addr, w.find(addr) != nil)
 	}
 }
