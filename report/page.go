@@ -2,10 +2,12 @@ package report
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -258,14 +260,18 @@ func buildPageData(v *view, c *Capture) *pageData {
 	rows := make([]row, 0, len(p.Sample))
 	var minStart, maxEnd int64
 	timed := false
+	var labels sampleLabelCache
 	for i, s := range p.Sample {
-		tid := label(s, model.LabelThreadID)
+		lb := labels.of(s)
+		tid := strconv.Itoa(lb.tid)
+		if lb.tid == 0 {
+			tid = label(s, model.LabelThreadID) // not a number: as it is
+		}
 		ti, ok := threadIdx[tid]
 		if !ok {
 			ti = len(d.Threads)
 			threadIdx[tid] = ti
-			n, _ := strconv.Atoi(tid)
-			d.Threads = append(d.Threads, pageThread{TID: n, Name: clean(label(s, model.LabelThreadName)), OffSinceUS: -1, SnapUS: -1})
+			d.Threads = append(d.Threads, pageThread{TID: lb.tid, Name: clean(lb.name), OffSinceUS: -1, SnapUS: -1})
 		}
 		r := row{thread: ti, node: leaf[a.stackOf[i]]}
 		switch {
@@ -277,7 +283,7 @@ func buildPageData(v *view, c *Capture) *pageData {
 		case offI >= 0 && s.Value[offI] > 0:
 			r.weight = (s.Value[offI] + 500) / 1000
 			r.class = classBlocked
-			if label(s, model.LabelOffCPU) == "preempted" {
+			if lb.offCPU == "preempted" {
 				r.class = classPreempted
 			}
 		case cpuI >= 0:
@@ -286,7 +292,7 @@ func buildPageData(v *view, c *Capture) *pageData {
 		if r.weight == 0 {
 			continue
 		}
-		r.class = r.class*3 + phaseClass(label(s, model.LabelPhase))
+		r.class = r.class*3 + phaseClass(lb.phase)
 		if end, ok := numLabel(s, model.LabelEndTime); ok && end > 0 {
 			timed = true
 			r.end = end / 1000
@@ -298,7 +304,7 @@ func buildPageData(v *view, c *Capture) *pageData {
 		}
 		rows = append(rows, r)
 	}
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].end < rows[j].end })
+	slices.SortStableFunc(rows, func(a, b row) int { return cmp.Compare(a.end, b.end) })
 	// The most common on-CPU weight (one sampling period) is written as 0.
 	periods := map[int64]int{}
 	for _, r := range rows {
