@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/stallwatch/stallwatch/model"
 )
@@ -261,17 +262,24 @@ func buildPageData(v *view, c *Capture) *pageData {
 	var minStart, maxEnd int64
 	timed := false
 	var labels sampleLabelCache
+	// The thread of each shared Label map, found once.
+	threadOf := map[unsafe.Pointer]int{}
 	for i, s := range p.Sample {
 		lb := labels.of(s)
-		tid := strconv.Itoa(lb.tid)
-		if lb.tid == 0 {
-			tid = label(s, model.LabelThreadID) // not a number: as it is
-		}
-		ti, ok := threadIdx[tid]
+		ti, ok := threadOf[mapIdentity(s.Label)]
 		if !ok {
-			ti = len(d.Threads)
-			threadIdx[tid] = ti
-			d.Threads = append(d.Threads, pageThread{TID: lb.tid, Name: clean(lb.name), OffSinceUS: -1, SnapUS: -1})
+			tid := strconv.Itoa(lb.tid)
+			if lb.tid == 0 {
+				tid = label(s, model.LabelThreadID) // not a number: as it is
+			}
+			if ti, ok = threadIdx[tid]; !ok {
+				ti = len(d.Threads)
+				threadIdx[tid] = ti
+				d.Threads = append(d.Threads, pageThread{TID: lb.tid, Name: clean(lb.name), OffSinceUS: -1, SnapUS: -1})
+			}
+			if len(s.Label) > 0 {
+				threadOf[mapIdentity(s.Label)] = ti
+			}
 		}
 		r := row{thread: ti, node: leaf[a.stackOf[i]]}
 		switch {
@@ -304,7 +312,10 @@ func buildPageData(v *view, c *Capture) *pageData {
 		}
 		rows = append(rows, r)
 	}
-	slices.SortStableFunc(rows, func(a, b row) int { return cmp.Compare(a.end, b.end) })
+	// A recording's samples come about in time order: sorted, mostly.
+	if byEnd := func(a, b row) int { return cmp.Compare(a.end, b.end) }; !slices.IsSortedFunc(rows, byEnd) {
+		slices.SortStableFunc(rows, byEnd)
+	}
 	// The most common on-CPU weight (one sampling period) is written as 0.
 	periods := map[int64]int{}
 	for _, r := range rows {
@@ -322,6 +333,11 @@ func buildPageData(v *view, c *Capture) *pageData {
 	d.snapshotSpans(v, base, st)
 	prev := int64(0)
 	sm := &d.Samples
+	sm.Thread = make(column, 0, len(rows))
+	sm.Node = make(column, 0, len(rows))
+	sm.End = make(column, 0, len(rows))
+	sm.Weight = make(column, 0, len(rows))
+	sm.Class = make(column, 0, len(rows))
 	for _, r := range rows {
 		sm.Thread = append(sm.Thread, int64(r.thread))
 		sm.Node = append(sm.Node, int64(r.node))
