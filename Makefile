@@ -6,7 +6,7 @@ BIN       := bin/stallwatch
 FUZZTIME  ?= 20s
 BENCHCOUNT ?= 5
 
-.PHONY: all build test test-short lint fuzz bench soak demo readme-demo clean deps man corpus corpus-update
+.PHONY: all build test test-short lint fuzz bench soak perf-table demo readme-demo clean deps man corpus corpus-update
 
 all: build
 
@@ -62,6 +62,17 @@ bench:
 soak:
 	STALLWATCH_SOAK=10m $(GO) test -run '^$$' -bench '^BenchmarkContinuousSoak$$' -benchtime 1x -count 1 -timeout 30m ./cmd/stallwatch
 
+# docs/testing.md's performance table, from a run of the current code:
+# the benchmarks of issue 22's table, each beside its reference tool in
+# the same run, medians of PERFCOUNT runs with the host's load
+# (internal/benchtab -update writes it between the file's markers; the
+# table is never edited by hand). `make bench` prints the same table
+# after its medians.
+PERFCOUNT ?= 3
+PERFBENCH := ^Benchmark(EndToPprof|EndToPprofStackCopies|LostSmallTargets|Snapshot|WatchIdle|Daemon|UnwindSamples|StackCopySize)$$
+perf-table:
+	$(GO) test -p 1 -run '^$$' -bench '$(PERFBENCH)' -count $(PERFCOUNT) -timeout 60m ./capture ./snapshot ./cmd/stallwatch ./target | tee bench-perf.out | $(GO) run ./internal/benchtab -update docs/testing.md
+
 # The stored captures the findings and the renderings are tested on
 # (testdata/captures, each with a MADE-BY file): captured again from real
 # targets (as root, with perf and the runtimes), their first screens
@@ -95,4 +106,4 @@ deps:
 	./.ci/deps
 
 clean:
-	rm -rf bin bench.out
+	rm -rf bin bench.out bench-perf.out

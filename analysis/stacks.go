@@ -22,7 +22,7 @@ func readStacks(p *model.Profile) *stackTable {
 	st := textfmt.NewStacks()
 	of := make([]int, len(p.Samples))
 	for i := range p.Samples {
-		of[i] = st.Add(p.Samples[i].Stack)
+		of[i] = st.AddShared(p.Samples[i].Stack) // samples share their stacks' slices
 	}
 	return &stackTable{stackOf: of, stacks: st.Frames}
 }

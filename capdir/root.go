@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -60,7 +61,8 @@ const tempPrefix = ".stallwatch-tmp-"
 // r with files and capture.json (written last, from info as it is then)
 // and returns its path. The directory appears complete or not at all: it
 // is written as a hidden directory, each file synced, and renamed into
-// place. info.Files is set before any file is rendered, so renderings
+// place. The files render at once, on goroutines of their own: their
+// Write functions must not share state they change. info.Files is set before any file is rendered, so renderings
 // that list the files see them. A file that fails to render is left out
 // and said in info.Notes: the rest of the capture is still written.
 func (r *Root) Write(info *model.Info, files []File) (dir string, err error) {
@@ -86,13 +88,11 @@ func (r *Root) Write(info *model.Info, files []File) (dir string, err error) {
 			_ = r.d.RemoveAll(tmpName)
 		}
 	}()
-	for _, f := range files {
-		if f.Name == FileInfo {
-			continue
-		}
-		if werr := tmp.WriteFile(f.Name, 0o644, f.Write); werr != nil {
-			info.Files = slices.DeleteFunc(info.Files, func(n string) bool { return n == f.Name })
-			info.Notes = append(info.Notes, fmt.Sprintf("%s is missing: %v", f.Name, werr))
+	for i, werr := range writeAll(tmp, files) {
+		if werr != nil {
+			name := files[i].Name
+			info.Files = slices.DeleteFunc(info.Files, func(n string) bool { return n == name })
+			info.Notes = append(info.Notes, fmt.Sprintf("%s is missing: %v", name, werr))
 		}
 	}
 	if err := tmp.WriteFile(FileInfo, 0o644, func(w io.Writer) error { return writeInfo(w, info) }); err != nil {
@@ -110,6 +110,24 @@ func (r *Root) Write(info *model.Info, files []File) (dir string, err error) {
 		return dir, err
 	}
 	return dir, nil
+}
+
+// writeAll renders, writes and syncs the files (but capture.json) into
+// dir at once, each on a goroutine of its own: the renderings share the
+// CPUs, and each file's sync waits for the disk beside the others' instead
+// of after them (a capture's end waited for six syncs in a row). The
+// errors are by file.
+func writeAll(dir *safedir.Dir, files []File) []error {
+	errs := make([]error, len(files))
+	var wg sync.WaitGroup
+	for i, f := range files {
+		if f.Name == FileInfo {
+			continue
+		}
+		wg.Go(func() { errs[i] = dir.WriteFile(f.Name, 0o644, f.Write) })
+	}
+	wg.Wait()
+	return errs
 }
 
 // publish renames the finished temporary directory to its capture name,

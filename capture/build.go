@@ -2,10 +2,13 @@ package capture
 
 import (
 	"fmt"
+	"hash/maphash"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/stallwatch/stallwatch/analysis"
 	"github.com/stallwatch/stallwatch/capdir"
@@ -51,6 +54,11 @@ type resolver struct {
 	// pyMismatch counts those that did not fit their native stack.
 	py         *pyAnnotator
 	pyMismatch int
+	// stacks are the stacks resolved so far, by their addresses: a
+	// recording's 100,000 samples have a few thousand stacks, each
+	// resolved once and shared by its samples (the profile, the findings
+	// and the reports key stacks by their slice).
+	stacks stackMemo
 }
 
 // wallNow turns CLOCK_MONOTONIC nanoseconds into Unix nanoseconds by
@@ -90,8 +98,16 @@ func (r *resolver) resolve(windows []window) []model.Sample {
 // with why it was cut short.
 func (r *resolver) stack(s *sampler.Sample) []*model.Location {
 	k := min(int(s.Kernel), len(s.Stack))
-	out := r.tp.Symbols().LocateSample(make([]*model.Location, 0, len(s.Stack)+1), s.Stack, k, s.Time, s.Cut)
-	if r.py != nil && len(s.Interp) > 0 {
+	python := r.py != nil && len(s.Interp) > 0
+	out, known := r.stacks.get(s.Stack, k, s.Cut)
+	if !known {
+		var timed bool
+		out, timed = r.tp.Symbols().LocateSampleTimed(make([]*model.Location, 0, len(s.Stack)+1), s.Stack, k, s.Time, s.Cut)
+		if !timed && !python {
+			r.stacks.put(s.Stack, k, s.Cut, out)
+		}
+	}
+	if python {
 		if py := r.py.resolve(s.Interp); len(py) > 0 {
 			var mismatch bool
 			out, mismatch = r.tp.SplicePython(out, py)
@@ -110,6 +126,44 @@ func (r *resolver) stack(s *sampler.Sample) []*model.Location {
 		}
 	}
 	return out
+}
+
+// stackMemo maps a sample's addresses, kernel count and cut to the
+// locations they resolved to, where the sample's time did not choose
+// them (no JIT code): the same slice for every sample of that stack.
+type stackMemo struct {
+	byHash map[uint64][]memoStack
+	seed   maphash.Seed
+}
+
+type memoStack struct {
+	addrs  []uint64
+	kernel int
+	cut    unwind.Cut
+	locs   []*model.Location
+}
+
+func (m *stackMemo) hash(addrs []uint64, kernel int) uint64 {
+	if m.byHash == nil {
+		m.byHash = map[uint64][]memoStack{}
+		m.seed = maphash.MakeSeed()
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(addrs))), 8*len(addrs))
+	return maphash.Bytes(m.seed, b) ^ uint64(kernel)
+}
+
+func (m *stackMemo) get(addrs []uint64, kernel int, cut unwind.Cut) ([]*model.Location, bool) {
+	for _, e := range m.byHash[m.hash(addrs, kernel)] {
+		if e.kernel == kernel && e.cut == cut && slices.Equal(e.addrs, addrs) {
+			return e.locs, true
+		}
+	}
+	return nil, false
+}
+
+func (m *stackMemo) put(addrs []uint64, kernel int, cut unwind.Cut, locs []*model.Location) {
+	h := m.hash(addrs, kernel)
+	m.byHash[h] = append(m.byHash[h], memoStack{addrs: slices.Clone(addrs), kernel: kernel, cut: cut, locs: locs})
 }
 
 // threadNames merges what the sampler learnt of thread names (kept after

@@ -2,13 +2,16 @@ package report
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/stallwatch/stallwatch/model"
 )
@@ -258,14 +261,25 @@ func buildPageData(v *view, c *Capture) *pageData {
 	rows := make([]row, 0, len(p.Sample))
 	var minStart, maxEnd int64
 	timed := false
+	var labels sampleLabelCache
+	// The thread of each shared Label map, found once.
+	threadOf := map[unsafe.Pointer]int{}
 	for i, s := range p.Sample {
-		tid := label(s, model.LabelThreadID)
-		ti, ok := threadIdx[tid]
+		lb := labels.of(s)
+		ti, ok := threadOf[mapIdentity(s.Label)]
 		if !ok {
-			ti = len(d.Threads)
-			threadIdx[tid] = ti
-			n, _ := strconv.Atoi(tid)
-			d.Threads = append(d.Threads, pageThread{TID: n, Name: clean(label(s, model.LabelThreadName)), OffSinceUS: -1, SnapUS: -1})
+			tid := strconv.Itoa(lb.tid)
+			if lb.tid == 0 {
+				tid = label(s, model.LabelThreadID) // not a number: as it is
+			}
+			if ti, ok = threadIdx[tid]; !ok {
+				ti = len(d.Threads)
+				threadIdx[tid] = ti
+				d.Threads = append(d.Threads, pageThread{TID: lb.tid, Name: clean(lb.name), OffSinceUS: -1, SnapUS: -1})
+			}
+			if len(s.Label) > 0 {
+				threadOf[mapIdentity(s.Label)] = ti
+			}
 		}
 		r := row{thread: ti, node: leaf[a.stackOf[i]]}
 		switch {
@@ -277,7 +291,7 @@ func buildPageData(v *view, c *Capture) *pageData {
 		case offI >= 0 && s.Value[offI] > 0:
 			r.weight = (s.Value[offI] + 500) / 1000
 			r.class = classBlocked
-			if label(s, model.LabelOffCPU) == "preempted" {
+			if lb.offCPU == "preempted" {
 				r.class = classPreempted
 			}
 		case cpuI >= 0:
@@ -286,7 +300,7 @@ func buildPageData(v *view, c *Capture) *pageData {
 		if r.weight == 0 {
 			continue
 		}
-		r.class = r.class*3 + phaseClass(label(s, model.LabelPhase))
+		r.class = r.class*3 + phaseClass(lb.phase)
 		if end, ok := numLabel(s, model.LabelEndTime); ok && end > 0 {
 			timed = true
 			r.end = end / 1000
@@ -298,7 +312,10 @@ func buildPageData(v *view, c *Capture) *pageData {
 		}
 		rows = append(rows, r)
 	}
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].end < rows[j].end })
+	// A recording's samples come about in time order: sorted, mostly.
+	if byEnd := func(a, b row) int { return cmp.Compare(a.end, b.end) }; !slices.IsSortedFunc(rows, byEnd) {
+		slices.SortStableFunc(rows, byEnd)
+	}
 	// The most common on-CPU weight (one sampling period) is written as 0.
 	periods := map[int64]int{}
 	for _, r := range rows {
@@ -316,6 +333,11 @@ func buildPageData(v *view, c *Capture) *pageData {
 	d.snapshotSpans(v, base, st)
 	prev := int64(0)
 	sm := &d.Samples
+	sm.Thread = make(column, 0, len(rows))
+	sm.Node = make(column, 0, len(rows))
+	sm.End = make(column, 0, len(rows))
+	sm.Weight = make(column, 0, len(rows))
+	sm.Class = make(column, 0, len(rows))
 	for _, r := range rows {
 		sm.Thread = append(sm.Thread, int64(r.thread))
 		sm.Node = append(sm.Node, int64(r.node))

@@ -51,9 +51,19 @@ func BuildProfile(samples []model.Sample, meta model.Meta) (*profile.Profile, er
 
 	// Samples of one thread, phase and kind share their Label map: one
 	// map per thread instead of one per stack.
-	labelSets := map[labelKey]int{}
-	var labelMaps []map[string][]string
-	merged := make(map[mergeKey]*profile.Sample, len(samples)/4+1)
+	var labels labelSets
+	// Samples merge by stack, labels and end time. Timed samples are
+	// found through their end time (endIndex), untimed ones by stack and
+	// labels.
+	ends := newEndIndex(len(samples))
+	untimed := map[[2]int]int32{}
+	same := make([]mergeNext, 0, len(samples)) // by pprof sample: its key, the next of its end time
+	// The pprof samples, their values and end times come from slabs: one
+	// allocation each for all of them, not several per sample.
+	slab := make([]profile.Sample, 0, len(samples))
+	values := make([]int64, 0, numValues*len(samples))
+	endSlab := make([]int64, 0, len(samples))
+	p.Sample = make([]*profile.Sample, 0, len(samples))
 	for i := range samples {
 		s := &samples[i]
 		vals, err := sampleValues(s, meta.Period)
@@ -64,25 +74,40 @@ func BuildProfile(samples []model.Sample, meta model.Meta) (*profile.Profile, er
 		if err != nil {
 			return nil, fmt.Errorf("report: sample %d (tid %d): %w", i, s.TID, err)
 		}
-		lk := labelKey{tid: s.TID, pid: s.PID, name: s.ThreadName, phase: s.Phase, offCPU: s.OffCPU, preempted: s.OffCPU && s.Preempted}
-		li, ok := labelSets[lk]
-		if !ok {
-			li = len(labelMaps)
-			labelSets[lk] = li
-			labelMaps = append(labelMaps, sampleLabels(s))
+		li, lm := labels.of(s)
+		var ps *profile.Sample
+		var slot *int32 // where a new pprof sample is to be linked
+		if s.EndNanos == 0 {
+			j, ok := untimed[[2]int{stack, li}]
+			if ok {
+				ps = &slab[j]
+			}
+		} else {
+			slot = ends.slot(s.EndNanos)
+			for ; *slot >= 0; slot = &same[*slot].next {
+				if m := &same[*slot]; m.stack == stack && m.labels == li {
+					ps = &slab[*slot]
+					break
+				}
+			}
 		}
-		k := mergeKey{stack, li, s.EndNanos}
-		ps := merged[k]
 		if ps == nil {
-			ps = &profile.Sample{
+			values = append(values, make([]int64, numValues)...)
+			slab = append(slab, profile.Sample{
 				Location: b.stackLocs[stack],
-				Value:    make([]int64, numValues),
-				Label:    labelMaps[li],
-			}
+				Value:    values[len(values)-numValues : len(values) : len(values)],
+				Label:    lm,
+			})
+			ps = &slab[len(slab)-1]
+			j := int32(len(same))
+			same = append(same, mergeNext{stack: stack, labels: li, next: -1})
 			if s.EndNanos != 0 {
-				ps.NumLabel = map[string][]int64{model.LabelEndTime: {s.EndNanos}}
+				endSlab = append(endSlab, s.EndNanos)
+				ps.NumLabel = map[string][]int64{model.LabelEndTime: endSlab[len(endSlab)-1 : len(endSlab) : len(endSlab)]}
+				*slot = j
+			} else {
+				untimed[[2]int{stack, li}] = j
 			}
-			merged[k] = ps
 			p.Sample = append(p.Sample, ps)
 		}
 		for j, v := range vals {
@@ -96,11 +121,48 @@ func BuildProfile(samples []model.Sample, meta model.Meta) (*profile.Profile, er
 	return p, nil
 }
 
-// mergeKey identifies the pprof sample a sample adds to: the same stack,
-// labels and end time.
-type mergeKey struct {
+// endIndex finds the first pprof sample of an end time: an open-addressed
+// table whose slot is the end time in microseconds, so that a recording's
+// samples, which come about in time order, look up slots one after the
+// other in memory (a map's hash scatters them: a cache miss each, most of
+// the profile's build).
+type endIndex struct {
+	end   []int64
+	first []int32 // -1: empty
+	mask  uint64
+}
+
+func newEndIndex(n int) *endIndex {
+	size := 16
+	for size < 2*n {
+		size <<= 1
+	}
+	x := &endIndex{end: make([]int64, size), first: make([]int32, size), mask: uint64(size - 1)}
+	for i := range x.first {
+		x.first[i] = -1
+	}
+	return x
+}
+
+// slot holds the index of end's first pprof sample: -1 until one is linked.
+func (x *endIndex) slot(end int64) *int32 {
+	for i := uint64(end) >> 10 & x.mask; ; i = (i + 1) & x.mask {
+		if x.first[i] < 0 {
+			x.end[i] = end
+			return &x.first[i]
+		}
+		if x.end[i] == end {
+			return &x.first[i]
+		}
+	}
+}
+
+// mergeNext is a pprof sample's stack and labels, and the next pprof
+// sample of the same end time (-1: none): a sample adds to the one of the
+// same stack, labels and end time.
+type mergeNext struct {
 	stack, labels int
-	end           int64
+	next          int32
 }
 
 // labelKey identifies the labels of a sample; samples with the same stack
@@ -112,6 +174,31 @@ type labelKey struct {
 	phase     string
 	offCPU    bool
 	preempted bool
+}
+
+// labelSets interns the labels of samples: one Label map per labelKey,
+// found through the thread id (a capture has a few sets per thread).
+type labelSets struct {
+	byTID map[int][]int // tid → indexes of its sets
+	keys  []labelKey
+	maps  []map[string][]string
+}
+
+func (l *labelSets) of(s *model.Sample) (int, map[string][]string) {
+	lk := labelKey{tid: s.TID, pid: s.PID, name: s.ThreadName, phase: s.Phase, offCPU: s.OffCPU, preempted: s.OffCPU && s.Preempted}
+	for _, i := range l.byTID[s.TID] {
+		if l.keys[i] == lk {
+			return i, l.maps[i]
+		}
+	}
+	if l.byTID == nil {
+		l.byTID = map[int][]int{}
+	}
+	i := len(l.keys)
+	l.byTID[s.TID] = append(l.byTID[s.TID], i)
+	l.keys = append(l.keys, lk)
+	l.maps = append(l.maps, sampleLabels(s))
+	return i, l.maps[i]
 }
 
 func sampleValues(s *model.Sample, period int64) ([numValues]int64, error) {
@@ -427,7 +514,7 @@ func WriteProfile(w io.Writer, p *profile.Profile) error {
 	if err != nil {
 		return err
 	}
-	if err := p.WriteUncompressed(zw); err != nil {
+	if _, err := zw.Write(encodeProfile(nil, p)); err != nil {
 		return err
 	}
 	return zw.Close()

@@ -343,3 +343,43 @@ func topLine(top, name string) []string {
 	}
 	return nil
 }
+
+// TestBuildProfileMergesByEndTime: samples merge when stack, labels and
+// end time are the same, whatever else came between them, and never
+// across end times that share an endIndex slot (the same microsecond, or
+// a multiple of the table's size apart) or across threads.
+func TestBuildProfileMergesByEndTime(t *testing.T) {
+	a := []*model.Location{{Addr: 0x1000, Lines: []model.Line{{Function: "a"}}}}
+	b := []*model.Location{{Addr: 0x2000, Lines: []model.Line{{Function: "b"}}}}
+	const t0 = int64(1_700_000_000_000_000_000)
+	on := func(stack []*model.Location, tid int, end int64) model.Sample {
+		return model.Sample{Stack: stack, TID: tid, Count: 1, EndNanos: end}
+	}
+	tests := []struct {
+		name    string
+		samples []model.Sample
+		want    []int64 // cpu-samples of each pprof sample, in order
+	}{
+		{"same end, stack and thread", []model.Sample{on(a, 1, t0), on(b, 1, t0+5000), on(a, 1, t0)}, []int64{2, 1}},
+		{"same microsecond, other end", []model.Sample{on(a, 1, t0), on(a, 1, t0+1), on(a, 1, t0+1), on(a, 1, t0)}, []int64{2, 2}},
+		{"same end, other thread", []model.Sample{on(a, 1, t0), on(a, 2, t0), on(a, 1, t0)}, []int64{2, 1}},
+		{"same end, other stack", []model.Sample{on(a, 1, t0), on(b, 1, t0), on(b, 1, t0)}, []int64{1, 2}},
+		{"a table's size apart", []model.Sample{on(a, 1, t0), on(a, 1, t0+16<<10), on(a, 1, t0+32<<10), on(a, 1, t0+16<<10)}, []int64{1, 2, 1}},
+		{"untimed", []model.Sample{on(a, 1, 0), on(b, 1, 0), on(a, 1, 0), on(a, 2, 0)}, []int64{2, 1, 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := BuildProfile(tt.samples, model.Meta{Period: 1e6})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int64
+			for _, s := range p.Sample {
+				got = append(got, s.Value[valCPUSamples])
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("pprof samples of %v samples, want %v", got, tt.want)
+			}
+		})
+	}
+}

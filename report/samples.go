@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/google/pprof/profile"
 
@@ -47,6 +48,8 @@ func Samples(p *profile.Profile) *model.Profile {
 	// do (sharing is by the profile's locations, one id each).
 	stacks := map[string][]*model.Location{}
 	var key []byte
+	var labels sampleLabelCache
+	mp.Samples = make([]model.Sample, 0, len(p.Sample))
 	for _, s := range p.Sample {
 		key = key[:0]
 		for _, l := range s.Location {
@@ -60,24 +63,55 @@ func Samples(p *profile.Profile) *model.Profile {
 			}
 			stacks[string(key)] = stack
 		}
-		ms := model.Sample{
-			Stack:      stack,
-			ThreadName: label(s, model.LabelThreadName),
-			Phase:      label(s, model.LabelPhase),
-		}
-		ms.TID, _ = strconv.Atoi(label(s, model.LabelThreadID))
-		ms.PID, _ = strconv.Atoi(label(s, model.LabelProcessID))
+		lb := labels.of(s)
+		ms := model.Sample{Stack: stack, ThreadName: lb.name, Phase: lb.phase, TID: lb.tid, PID: lb.pid}
 		ms.EndNanos, _ = numLabel(s, model.LabelEndTime)
 		cpu, off := value(s, cpuI), value(s, offI)
-		if cpu > 0 || off == 0 && label(s, model.LabelOffCPU) == "" {
+		if cpu > 0 || off == 0 && lb.offCPU == "" {
 			on := ms
 			on.Count, on.Nanos = value(s, countI), cpu
 			mp.Samples = append(mp.Samples, on)
 		}
-		if off > 0 || cpu == 0 && label(s, model.LabelOffCPU) != "" {
-			ms.OffCPU, ms.Preempted, ms.Nanos = true, label(s, model.LabelOffCPU) == "preempted", off
+		if off > 0 || cpu == 0 && lb.offCPU != "" {
+			ms.OffCPU, ms.Preempted, ms.Nanos = true, lb.offCPU == "preempted", off
 			mp.Samples = append(mp.Samples, ms)
 		}
 	}
 	return mp
+}
+
+// readLabels are the string labels a model.Sample takes from a pprof
+// sample.
+type readLabels struct {
+	name, phase, offCPU string
+	tid, pid            int
+}
+
+// sampleLabelCache reads samples' string labels once per Label map: the
+// samples of a profile BuildProfile made share one per thread, phase and
+// kind (a profile read from a file has one per sample, each read once).
+type sampleLabelCache struct {
+	byMap map[unsafe.Pointer]readLabels
+}
+
+func (c *sampleLabelCache) of(s *profile.Sample) readLabels {
+	if len(s.Label) == 0 {
+		return readLabels{}
+	}
+	id := mapIdentity(s.Label)
+	if lb, ok := c.byMap[id]; ok {
+		return lb
+	}
+	lb := readLabels{
+		name:   label(s, model.LabelThreadName),
+		phase:  label(s, model.LabelPhase),
+		offCPU: label(s, model.LabelOffCPU),
+	}
+	lb.tid, _ = strconv.Atoi(label(s, model.LabelThreadID))
+	lb.pid, _ = strconv.Atoi(label(s, model.LabelProcessID))
+	if c.byMap == nil {
+		c.byMap = map[unsafe.Pointer]readLabels{}
+	}
+	c.byMap[id] = lb
+	return lb
 }

@@ -149,15 +149,46 @@ func analyze(p *profile.Profile) *stackTable {
 	conv := newLocConverter(false)
 	st := textfmt.NewStacks()
 	var stack []*model.Location
+	// A profile BuildProfile made shares one Location slice per stack:
+	// each is converted once.
+	bySlice := map[*profile.Location]struct {
+		n, id int
+	}{}
 	for i, s := range p.Sample {
+		if len(s.Location) > 0 {
+			if seen, ok := bySlice[s.Location[0]]; ok && seen.n == len(s.Location) && sameLocations(p.Sample[seen.id].Location, s.Location) {
+				a.stackOf[i] = a.stackOf[seen.id]
+				continue
+			}
+		}
 		stack = stack[:0]
 		for _, l := range s.Location {
 			stack = append(stack, conv.location(l))
 		}
 		a.stackOf[i] = st.Add(stack)
+		if len(s.Location) > 0 {
+			bySlice[s.Location[0]] = struct{ n, id int }{len(s.Location), i}
+		}
 	}
 	a.stacks = st.Frames
 	return a
+}
+
+// sameLocations reports whether two samples' locations are the same slice
+// (or the same locations).
+func sameLocations(a, b []*profile.Location) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || &a[0] == &b[0] {
+		return true
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // waitSite is the index of the innermost frame of the program's own code

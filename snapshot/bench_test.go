@@ -72,6 +72,7 @@ func BenchmarkSnapshot(b *testing.B) {
 				b.ReportMetric(float64(stops[len(stops)/2].Microseconds()), "median-stop-µs")
 				b.ReportMetric(float64(stops[len(stops)*99/100].Microseconds()), "p99-stop-µs")
 				b.ReportMetric(float64(held[len(held)/2].Microseconds()), "median-held-µs")
+				b.ReportMetric(float64(held[len(held)*99/100].Microseconds()), "p99-held-µs")
 				b.ReportMetric(float64(held[len(held)-1].Microseconds()), "max-held-µs")
 			}
 			b.ReportMetric(ours.Seconds()/theirs.Seconds(), "x-vs-gdb")

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"time"
+	"unsafe"
 
 	"github.com/stallwatch/stallwatch/internal/addrspace"
 	"github.com/stallwatch/stallwatch/internal/procfs"
@@ -98,6 +99,10 @@ func tracer(ch chan<- stopResult, pid, tid int, u *unwind.Process, live *addrspa
 
 // traceOnce is stopThread's body, on the locked OS thread.
 func traceOnce(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrames int, during func(unwind.Trace)) (res stopResult) {
+	// Allocated before the stop: an allocation under it may be made to
+	// help the garbage collector first.
+	dump := make([]byte, stackCopy)
+	copier := newStackCopier(dump)
 	if err := unix.PtraceSeize(tid); err != nil {
 		if errors.Is(err, unix.ESRCH) {
 			return stopResult{exited: true}
@@ -115,7 +120,7 @@ func traceOnce(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrame
 			return
 		}
 		attached = false
-		_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_DETACH, uintptr(tid), 0, uintptr(detachSig), 0, 0)
+		_, _, e := unix.RawSyscall6(unix.SYS_PTRACE, unix.PTRACE_DETACH, uintptr(tid), 0, uintptr(detachSig), 0, 0)
 		if e == 0 {
 			res.sig = unix.Signal(detachSig)
 			return
@@ -173,7 +178,7 @@ func traceOnce(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrame
 		detachSig = int(sig)
 	}
 	var regs unix.PtraceRegs
-	if err := unix.PtraceGetRegs(tid, &regs); err != nil {
+	if err := getRegs(tid, &regs); err != nil {
 		if errors.Is(err, unix.ESRCH) {
 			attached = false
 			return stopResult{exited: true, abandoned: !reap(tid)}
@@ -185,8 +190,7 @@ func traceOnce(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrame
 	if testHookStopped != nil {
 		testHookStopped(tid)
 	}
-	dump := make([]byte, stackCopy)
-	n := live.ReadPartial(dump, res.regs.SP)
+	n := copier.read(tid, res.regs.SP)
 	mem := unwind.Fallback(unwind.DumpMemory(res.regs.SP, dump[:n]), live)
 	res.trace = u.UnwindTrace(res.regs, mem, maxFrames)
 	if during != nil {
@@ -194,6 +198,55 @@ func traceOnce(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrame
 	}
 	detach()
 	return res
+}
+
+// The system calls made while a thread is stopped are raw: a system call
+// made the usual way lets the Go scheduler hand this goroutine's P to
+// another when it takes a while, and the goroutine then waits for a P
+// to come back to it (milliseconds, with more goroutines than CPUs on a
+// loaded machine: most of the longest stops measured) with the thread
+// still stopped. These calls are brief; the copy may wait for a page
+// of the stack to be read in (the P is held meanwhile), seldom.
+
+// getRegs is PTRACE_GETREGS.
+func getRegs(tid int, regs *unix.PtraceRegs) error {
+	_, _, e := unix.RawSyscall6(unix.SYS_PTRACE, unix.PTRACE_GETREGS, uintptr(tid), 0, uintptr(unsafe.Pointer(regs)), 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// stackCopier copies the top of a stopped thread's stack into its buffer
+// with one process_vm_readv, a page an iovec so that the copy ends at the
+// first page that cannot be read; everything is set up before the stop.
+type stackCopier struct {
+	buf    []byte
+	local  [stackCopy/pageSize + 1]unix.Iovec
+	remote [stackCopy/pageSize + 1]unix.RemoteIovec
+}
+
+const pageSize = 4096
+
+func newStackCopier(buf []byte) *stackCopier { return &stackCopier{buf: buf} }
+
+// read copies what it can of len(c.buf) bytes at addr of tid's memory
+// and returns how many bytes it copied.
+func (c *stackCopier) read(tid int, addr uint64) int {
+	n := 0
+	for off := 0; off < len(c.buf) && n < len(c.local); n++ {
+		chunk := min(len(c.buf)-off, int(pageSize-(addr+uint64(off))%pageSize))
+		c.local[n] = unix.Iovec{Base: &c.buf[off]}
+		c.local[n].SetLen(chunk)
+		c.remote[n] = unix.RemoteIovec{Base: uintptr(addr) + uintptr(off), Len: chunk}
+		off += chunk
+	}
+	got, _, e := unix.RawSyscall6(unix.SYS_PROCESS_VM_READV, uintptr(tid),
+		uintptr(unsafe.Pointer(&c.local[0])), uintptr(n), uintptr(unsafe.Pointer(&c.remote[0])), uintptr(n), 0)
+	if e != 0 || int(got) < 0 {
+		return 0
+	}
+	return int(got)
 }
 
 // waitStop waits for tid's stop after PTRACE_INTERRUPT. gone reports that

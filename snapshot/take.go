@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stallwatch/stallwatch/internal/child"
@@ -68,6 +70,9 @@ func Take(ctx context.Context, pid int, opts Options) (*model.Snapshot, error) {
 
 // taker holds the state of one Take.
 type taker struct {
+	// mu guards the taker's state: threads are read on several
+	// goroutines, which let it go while they wait (for /proc, for a stop).
+	mu   sync.Mutex
 	pid  int
 	opts Options
 	log  *slog.Logger
@@ -144,18 +149,10 @@ func (tk *taker) take(ctx context.Context) (*model.Snapshot, error) {
 	for _, tid := range tids {
 		tk.tids[tid] = true
 	}
-	exited := 0
-	for i, tid := range tids {
-		if err := ctx.Err(); err != nil {
-			tk.note("snapshot cut short (%v): %d of %d threads not read", context.Cause(ctx), len(tids)-i, len(tids))
-			break
-		}
-		t, ok := tk.thread(tid)
-		if !ok {
-			exited++
-			continue
-		}
-		tk.snap.Threads = append(tk.snap.Threads, t)
+	threads, exited, unread := tk.threads(ctx, tids)
+	tk.snap.Threads = threads
+	if unread > 0 {
+		tk.note("snapshot cut short (%v): %d of %d threads not read", context.Cause(ctx), unread, len(tids))
 	}
 	tk.resolveFDs()
 	tk.finish(tids, exited)
@@ -165,6 +162,56 @@ func (tk *taker) take(ctx context.Context) (*model.Snapshot, error) {
 	}
 	return tk.snap, nil
 }
+
+// threads reads the threads, in order, on several goroutines at once
+// (one only where a runtime's frames are read under the stops: those
+// readers keep caches for one reader at a time): most of a thread's
+// reading is waiting, for /proc's files and for the thread to come to its
+// stop, so the next threads are read meanwhile. Each thread's own stop
+// is as brief as alone. exited counts the threads gone before anything
+// was read; unread those a cancelled ctx left unread.
+func (tk *taker) threads(ctx context.Context, tids []int) (threads []model.Thread, exited, unread int) {
+	workers := snapshotWorkers
+	if tk.js != nil || tk.py != nil {
+		workers = 1
+	}
+	out := make([]model.Thread, len(tids))
+	read := make([]bool, len(tids))
+	done := make([]bool, len(tids))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(workers, len(tids)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(tids) || ctx.Err() != nil {
+					return
+				}
+				out[i], read[i] = tk.thread(tids[i])
+				done[i] = true
+			}
+		})
+	}
+	wg.Wait()
+	threads = out[:0]
+	for i := range tids {
+		switch {
+		case !done[i]:
+			unread++
+		case !read[i]:
+			exited++
+		default:
+			threads = append(threads, out[i])
+		}
+	}
+	return threads, exited, unread
+}
+
+// snapshotWorkers is how many threads a snapshot reads at once: one a
+// CPU of a small machine. More read faster on an idle host, and make the
+// stops longer on a loaded one, where the tracers wait for each other's
+// CPUs.
+const snapshotWorkers = 2
 
 // prepare gets what is known of the target (made before any stop: the
 // maps are read and files parsed there, which must not lengthen a stop)
@@ -240,29 +287,41 @@ func (noMemory) ReadAt(p []byte, addr uint64) (int, error) {
 func (tk *taker) thread(tid int) (model.Thread, bool) {
 	t := model.Thread{TID: tid}
 	var sc procfs.Syscall
-	st, err := readFacts(tk.pid, &t, &sc, tk.denied)
+	denied := map[string]bool{}
+	st, err := readFacts(tk.pid, &t, &sc, denied)
+	tk.mu.Lock()
+	for what := range denied {
+		tk.denied[what] = true
+	}
+	tk.mu.Unlock()
 	if err != nil {
 		return t, false
 	}
+	var fds []int
 	if t.Syscall != nil {
-		var fds []int
 		t.Wait, fds = describe(t.Syscall, tk.mem, linkNamer(tk.pid))
-		tk.fds = append(tk.fds, fds...)
 		if t.Syscall.Nr == sysFutex {
 			t.Wait = futexWaitOf(&t, tk.mem, tk.tids)
 		}
 	} else if t.State == 'D' && t.Wchan != "" {
 		t.Wait = &model.Wait{Kind: "kernel", Desc: "the kernel (uninterruptible sleep in " + t.Wchan + ")"}
 	}
+	kf, kerr := procfs.ReadKernelStack(tk.pid, tid)
+	tk.mu.Lock()
+	tk.fds = append(tk.fds, fds...)
 	tk.offCPU(&t)
-	if kf, err := procfs.ReadKernelStack(tk.pid, tid); err == nil {
+	switch {
+	case kerr == nil:
 		tk.kernel[tid] = kf
-	} else if perms.IsPermission(err) {
+	case perms.IsPermission(kerr):
 		tk.denied["stack"] = true
-	} else if !errors.Is(err, procfs.ErrGone) {
-		tk.note("kernel stack of thread %d: %v", tid, err)
+	case !errors.Is(kerr, procfs.ErrGone):
+		tk.note("kernel stack of thread %d: %v", tid, kerr)
 	}
+	tk.mu.Unlock()
 	tk.userStack(&t, st, sc)
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
 	if m, ok := tk.since[tid]; ok {
 		if t.Stopped {
 			tk.stops = append(tk.stops, stopped{tid: tid, since: m.Since, vol: m.Vol, invol: m.Invol})
@@ -323,6 +382,8 @@ func (tk *taker) samplerSince(t *model.Thread, now uint64, since *uint64) bool {
 // userStack reads the thread's user stack: under a brief ptrace stop
 // when allowed and possible, otherwise without a stop from /proc.
 func (tk *taker) userStack(t *model.Thread, st procfs.Status, sc procfs.Syscall) {
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
 	if tk.unw == nil {
 		t.Unwinder = "none"
 		return
@@ -354,7 +415,15 @@ func (tk *taker) userStack(t *model.Thread, st procfs.Status, sc procfs.Syscall)
 		case tk.py != nil:
 			during = func(unwind.Trace) { tk.readPython(t.TID) }
 		}
+		// The stop needs nothing of the taker's but the runtimes'
+		// readers, which run one thread at a time (see threads).
+		if during == nil {
+			tk.mu.Unlock()
+		}
 		res := stopThread(tk.pid, t.TID, tk.unw, tk.tg.Memory(), maxFrames, during)
+		if during == nil {
+			tk.mu.Lock()
+		}
 		switch {
 		case res.exited:
 			t.Err = errors.Join(t.Err, model.ErrExited)

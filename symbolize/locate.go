@@ -33,6 +33,9 @@ func (p *Process) locate(a Addr) *model.Location {
 		p.stats.Locations++
 	}
 	if c.miss {
+		if p.jitIx != nil {
+			p.timed = true // the JIT index answers by the time
+		}
 		if s, ok := p.jitAt(lookupPC(a), a.Time); ok {
 			return p.jitLocation(a, s)
 		}
@@ -66,6 +69,10 @@ func (p *Process) countMiss(m *mapping) {
 func (p *Process) LocateStack(out []*model.Location, stack []uint64, kernel int, t uint64) []*model.Location {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.locateStack(out, stack, kernel, t)
+}
+
+func (p *Process) locateStack(out []*model.Location, stack []uint64, kernel int, t uint64) []*model.Location {
 	n := len(out)
 	for i, pc := range stack {
 		a := Addr{PC: pc, Time: t, Kernel: i < kernel, Return: i != 0 && i != kernel}
@@ -80,12 +87,25 @@ func (p *Process) LocateStack(out []*model.Location, stack []uint64, kernel int,
 // function, a last pseudo-frame says why (see CutLocation), so that flame
 // graphs show the loss instead of hiding it.
 func (p *Process) LocateSample(out []*model.Location, stack []uint64, kernel int, t uint64, cut unwind.Cut) []*model.Location {
+	out, _ = p.LocateSampleTimed(out, stack, kernel, t, cut)
+	return out
+}
+
+// LocateSampleTimed is LocateSample, and says whether the sample's time
+// chose any of the locations (JIT code, or an address only the JIT index
+// could have named): where it did not, the same stack, kernel count and
+// cut give the same locations at any time, until a Trim.
+func (p *Process) LocateSampleTimed(out []*model.Location, stack []uint64, kernel int, t uint64, cut unwind.Cut) (_ []*model.Location, timed bool) {
 	n := len(out)
-	out = p.LocateStack(out, stack, kernel, t)
+	p.mu.Lock()
+	p.timed = false
+	out = p.locateStack(out, stack, kernel, t)
+	timed = p.timed
+	p.mu.Unlock()
 	if len(out)-n > min(kernel, len(stack)) {
 		out = p.EndStack(out, cut)
 	}
-	return out
+	return out, timed
 }
 
 // EndStack appends to a user stack (innermost first) the pseudo-frame of

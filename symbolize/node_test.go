@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/internal/unwind"
 	"github.com/stallwatch/stallwatch/jit"
 	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/sampler"
@@ -54,7 +55,7 @@ func TestNodeJIT(t *testing.T) {
 	}
 	var onCPU, withFib int
 	var fib *model.Location
-	var fibPC, fibTime uint64
+	var fibPC, fibTime, nodePC uint64
 	var locs []*model.Location
 	for _, s := range samples {
 		if s.Kind != sampler.OnCPU || len(s.Stack) == 0 {
@@ -63,6 +64,9 @@ func TestNodeJIT(t *testing.T) {
 		onCPU++
 		locs = p.LocateStack(locs[:0], s.Stack, int(s.Kernel), s.Time)
 		for i, l := range locs {
+			if i > int(s.Kernel) && i < len(s.Stack) && l.Mapping != nil && strings.HasSuffix(l.Mapping.File, "/node") && l.Kind == model.KindNative {
+				nodePC = s.Stack[i]
+			}
 			if l.Name() == "fibonacci" {
 				withFib++
 				fib, fibPC, fibTime = l, s.Stack[i], s.Time
@@ -124,5 +128,17 @@ func TestNodeJIT(t *testing.T) {
 	}
 	if latest := p.Locate(Addr{PC: fibPC, Time: math.MaxUint64}); latest.Kind != model.KindJIT {
 		t.Errorf("Locate at the latest time: %s", describe(latest))
+	}
+
+	// A stack with JIT code is named by its time, one of node's own
+	// code is not (a capture shares its locations among the samples).
+	if _, timed := p.LocateSampleTimed(nil, []uint64{fibPC}, 0, fibTime, unwind.Cut{}); !timed {
+		t.Errorf("the stack of fibonacci's code (%#x) is not said to be named by its time", fibPC)
+	}
+	if nodePC == 0 {
+		t.Fatal("no sampled address in node's own code")
+	}
+	if locs, timed := p.LocateSampleTimed(nil, []uint64{nodePC}, 0, fibTime, unwind.Cut{}); timed {
+		t.Errorf("the stack of node's own code (%s) is said to be named by its time", describe(locs[0]))
 	}
 }

@@ -39,6 +39,9 @@ type Process struct {
 	kframes map[procfs.KernelFrame]*model.Location
 	cuts    map[unwind.Cut]*model.Location
 	stats   Stats
+	// timed: a locate since it was cleared asked the JIT index, whose
+	// answer depends on the sample's time (LocateSampleTimed).
+	timed bool
 }
 
 // mapping is what symbolization keeps of one module of the space.

@@ -82,6 +82,10 @@ func workloads(b testing.TB) map[string]*testutil.Target {
 	node := testutil.RequireTool(b, "node")
 	out["node"] = testutil.Start(b, node, testutil.Testdata(b, "node", "fib.js"))
 	out["node"].WaitLine(b, "ready", 30*time.Second)
+	// What the docs recommend for Node.js's frames in native stacks:
+	// each JavaScript frame interpreted gets a native frame of its own.
+	out["node-interpreted-frames-native-stack"] = testutil.Start(b, node, "--interpreted-frames-native-stack", testutil.Testdata(b, "node", "fib.js"))
+	out["node-interpreted-frames-native-stack"].WaitLine(b, "ready", 30*time.Second)
 	return out
 }
 

@@ -4,11 +4,17 @@
 // Metrics a benchmark reports with b.ReportMetric (ratios against perf,
 // perf inject or gdb, MB/s, lookups/s) get a column each.
 //
-// Usage: go test -run '^$' -bench . -count 5 ./... | go run ./internal/benchtab
+// After the tables it prints the performance table (perftable.go: each
+// benchmark of issue 22's table with its reference tool's figure from
+// the same run and the host's load); -update FILE writes that table into
+// FILE between its markers instead (docs/testing.md: `make perf-table`).
+//
+// Usage: go test -run '^$' -bench . -count 5 ./... | go run ./internal/benchtab [-update FILE]
 package main
 
 import (
 	"bufio"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -30,6 +36,8 @@ type pkg struct {
 }
 
 func main() {
+	update := flag.String("update", "", "write the performance table into this file, between its markers")
+	flag.Parse()
 	pkgs, order, err := parse(os.Stdin, os.Stdout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchtab:", err)
@@ -38,6 +46,15 @@ func main() {
 	for _, name := range order {
 		print(os.Stdout, pkgs[name])
 	}
+	if *update != "" {
+		if err := updateDoc(*update, pkgs); err != nil {
+			fmt.Fprintln(os.Stderr, "benchtab:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	fmt.Fprintln(os.Stdout, "\nperformance table (docs/testing.md)")
+	writePerfTable(os.Stdout, pkgs)
 }
 
 // parse reads the benchmark output, echoing lines that are not results

@@ -201,6 +201,14 @@ type Stacks struct {
 	nameIDs map[string]uint64
 	byKey   map[string]int
 	key     []byte
+	// bySlice numbers the stacks AddShared was given, by their slice.
+	bySlice map[sliceKey]int
+}
+
+// sliceKey is a stack slice's identity: its backing array and length.
+type sliceKey struct {
+	first **model.Location
+	n     int
 }
 
 type locFrames struct {
@@ -211,6 +219,25 @@ type locFrames struct {
 // NewStacks returns an empty table.
 func NewStacks() *Stacks {
 	return &Stacks{locs: map[*model.Location]*locFrames{}, nameIDs: map[string]uint64{}, byKey: map[string]int{}}
+}
+
+// AddShared is Add for a stack slice that never changes once given (a
+// profile's samples share one slice per stack): the same slice again is
+// answered by its identity, without a look at its frames.
+func (s *Stacks) AddShared(stack []*model.Location) int {
+	if len(stack) == 0 {
+		return s.Add(stack)
+	}
+	k := sliceKey{&stack[0], len(stack)}
+	if id, ok := s.bySlice[k]; ok {
+		return id
+	}
+	id := s.Add(stack)
+	if s.bySlice == nil {
+		s.bySlice = map[sliceKey]int{}
+	}
+	s.bySlice[k] = id
+	return id
 }
 
 // Add returns the id of a stack (innermost first), numbering it if it is

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+)
+
+// perfRow is one row of the performance table (docs/testing.md; issue
+// 22's figures): a benchmark of a package, what it measured, what the
+// reference tool measured in the same run, and their ratio. The texts
+// name medians of the benchmark's metrics as {metric}.
+type perfRow struct {
+	what, pkg, bench string
+	ours, ref, ratio string
+}
+
+var perfRows = []perfRow{
+	{"end of a recording → written capture, frame pointers, warm (EndToPprof)", "capture", "BenchmarkEndToPprof/warm",
+		"{cpu-s/end} CPU-s (resolve {resolve-cpu-s}, write {write-cpu-s}), {s/end} s wall; {samples} samples",
+		"`perf report --stdio` on the same samples: {cpu-s/perf-report} CPU-s, {s/perf-report} s wall", "{x-faster-cpu}× CPU, {x-faster-wall}× wall"},
+	{"the same, cold (page cache and object cache dropped)", "capture", "BenchmarkEndToPprof/cold",
+		"{cpu-s/end} CPU-s, {s/end} s wall", "{cpu-s/perf-report} CPU-s, {s/perf-report} s wall", "{x-faster-cpu}× CPU, {x-faster-wall}× wall"},
+	{"end of a recording with 16 KiB stack copies, warm (EndToPprofStackCopies)", "capture", "BenchmarkEndToPprofStackCopies/warm",
+		"{cpu-s/end} CPU-s + {unwind-cpu-s} CPU-s unwinding the copies; {samples} samples",
+		"`perf report --stdio` on the same `--call-graph dwarf,16384` samples: {cpu-s/perf-report} CPU-s", "{x-faster-cpu}× CPU"},
+	{"the same, cold", "capture", "BenchmarkEndToPprofStackCopies/cold",
+		"{cpu-s/end} CPU-s + {unwind-cpu-s} CPU-s unwinding", "{cpu-s/perf-report} CPU-s", "{x-faster-cpu}× CPU"},
+	{"snapshot of 1,000 sleeping threads (Snapshot)", "snapshot", "BenchmarkSnapshot/threads=1000",
+		"{ms/snapshot} ms; each thread's stop: median {median-stop-µs} µs, p99 {p99-stop-µs} µs, longest {max-stop-µs} µs (held after the stop was seen: median {median-held-µs}, p99 {p99-held-µs}, longest {max-held-µs} µs)",
+		"gdb `thread apply all bt`: {gdb-ms} ms", "{1/x-vs-gdb}× faster"},
+	{"idle `watch`, no flight recorder (WatchIdle)", "cmd/stallwatch", "BenchmarkWatchIdle/baseline-off",
+		"{rss-MB} MB RSS, {cpu-%}% of a core", "budget 25 MB, 0.1%", "{rss-of-budget} of the RSS budget"},
+	{"idle `watch`, flight recorder 49 Hz, 8 threads", "cmd/stallwatch", "BenchmarkWatchIdle/baseline-49Hz-8-threads",
+		"{rss-MB} MB RSS, {cpu-%}% of a core", "budget 30 MB, 1%", "{rss-of-budget} of the RSS budget"},
+	{"idle daemon, 250 targets (Daemon)", "cmd/stallwatch", "BenchmarkDaemon",
+		"{%core-idle}% of a core with the host's {host-forks/s} forks/s; {%core-idle-50-forks/s}% with {forker-execs/s} more execs/s of its own",
+		"goal 0.5% at 50 forks/s", "—"},
+	{"unwinding sampled stacks, warm, per CPU second (UnwindSamples)", "target", "BenchmarkUnwindSamples/",
+		"{samples/cpu-s} samples/CPU-s, {frames/sample} frames each", "the same without the rule cache: {uncached-samples/cpu-s}", "{x-vs-uncached}×"},
+	{"records lost by a recording at the defaults, 4 s (LostSmallTargets)", "capture", "BenchmarkLostSmallTargets/",
+		"{lost-records} of {samples+intervals}", "`perf record -g` at the same time: {perf-lost-records} of {perf-samples}", "—"},
+	{"samples whose stack copy reaches the thread's first function (StackCopySize)", "target", "BenchmarkStackCopySize/",
+		"8 KiB: {%-complete-8KiB}%, 16 KiB: {%-complete-16KiB}%, 32 KiB: {%-complete-32KiB}%; needed p99 {bytes-p99} bytes", "perf's default: 8 KiB", "—"},
+}
+
+var placeholder = regexp.MustCompile(`\{([^}]+)\}`)
+
+// writePerfTable writes the performance table of what the run measured,
+// in markdown: a row per sub-benchmark the run has of each perfRow (a
+// bench ending in "/" takes all of its sub-benchmarks), its medians and
+// the host's load beside it; a row the run lacks says so.
+func writePerfTable(w io.Writer, pkgs map[string]*pkg) {
+	fmt.Fprintln(w, "| what | stallwatch | reference, same run | ratio | runs, host |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	for _, r := range perfRows {
+		found := false
+		for _, p := range pkgs {
+			if !strings.HasSuffix(p.name, "/"+r.pkg) {
+				continue
+			}
+			for _, name := range p.order {
+				if name != r.bench && !(strings.HasSuffix(r.bench, "/") && strings.HasPrefix(name, r.bench)) {
+					continue
+				}
+				found = true
+				b := p.benches[name]
+				what := r.what
+				if strings.HasSuffix(r.bench, "/") {
+					what += ": " + strings.TrimPrefix(name, r.bench)
+				}
+				fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", what, fill(r.ours, b), fill(r.ref, b), fill(r.ratio, b), hostOf(b))
+			}
+		}
+		if !found {
+			fmt.Fprintf(w, "| %s | not in this run | | | |\n", r.what)
+		}
+	}
+}
+
+// fill replaces each {metric} of s by the benchmark's median of it
+// ({1/metric}: its inverse), "?" where the benchmark did not report it.
+func fill(s string, b *bench) string {
+	return placeholder.ReplaceAllStringFunc(s, func(m string) string {
+		name := m[1 : len(m)-1]
+		inv := strings.HasPrefix(name, "1/")
+		name = strings.TrimPrefix(name, "1/")
+		v, ok := b.metrics[name]
+		if !ok {
+			return "?"
+		}
+		x := median(v)
+		if inv && x != 0 {
+			x = 1 / x
+		}
+		return format(x)
+	})
+}
+
+func hostOf(b *bench) string {
+	runs := 0
+	for _, v := range b.metrics {
+		runs = max(runs, len(v))
+	}
+	return fill(fmt.Sprintf("%d; load {host-load}, others {host-others-cores} of {host-cores} cores", runs), b)
+}
+
+// The markers around the generated table in a document.
+const (
+	tableBegin = "<!-- benchtab -perf begin: generated from a run's output, do not edit -->"
+	tableEnd   = "<!-- benchtab -perf end -->"
+)
+
+// updateDoc replaces the table between the markers of the file at path.
+func updateDoc(path string, pkgs map[string]*pkg) error {
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	i, j := bytes.Index(doc, []byte(tableBegin)), bytes.Index(doc, []byte(tableEnd))
+	if i < 0 || j < i {
+		return fmt.Errorf("%s: no %q … %q to replace", path, tableBegin, tableEnd)
+	}
+	var tab bytes.Buffer
+	tab.WriteString(tableBegin + "\n")
+	writePerfTable(&tab, pkgs)
+	out := append(append(append([]byte(nil), doc[:i]...), tab.Bytes()...), doc[j:]...)
+	return os.WriteFile(path, out, 0o644)
+}

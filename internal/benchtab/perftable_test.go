@@ -1,0 +1,66 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const sampleRun = `pkg: github.com/stallwatch/stallwatch/snapshot
+BenchmarkSnapshot/threads=1000-2   3  561239532 ns/op  2000 gdb-ms  2.000 host-cores  14.94 host-load  1.523 host-others-cores  500.0 ms/snapshot  0.25 x-vs-gdb
+BenchmarkSnapshot/threads=1000-2   3  561239532 ns/op  2400 gdb-ms  2.000 host-cores  16.00 host-load  1.600 host-others-cores  400.0 ms/snapshot  0.2 x-vs-gdb
+BenchmarkSnapshot/threads=1000-2   3  561239532 ns/op  2200 gdb-ms  2.000 host-cores  15.00 host-load  1.500 host-others-cores  600.0 ms/snapshot  0.3 x-vs-gdb
+pkg: github.com/stallwatch/stallwatch/target
+BenchmarkUnwindSamples/node-2   1  1 ns/op  375000 samples/cpu-s
+BenchmarkUnwindSamples/c-depth-20-2   1  1 ns/op  891000 samples/cpu-s
+`
+
+// TestPerfTable: each row has the medians of the run's metrics (an
+// inverse where asked), a row per sub-benchmark where the row takes
+// them all, "?" for a metric the run lacks and "not in this run" for a
+// benchmark it lacks.
+func TestPerfTable(t *testing.T) {
+	pkgs, _, err := parse(strings.NewReader(sampleRun), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	writePerfTable(&out, pkgs)
+	for _, want := range []string{
+		"| snapshot of 1,000 sleeping threads (Snapshot) | 500 ms;",
+		"gdb `thread apply all bt`: 2200 ms | 4.00× faster | 3; load 15.00, others 1.52 of 2.00 cores |",
+		"median ? µs",
+		"per CPU second (UnwindSamples): node | 375000 samples/CPU-s",
+		"per CPU second (UnwindSamples): c-depth-20 | 891000 samples/CPU-s",
+		"| idle daemon, 250 targets (Daemon) | not in this run |",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the table lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestUpdateDoc: the table between the markers is replaced, the rest of
+// the document kept; a document without them is an error.
+func TestUpdateDoc(t *testing.T) {
+	pkgs, _, _ := parse(strings.NewReader(sampleRun), io.Discard)
+	path := filepath.Join(t.TempDir(), "doc.md")
+	doc := "before\n" + tableBegin + "\nold table\n" + tableEnd + "\nafter\n"
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := updateDoc(path, pkgs); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(path)
+	s := string(got)
+	if strings.Contains(s, "old table") || !strings.HasPrefix(s, "before\n"+tableBegin+"\n| what |") || !strings.HasSuffix(s, "|\n"+tableEnd+"\nafter\n") {
+		t.Errorf("updated document:\n%s", s)
+	}
+	os.WriteFile(path, []byte("no markers\n"), 0o644)
+	if err := updateDoc(path, pkgs); err == nil {
+		t.Error("a document without markers was updated")
+	}
+}

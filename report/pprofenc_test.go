@@ -1,0 +1,128 @@
+package report
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/stallwatch/stallwatch/model"
+)
+
+// sameProfile reports whether ours (encodeProfile's bytes) decodes to
+// what the library's own encoding of p decodes to.
+func sameProfile(t *testing.T, p *profile.Profile) {
+	t.Helper()
+	var lib bytes.Buffer
+	if err := p.WriteUncompressed(&lib); err != nil {
+		t.Fatal(err)
+	}
+	want, err := profile.ParseUncompressed(lib.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := profile.ParseUncompressed(encodeProfile(nil, p))
+	if err != nil {
+		t.Fatalf("our encoding does not decode: %v", err)
+	}
+	if g, w := got.String(), want.String(); g != w {
+		t.Fatalf("our encoding decodes to\n%s\nthe library's to\n%s", g, w)
+	}
+	if len(got.Sample) != len(want.Sample) {
+		t.Fatalf("%d samples, the library's %d", len(got.Sample), len(want.Sample))
+	}
+	for i := range got.Sample {
+		g, w := got.Sample[i], want.Sample[i]
+		if !equalLabels(g.Label, w.Label) || !equalNumLabels(g.NumLabel, w.NumLabel) || !equalLabels(g.NumUnit, w.NumUnit) {
+			t.Fatalf("sample %d: labels %v %v %v, the library's %v %v %v", i, g.Label, g.NumLabel, g.NumUnit, w.Label, w.NumLabel, w.NumUnit)
+		}
+	}
+}
+
+func equalLabels(a, b map[string][]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		w := b[k]
+		if len(v) != len(w) {
+			return false
+		}
+		for i := range v {
+			if v[i] != w[i] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func equalNumLabels(a, b map[string][]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		w := b[k]
+		if len(v) != len(w) {
+			return false
+		}
+		for i := range v {
+			if v[i] != w[i] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// TestEncodeProfile: profile.pb.gz as our encoder writes it decodes to
+// what pprof's own encoder's bytes decode to, for a capture's profile
+// (shared label maps, an end time per sample, inlined lines, kernel and
+// user mappings) and for the fields a capture does not use (units of
+// numeric labels, several of them, drop and keep frames, no period type).
+func TestEncodeProfile(t *testing.T) {
+	p, err := BuildProfile(benchSamples(2000), model.Meta{Start: time.Unix(1700000000, 0), Duration: 10 * time.Second,
+		Period: int64(time.Second) / 997, Comments: []string{"one", "two", "one"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameProfile(t, p)
+
+	odd := p.Copy()
+	odd.PeriodType = nil
+	odd.DropFrames, odd.KeepFrames, odd.DocURL = "runtime\\..*", "main\\..*", "https://example.com/doc"
+	for i, s := range odd.Sample {
+		if i%3 == 0 {
+			s.NumLabel = map[string][]int64{"bytes": {int64(i), 7}, "alloc": {-1}}
+			s.NumUnit = map[string][]string{"bytes": {"bytes", "kilobytes"}, "alloc": {"count"}}
+		}
+		if i%5 == 0 {
+			s.Label = map[string][]string{"a": {"x", "y"}, "b": {""}}
+		}
+	}
+	odd.Location[0].IsFolded = true
+	odd.Function[0].StartLine = 12
+	sameProfile(t, odd)
+
+	sameProfile(t, &profile.Profile{}) // nothing at all
+}
+
+// FuzzEncodeProfile: any profile pprof decodes, encoded by us, decodes
+// to what the library's encoding of it decodes to.
+func FuzzEncodeProfile(f *testing.F) {
+	p, _ := BuildProfile(benchSamples(50), model.Meta{Start: time.Unix(1700000000, 0), Duration: time.Second, Period: 1e6})
+	var seed bytes.Buffer
+	_ = p.WriteUncompressed(&seed)
+	f.Add(seed.Bytes())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) > 1<<16 {
+			return
+		}
+		p, err := profile.ParseUncompressed(b)
+		if err != nil {
+			return
+		}
+		sameProfile(t, p)
+	})
+}
