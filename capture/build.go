@@ -14,6 +14,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/unwind"
 	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/report"
+	"github.com/stallwatch/stallwatch/runtimes"
 	"github.com/stallwatch/stallwatch/sampler"
 	"github.com/stallwatch/stallwatch/symbolize"
 	"github.com/stallwatch/stallwatch/target"
@@ -47,9 +48,10 @@ type resolver struct {
 	toWall func(mono uint64) int64
 	cuts   map[unwind.Cut]int // user stacks cut short, by why
 	total  int                // samples with a user stack
-	// py resolves the Python frames of a CPython target's samples;
-	// pyMismatch counts those that did not fit their native stack.
-	py         *pyAnnotator
+	// annot puts the runtime frames read of each sample (a CPython
+	// target's Python frames) into its stack; pyMismatch counts those
+	// that did not fit their native stack.
+	annot      runtimes.Annotator
 	pyMismatch int
 }
 
@@ -91,13 +93,10 @@ func (r *resolver) resolve(windows []window) []model.Sample {
 func (r *resolver) stack(s *sampler.Sample) []*model.Location {
 	k := min(int(s.Kernel), len(s.Stack))
 	out := r.tp.Symbols().LocateSample(make([]*model.Location, 0, len(s.Stack)+1), s.Stack, k, s.Time, s.Cut)
-	if r.py != nil && len(s.Interp) > 0 {
-		if py := r.py.resolve(s.Interp); len(py) > 0 {
-			var mismatch bool
-			out, mismatch = r.tp.SplicePython(out, py)
-			if mismatch {
-				r.pyMismatch++
-			}
+	if r.annot != nil && len(s.Interp) > 0 {
+		var mismatch bool
+		if out, mismatch = r.annot.Splice(out, s.Interp); mismatch {
+			r.pyMismatch++
 		}
 	}
 	if len(out) > k {
