@@ -3,6 +3,7 @@ package target
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -21,7 +22,9 @@ func TestMain(m *testing.M) {
 // executable, a JVM by the libjvm.so it maps, node by its executable),
 // and answers what only its runtime answers (CPython's samples, HotSpot's
 // flags and code cache); a process that runs no runtime with a reader
-// gets none.
+// gets none: a C program, one its name makes a runtime without a reader
+// (ruby), and one named python that embeds no interpreter (its reader
+// finds it absent).
 func TestReaders(t *testing.T) {
 	testutil.RequirePtrace(t)
 	python := testutil.RequireTool(t, "/usr/bin/python3")
@@ -32,6 +35,8 @@ func TestReaders(t *testing.T) {
 	js.WaitLine(t, "ready", 30*time.Second)
 	java := testutil.StartJava(t, nil, "deadlock")
 	sleeper := testutil.Start(t, "/bin/sleep", "600")
+	ruby := testutil.Start(t, copyOf(t, "/bin/sleep", "ruby"), "600")
+	notPython := testutil.Start(t, copyOf(t, "/bin/sleep", "python3"), "600")
 
 	for _, c := range []struct {
 		name string
@@ -42,6 +47,8 @@ func TestReaders(t *testing.T) {
 		{"node", js.Pid, runtimes.Node},
 		{"java", java.Pid, runtimes.JVM},
 		{"sleep", sleeper.Pid, nil},
+		{"ruby", ruby.Pid, nil},
+		{"python3 without an interpreter", notPython.Pid, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, err := Open(c.pid, Options{})
@@ -95,4 +102,18 @@ func checkJVM(t *testing.T, inst runtimes.Instance) {
 	if len(code) == 0 {
 		t.Errorf("no code in the code cache (%v)", err)
 	}
+}
+
+// copyOf copies an executable under another name.
+func copyOf(t *testing.T, path, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(out, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
