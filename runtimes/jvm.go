@@ -298,7 +298,7 @@ func javaSegments(locs *javaLocs, jt *hotspot.JavaThread) [][]*model.Location {
 // anonymous memory.
 func spliceJava(native []*model.Location, java [][]*model.Location, code [2]uint64) []*model.Location {
 	inCode := func(l *model.Location) bool {
-		if l == nil || isCut(l) {
+		if l == nil || l.IsCut() {
 			return false
 		}
 		if code[1] == 0 {
@@ -322,7 +322,7 @@ func spliceJava(native []*model.Location, java [][]*model.Location, code [2]uint
 			}
 			continue
 		}
-		if isCut(native[i]) {
+		if native[i].IsCut() {
 			rest()
 		}
 		out = append(out, native[i])

@@ -277,7 +277,7 @@ func (pi *pythonInstance) splice(native []*model.Location, py []cpython.Frame) (
 	for i := 0; i < len(native); i++ {
 		l := native[i]
 		if !isEvalLocation(l) {
-			if isCut(l) && next < len(calls) {
+			if l.IsCut() && next < len(calls) {
 				out = pi.appendCalls(out, calls[next:])
 				next = len(calls)
 			}
@@ -328,12 +328,6 @@ func isTrampoline(l *model.Location) bool {
 	}
 	_, ok := cpythonName(l.Lines[0].SystemName)
 	return ok
-}
-
-// isCut says whether l is the pseudo-frame that ends a stack cut short
-// ("[truncated: …]", symbolize.CutLocation).
-func isCut(l *model.Location) bool {
-	return l != nil && l.Mapping == nil && l.Addr == 0 && len(l.Lines) == 1 && strings.HasPrefix(l.Lines[0].Function, "[truncated: ")
 }
 
 // Annotator gives the samples of a CPython target the Python frames
