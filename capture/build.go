@@ -49,10 +49,10 @@ type resolver struct {
 	cuts   map[unwind.Cut]int // user stacks cut short, by why
 	total  int                // samples with a user stack
 	// annot puts the runtime frames read of each sample (a CPython
-	// target's Python frames) into its stack; pyMismatch counts those
+	// target's Python frames) into its stack; mismatched counts those
 	// that did not fit their native stack.
 	annot      runtimes.Annotator
-	pyMismatch int
+	mismatched int
 }
 
 // wallNow turns CLOCK_MONOTONIC nanoseconds into Unix nanoseconds by
@@ -96,7 +96,7 @@ func (r *resolver) stack(s *sampler.Sample) []*model.Location {
 	if r.annot != nil && len(s.Interp) > 0 {
 		var mismatch bool
 		if out, mismatch = r.annot.Splice(out, s.Interp); mismatch {
-			r.pyMismatch++
+			r.mismatched++
 		}
 	}
 	if len(out) > k {

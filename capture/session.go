@@ -456,8 +456,8 @@ func (s *Session) finish(f *facts, smp *sampler.Sampler, rec *sampler.Recording,
 		if n := s.annot.Note(); n != "" {
 			f.notes = append(f.notes, n)
 		}
-		if r.pyMismatch > 0 {
-			f.notes = append(f.notes, fmt.Sprintf("CPython: %d samples had more or fewer evaluation calls in their Python frames than evaluation frames on their native stack (the thread called or returned between the sample and the read): their Python frames fill the evaluation frames innermost first, the rest follow the native stack", r.pyMismatch))
+		if r.mismatched > 0 {
+			f.notes = append(f.notes, s.annot.MismatchNote(r.mismatched))
 		}
 	}
 	f.cuts, f.userStacks, f.unwind = r.cuts, r.total, s.unwind

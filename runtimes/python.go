@@ -469,6 +469,12 @@ func (a *pyAnnotator) Splice(native []*model.Location, hs []uint64) ([]*model.Lo
 	return a.pi.splice(native, py)
 }
 
+// MismatchNote says what n samples whose Python frames did not fit their
+// native stacks mean.
+func (a *pyAnnotator) MismatchNote(n int) string {
+	return fmt.Sprintf("CPython: %d samples had more or fewer evaluation calls in their Python frames than evaluation frames on their native stack (the thread called or returned between the sample and the read): their Python frames fill the evaluation frames innermost first, the rest follow the native stack", n)
+}
+
 // Note says, for capture.json, how many samples got Python frames and
 // how long after the sample they were read.
 func (a *pyAnnotator) Note() string {

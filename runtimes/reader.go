@@ -107,6 +107,9 @@ type Annotator interface {
 	// Note says, for capture.json, how many samples got the runtime's
 	// frames and how long after the sample they were read; "" for none.
 	Note() string
+	// MismatchNote says, for capture.json, what it means that n of a
+	// capture's samples had frames Splice found did not fit.
+	MismatchNote(n int) string
 }
 
 // CodeNamer is an Instance that names the code its runtime compiled from
