@@ -75,7 +75,7 @@ func BenchmarkPythonAttribution(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.tp.Close()
-	if s.py == nil {
+	if s.annot == nil {
 		b.Fatalf("no Python annotator: %q", s.notes)
 	}
 	const window = 2 * time.Second

@@ -17,6 +17,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/unwind"
 	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/report"
+	"github.com/stallwatch/stallwatch/runtimes"
 	"github.com/stallwatch/stallwatch/sampler"
 	"github.com/stallwatch/stallwatch/symbolize"
 	"github.com/stallwatch/stallwatch/target"
@@ -50,10 +51,11 @@ type resolver struct {
 	toWall func(mono uint64) int64
 	cuts   map[unwind.Cut]int // user stacks cut short, by why
 	total  int                // samples with a user stack
-	// py resolves the Python frames of a CPython target's samples;
-	// pyMismatch counts those that did not fit their native stack.
-	py         *pyAnnotator
-	pyMismatch int
+	// annot puts the runtime frames read of each sample (a CPython
+	// target's Python frames) into its stack; mismatched counts those
+	// that did not fit their native stack.
+	annot      runtimes.Annotator
+	mismatched int
 	// stacks are the stacks resolved so far, by their addresses: a
 	// recording's 100,000 samples have a few thousand stacks, each
 	// resolved once and shared by its samples (the profile, the findings
@@ -98,22 +100,19 @@ func (r *resolver) resolve(windows []window) []model.Sample {
 // with why it was cut short.
 func (r *resolver) stack(s *sampler.Sample) []*model.Location {
 	k := min(int(s.Kernel), len(s.Stack))
-	python := r.py != nil && len(s.Interp) > 0
+	annotated := r.annot != nil && len(s.Interp) > 0
 	out, known := r.stacks.get(s.Stack, k, s.Cut)
 	if !known {
 		var timed bool
 		out, timed = r.tp.Symbols().LocateSampleTimed(make([]*model.Location, 0, len(s.Stack)+1), s.Stack, k, s.Time, s.Cut)
-		if !timed && !python {
+		if !timed && !annotated {
 			r.stacks.put(s.Stack, k, s.Cut, out)
 		}
 	}
-	if python {
-		if py := r.py.resolve(s.Interp); len(py) > 0 {
-			var mismatch bool
-			out, mismatch = r.tp.SplicePython(out, py)
-			if mismatch {
-				r.pyMismatch++
-			}
+	if annotated {
+		var mismatch bool
+		if out, mismatch = r.annot.Splice(out, s.Interp); mismatch {
+			r.mismatched++
 		}
 	}
 	if len(out) > k {

@@ -17,12 +17,13 @@
 // A CPython target's samples carry the Python frames that ran: the
 // sampler wakes at every record, and as each sample whose user stack
 // runs through the interpreter's evaluation function is decoded, the
-// sampled thread's frames are read from the interpreter's memory
-// (pyAnnotator, over runtimes/cpython) and kept once each behind 8-byte
-// handles, in the flight recorder too; at symbolization they take the
-// place of the evaluation frames (target.SplicePython). They are what
-// ran when they were read, after the sample: the delay is measured for
-// every sample and capture.json gives its median and 99th percentile,
+// sampled thread's frames are read from the interpreter's memory (the
+// annotator of a runtime reader that reads samples, runtimes.Sampled:
+// CPython's) and kept once each behind 8-byte handles, in the flight
+// recorder too; at symbolization they take the place of the evaluation
+// frames (runtimes.Annotator.Splice). They are what ran when they were
+// read, after the sample: the delay is measured for every sample and
+// capture.json gives its median and 99th percentile,
 // the bound on their error (0.1 ms and tens of ms on a loaded 2-core
 // machine; TestPythonAttribution: 96–99% of samples in the interpreter
 // attributed to the function that ran).
@@ -41,11 +42,12 @@
 // refreshed at the start of each capture (code loaded since) and before
 // its samples are resolved.
 //
-// A JVM is asked at the start of each capture, beside it, for its perf
-// map, through its attach mechanism (package runtimes/hotspot/attach,
-// within a second); one that cannot answer (held at a safepoint) or may
-// not be asked has its code named from its code cache, read from its
-// memory. Where its memory cannot be read at all, its Java threads come
+// A JVM (as runtimes.JVM recognises one: the libjvm.so it maps) is asked
+// at the start of each capture, beside it, for its perf map, through its
+// attach mechanism (package runtimes/hotspot/attach, within a second);
+// one that cannot answer (held at a safepoint) or may not be asked has
+// its code named from its code cache, read from its memory by its
+// reader (runtimes.CodeNamer). Where its memory cannot be read at all, its Java threads come
 // from its own thread dump, asked once the snapshot's stops are over.
 // The notes say which path gave the names and the threads (jvm.go).
 //

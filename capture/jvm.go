@@ -4,16 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/stallwatch/stallwatch/jit"
 	"github.com/stallwatch/stallwatch/model"
-	"github.com/stallwatch/stallwatch/runtimes/hotspot"
+	"github.com/stallwatch/stallwatch/runtimes"
 	"github.com/stallwatch/stallwatch/runtimes/hotspot/attach"
-	"github.com/stallwatch/stallwatch/snapshot"
 	"github.com/stallwatch/stallwatch/target"
 )
 
@@ -48,14 +47,13 @@ type jvmSession struct {
 	err    error // why there is no client
 }
 
-// newJVMSession is nil for a target that maps no libjvm.so.
+// newJVMSession is nil for a target that runs no JVM (as its descriptor
+// recognises one: runtimes.JVM, a libjvm.so mapped).
 func newJVMSession(tp *target.Process) *jvmSession {
-	for _, m := range tp.Space().Modules() {
-		if !m.Gone && strings.HasPrefix(filepath.Base(m.Path), "libjvm.") {
-			return &jvmSession{tp: tp, memErr: jvmMemory(tp)}
-		}
+	if _, err := tp.Reader(runtimes.JVM); errors.Is(err, runtimes.ErrAbsent) {
+		return nil
 	}
-	return nil
+	return &jvmSession{tp: tp, memErr: jvmMemory(tp)}
 }
 
 // perfMapAsk is one capture's request for the JVM's perf map.
@@ -94,8 +92,10 @@ func (j *jvmSession) attachClient() (*attach.Client, error) {
 	defer j.mu.Unlock()
 	if j.client == nil && j.err == nil {
 		var opts attach.Options
-		if vm, err := j.tp.JVM(); err == nil {
-			opts.Flags = vm.Flag
+		if inst, err := j.tp.Reader(runtimes.JVM); err == nil {
+			if f, ok := inst.(runtimes.Flagger); ok {
+				opts.Flags = f.BoolFlag
+			}
 		}
 		j.client, j.err = attach.New(j.tp.Pid(), opts)
 	}
@@ -125,11 +125,11 @@ func (j *jvmSession) jitNames(a *perfMapAsk) string {
 	if j.memErr != nil {
 		return fmt.Sprintf("JIT names: none from the JVM: %s; and its memory cannot be read (%v)", why, j.memErr)
 	}
-	vm, err := j.tp.JVM()
+	inst, err := j.tp.Reader(runtimes.JVM)
 	if err != nil {
 		return fmt.Sprintf("JIT names: none from the JVM: %s; and its memory cannot be read (%v)", why, err)
 	}
-	entries, err := vm.CodeCacheNames()
+	entries, err := codeNames(inst)
 	if len(entries) == 0 {
 		return fmt.Sprintf("JIT names: none from the JVM: %s; and its code cache cannot be read (%v)", why, err)
 	}
@@ -139,17 +139,38 @@ func (j *jvmSession) jitNames(a *perfMapAsk) string {
 	return fmt.Sprintf("JIT names: the JVM's code cache read from its memory (%d compiled methods and stubs): %s", len(entries), why)
 }
 
+// codeNames are the names of the code the runtime compiled, read from
+// its memory (runtimes.CodeNamer), as JIT map entries.
+func codeNames(inst runtimes.Instance) ([]jit.MapEntry, error) {
+	namer, ok := inst.(runtimes.CodeNamer)
+	if !ok {
+		return nil, errors.New("its reader names no compiled code")
+	}
+	code, err := namer.CodeNames()
+	out := make([]jit.MapEntry, 0, len(code))
+	for _, c := range code {
+		out = append(out, jit.MapEntry{Start: c.Start, Size: c.Size, Name: c.Name})
+	}
+	return out, err
+}
+
 // jvmMemory opens the JVM's memory for the snapshot's reading (a test
 // makes it fail, as it does for a HotSpot whose layout the reader does
 // not know).
 var jvmMemory = func(tp *target.Process) error {
-	_, err := tp.JVM()
+	_, err := tp.Reader(runtimes.JVM)
 	return err
 }
 
-// readsMemory says whether the snapshot reads the Java threads from the
-// JVM's memory (for any other target: whether it may try).
-func (j *jvmSession) readsMemory() bool { return j == nil || j.memErr == nil }
+// unread are the runtimes the snapshot must not read: the JVM, when its
+// memory cannot be read (its Java threads then come from its thread
+// dump: javaThreads).
+func (j *jvmSession) unread() []*runtimes.Runtime {
+	if j == nil || j.memErr == nil {
+		return nil
+	}
+	return []*runtimes.Runtime{runtimes.JVM}
+}
 
 // javaThreads gives the snapshot the JVM's Java threads from the JVM's
 // own thread dump (jcmd Thread.print -l, through its attach mechanism)
@@ -173,13 +194,26 @@ func (j *jvmSession) javaThreads(ctx context.Context, snap *model.Snapshot) stri
 	if err != nil {
 		return fmt.Sprintf("Java threads: none: the JVM's memory cannot be read (%v), and its thread dump did not come (%v)", memErr, err)
 	}
-	java := hotspot.ParseThreadDump(out)
-	snapshot.ApplyJava(snap, j.tp, java)
-	n := fmt.Sprintf("Java threads: %d from the JVM's thread dump (jcmd Thread.print -l through its attach mechanism): its memory cannot be read (%v)", len(java.Threads), memErr)
-	if len(java.Problems) > 0 {
-		n += "; the dump read with problems: " + strings.Join(java.Problems, "; ")
+	threads, problems := runtimes.ApplyJavaThreadDump(snap, out, snapshotNote(snap))
+	n := fmt.Sprintf("Java threads: %d from the JVM's thread dump (jcmd Thread.print -l through its attach mechanism): its memory cannot be read (%v)", threads, memErr)
+	if len(problems) > 0 {
+		n += "; the dump read with problems: " + strings.Join(problems, "; ")
 	}
 	return n
+}
+
+// snapshotNote adds a note to a snapshot's, once.
+func snapshotNote(snap *model.Snapshot) func(string, ...any) {
+	notes := map[string]bool{}
+	for _, n := range snap.Notes {
+		notes[n] = true
+	}
+	return func(format string, args ...any) {
+		if n := fmt.Sprintf(format, args...); !notes[n] {
+			notes[n] = true
+			snap.Notes = append(snap.Notes, n)
+		}
+	}
 }
 
 // close ends the session's attach client (removing a trigger file left

@@ -209,7 +209,7 @@ func (s *Session) Period(end Moment) (*Period, error) {
 	}
 	freq, offCPU := s.restRate()
 	per := &Period{Target: s.tg, Start: start, End: stop, Exited: exited, Freq: freq, OffCPU: offCPU, Stats: stats, Captures: spans}
-	r := &resolver{tp: s.tp, names: threadNames(s.smp, nil), toWall: between(start, stop), py: s.py}
+	r := &resolver{tp: s.tp, names: threadNames(s.smp, nil), toWall: between(start, stop), annot: s.annot}
 	samples := r.resolve([]window{{"", raw}})
 	for _, smp := range raw {
 		if smp.Kind == sampler.OffCPU {

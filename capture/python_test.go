@@ -201,7 +201,7 @@ func TestPythonPerfTrampolinesAgree(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.tp.Close()
-	if s.py == nil {
+	if s.annot == nil {
 		t.Fatalf("no Python annotator for a CPython target: %q", s.notes)
 	}
 	smp, err := sampler.Start(s.samplerConfig(997, false, -1))
@@ -220,7 +220,9 @@ func TestPythonPerfTrampolinesAgree(t *testing.T) {
 	var example string
 	for i := range samples {
 		smp := &samples[i]
-		py := s.py.resolve(smp.Interp)
+		// The frames read, alone: spliced into no native stack, they
+		// follow it in their order, innermost first.
+		py, _ := s.annot.Splice(nil, smp.Interp)
 		if len(py) == 0 {
 			continue
 		}
@@ -231,8 +233,8 @@ func TestPythonPerfTrampolinesAgree(t *testing.T) {
 				tramp = append(tramp, l.Lines[0].Function)
 			}
 		}
-		for _, f := range py {
-			read = append(read, f.Function)
+		for _, l := range py {
+			read = append(read, l.Lines[0].Function)
 		}
 		if len(tramp) == 0 {
 			continue

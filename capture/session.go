@@ -16,6 +16,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/unwind"
 	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/report"
+	"github.com/stallwatch/stallwatch/runtimes"
 	"github.com/stallwatch/stallwatch/sampler"
 	"github.com/stallwatch/stallwatch/snapshot"
 	"github.com/stallwatch/stallwatch/target"
@@ -37,9 +38,9 @@ type Session struct {
 	plan sampler.FDPlan
 	// notes are facts found at Open that every capture reports.
 	notes []string
-	// py reads the Python frames of a CPython target's samples; nil for
-	// other targets.
-	py *pyAnnotator
+	// annot reads the runtime frames of the samples (a CPython
+	// target's Python frames: runtimes.Sampled); nil for other targets.
+	annot runtimes.Annotator
 	// jvm is what is kept of a JVM target (its attach client); nil for
 	// any other.
 	jvm *jvmSession
@@ -150,7 +151,7 @@ func newSession(cfg Config, root *capdir.Root) (*Session, error) {
 		return nil, fmt.Errorf("symbol sources: %w", err) // target.Open names the pid
 	}
 	s.notes = s.tp.Notes()
-	s.openPython()
+	s.openAnnotator()
 	s.jvm = newJVMSession(s.tp)
 	s.planDescriptors()
 	s.unwind = s.cfg.Unwind
@@ -249,8 +250,8 @@ func (s *Session) samplerConfig(freq int, offCPU bool, history time.Duration) sa
 		FoldTracker:  s.plan.FoldTracker,
 		UserStack:    s.userStack,
 	}
-	if s.py != nil {
-		c.Annotate, c.PromptWakeup = s.py.annotate, true
+	if s.annot != nil {
+		c.Annotate, c.PromptWakeup = s.annot.Annotate, true
 	}
 	if s.unwind == UnwindCFI {
 		c.DumpOnCPU, c.DumpOffCPU = s.cfg.StackCopy, s.cfg.StackCopy
@@ -430,7 +431,7 @@ func (s *Session) startSnapshot(ctx context.Context, offCPUSince func(int) (uint
 			NoPtrace:    s.cfg.NoPtrace,
 			Target:      s.tp,
 			OffCPUSince: offCPUSince,
-			NoJava:      !s.jvm.readsMemory(),
+			Unread:      s.jvm.unread(),
 			Logger:      s.cfg.Logger,
 		})
 		if err != nil {
@@ -449,14 +450,14 @@ func (s *Session) finish(f *facts, smp *sampler.Sampler, rec *sampler.Recording,
 	if err := s.tp.Refresh(); err != nil && !f.stats.TargetExited {
 		s.cfg.Logger.Debug("refreshing symbol sources", "err", err)
 	}
-	r := &resolver{tp: s.tp, names: threadNames(smp, f.snap), toWall: wallNow(), py: s.py}
+	r := &resolver{tp: s.tp, names: threadNames(smp, f.snap), toWall: wallNow(), annot: s.annot}
 	f.samples = r.resolve(windows)
-	if s.py != nil {
-		if n := s.py.note(); n != "" {
+	if s.annot != nil {
+		if n := s.annot.Note(); n != "" {
 			f.notes = append(f.notes, n)
 		}
-		if r.pyMismatch > 0 {
-			f.notes = append(f.notes, fmt.Sprintf("CPython: %d samples had more or fewer evaluation calls in their Python frames than evaluation frames on their native stack (the thread called or returned between the sample and the read): their Python frames fill the evaluation frames innermost first, the rest follow the native stack", r.pyMismatch))
+		if r.mismatched > 0 {
+			f.notes = append(f.notes, s.annot.MismatchNote(r.mismatched))
 		}
 	}
 	f.cuts, f.userStacks, f.unwind = r.cuts, r.total, s.unwind

@@ -1,6 +1,9 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // FrameKind says where a frame's code lives.
 type FrameKind uint8
@@ -72,6 +75,18 @@ type Location struct {
 	// whose Function is "module+0xoffset" (or "[unknown] 0xaddr").
 	Lines []Line
 	Kind  FrameKind
+}
+
+// CutPrefix begins the name of the pseudo-frame that ends a stack cut
+// short: "[truncated: no unwind info in libfoo.so]" (symbolize's
+// CutLocation makes it).
+const CutPrefix = "[truncated: "
+
+// IsCut reports whether l is the pseudo-frame that ends a stack cut
+// short: no mapping, address 0, one line whose function starts with
+// CutPrefix.
+func (l *Location) IsCut() bool {
+	return l != nil && l.Mapping == nil && l.Addr == 0 && len(l.Lines) == 1 && strings.HasPrefix(l.Lines[0].Function, CutPrefix)
 }
 
 // Name returns the innermost function's name.

@@ -16,11 +16,14 @@ type Runtime struct {
 	// How it is recognised. Executables are the base names of its
 	// programs; a trailing version ("python3.11", "php8.2") is theirs
 	// too. Libraries are prefixes of its shared libraries' base names,
-	// for a runtime embedded in another program ("libjvm."). Frames are
-	// functions only its threads run, for a runtime linked into the
-	// program itself (Go).
+	// for a runtime embedded in another program ("libjvm."). Exports
+	// are symbols only its code defines, for a runtime linked into a
+	// program of another name ("_PyRuntime"). Frames are functions only
+	// its threads run, for a runtime linked into the program itself
+	// (Go).
 	Executables []string
 	Libraries   []string
+	Exports     []string
 	Frames      []string
 
 	// JIT is how its just-in-time compiler names the code it compiles in
@@ -33,8 +36,8 @@ type Runtime struct {
 	Pause *Pause
 
 	// Reader reads the runtime's own state from outside the process:
-	// each thread's frames of its code and what it waits for. nil until
-	// a reader is written (see the package doc).
+	// each thread's frames of its code and what it waits for; nil for a
+	// runtime stallwatch has no reader of (see the package doc).
 	Reader Reader
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stallwatch/stallwatch/internal/fdtarget"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/runtimes"
 	"github.com/stallwatch/stallwatch/target"
 )
 
@@ -166,9 +167,13 @@ func BenchmarkJavaSnapshot(b *testing.B) {
 		noJava bool
 	}{{"without-java", true}, {"with-java", false}} {
 		b.Run(c.name, func(b *testing.B) {
+			var unread []*runtimes.Runtime
+			if c.noJava {
+				unread = []*runtimes.Runtime{runtimes.JVM}
+			}
 			var maxStop time.Duration
 			for b.Loop() {
-				snap, err := Take(context.Background(), tg.Pid, Options{Target: tp, NoJava: c.noJava})
+				snap, err := Take(context.Background(), tg.Pid, Options{Target: tp, Unread: unread})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -25,22 +25,25 @@
 // (*perms.Error); a refusal although permitted (*model.RefusedError,
 // naming what was checked).
 //
-// A Node.js target's JavaScript frames are read from its memory
-// (package runtimes/v8) while each thread is stopped, or blocked in the
-// kernel, and named in place of the native frames V8's code runs them in:
-// JIT code ("[anon] 0x…") and the interpreter's trampoline become the
-// function, script and line, as V8's own stack trace gives them, with the
-// functions optimized code inlined. It needs no flag at the target's
-// start; a stack needing more than maxJSReads reads of its memory keeps
-// the rest native, and a note says so.
-//
-// A CPython process (package runtimes/cpython) has each thread's Python
-// frames read from the interpreter's memory while the thread is stopped
-// (without a stop under NoPtrace: a running thread's frames may change as
-// they are read), put in place of the interpreter's evaluation frames of
-// its user stack (target.SplicePython); a thread sleeping on a GIL's
-// condition variable or mutex waits for the thread the GIL says holds it
-// (Wait kind "gil"), whatever the binary names.
+// A target's language runtimes are read through their descriptors'
+// readers (package runtimes; target.Process.Readers opens those of the
+// runtimes the target runs), with no runtime named here: each reading
+// begins before any stop, reads what must be read of a thread while it
+// stands still (runtimes.Reading.Stop, under its stop, or without one
+// when it is blocked or under NoPtrace), and puts what it read into the
+// snapshot once the native stacks are named and the stops are over
+// (Apply), after the waits are refined by their native stacks (a
+// runtime's wait is what the runtime says). So a Node.js target's
+// JavaScript frames are read from its memory while each thread is
+// stopped, or blocked in the kernel, and name the native frames V8's
+// code runs them in (JIT code and the interpreter's trampoline become
+// the function, script and line, as V8's own stack trace gives them, with
+// the functions optimized code inlined; a stack needing more than the
+// reader's bound of reads keeps the rest native, and a note says so). A
+// CPython process has each thread's Python frames read under its stop
+// and put in place of the interpreter's evaluation frames; a thread
+// sleeping on a GIL's condition variable or mutex waits for the thread
+// the GIL says holds it (Wait kind "gil"), whatever the binary names.
 //
 // Lock owners come from the futex words: a glibc pthread_mutex_t keeps
 // its owner's tid beside the word, a priority-inheritance futex holds it
@@ -55,16 +58,17 @@
 // On.
 //
 // A HotSpot JVM's threads are also read as the JVM sees them, from its
-// memory (package runtimes/hotspot, java.go), once the stops are over and
-// with none of their own: their Java names, their Java frames in place of
+// memory (package runtimes/hotspot, through runtimes.JVM's reader), once
+// the stops are over and with none of their own: their Java names, their Java frames in place of
 // the interpreter's and the code cache's frames in their native stacks
 // (frames of threads running Java code start at the registers of their
 // stop), the monitor or java.util.concurrent lock each waits for and the
 // thread holding it (edges of the waits-for graph: Java-level deadlocks
 // are its cycles), and, while a safepoint is being reached, the VM
 // Thread's wait for the thread it waits for. Where the JVM's memory
-// cannot be read, the capture gives the snapshot the JVM's own thread
-// dump instead (ApplyJava).
+// cannot be read, the capture leaves it unread (Options.Unread) and gives
+// the snapshot the JVM's own thread dump instead
+// (runtimes.ApplyJavaThreadDump).
 //
 // How long a thread has been off the CPU comes from the kernel's
 // accounting (/proc/<pid>/task/<tid>/sched, se.exec_start) where the

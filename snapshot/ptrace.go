@@ -69,7 +69,7 @@ var testHookStopped func(tid int)
 // kernel detaches every tracee of an exiting tracer. The same holds if
 // stallwatch itself dies, by any signal: no path leaves a thread stopped
 // or traced. PTRACE_O_EXITKILL is never set.
-func stopThread(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrames int, during func(unwind.Trace)) stopResult {
+func stopThread(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrames int, during func(unwind.Regs, unwind.Trace)) stopResult {
 	ch := make(chan stopResult, 1)
 	go tracer(ch, pid, tid, u, live, maxFrames, during)
 	return <-ch
@@ -78,7 +78,7 @@ func stopThread(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFram
 // tracer runs traceOnce on a locked OS thread that is not the process's
 // main thread: Go parks rather than ends the main thread when a locked
 // goroutine exits on it, so it could never hand its tracees back.
-func tracer(ch chan<- stopResult, pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrames int, during func(unwind.Trace)) {
+func tracer(ch chan<- stopResult, pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrames int, during func(unwind.Regs, unwind.Trace)) {
 	runtime.LockOSThread()
 	if unix.Gettid() == os.Getpid() {
 		// While this goroutine holds the main thread locked, the one
@@ -98,7 +98,7 @@ func tracer(ch chan<- stopResult, pid, tid int, u *unwind.Process, live *addrspa
 }
 
 // traceOnce is stopThread's body, on the locked OS thread.
-func traceOnce(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrames int, during func(unwind.Trace)) (res stopResult) {
+func traceOnce(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrames int, during func(unwind.Regs, unwind.Trace)) (res stopResult) {
 	// Allocated before the stop: an allocation under it may be made to
 	// help the garbage collector first.
 	dump := make([]byte, stackCopy)
@@ -194,7 +194,7 @@ func traceOnce(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrame
 	mem := unwind.Fallback(unwind.DumpMemory(res.regs.SP, dump[:n]), live)
 	res.trace = u.UnwindTrace(res.regs, mem, maxFrames)
 	if during != nil {
-		during(res.trace)
+		during(res.regs, res.trace)
 	}
 	detach()
 	return res

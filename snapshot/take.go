@@ -19,6 +19,7 @@ import (
 	"github.com/stallwatch/stallwatch/internal/schedclock"
 	"github.com/stallwatch/stallwatch/internal/unwind"
 	"github.com/stallwatch/stallwatch/model"
+	"github.com/stallwatch/stallwatch/runtimes"
 	"github.com/stallwatch/stallwatch/symbolize"
 	"github.com/stallwatch/stallwatch/target"
 	"golang.org/x/sys/unix"
@@ -44,10 +45,10 @@ type Options struct {
 	// kernel's accounting (stops.go). Nil: this stallwatch process's
 	// book, shared by all its snapshots.
 	Stops *StopBook
-	// NoJava leaves a JVM's Java threads unread: the caller reads them
-	// another way (the JVM's own thread dump, where its memory cannot be
-	// read: package capture).
-	NoJava bool
+	// Unread are runtimes whose state the snapshot leaves unread: the
+	// caller reads it another way (a JVM's own thread dump, where its
+	// memory cannot be read: package capture).
+	Unread []*runtimes.Runtime
 	Logger *slog.Logger
 }
 
@@ -89,20 +90,18 @@ type taker struct {
 	clock    *schedclock.Clock
 	tids     map[int]bool
 	kernel   map[int][]procfs.KernelFrame
-	py       *pyThreads // nil: not a CPython process, or it could not be read
 	notes    map[string]bool
 	denied   map[string]bool // /proc files of threads we may not read
 	vanished int             // threads that exited while being read
 	fds      []int           // descriptors threads wait on, resolved at the end
 
-	book     *StopBook
-	key      bookKey
-	stops    []stopped        // threads stopped, as they were before
-	carried  map[int]stopMark // marks of threads read without a stop
-	since    map[int]stopMark // each thread's off-CPU start and counts, before any stop
-	js       *jsReader        // nil: the target runs no V8
-	jsFrames map[int][]jsFrame
-	java     *javaReading // a JVM's threads (java.go); nil for any other process
+	book    *StopBook
+	key     bookKey
+	stops   []stopped        // threads stopped, as they were before
+	carried map[int]stopMark // marks of threads read without a stop
+	since   map[int]stopMark // each thread's off-CPU start and counts, before any stop
+	// readings are those of the runtimes the target runs (runtimes.go).
+	readings []runtimes.Reading
 }
 
 func (tk *taker) note(format string, args ...any) {
@@ -172,7 +171,7 @@ func (tk *taker) take(ctx context.Context) (*model.Snapshot, error) {
 // was read; unread those a cancelled ctx left unread.
 func (tk *taker) threads(ctx context.Context, tids []int) (threads []model.Thread, exited, unread int) {
 	workers := snapshotWorkers
-	if tk.js != nil || tk.py != nil {
+	if len(tk.readings) > 0 {
 		workers = 1
 	}
 	out := make([]model.Thread, len(tids))
@@ -233,11 +232,10 @@ func (tk *taker) prepare() {
 	}
 	if tk.tg != nil {
 		tk.unw, tk.sym, tk.mem = tk.tg.Unwinder(), tk.tg.Symbols(), tk.tg.Memory()
-		tk.js, tk.jsFrames = tk.newJSReader(), map[int][]jsFrame{}
 		for _, p := range tk.unw.Problems() {
 			tk.note("unwinding: %s", p)
 		}
-		tk.prepareJava()
+		tk.beginReadings()
 		if tk.ownTg {
 			for _, n := range tk.tg.Notes() {
 				tk.note("%s", n)
@@ -259,7 +257,6 @@ func (tk *taker) prepare() {
 			tk.note("no ptrace stops: %v", err)
 		}
 	}
-	tk.preparePython()
 	if !tk.sched {
 		if tk.opts.OffCPUSince != nil {
 			tk.note("off-CPU times come from the sampler (/proc/<pid>/task/<tid>/sched is absent: the kernel lacks CONFIG_SCHED_DEBUG)")
@@ -408,12 +405,9 @@ func (tk *taker) userStack(t *model.Thread, st procfs.Status, sc procfs.Syscall)
 		tk.note("thread %d (main thread) was read without a stop: stallwatch is the target's parent, and would see the stop as its child stopping", t.TID)
 	}
 	if stop {
-		var during func(unwind.Trace)
-		switch {
-		case tk.js != nil:
-			during = func(tr unwind.Trace) { tk.readJS(t.TID, tr) }
-		case tk.py != nil:
-			during = func(unwind.Trace) { tk.readPython(t.TID) }
+		var during func(unwind.Regs, unwind.Trace)
+		if len(tk.readings) > 0 {
+			during = func(regs unwind.Regs, tr unwind.Trace) { tk.readStopped(t.TID, true, regs, tr) }
 		}
 		// The stop needs nothing of the taker's but the runtimes'
 		// readers, which run one thread at a time (see threads).
@@ -437,7 +431,6 @@ func (tk *taker) userStack(t *model.Thread, st procfs.Status, sc procfs.Syscall)
 			t.UserAddrs, t.UserExact, t.UserCut = res.trace.PCs, res.trace.Exact, res.trace.Cut
 			t.Unwinder = res.trace.Methods()
 			t.Stopped, t.Stop, t.StopHeld = true, res.stop, res.held
-			tk.keepRegs(t.TID, res.regs)
 			tk.snap.PtraceUsed = true
 			switch res.kind {
 			case stopGroup:
@@ -450,21 +443,20 @@ func (tk *taker) userStack(t *model.Thread, st procfs.Status, sc procfs.Syscall)
 	}
 	// Without a stop: a blocked thread's frames stand still; a running
 	// one's may change while they are read.
-	tk.readPython(t.TID)
 	if sc.Running {
+		tk.readStopped(t.TID, false, unwind.Regs{}, unwind.Trace{})
 		t.Unwinder = "none"
 		t.Err = errors.Join(t.Err, model.ErrRunning)
 		return
 	}
 	tr, err := tk.unw.BlockedTrace(t.TID, maxFrames)
+	tk.readStopped(t.TID, false, unwind.Regs{}, tr)
 	if err != nil {
 		t.Unwinder = "none"
 		t.Err = errors.Join(t.Err, fmt.Errorf("user stack: %w", err))
 		return
 	}
 	t.UserAddrs, t.UserExact, t.UserCut = tr.PCs, tr.Exact, tr.Cut
-	// Blocked in the kernel, the thread's JavaScript frames stand still.
-	tk.readJS(t.TID, tr)
 	t.Unwinder = tr.Methods()
 	if t.Unwinder != "pc only" {
 		t.Unwinder += " (no stop)"
@@ -515,7 +507,6 @@ func (tk *taker) finish(tids []int, exited int) {
 		}
 	}
 	tk.name()
-	tk.readJava()
 	for i := range snap.Threads {
 		t := &snap.Threads[i]
 		if t.Wait != nil && t.Wait.Addr != 0 {
@@ -528,7 +519,9 @@ func (tk *taker) finish(tids []int, exited int) {
 			refineByStack(t.Wait, names)
 		}
 	}
-	tk.pythonWaits()
+	// After the waits are refined by their native stacks: a runtime's
+	// wait (a GIL, a Java monitor) is what the runtime says.
+	tk.applyReadings()
 	snap.Locks = model.BuildLockGraph(snap.Threads)
 	sort.SliceStable(snap.Threads, func(i, j int) bool { return snap.Threads[i].TID < snap.Threads[j].TID })
 }
@@ -561,9 +554,6 @@ func (tk *taker) name() {
 				continue
 			}
 			l := tk.sym.Locate(symbolize.Addr{PC: pc, Time: tk.snap.Mono, Return: !exact})
-			if fr, ok := jsAt(tk.jsFrames[t.TID], j); ok {
-				l = jsLocation(l, fr)
-			}
 			t.User = append(t.User, l)
 			if symbolize.Outermost(l) {
 				// Nothing called a thread's first function: what a
@@ -576,7 +566,6 @@ func (tk *taker) name() {
 		if tk.sym != nil && len(t.User) > 0 {
 			t.User = tk.sym.EndStack(t.User, t.UserCut)
 		}
-		tk.splicePython(t)
 	}
 }
 

@@ -3,7 +3,6 @@ package symbolize
 import (
 	"fmt"
 	"path"
-	"strings"
 
 	"github.com/stallwatch/stallwatch/internal/objfile"
 	"github.com/stallwatch/stallwatch/internal/unwind"
@@ -129,7 +128,7 @@ func (p *Process) CutLocation(c unwind.Cut) *model.Location {
 	if loc, ok := p.cuts[c]; ok {
 		return loc
 	}
-	name := "[truncated: " + c.String() + "]"
+	name := model.CutPrefix + c.String() + "]"
 	loc := &model.Location{Kind: model.KindUnknown, Lines: []model.Line{{Function: name, SystemName: name}}}
 	if p.cuts == nil {
 		p.cuts = map[unwind.Cut]*model.Location{}
@@ -140,7 +139,7 @@ func (p *Process) CutLocation(c unwind.Cut) *model.Location {
 
 // IsCut reports whether l is a pseudo-frame of CutLocation.
 func IsCut(l *model.Location) bool {
-	return l != nil && l.Mapping == nil && l.Addr == 0 && len(l.Lines) == 1 && strings.HasPrefix(l.Lines[0].Function, "[truncated: ")
+	return l.IsCut()
 }
 
 func b2i(b bool) int {

@@ -12,13 +12,14 @@
 // particular to one target: where each file is mapped, and its memory.
 //
 // The language runtimes a target runs are found here once, before any
-// stop, for the readers of their state in its memory: V8 (Process.V8: the
-// layout its binary publishes, and which addresses are its code) and
-// CPython (Process.Python, package runtimes/cpython, over the Space's
-// memory and the files' symbols and sections: PythonImages).
-// SplicePython puts a thread's Python frames in place of its native
-// evaluation frames, as locations of their own (PythonLocation: kind
-// python, one per code object and line).
+// stop, for the readers of their state in its memory (Readers): each
+// descriptor of package runtimes that has a Reader and recognises the
+// target (by its executable's name, a library it maps, a symbol its
+// executable exports) has its reader opened over what this package sees
+// of the target (ReaderProcess: the Space's memory, each mapped file's
+// symbols, sections and data at their run-time addresses, what is mapped
+// where, the threads). Nothing here names a runtime: the collectors ask
+// the instances (package snapshot, package capture).
 //
 // JIT code is unwound with the call frame information its runtime wrote
 // in the jitdump for each piece of code (CODE_UNWINDING_INFO: CPython 3.13

@@ -29,18 +29,14 @@ type Options struct {
 // files, its memory), its JIT sources, the unwinder's tables and the
 // symbolizer. It is safe for concurrent use.
 type Process struct {
-	pid      int
-	space    *addrspace.Space
-	jit      *jit.Process // nil without Options.JIT, or when none could be opened
-	sym      *symbolize.Process
-	unw      *unwind.Process
-	jitUn    *jitUnwind
-	js       v8Runtime
-	py       python
-	pyLocs   pythonLocs
-	notes    []string
-	jvm      jvm      // the HotSpot VM, found at the first JVM()
-	javaLocs javaLocs // the locations of Java frames
+	pid   int
+	space *addrspace.Space
+	jit   *jit.Process // nil without Options.JIT, or when none could be opened
+	sym   *symbolize.Process
+	unw   *unwind.Process
+	jitUn *jitUnwind
+	rts   readers // the runtimes' readers, opened at the first Readers()
+	notes []string
 	// looked are the modules searched for the GDB JIT interface.
 	looked map[*addrspace.Module]bool
 }

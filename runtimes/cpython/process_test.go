@@ -11,6 +11,7 @@ import (
 
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/runtimes"
 	"github.com/stallwatch/stallwatch/runtimes/cpython"
 	"github.com/stallwatch/stallwatch/snapshot"
 	"github.com/stallwatch/stallwatch/symbolize"
@@ -24,11 +25,21 @@ func openPython(t *testing.T, pid int) *cpython.Runtime {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	rt, err := p.Python()
+	rt, err := targetPython(p)
 	if err != nil {
 		t.Fatalf("Python: %v", err)
 	}
 	return rt
+}
+
+// targetPython is the CPython runtime a target finds through its
+// descriptor's reader (runtimes.Python).
+func targetPython(p *target.Process) (*cpython.Runtime, error) {
+	inst, err := p.Reader(runtimes.Python)
+	if err != nil {
+		return nil, err
+	}
+	return inst.(interface{ CPython() *cpython.Runtime }).CPython(), nil
 }
 
 func gotFrames(fs []cpython.Frame) []string {
@@ -131,11 +142,11 @@ func TestFindWithoutSymbol(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer p.Close()
-			withSymbol, err := p.Python()
+			withSymbol, err := targetPython(p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			images := target.PythonImages(p.Space())
+			images := runtimes.PythonImages(p.ReaderProcess())
 			for i := range images {
 				images[i].Symbols = hidden{images[i].Symbols, "_PyRuntime"}
 				for j := range images[i].Sections {
@@ -179,7 +190,7 @@ func TestVersionsNotRead(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer p.Close()
-			_, err = p.Python()
+			_, err = targetPython(p)
 			var ve *cpython.VersionError
 			if !errors.As(err, &ve) || ve.Version.String() != c.version {
 				t.Fatalf("Python: %v, want a VersionError for %s", err, c.version)
@@ -257,7 +268,7 @@ func TestEntriesMatchNativeStacks(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer p.Close()
-			rt, err := p.Python()
+			rt, err := targetPython(p)
 			if err != nil {
 				t.Fatal(err)
 			}
