@@ -14,6 +14,10 @@
 //   - a time-aware address index: JITs free code and load new code at the
 //     same address, so a sample is resolved against the code that was live
 //     at the sample's CLOCK_MONOTONIC time (LookupAt), or the latest (Lookup);
+//     where several sources know the address (the GDB JIT interface's
+//     objects, jitdumps, perf maps, which have no times), the code loaded
+//     last before the sample's time answers, the interface's first on a
+//     tie (its objects are where the code is now);
 //   - the names people read: DisplayName turns a runtime's raw name
 //     ("JS:*fibonacci /app/fib.js:1:1", "julia_fibonacci_1234",
 //     "long Hot.fibonacci(long)") into a function name plus file and line,

@@ -84,16 +84,24 @@ func (ix *Index) LookupSpan(addr, t uint64) (*Symbol, Span, bool) {
 	if ix == nil {
 		return nil, span, false
 	}
+	// Each layer knows of the code at addr what its source says; the one
+	// whose answer came last before t is right (a JIT that registers its
+	// code with the GDB interface and writes a jitdump too: the interface
+	// frees code only when its list is read again, so new code in the
+	// jitdump outranks old code the interface still lists). On a tie the
+	// earlier layer answers: the interface's objects are where the code
+	// is now. Every layer's span bounds the answer's: it holds while no
+	// layer's answer changes.
+	var found *Symbol
+	decidedAny, at := false, uint64(0)
 	for i := range ix.layers {
 		s, sp, decided := ix.lookupLayer(&ix.layers[i], addr, t)
-		// An earlier layer that knew nothing at t may know code from
-		// some later time: its span bounds this one's.
 		span = Span{max(span.From, sp.From), min(span.Until, sp.Until)}
-		if decided {
-			return s, span, s != nil
+		if decided && (!decidedAny || sp.From > at) {
+			found, decidedAny, at = s, true, sp.From
 		}
 	}
-	return nil, span, false
+	return found, span, found != nil
 }
 
 // lookupLayer finds addr in one layer, and the span of times with the

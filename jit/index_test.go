@@ -114,6 +114,42 @@ func TestLookupLayers(t *testing.T) {
 	}
 }
 
+// Across layers the code loaded last before t answers: a JIT that lists
+// its code with the GDB interface and writes a jitdump too (LLVM's, as
+// lli and Julia do) replaces code at an address; the interface frees the
+// old object only when its list is read again, after the jitdump has the
+// new code (TestContinuousJITReplaced found it with lli).
+func TestLookupLayersLatestWins(t *testing.T) {
+	var b builder
+	add := func(layer int, start, size, loaded uint64, name string, tomb bool) {
+		b.add(layer, Symbol{Start: start, Size: size, Name: name, Display: name, Loaded: loaded}, tomb)
+	}
+	add(layerJitdump, 0x1000, 0x80, 100, "old", false)
+	add(layerGDB, 0x1000, 0x80, 150, "old (gdb)", false) // first seen at a read after its load
+	add(layerJitdump, 0x1000, 0x80, 300, "new", false)
+	add(layerGDB, 0x1000, 0x80, 400, "", true) // the next read: the old object is gone
+	add(layerGDB, 0x1000, 0x80, 400, "new (gdb)", false)
+	ix := b.index()
+	for _, c := range []struct {
+		t    uint64
+		want string
+	}{
+		{120, "old"},       // before the interface's read
+		{200, "old (gdb)"}, // the interface's object is where the code is
+		{350, "new"},       // the jitdump's new code, the interface's old object not yet freed
+		{450, "new (gdb)"},
+	} {
+		s, sp, ok := ix.LookupSpan(0x1010, c.t)
+		got := ""
+		if ok {
+			got = s.Name
+		}
+		if got != c.want || !sp.Contains(c.t) {
+			t.Errorf("LookupSpan(0x1010, %d) = %q over %+v, want %q", c.t, got, sp, c.want)
+		}
+	}
+}
+
 // oracle answers LookupAt the slow way, from the definition: among the
 // loads and moves covering addr that happened by t, the last one in file
 // order decides; a jitdump that knows nothing defers to the perf map.
