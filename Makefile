@@ -20,7 +20,7 @@ build:
 # times as long (236 s for TestCallersProvable alone) and what they check
 # is the unwinder's answers, not concurrency, which the first pass covers
 # in every package they use.
-ORACLES = TestCallersProvable|TestGoStacksWhole|TestNodeJSFrames|TestPythonAttribution
+ORACLES = TestCallersProvable|TestGoStacksWhole|TestNodeJSFrames|TestPythonAttribution|TestPythonPerfTrampolinesAgree
 test: lint
 	$(GO) test -race -timeout 20m -skip '^($(ORACLES))$$' ./...
 	$(GO) test -timeout 20m -run '^($(ORACLES))$$' ./capture ./snapshot
