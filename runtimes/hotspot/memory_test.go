@@ -196,12 +196,20 @@ func TestCodeCacheMatchesPerfMap(t *testing.T) {
 	tg := startStall(t, nil, "deadlock")
 	mapFile := filepath.Join(os.TempDir(), "perf-"+strconv.Itoa(tg.Pid)+".map")
 	t.Cleanup(func() { os.Remove(mapFile) })
-	if out, err := exec.Command(jcmd, strconv.Itoa(tg.Pid), "Compiler.perfmap").CombinedOutput(); err != nil {
-		t.Fatalf("jcmd Compiler.perfmap: %v\n%s", err, out)
-	}
-	text, err := os.ReadFile(mapFile)
-	if err != nil {
-		t.Fatal(err)
+	// The VM compiles as it gets the CPU: a loaded host takes longer to
+	// give it the hundred compiled methods compared below.
+	var text []byte
+	if err := testutil.Eventually(60*time.Second, func() bool {
+		if out, err := exec.Command(jcmd, strconv.Itoa(tg.Pid), "Compiler.perfmap").CombinedOutput(); err != nil {
+			t.Fatalf("jcmd Compiler.perfmap: %v\n%s", err, out)
+		}
+		var err error
+		if text, err = os.ReadFile(mapFile); err != nil {
+			t.Fatal(err)
+		}
+		return perfMapMethods(text) >= 100
+	}); err != nil {
+		t.Fatalf("the VM's perf map names %d compiled methods after a minute, want 100", perfMapMethods(text))
 	}
 	mem, syms := openLive(t, tg.Pid)
 	l, err := ReadLayout(NewReader(mem, Limits{}), syms)
@@ -283,4 +291,16 @@ func TestMemoryAcrossEntryFrames(t *testing.T) {
 	if len(main.Segments) < 2 {
 		t.Errorf("the main thread's frames in runs starting at %v, want 2 or more:\n%s", main.Segments, stackText(main.Frames))
 	}
+}
+
+// perfMapMethods counts the Java methods (names with a signature) of a
+// perf map.
+func perfMapMethods(text []byte) int {
+	n := 0
+	for _, ln := range strings.Split(string(text), "\n") {
+		if f := strings.SplitN(ln, " ", 3); len(f) == 3 && strings.Contains(f[2], "(") {
+			n++
+		}
+	}
+	return n
 }
