@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -65,7 +64,7 @@ func BenchmarkPythonAttribution(b *testing.B) {
 	python := testutil.RequireTool(b, "/usr/bin/python3")
 	tg := testutil.Start(b, python, testutil.Testdata(b, "python", "pywork.py"))
 	tg.WaitLine(b, "ready", 30*time.Second)
-	w := meterPyWork(tg)
+	w := testutil.MeterWork(tg)
 	cfg := Config{PID: tg.Pid, Out: b.TempDir()}
 	if err := cfg.fill(); err != nil {
 		b.Fatal(err)
@@ -80,7 +79,7 @@ func BenchmarkPythonAttribution(b *testing.B) {
 	}
 	const window = 2 * time.Second
 	sampled := func(py bool) (slow, own, perSample float64) {
-		before := w.rate(window)
+		before := w.Rate(window)
 		c := s.samplerConfig(997, false, -1)
 		if !py {
 			c.Annotate, c.PromptWakeup = nil, false
@@ -91,10 +90,10 @@ func BenchmarkPythonAttribution(b *testing.B) {
 		}
 		time.Sleep(100 * time.Millisecond)
 		st0, own0, t0 := smp.Stats(), ownCPU(), time.Now()
-		during := w.rate(window)
+		during := w.Rate(window)
 		st, used, wall := smp.Stats(), ownCPU()-own0, time.Since(t0)
 		smp.Close()
-		after := w.rate(window)
+		after := w.Rate(window)
 		n := float64(st.Samples - st0.Samples)
 		return 1 - during/((before+after)/2), used.Seconds() / wall.Seconds(), used.Seconds() / n * 1e6
 	}
@@ -115,50 +114,4 @@ func ownCPU() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// pyWork reads pywork.py's progress reports.
-type pyWork struct {
-	mu        sync.Mutex
-	iter, cpu uint64
-	seen      chan struct{}
-}
-
-func meterPyWork(tg *testutil.Target) *pyWork {
-	w := &pyWork{seen: make(chan struct{}, 1)}
-	go func() {
-		for {
-			line, err := tg.Stdout.ReadString('\n')
-			var it, cpu uint64
-			if n, _ := fmt.Sscanf(line, "work %d %d", &it, &cpu); n == 2 {
-				w.mu.Lock()
-				w.iter, w.cpu = it, cpu
-				w.mu.Unlock()
-				select {
-				case w.seen <- struct{}{}:
-				default:
-				}
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	return w
-}
-
-func (w *pyWork) next() (iter, cpu uint64) {
-	<-w.seen
-	<-w.seen // a report made after the call
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.iter, w.cpu
-}
-
-// rate is the work done per CPU second over about d.
-func (w *pyWork) rate(d time.Duration) float64 {
-	i0, c0 := w.next()
-	time.Sleep(d)
-	i1, c1 := w.next()
-	return float64(i1-i0) / (float64(c1-c0) / 1e9)
 }

@@ -46,7 +46,7 @@ func BenchmarkGoUnwindModes(b *testing.B) {
 	}
 	spin := testutil.Start(b, testutil.BuildGo(b, "spin"), "-threads", "2", "-depth", "24", "-report", "100ms")
 	spin.WaitLine(b, "ready", 30*time.Second)
-	work := newWorkRate(spin)
+	work := testutil.MeterWork(spin)
 	results := make([][]goModeRun, len(modes))
 	for i := 0; i < b.N; i++ {
 		for j, m := range modes {
@@ -72,9 +72,9 @@ func BenchmarkGoUnwindModes(b *testing.B) {
 
 // slowdownOf samples pid as m says for two seconds and returns how much
 // less work per CPU second the target did meanwhile than around it.
-func slowdownOf(b *testing.B, pid int, w *workRate, m goUnwindMode) float64 {
+func slowdownOf(b *testing.B, pid int, w *testutil.WorkMeter, m goUnwindMode) float64 {
 	const window = 2 * time.Second
-	before := w.rate(window)
+	before := w.Rate(window)
 	tp, err := target.Open(pid, target.Options{Kernel: true})
 	if err != nil {
 		b.Fatal(err)
@@ -92,55 +92,10 @@ func slowdownOf(b *testing.B, pid int, w *workRate, m goUnwindMode) float64 {
 		b.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond)
-	during := w.rate(window)
+	during := w.Rate(window)
 	s.Close()
-	after := w.rate(window)
+	after := w.Rate(window)
 	return 1 - during/((before+after)/2)
-}
-
-// workRate reads testdata/spin's "work ITERATIONS CPU_NS" reports.
-type workRate struct {
-	mu        sync.Mutex
-	iter, cpu uint64
-	seen      chan struct{}
-}
-
-func newWorkRate(tg *testutil.Target) *workRate {
-	w := &workRate{seen: make(chan struct{}, 1)}
-	go func() {
-		for {
-			line, err := tg.Stdout.ReadString('\n')
-			var it, cpu uint64
-			if n, _ := fmt.Sscanf(line, "work %d %d", &it, &cpu); n == 2 {
-				w.mu.Lock()
-				w.iter, w.cpu = it, cpu
-				w.mu.Unlock()
-				select {
-				case w.seen <- struct{}{}:
-				default:
-				}
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	return w
-}
-
-func (w *workRate) next() (iter, cpu uint64) {
-	<-w.seen
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.iter, w.cpu
-}
-
-// rate is the target's work per CPU second over d.
-func (w *workRate) rate(d time.Duration) float64 {
-	i0, c0 := w.next()
-	time.Sleep(d)
-	i1, c1 := w.next()
-	return float64(i1-i0) / (float64(c1-c0) / 1e9)
 }
 
 func metricName(m goUnwindMode) string {

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,59 +19,6 @@ import (
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/internal/unwind"
 )
-
-// workMeter follows the spin target's "work ITERATIONS CPU_NS" lines.
-type workMeter struct {
-	mu        sync.Mutex
-	iter, cpu uint64
-	seen      chan struct{}
-}
-
-func meterWork(tg *testutil.Target) *workMeter {
-	w := &workMeter{seen: make(chan struct{}, 1)}
-	go func() {
-		for {
-			line, err := tg.Stdout.ReadString('\n')
-			var it, cpu uint64
-			if n, _ := fmt.Sscanf(line, "work %d %d", &it, &cpu); n == 2 {
-				w.mu.Lock()
-				w.iter, w.cpu = it, cpu
-				w.mu.Unlock()
-				select {
-				case w.seen <- struct{}{}:
-				default:
-				}
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	return w
-}
-
-// next waits for a fresh report and returns it.
-func (w *workMeter) next() (iter, cpu uint64) {
-	select {
-	case <-w.seen:
-	default:
-	}
-	<-w.seen
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.iter, w.cpu
-}
-
-// rate is the target's work per CPU second over d, and the CPU seconds it
-// used: sampling overhead is charged to the target's CPU time, so this
-// measures it even on a machine shared with other load.
-func (w *workMeter) rate(d time.Duration) (perCPU, cpu float64) {
-	i0, c0 := w.next()
-	time.Sleep(d)
-	i1, c1 := w.next()
-	cpu = float64(c1-c0) / 1e9
-	return float64(i1-i0) / cpu, cpu
-}
 
 var perfSamples = regexp.MustCompile(`\((\d+) samples\)`)
 
@@ -149,27 +95,27 @@ func BenchmarkTargetSlowdown(b *testing.B) {
 	perf := testutil.RequireTool(b, "perf")
 	tg := testutil.Start(b, target(b, "spin"), "-threads", "2", "-depth", "24", "-report", "100ms")
 	tg.WaitLine(b, "ready", 30*time.Second)
-	w := meterWork(tg)
+	w := testutil.MeterWork(tg)
 	const window = 2 * time.Second
 	host := testutil.WatchHost(tg.Pid)
 	defer func() { host.Stop().Report(b) }()
 	for i := 0; i < b.N; i++ {
 		// Unsampled windows around each sampled one: the machine's
 		// load drifts, and each tool is compared with its neighbours.
-		base1, _ := w.rate(window)
+		base1 := w.Rate(window)
 		s, err := Start(Config{PID: tg.Pid, Freq: 997, Kernel: true})
 		if err != nil {
 			b.Fatal(err)
 		}
 		time.Sleep(100 * time.Millisecond)
 		st0, cpu0 := s.Stats(), processCPU(tg.Pid)
-		ours, _ := w.rate(window)
+		ours := w.Rate(window)
 		st, oursCPU := s.Stats(), processCPU(tg.Pid)-cpu0
 		s.Close()
-		base2, _ := w.rate(window)
+		base2 := w.Rate(window)
 		var theirs float64
-		_, perfN, perfCPU := perfRecord(b, perf, tg.Pid, 997, window, func() { theirs, _ = w.rate(window) })
-		base3, _ := w.rate(window)
+		_, perfN, perfCPU := perfRecord(b, perf, tg.Pid, 997, window, func() { theirs = w.Rate(window) })
+		base3 := w.Rate(window)
 
 		oursSlow := 1 - ours/((base1+base2)/2)
 		perfSlow := 1 - theirs/((base2+base3)/2)
@@ -197,10 +143,10 @@ func BenchmarkTargetSlowdownStackCopy(b *testing.B) {
 	perf := testutil.RequireTool(b, "perf")
 	tg := testutil.Start(b, target(b, "spin"), "-threads", "2", "-depth", "24", "-report", "100ms")
 	tg.WaitLine(b, "ready", 30*time.Second)
-	w := meterWork(tg)
+	w := testutil.MeterWork(tg)
 	const window = 2 * time.Second
 	ours := func(copy int) (slow, rate float64) {
-		before, _ := w.rate(window)
+		before := w.Rate(window)
 		s, err := Start(Config{PID: tg.Pid, Freq: 997, Kernel: true, DumpOnCPU: copy,
 			UserStack: func(us UserSample, dst []uint64) ([]uint64, unwind.Cut) {
 				return append(dst, us.FP...), unwind.Cut{} // the copy is made, read and dropped
@@ -210,17 +156,17 @@ func BenchmarkTargetSlowdownStackCopy(b *testing.B) {
 		}
 		time.Sleep(100 * time.Millisecond)
 		st0, cpu0 := s.Stats(), processCPU(tg.Pid)
-		during, _ := w.rate(window)
+		during := w.Rate(window)
 		st, cpu := s.Stats(), processCPU(tg.Pid)-cpu0
 		s.Close()
-		after, _ := w.rate(window)
+		after := w.Rate(window)
 		return 1 - during/((before+after)/2), float64(st.Samples-st0.Samples) / cpu
 	}
 	theirs := func(callGraph string) (slow, rate float64) {
-		before, _ := w.rate(window)
+		before := w.Rate(window)
 		var during float64
-		_, n, cpu := perfRecordWith(b, perf, callGraph, tg.Pid, 997, window, func() { during, _ = w.rate(window) })
-		after, _ := w.rate(window)
+		_, n, cpu := perfRecordWith(b, perf, callGraph, tg.Pid, 997, window, func() { during = w.Rate(window) })
+		after := w.Rate(window)
 		return 1 - during/((before+after)/2), float64(n) / cpu
 	}
 	perKHz := func(slow, rate float64) float64 { return 100 * slow / rate * 1000 }

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -241,58 +240,6 @@ func countFDs(b *testing.B, pid int) int {
 	return len(fds)
 }
 
-// spinMeter follows testdata/spin's "work ITERATIONS CPU_NS" lines.
-type spinMeter struct {
-	mu        sync.Mutex
-	iter, cpu uint64
-	seen      chan struct{}
-}
-
-func meterSpin(tg *testutil.Target) *spinMeter {
-	m := &spinMeter{seen: make(chan struct{}, 1)}
-	go func() {
-		for {
-			line, err := tg.Stdout.ReadString('\n')
-			var it, cpu uint64
-			if n, _ := fmt.Sscanf(line, "work %d %d", &it, &cpu); n == 2 {
-				m.mu.Lock()
-				m.iter, m.cpu = it, cpu
-				m.mu.Unlock()
-				select {
-				case m.seen <- struct{}{}:
-				default:
-				}
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	return m
-}
-
-// next waits for a fresh report and returns it.
-func (m *spinMeter) next() (iter, cpu uint64) {
-	select {
-	case <-m.seen:
-	default:
-	}
-	<-m.seen
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.iter, m.cpu
-}
-
-// rate is the target's work per CPU second over d: what sampling costs
-// the target is charged to its CPU time, so this measures it on a host
-// that others keep busy too.
-func (m *spinMeter) rate(d time.Duration) float64 {
-	i0, c0 := m.next()
-	time.Sleep(d)
-	i1, c1 := m.next()
-	return float64(i1-i0) / (float64(c1-c0) / 1e9)
-}
-
 // BenchmarkContinuousCost: what continuous profiling at its default rate
 // (97 Hz, whole stacks: --unwind auto, frame pointers and 256 bytes of
 // stack for this Go target) costs a CPU-bound target with deep stacks
@@ -318,19 +265,19 @@ func BenchmarkContinuousCost(b *testing.B) {
 		b.Run(fmt.Sprintf("threads-%d", threads), func(b *testing.B) {
 			tg := testutil.Start(b, spin, "-threads", strconv.Itoa(threads), "-depth", "24", "-report", "100ms")
 			tg.WaitLine(b, "ready", 30*time.Second)
-			m := meterSpin(tg)
+			m := testutil.MeterWork(tg)
 			host := testutil.WatchHost(tg.Pid)
 			var ours, gSlow, dSlow, oursCPU, gCPU, dCPU float64
 			rounds := 0
 			for b.Loop() {
 				for range 3 {
-					base := m.rate(window)
+					base := m.Rate(window)
 					sw, swSlow := ourWindow(b, m, tg.Pid, window)
-					mid := m.rate(window)
+					mid := m.Rate(window)
 					g, gs := perfWindow(b, m, perf, "-g", tg.Pid, window)
-					mid2 := m.rate(window)
+					mid2 := m.Rate(window)
 					d, ds := perfWindow(b, m, perf, "--call-graph=dwarf", tg.Pid, window)
-					after := m.rate(window)
+					after := m.Rate(window)
 					ours += 1 - swSlow/((base+mid)/2)
 					gSlow += 1 - gs/((mid+mid2)/2)
 					dSlow += 1 - ds/((mid2+after)/2)
@@ -356,7 +303,7 @@ func BenchmarkContinuousCost(b *testing.B) {
 // ourWindow runs `stallwatch watch --profile-period 60s` on pid and
 // measures, over window once it profiles, its CPU (a share of one core)
 // and the target's work per CPU second.
-func ourWindow(b *testing.B, m *spinMeter, pid int, window time.Duration) (cpu, rate float64) {
+func ourWindow(b *testing.B, m *testutil.WorkMeter, pid int, window time.Duration) (cpu, rate float64) {
 	sw := testutil.Start(b, stallwatchBin(b), "watch", "--pid", strconv.Itoa(pid), "--heartbeat-proc", "--stall-after", "5m",
 		"--baseline-freq", "0", "--profile-period", "60s", "--out", b.TempDir(), "--upload", "off", "--statsd", "off")
 	if err := testutil.Eventually(30*time.Second, func() bool { return strings.Contains(sw.Stderr(), "heartbeat healthy") }); err != nil {
@@ -364,7 +311,7 @@ func ourWindow(b *testing.B, m *spinMeter, pid int, window time.Duration) (cpu, 
 	}
 	time.Sleep(500 * time.Millisecond) // past reading the target's tables
 	c0, t0 := cpuNanos(b, sw.Cmd.Process.Pid), time.Now()
-	rate = m.rate(window)
+	rate = m.Rate(window)
 	cpu = float64(cpuNanos(b, sw.Cmd.Process.Pid)-c0) / float64(time.Since(t0))
 	_ = sw.Cmd.Process.Signal(syscall.SIGTERM)
 	<-sw.Done()
@@ -374,7 +321,7 @@ func ourWindow(b *testing.B, m *spinMeter, pid int, window time.Duration) (cpu, 
 // perfWindow runs `perf record -F 97 CALLGRAPH -p pid` over a window and
 // returns its CPU (a share of one core, start and end included, as a user
 // running it pays them) and the target's work per CPU second meanwhile.
-func perfWindow(b *testing.B, m *spinMeter, perf, callGraph string, pid int, window time.Duration) (cpu, rate float64) {
+func perfWindow(b *testing.B, m *testutil.WorkMeter, perf, callGraph string, pid int, window time.Duration) (cpu, rate float64) {
 	out := filepath.Join(b.TempDir(), "perf.data")
 	cmd := exec.Command(perf, "record", "-F", "97", callGraph, "-p", strconv.Itoa(pid), "-o", out,
 		"--", "sleep", fmt.Sprintf("%.3f", (window+time.Second).Seconds()))
@@ -385,7 +332,7 @@ func perfWindow(b *testing.B, m *spinMeter, perf, callGraph string, pid int, win
 		b.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond) // perf attaches
-	rate = m.rate(window)
+	rate = m.Rate(window)
 	if err := cmd.Wait(); err != nil {
 		b.Fatalf("perf record: %v\n%s", err, stderr.String())
 	}
