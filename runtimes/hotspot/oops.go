@@ -187,13 +187,23 @@ func (vm *VM) fieldInternal() int64 {
 	return 0x400
 }
 
-// objectField reads the named reference field of the object at obj.
-func (vm *VM) objectField(obj uint64, name string) (uint64, error) {
+// objFieldOffset is the offset of the named field in the object at obj,
+// from its class's field table.
+func (vm *VM) objFieldOffset(obj uint64, name string) (uint64, error) {
 	k, err := vm.klassOf(obj)
 	if err != nil {
 		return 0, err
 	}
 	off, err := vm.fieldOffset(k, name)
+	if err != nil {
+		return 0, err
+	}
+	return off, nil
+}
+
+// objectField reads the named reference field of the object at obj.
+func (vm *VM) objectField(obj uint64, name string) (uint64, error) {
+	off, err := vm.objFieldOffset(obj, name)
 	if err != nil {
 		return 0, err
 	}
@@ -202,11 +212,7 @@ func (vm *VM) objectField(obj uint64, name string) (uint64, error) {
 
 // intField reads the named int field of the object at obj.
 func (vm *VM) intField(obj uint64, name string) (int32, error) {
-	k, err := vm.klassOf(obj)
-	if err != nil {
-		return 0, err
-	}
-	off, err := vm.fieldOffset(k, name)
+	off, err := vm.objFieldOffset(obj, name)
 	if err != nil {
 		return 0, err
 	}
@@ -216,11 +222,7 @@ func (vm *VM) intField(obj uint64, name string) (int32, error) {
 
 // longField reads the named long field of the object at obj.
 func (vm *VM) longField(obj uint64, name string) (int64, error) {
-	k, err := vm.klassOf(obj)
-	if err != nil {
-		return 0, err
-	}
-	off, err := vm.fieldOffset(k, name)
+	off, err := vm.objFieldOffset(obj, name)
 	if err != nil {
 		return 0, err
 	}
@@ -230,11 +232,7 @@ func (vm *VM) longField(obj uint64, name string) (int64, error) {
 
 // byteField reads the named byte or boolean field of the object at obj.
 func (vm *VM) byteField(obj uint64, name string) (uint8, error) {
-	k, err := vm.klassOf(obj)
-	if err != nil {
-		return 0, err
-	}
-	off, err := vm.fieldOffset(k, name)
+	off, err := vm.objFieldOffset(obj, name)
 	if err != nil {
 		return 0, err
 	}
