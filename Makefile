@@ -66,12 +66,13 @@ soak:
 # the benchmarks of issue 22's table, each beside its reference tool in
 # the same run, medians of PERFCOUNT runs with the host's load
 # (internal/benchtab -update writes it between the file's markers; the
-# table is never edited by hand). `make bench` prints the same table
-# after its medians.
+# table is never edited by hand), and README.md's summary of the goals,
+# each met or not by that run. `make bench` prints both after its
+# medians.
 PERFCOUNT ?= 3
 PERFBENCH := ^Benchmark(EndToPprof|EndToPprofStackCopies|LostSmallTargets|Snapshot|WatchIdle|Daemon|UnwindSamples|StackCopySize)$$
 perf-table:
-	$(GO) test -p 1 -run '^$$' -bench '$(PERFBENCH)' -count $(PERFCOUNT) -timeout 60m ./capture ./snapshot ./cmd/stallwatch ./target | tee bench-perf.out | $(GO) run ./internal/benchtab -update docs/testing.md
+	$(GO) test -p 1 -run '^$$' -bench '$(PERFBENCH)' -count $(PERFCOUNT) -timeout 60m ./capture ./snapshot ./cmd/stallwatch ./target | tee bench-perf.out | $(GO) run ./internal/benchtab -update docs/testing.md -update README.md
 
 # The stored captures the findings and the renderings are tested on
 # (testdata/captures, each with a MADE-BY file): captured again from real

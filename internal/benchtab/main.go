@@ -6,10 +6,12 @@
 //
 // After the tables it prints the performance table (perftable.go: each
 // benchmark of issue 22's table with its reference tool's figure from
-// the same run and the host's load); -update FILE writes that table into
-// FILE between its markers instead (docs/testing.md: `make perf-table`).
+// the same run and the host's load) and the summary of issue 22's goals,
+// each met or not; -update FILE (repeatable) writes them into FILE
+// between their markers instead (docs/testing.md's table, README.md's
+// summary: `make perf-table`).
 //
-// Usage: go test -run '^$' -bench . -count 5 ./... | go run ./internal/benchtab [-update FILE]
+// Usage: go test -run '^$' -bench . -count 5 ./... | go run ./internal/benchtab [-update FILE]...
 package main
 
 import (
@@ -36,7 +38,11 @@ type pkg struct {
 }
 
 func main() {
-	update := flag.String("update", "", "write the performance table into this file, between its markers")
+	var update []string
+	flag.Func("update", "write the generated tables into this file, between their markers (repeatable)", func(path string) error {
+		update = append(update, path)
+		return nil
+	})
 	flag.Parse()
 	pkgs, order, err := parse(os.Stdin, os.Stdout)
 	if err != nil {
@@ -46,15 +52,19 @@ func main() {
 	for _, name := range order {
 		print(os.Stdout, pkgs[name])
 	}
-	if *update != "" {
-		if err := updateDoc(*update, pkgs); err != nil {
-			fmt.Fprintln(os.Stderr, "benchtab:", err)
-			os.Exit(1)
+	if len(update) > 0 {
+		for _, path := range update {
+			if err := updateDoc(path, pkgs); err != nil {
+				fmt.Fprintln(os.Stderr, "benchtab:", err)
+				os.Exit(1)
+			}
 		}
 		return
 	}
 	fmt.Fprintln(os.Stdout, "\nperformance table (docs/testing.md)")
 	writePerfTable(os.Stdout, pkgs)
+	fmt.Fprintln(os.Stdout, "\ngoals (README.md)")
+	writeSummary(os.Stdout, pkgs)
 }
 
 // parse reads the benchmark output, echoing lines that are not results

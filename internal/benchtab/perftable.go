@@ -58,22 +58,13 @@ func writePerfTable(w io.Writer, pkgs map[string]*pkg) {
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	for _, r := range perfRows {
 		found := false
-		for _, p := range pkgs {
-			if !strings.HasSuffix(p.name, "/"+r.pkg) {
-				continue
+		for _, b := range benchesOf(pkgs, r.pkg, r.bench) {
+			found = true
+			what := r.what
+			if strings.HasSuffix(r.bench, "/") {
+				what += ": " + strings.TrimPrefix(b.name, r.bench)
 			}
-			for _, name := range p.order {
-				if name != r.bench && !(strings.HasSuffix(r.bench, "/") && strings.HasPrefix(name, r.bench)) {
-					continue
-				}
-				found = true
-				b := p.benches[name]
-				what := r.what
-				if strings.HasSuffix(r.bench, "/") {
-					what += ": " + strings.TrimPrefix(name, r.bench)
-				}
-				fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", what, fill(r.ours, b), fill(r.ref, b), fill(r.ratio, b), hostOf(b))
-			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", what, fill(r.ours, b), fill(r.ref, b), fill(r.ratio, b), hostOf(b))
 		}
 		if !found {
 			fmt.Fprintf(w, "| %s | not in this run | | | |\n", r.what)
@@ -108,25 +99,44 @@ func hostOf(b *bench) string {
 	return fill(fmt.Sprintf("%d; load {host-load}, others {host-others-cores} of {host-cores} cores", runs), b)
 }
 
-// The markers around the generated table in a document.
-const (
-	tableBegin = "<!-- benchtab -perf begin: generated from a run's output, do not edit -->"
-	tableEnd   = "<!-- benchtab -perf end -->"
-)
+// A generated table and the markers around it in a document: the full
+// performance table (docs/testing.md) and its summary against the goals
+// (README.md). A document holds either or both.
+type table struct {
+	begin, end string
+	write      func(io.Writer, map[string]*pkg)
+}
 
-// updateDoc replaces the table between the markers of the file at path.
+var tables = []table{
+	{"<!-- benchtab -perf begin: generated from a run's output, do not edit -->", "<!-- benchtab -perf end -->", writePerfTable},
+	{"<!-- benchtab -summary begin: generated from a run's output, do not edit -->", "<!-- benchtab -summary end -->", writeSummary},
+}
+
+// updateDoc replaces each generated table between its markers in the
+// file at path; a file with no markers is an error, so that a renamed
+// marker never leaves a table silently stale.
 func updateDoc(path string, pkgs map[string]*pkg) error {
 	doc, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	i, j := bytes.Index(doc, []byte(tableBegin)), bytes.Index(doc, []byte(tableEnd))
-	if i < 0 || j < i {
-		return fmt.Errorf("%s: no %q … %q to replace", path, tableBegin, tableEnd)
+	replaced := 0
+	for _, t := range tables {
+		i, j := bytes.Index(doc, []byte(t.begin)), bytes.Index(doc, []byte(t.end))
+		if i < 0 && j < 0 {
+			continue
+		}
+		if i < 0 || j < i {
+			return fmt.Errorf("%s: %q without %q before it", path, t.end, t.begin)
+		}
+		var tab bytes.Buffer
+		tab.WriteString(t.begin + "\n")
+		t.write(&tab, pkgs)
+		doc = append(append(append([]byte(nil), doc[:i]...), tab.Bytes()...), doc[j:]...)
+		replaced++
 	}
-	var tab bytes.Buffer
-	tab.WriteString(tableBegin + "\n")
-	writePerfTable(&tab, pkgs)
-	out := append(append(append([]byte(nil), doc[:i]...), tab.Bytes()...), doc[j:]...)
-	return os.WriteFile(path, out, 0o644)
+	if replaced == 0 {
+		return fmt.Errorf("%s: no benchtab markers (%q … %q) to replace", path, tables[0].begin, tables[0].end)
+	}
+	return os.WriteFile(path, doc, 0o644)
 }

@@ -42,12 +42,14 @@ func TestPerfTable(t *testing.T) {
 	}
 }
 
-// TestUpdateDoc: the table between the markers is replaced, the rest of
-// the document kept; a document without them is an error.
+// TestUpdateDoc: each table between its markers is replaced, the rest
+// of the document kept; a document without markers, or with an end
+// marker before its begin, is an error.
 func TestUpdateDoc(t *testing.T) {
 	pkgs, _, _ := parse(strings.NewReader(sampleRun), io.Discard)
+	perf, summary := tables[0], tables[1]
 	path := filepath.Join(t.TempDir(), "doc.md")
-	doc := "before\n" + tableBegin + "\nold table\n" + tableEnd + "\nafter\n"
+	doc := "before\n" + perf.begin + "\nold table\n" + perf.end + "\nbetween\n" + summary.begin + "\nold summary\n" + summary.end + "\nafter\n"
 	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -56,11 +58,39 @@ func TestUpdateDoc(t *testing.T) {
 	}
 	got, _ := os.ReadFile(path)
 	s := string(got)
-	if strings.Contains(s, "old table") || !strings.HasPrefix(s, "before\n"+tableBegin+"\n| what |") || !strings.HasSuffix(s, "|\n"+tableEnd+"\nafter\n") {
+	if strings.Contains(s, "old table") || strings.Contains(s, "old summary") ||
+		!strings.HasPrefix(s, "before\n"+perf.begin+"\n| what | stallwatch | reference") ||
+		!strings.Contains(s, "|\n"+perf.end+"\nbetween\n"+summary.begin+"\n| what | stallwatch | beside it") ||
+		!strings.HasSuffix(s, "|\n"+summary.end+"\nafter\n") {
 		t.Errorf("updated document:\n%s", s)
 	}
-	os.WriteFile(path, []byte("no markers\n"), 0o644)
-	if err := updateDoc(path, pkgs); err == nil {
-		t.Error("a document without markers was updated")
+	for _, bad := range []string{"no markers\n", summary.end + "\n" + summary.begin + "\n"} {
+		os.WriteFile(path, []byte(bad), 0o644)
+		if err := updateDoc(path, pkgs); err == nil {
+			t.Errorf("a document %q was updated", bad)
+		}
+	}
+}
+
+// TestSummaryMet: a goal is met or not from the run's median, floors
+// and ceilings alike, and a metric the run lacks is "?", never "met".
+func TestSummaryMet(t *testing.T) {
+	pkgs, _, err := parse(strings.NewReader(sampleRun), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	writeSummary(&out, pkgs)
+	for _, want := range []string{
+		// x-vs-gdb median 0.25: 4× faster, the goal 10×.
+		"| snapshot of 1,000 threads | 500 ms | gdb: 2200 ms (4.00×) | ≥ 10× | **not met** |",
+		"| longest stop of a thread in it | ? µs |  | ≤ 2,000 µs | ? |",
+		"| unwinding sampled stacks per CPU second: node | 375000 |  | ≥ 200,000 | met |",
+		"| unwinding sampled stacks per CPU second: c-depth-20 | 891000 |  | ≥ 200,000 | met |",
+		"| idle daemon, 250 targets, the host forking 50/s | not in this run |",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the summary lacks %q:\n%s", want, out.String())
+		}
 	}
 }
