@@ -17,7 +17,13 @@
 //     where several sources know the address (the GDB JIT interface's
 //     objects, jitdumps, perf maps, which have no times), the code loaded
 //     last before the sample's time answers, the interface's first on a
-//     tie (its objects are where the code is now);
+//     tie (its objects are where the code is now); how long an answer
+//     holds: LookupSpan's span of sample times, and, from one Index to
+//     the next of a Process, everywhere but the address ranges code was
+//     loaded, moved or freed over in between (Index.ChangedSince: a
+//     jitdump's CODE_LOAD or CODE_MOVE, a perf map's new line, the GDB
+//     JIT interface's list gaining or losing an object), so that a cache
+//     of answers keeps what no new code touched;
 //   - the names people read: DisplayName turns a runtime's raw name
 //     ("JS:*fibonacci /app/fib.js:1:1", "julia_fibonacci_1234",
 //     "long Hot.fibonacci(long)") into a function name plus file and line,

@@ -1,6 +1,7 @@
 package jit
 
 import (
+	"cmp"
 	"encoding/binary"
 	"iter"
 	"math"
@@ -140,6 +141,59 @@ func (ix *Index) lookupLayer(l *layerView, addr, t uint64) (_ *Symbol, _ Span, d
 		}
 		id = u[j].id
 	}
+}
+
+// Range is a stretch of addresses [Start, End).
+type Range struct {
+	Start, End uint64
+}
+
+// ChangedSince says how long the answers of an older Index of the same
+// Process stay good: the address ranges where code was loaded, moved or
+// freed (in any source: a jitdump's CODE_LOAD or CODE_MOVE, a perf map's
+// new line, the GDB JIT interface's list gaining or losing an object)
+// between old and ix, sorted and merged. Outside them every LookupSpan of
+// ix gives old's answer and span, at any time. ok is false when ix is not
+// old grown (its Process read a file again from its start, or compacted
+// the index at its bound or after Forget): then any answer may have
+// changed. A nil old is an empty index.
+func (ix *Index) ChangedSince(old *Index) (changed []Range, ok bool) {
+	if ix == old {
+		return nil, true
+	}
+	if ix == nil {
+		return nil, false
+	}
+	from := 0
+	if old != nil && old.n > 0 {
+		// Symbols keep their slots while their builder appends: a store
+		// that starts elsewhere, or is shorter, is another builder's.
+		if old.n > ix.n || len(ix.store.chunks) == 0 || &old.store.chunks[0][0] != &ix.store.chunks[0][0] {
+			return nil, false
+		}
+		from = old.n
+	}
+	for id := from; id < ix.n; id++ {
+		sym := &ix.store.slot(int32(id)).sym
+		if sym.Size == 0 {
+			continue
+		}
+		end := sym.End()
+		if end < sym.Start {
+			end = math.MaxUint64 // a hostile size: as far as addresses go
+		}
+		changed = append(changed, Range{sym.Start, end})
+	}
+	slices.SortFunc(changed, func(a, b Range) int { return cmp.Compare(a.Start, b.Start) })
+	merged := changed[:0]
+	for _, r := range changed {
+		if n := len(merged); n > 0 && r.Start <= merged[n-1].End {
+			merged[n-1].End = max(merged[n-1].End, r.End)
+			continue
+		}
+		merged = append(merged, r)
+	}
+	return merged, true
 }
 
 // LineAt returns the source file and line of addr inside s, from the

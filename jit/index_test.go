@@ -270,3 +270,77 @@ func TestIndexAllInLoadOrder(t *testing.T) {
 		t.Error("a nil Index found something")
 	}
 }
+
+// TestChangedSince: an Index grown from an older one answers as the older
+// one did, span and all, everywhere outside the ranges ChangedSince names
+// (random loads, moves' vacated ranges and perf map lines, in three
+// layers); every symbol added since lies in them; an index of another
+// builder (a file read again, an index compacted) is not the older one
+// grown.
+func TestChangedSince(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 22))
+	var b builder
+	now := uint64(10)
+	const space = 1 << 16
+	old := b.index()
+	for round := range 40 {
+		added := 0
+		for range 1 + rng.IntN(30) {
+			now += uint64(rng.IntN(20))
+			start := uint64(rng.IntN(space))
+			sym := Symbol{Start: start, Size: 1 + uint64(rng.IntN(space/64)), Name: fmt.Sprint("f", round), Loaded: now}
+			layer := []int{layerGDB, layerJitdump, layerJitdump, layerPerfMap}[rng.IntN(4)]
+			if layer == layerPerfMap {
+				sym.Loaded = 0
+			}
+			b.add(layer, sym, rng.IntN(8) == 0)
+			added++
+		}
+		ix := b.index()
+		changed, ok := ix.ChangedSince(old)
+		if !ok {
+			t.Fatalf("round %d: the index grown is not said to be the old one grown", round)
+		}
+		in := func(addr uint64) bool {
+			for _, r := range changed {
+				if addr >= r.Start && addr < r.End {
+					return true
+				}
+			}
+			return false
+		}
+		for id := ix.n - added; id < ix.n; id++ {
+			s := &ix.store.slot(int32(id)).sym
+			if !in(s.Start) || !in(s.End()-1) {
+				t.Fatalf("round %d: symbol %+v added, outside the changes %v", round, s, changed)
+			}
+		}
+		for range 2000 {
+			addr := uint64(rng.IntN(space + space/64))
+			if in(addr) {
+				continue
+			}
+			at := uint64(rng.IntN(int(now + 50)))
+			if rng.IntN(8) == 0 {
+				at = math.MaxUint64
+			}
+			s0, sp0, ok0 := old.LookupSpan(addr, at)
+			s1, sp1, ok1 := ix.LookupSpan(addr, at)
+			if s0 != s1 || sp0 != sp1 || ok0 != ok1 {
+				t.Fatalf("round %d: at %#x, time %d, unchanged says %v: old %+v over %+v, new %+v over %+v", round, addr, at, changed, s0, sp0, s1, sp1)
+			}
+		}
+		old = ix
+	}
+	if _, ok := old.ChangedSince(old); !ok {
+		t.Error("an index is not itself unchanged")
+	}
+	var other builder
+	other.add(layerJitdump, Symbol{Start: 0x10, Size: 0x10}, false)
+	if _, ok := other.index().ChangedSince(old); ok {
+		t.Error("another builder's index is said to be the old one grown")
+	}
+	if _, ok := old.ChangedSince(other.index()); ok {
+		t.Error("an index of another builder, larger, is said to be the old one grown")
+	}
+}
