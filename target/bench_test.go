@@ -1,9 +1,11 @@
 package target
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"testing"
@@ -116,6 +118,10 @@ func BenchmarkUnwindSamples(b *testing.B) {
 				frames += len(dst)
 			}
 			b.ResetTimer()
+			// Labelled, so that a -cpuprofile tells the two loops
+			// apart (go tool pprof -tagfocus rules=cached).
+			ctx := pprof.WithLabels(context.Background(), pprof.Labels("rules", "cached"))
+			pprof.SetGoroutineLabels(ctx)
 			cpu0 := processCPU()
 			n := 0
 			for b.Loop() {
@@ -127,6 +133,7 @@ func BenchmarkUnwindSamples(b *testing.B) {
 			cached := float64(n) / (processCPU() - cpu0).Seconds()
 			b.StopTimer()
 			// The same walks without the rule cache, for its share.
+			pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("rules", "uncached")))
 			u.SetRuleCache(false)
 			cpu0, n = processCPU(), 0
 			start := time.Now() // processCPU is too dear to call per pass
@@ -138,6 +145,7 @@ func BenchmarkUnwindSamples(b *testing.B) {
 			}
 			uncached := float64(n) / (processCPU() - cpu0).Seconds()
 			u.SetRuleCache(true)
+			pprof.SetGoroutineLabels(context.Background())
 			b.ReportMetric(cached, "samples/cpu-s")
 			b.ReportMetric(uncached, "uncached-samples/cpu-s")
 			b.ReportMetric(cached/uncached, "x-vs-uncached")

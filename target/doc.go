@@ -24,7 +24,11 @@
 // JIT code is unwound with the call frame information its runtime wrote
 // in the jitdump for each piece of code (CODE_UNWINDING_INFO: CPython 3.13
 // -X perf_jit, V8, LLVM's JITLink), at the time of each sample, since code
-// and its tables can be replaced at one address; CPython's perf
+// and its tables can be replaced at one address. Each JIT index taken in
+// starts a generation of the unwinder's JIT answers, and what it changed
+// over the one before (jit.Index.ChangedSince) is logged for the last 64
+// generations (unwind.JITCode.Unchanged), so that the unwinder's cached
+// answers for code no new code touched are kept; CPython's perf
 // trampolines, which 3.12's -X perf names only in a perf map (and 3.13
 // writes through a buffered stream), are unwound by their known bytes,
 // checked in the target's memory.

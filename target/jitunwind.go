@@ -2,14 +2,17 @@ package target
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/stallwatch/stallwatch/internal/callframe"
+	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/unwind"
 	"github.com/stallwatch/stallwatch/jit"
 )
@@ -25,8 +28,10 @@ type jitUnwind struct {
 	p *Process
 
 	// gen counts the indexes taken in (Generation): an answer holds for
-	// the Index it came from, which never changes.
-	gen atomic.Uint64
+	// the Index it came from, which never changes, and in the later ones
+	// where changes says nothing changed at its address.
+	gen     atomic.Uint64
+	changes atomic.Pointer[changeLog]
 
 	mu      sync.Mutex
 	ix      *jit.Index
@@ -61,23 +66,106 @@ func (j *jitUnwind) setIndex(ix *jit.Index) {
 	j.mu.Unlock()
 }
 
-// take makes ix the index answers come from (j.mu held).
+// take makes ix the index answers come from (j.mu held), and notes
+// where its code differs from the index before it.
 func (j *jitUnwind) take(ix *jit.Index) {
-	if ix != j.ix {
-		j.ix = ix
-		j.gen.Add(1)
+	if ix == j.ix {
+		return
 	}
+	changed, ok := ix.ChangedSince(j.ix)
+	j.ix = ix
+	// The log first: a generation is never seen without its changes.
+	g := j.gen.Load() + 1
+	j.changes.Store(j.changes.Load().then(g, changed, ok))
+	j.gen.Store(g)
 }
 
-// Generation changes whenever another index is taken in.
-func (j *jitUnwind) Generation() uint64 { return j.gen.Load() }
+// Generation changes whenever another index is taken in. For a sample at
+// t newer than the last read of the GDB JIT interface's list, the list
+// is read again first (at most once in gdbReadGap): code the interface
+// registered since is asked for in the generation it starts.
+func (j *jitUnwind) Generation(t uint64) uint64 {
+	if t == 0 {
+		t = math.MaxUint64
+	}
+	if j.p.jit != nil && j.p.jit.ReadGDBJIT(t, gdbReadGap) {
+		j.mu.Lock()
+		j.take(j.p.jit.Index())
+		j.mu.Unlock()
+	}
+	return j.gen.Load()
+}
+
+// Unchanged reports whether no code was loaded, moved or freed over
+// [lo, hi) from generation g to now (unwind.JITCode): the answers of g
+// there still hold.
+func (j *jitUnwind) Unchanged(g, lo, hi uint64) bool {
+	cur := j.gen.Load()
+	return j.changes.Load().unchanged(g, cur, lo, hi)
+}
+
+// maxChangeLog bounds the generations whose changes are kept: an answer
+// older than them is asked again.
+const maxChangeLog = 64
+
+// changeLog is what each of the last generations changed, oldest first;
+// it is never modified once published.
+type changeLog struct {
+	gens []genChange
+}
+
+// genChange is where generation gen's index differs from the one before
+// (all: anywhere, its code read again from the start).
+type genChange struct {
+	gen     uint64
+	all     bool
+	changed []jit.Range
+}
+
+// then is the log with generation g's changes added, its oldest dropped
+// past maxChangeLog.
+func (c *changeLog) then(g uint64, changed []jit.Range, ok bool) *changeLog {
+	var gens []genChange
+	if c != nil {
+		gens = c.gens[max(0, len(c.gens)+1-maxChangeLog):]
+	}
+	return &changeLog{gens: append(slices.Clip(gens), genChange{gen: g, all: !ok, changed: changed})}
+}
+
+// unchanged reports whether the generations after g up to cur changed
+// nothing over [lo, hi).
+func (c *changeLog) unchanged(g, cur, lo, hi uint64) bool {
+	if g == cur {
+		return true
+	}
+	if c == nil || g > cur || len(c.gens) == 0 || c.gens[0].gen > g+1 {
+		return false // generations not logged any more
+	}
+	for _, gc := range c.gens {
+		if gc.gen <= g || gc.gen > cur {
+			continue
+		}
+		if gc.all {
+			return false
+		}
+		// The first range ending after lo is the only one that can
+		// overlap [lo, hi) first.
+		i, _ := slices.BinarySearchFunc(gc.changed, lo, func(r jit.Range, lo uint64) int { return cmp.Compare(r.End, lo+1) })
+		if i < len(gc.changed) && gc.changed[i].Start < hi {
+			return false
+		}
+	}
+	return true
+}
 
 // UnwindInfo returns the rules of the JIT code live at pc at time t (0:
 // the latest); bias is 0: the tables hold run-time addresses. An answer
 // from the code the index has at pc holds over the index's span of it
-// (and its rules are those of that code, parsed once); a trampoline
-// found by its bytes where the index has nothing holds for no time (the
-// next frame there asks again, and may read what the files gained).
+// (and its rules are those of that code, parsed once); that no file
+// describes pc holds over that span too, for samples up to refreshEvery
+// after the answer (a later one asks again, and may have the files read
+// again); a trampoline found by its bytes where the index has nothing
+// holds for no time (the next frame there asks again).
 func (j *jitUnwind) UnwindInfo(pc, t uint64) (*callframe.Table, uint64, unwind.JITSpan, bool) {
 	if t == 0 {
 		t = math.MaxUint64
@@ -88,7 +176,7 @@ func (j *jitUnwind) UnwindInfo(pc, t uint64) (*callframe.Table, uint64, unwind.J
 	valid := unwind.JITSpan{From: span.From, Until: span.Until}
 	if !ok {
 		if !j.python {
-			return nil, 0, unwind.JITSpan{}, false
+			return nil, 0, undescribed(valid), false
 		}
 		// A JIT that buffers its jitdump (CPython 3.13's -X perf_jit)
 		// may not have written the code's record yet; its trampolines
@@ -108,18 +196,29 @@ func (j *jitUnwind) UnwindInfo(pc, t uint64) (*callframe.Table, uint64, unwind.J
 }
 
 // FuncAt returns the range of the JIT code live at pc at time t (0: the
-// latest): the function the unwinder checks calls into (unwind.JITFuncs).
-func (j *jitUnwind) FuncAt(pc, t uint64) (lo, hi uint64, ok bool) {
+// latest): the function the unwinder checks calls into (unwind.JITFuncs);
+// valid as UnwindInfo's.
+func (j *jitUnwind) FuncAt(pc, t uint64) (lo, hi uint64, valid unwind.JITSpan, ok bool) {
 	if t == 0 {
 		t = math.MaxUint64
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	sym, _, ok := j.lookup(pc, t)
+	sym, span, ok := j.lookup(pc, t)
+	valid = unwind.JITSpan{From: span.From, Until: span.Until}
 	if !ok {
-		return 0, 0, false
+		return 0, 0, undescribed(valid), false
 	}
-	return sym.Start, sym.End(), true
+	return sym.Start, sym.End(), valid, true
+}
+
+// undescribed is how long the answer that no file describes an address
+// holds: over the index's span, for samples up to refreshEvery after it
+// was given (what a lookup that finds nothing reads the files again
+// after).
+func undescribed(span unwind.JITSpan) unwind.JITSpan {
+	span.Until = min(span.Until, monotime.Now()+uint64(refreshEvery))
+	return span
 }
 
 // gdbReadGap bounds how often the unwinder has the GDB JIT interface's
@@ -133,13 +232,9 @@ func (j *jitUnwind) lookup(pc, t uint64) (*jit.Symbol, jit.Span, bool) {
 	if j.p.jit != nil && j.p.jit.ReadGDBJIT(t, gdbReadGap) {
 		j.take(j.p.jit.Index())
 	}
-	if j.ix != nil {
-		if s, span, ok := j.ix.LookupSpan(pc, t); ok {
-			return s, span, true
-		}
-	}
-	if j.p.jit == nil || time.Since(j.updated) < refreshEvery {
-		return nil, jit.Span{}, false
+	s, span, ok := j.ix.LookupSpan(pc, t)
+	if ok || j.p.jit == nil || time.Since(j.updated) < refreshEvery {
+		return s, span, ok
 	}
 	j.updated = time.Now()
 	_ = j.p.jit.Update()

@@ -194,3 +194,43 @@ func TestV8UnwindingInfo(t *testing.T) {
 	}
 	t.Logf("%s: rules placed; %d code objects with an empty table", opt.Name, empty)
 }
+
+// TestChangeLog: an answer of generation g holds in a later one where no
+// generation since changed its range; a generation that read its code
+// again from the start changes everything; generations no longer logged
+// hold nothing.
+func TestChangeLog(t *testing.T) {
+	var c *changeLog
+	c = c.then(1, nil, false)
+	c = c.then(2, []jit.Range{{Start: 0x1000, End: 0x1100}, {Start: 0x3000, End: 0x3040}}, true)
+	c = c.then(3, []jit.Range{{Start: 0x2000, End: 0x2010}}, true)
+	for _, tc := range []struct {
+		g, cur, lo, hi uint64
+		want           bool
+	}{
+		{3, 3, 0x1000, 0x1001, true},  // the same generation
+		{2, 3, 0x1000, 0x1001, true},  // 3 changed only 0x2000-0x2010
+		{2, 3, 0x200f, 0x2010, false}, // in 3's range
+		{2, 3, 0x1fff, 0x2000, true},  // just below it
+		{2, 3, 0x2010, 0x2011, true},  // just above it
+		{1, 3, 0x10ff, 0x1100, false}, // in 2's first range
+		{1, 3, 0x1100, 0x1101, true},
+		{1, 3, 0x2fff, 0x3001, false}, // overlapping 2's second
+		{1, 2, 0x2000, 0x2001, true},  // 3 is after the current one
+		{0, 3, 0x5000, 0x5001, false}, // 1 read everything again
+		{3, 2, 0x5000, 0x5001, false}, // a generation not seen yet
+	} {
+		if got := c.unchanged(tc.g, tc.cur, tc.lo, tc.hi); got != tc.want {
+			t.Errorf("unchanged(%d, %d, %#x, %#x) = %v, want %v", tc.g, tc.cur, tc.lo, tc.hi, got, tc.want)
+		}
+	}
+	for g := uint64(4); g < 4+maxChangeLog; g++ {
+		c = c.then(g, nil, true)
+	}
+	if c.unchanged(2, 3+maxChangeLog, 0x5000, 0x5001) {
+		t.Error("an answer of a generation no longer logged holds")
+	}
+	if len(c.gens) != maxChangeLog {
+		t.Errorf("%d generations logged, want %d", len(c.gens), maxChangeLog)
+	}
+}

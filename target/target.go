@@ -180,5 +180,6 @@ func (p *Process) JITCode(pc, t uint64) (start, end uint64, ok bool) {
 	if p.jitUn == nil {
 		return 0, 0, false
 	}
-	return p.jitUn.FuncAt(pc, t)
+	start, end, _, ok = p.jitUn.FuncAt(pc, t)
+	return start, end, ok
 }

@@ -25,10 +25,34 @@
 // entries keyed by the address and the layout generation (each Refresh
 // starts a new one), shared by concurrent walks without a lock: a warm
 // frame costs a probe and the stack reads its rules name, rather than a
-// search of the mappings and the module's FDEs. Only rows from an ELF
-// file's own tables are cached; JIT code is looked up at each sample's
-// time, since code and its rules can be replaced at one address.
-// SetRuleCache(false) walks without it, for comparison.
+// search of the mappings and the module's FDEs. Rows from an ELF file's
+// own tables hold for the layout. JIT code's hold for what its JIT said
+// (JITCode): the sample times over which the code it found at the
+// address (or that it found none) is the answer, in the JIT's generation
+// the answer was given in, and in each later one where no code was
+// loaded, moved or freed at the address (JITCode.Unchanged: package jit's
+// Index.ChangedSince); so code replaced at an address is asked for again
+// at the first sample after its JIT's files say so. SetRuleCache(false)
+// walks without any of the caches, for comparison.
+//
+// The checks of callers (below) are cached too. A function's extent at
+// an address is kept in a second table of 4,096 entries, like the rules.
+// A verdict on a caller is kept per return address and the functions
+// returned from and under (a map of at most 65,536, emptied when full,
+// behind a lock-free table of the 4,096 looked up last); one that read JIT
+// code or asked the JIT holds only in the layout and JIT generations it
+// was decided in, for the sample times the JIT's answers held, and for
+// samples taken at most jitBytesFor (1 s) after the code was read: a
+// runtime may patch code in place, or reuse code nobody describes, with
+// no record of it, and a walk that reads the code as it unwinds reads it
+// after the sample too. Memory, per Process, at most: rules 32 KiB of
+// slots + 4,096 entries of 80 bytes; extents 32 KiB + 4,096 × 64 bytes;
+// verdicts 32 KiB + 4,096 × 96 bytes in front and 65,536 of about 110
+// bytes in the map; the sweeps of 4,096 call targets (a function's calls
+// and jumps each): about 8 MiB and the sweeps for a target whose stacks
+// reach that many distinct callers, under 1 MiB for the few thousand of
+// a typical service. The tables of extents and verdicts are made at a
+// Process's first walk.
 //
 // A sampled stack (UnwindSample) is walked in the copy of the stack the
 // sample carries; beyond it, the kernel's frame-pointer chain is joined at

@@ -38,11 +38,13 @@ type Process struct {
 	gen uint64
 
 	rules   *ruleCache
-	noRules atomic.Bool // SetRuleCache(false)
+	funcs   atomic.Pointer[funcCache] // functions' extents, for the callers' checks; made at first use
+	noRules atomic.Bool               // SetRuleCache(false): neither
 
 	raMu   sync.Mutex
-	edges  map[edgeKey]edge     // callers checked against their call sites
-	sweeps map[uint64]*branches // call targets' code, by entry
+	front  atomic.Pointer[edgeFrontTable] // the verdicts looked up last
+	edges  map[edgeKey]edge               // callers checked against their call sites
+	sweeps map[uint64]*branches           // call targets' code, by entry
 }
 
 // NewProcess prepares to unwind the threads of the target of space.
@@ -178,29 +180,43 @@ func (p *Process) Unwind(regs Regs, mem Memory, max int) []uint64 {
 // UnwindTrace is Unwind, saying how each frame was found and why the walk
 // ended.
 func (p *Process) UnwindTrace(regs Regs, mem Memory, max int) Trace {
-	w := p.walker(mem)
+	w := p.walker(mem, 0)
 	return w.walk(regs, max)
 }
 
-// walker is a walk of this process's stacks reading mem.
-func (p *Process) walker(mem Memory) walker {
+// walker is a walk of this process's stacks reading mem, of a sample
+// taken at t (0: now).
+func (p *Process) walker(mem Memory, t uint64) walker {
 	p.mu.RLock()
 	j, gen := p.jit, p.gen
 	p.mu.RUnlock()
-	w := walker{proc: p, mem: mem, code: p.space.Memory(), jit: j, gen: gen}
+	w := walker{proc: p, mem: mem, code: p.space.Memory(), jit: j, gen: gen, t: t}
 	if j != nil {
-		w.jitGen = j.Generation()
+		w.jitGen = j.Generation(t)
 	}
 	if !p.noRules.Load() {
-		w.rules = p.rules
+		w.rules, w.funcs = p.rules, p.funcCache()
 	}
 	return w
 }
 
+// funcCache is the Process's cache of functions' extents, made at its
+// first use.
+func (p *Process) funcCache() *funcCache {
+	if c := p.funcs.Load(); c != nil {
+		return c
+	}
+	p.funcs.CompareAndSwap(nil, new(funcCache))
+	return p.funcs.Load()
+}
+
 // SetRuleCache turns the cache of per-address unwind rules on (the
-// default) or off. Off, every frame is looked up in the mappings and its
-// module's tables: the reference the cache is tested and measured
-// against. Stacks are the same either way.
+// default) or off, and with it the caches of what JIT code says of its
+// callers (its functions' extents, the verdicts on its call sites). Off,
+// every frame is looked up in the mappings and its module's tables, and
+// every caller in or into JIT code is checked against the code read
+// anew: the reference the caches are tested and measured against.
+// Stacks are the same either way.
 func (p *Process) SetRuleCache(on bool) { p.noRules.Store(!on) }
 
 // SetJIT gives the unwind rules of the target's JIT code (package target
@@ -239,7 +255,7 @@ func (p *Process) BlockedTrace(tid int, max int) (Trace, error) {
 	if sc.PC == 0 || sc.SP == 0 {
 		return Trace{}, fmt.Errorf("unwind: thread %d: no user registers in /proc (a kernel thread?)", tid)
 	}
-	w := p.walker(p.space.Memory())
+	w := p.walker(p.space.Memory(), 0)
 	w.scan = true
 	return w.walk(Regs{IP: sc.PC, SP: sc.SP}, max), nil
 }
@@ -281,9 +297,9 @@ func (p *Process) UnwindSample(smp Sample, max int, dst []uint64) ([]uint64, Cut
 	if max <= 0 {
 		return out, Cut{Reason: TooDeep, Limit: max}
 	}
-	w := p.walker(nil)
+	w := p.walker(nil, smp.Time)
 	w.stack, w.onStack = dumpMemory{base: smp.Regs.SP, b: smp.Stack}, true
-	w.t, w.copySize, w.asked = smp.Time, len(smp.Stack), smp.Asked
+	w.copySize, w.asked = len(smp.Stack), smp.Asked
 	if len(smp.Stack) == 0 {
 		if len(smp.FP) == 0 {
 			return out, Cut{Reason: Unreadable}

@@ -317,7 +317,7 @@ func TestRefreshKeepsUnchangedLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Refresh()
-	w := p.walker(nil)
+	w := p.walker(nil, 0)
 	if p.gen == gen || w.find(addr) == nil {
 		t.Errorf("generation %d (was %d), new code at %#x found: %v", p.gen, gen, addr, w.find(addr) != nil)
 	}

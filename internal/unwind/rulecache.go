@@ -8,9 +8,10 @@ import (
 
 // ruleCacheBits sizes a Process's rule cache: 4,096 slots, direct-mapped.
 // Its memory is bounded by the slots: 32 KiB of pointers and at most one
-// 48-byte entry per slot (the rows they point to are the modules' own,
-// kept by package internal/objfile either way), about 230 KiB a target.
-// A warm stack of a few hundred distinct return addresses fits.
+// 80-byte entry per slot (the rows they point to are the modules' own,
+// kept by package internal/objfile either way, or the JIT's, kept by
+// package target), about 350 KiB a target. A warm stack of a few hundred
+// distinct return addresses fits.
 const ruleCacheBits = 12
 
 // ruleCache remembers, per address looked up, how a frame there is
@@ -28,9 +29,10 @@ const ruleCacheBits = 12
 // rules depend on the sample's time (code and its tables can be replaced
 // at one address): an entry of JIT code holds for the span of sample
 // times JITCode said its answer holds, in the generation of the JIT's
-// files it was asked in, and a frame outside either asks JITCode again.
-// Go code is unwound from its pclntab, which keeps its own tables, and
-// is not cached.
+// files it was asked in or a later one that changed nothing at its
+// address (JITCode.Unchanged; the entry is then kept for that one), and
+// a frame outside these asks JITCode again. Go code is unwound from its
+// pclntab, which keeps its own tables, and is not cached.
 type ruleCache struct {
 	slots [1 << ruleCacheBits]atomic.Pointer[cachedRule]
 }
@@ -94,3 +96,48 @@ var calleeSavedRegs = func() uint32 {
 	}
 	return m
 }()
+
+// funcCacheBits sizes a Process's cache of JIT functions' extents:
+// 4,096 slots, direct-mapped, like the rule cache.
+const funcCacheBits = 12
+
+// funcCache remembers, per address, the extent of the function there (or
+// that none is known: JIT code no JIT file describes), which every check
+// of a caller asks twice (the function returned from and the one under
+// it): a probe instead of a search of the module's FDEs or the JIT
+// index's lookup.
+// Entries are immutable, published with an atomic store, keyed by the
+// address and the layout generation, and hold for the sample times and
+// the JIT generation the JIT answered for (or a later generation that
+// changed nothing at the address, JITCode.Unchanged).
+type funcCache struct {
+	slots [1 << funcCacheBits]atomic.Pointer[cachedFunc]
+}
+
+// cachedFunc is the function at one address.
+type cachedFunc struct {
+	gen, pc uint64 // the key: the layout generation, the address
+	lo, hi  uint64
+	ok      bool
+	// jit: a JIT's answer, for sample times in span in generation
+	// jitGen.
+	jit    bool
+	jitGen uint64
+	span   JITSpan
+}
+
+func (c *funcCache) get(gen, pc uint64) *cachedFunc {
+	if c == nil {
+		return nil
+	}
+	if e := c.slots[(pc*0x9e3779b97f4a7c15)>>(64-funcCacheBits)].Load(); e != nil && e.pc == pc && e.gen == gen {
+		return e
+	}
+	return nil
+}
+
+func (c *funcCache) put(e *cachedFunc) {
+	if c != nil {
+		c.slots[(e.pc*0x9e3779b97f4a7c15)>>(64-funcCacheBits)].Store(e)
+	}
+}

@@ -51,7 +51,9 @@ func (j *replacedJIT) UnwindInfo(pc, t uint64) (*callframe.Table, uint64, JITSpa
 	return j.after, 0, JITSpan{j.at, math.MaxUint64}, true
 }
 
-func (j *replacedJIT) Generation() uint64 { return 1 }
+func (j *replacedJIT) Generation(uint64) uint64 { return 1 }
+
+func (j *replacedJIT) Unchanged(g, lo, hi uint64) bool { return g == 1 }
 
 // withRange is p with one more executable range, as a Refresh that found
 // it would leave p.
@@ -158,7 +160,12 @@ func (j *generationsJIT) UnwindInfo(pc, t uint64) (*callframe.Table, uint64, JIT
 	return j.rules[j.gen], 0, JITSpan{0, math.MaxUint64}, true
 }
 
-func (j *generationsJIT) Generation() uint64 { return j.gen }
+func (j *generationsJIT) Generation(uint64) uint64 { return j.gen }
+
+// Unchanged: each generation changes the rules of all its code.
+func (j *generationsJIT) Unchanged(g, lo, hi uint64) bool {
+	return g == j.gen || hi <= j.start || lo >= j.start+j.size
+}
 
 // TestJITRulesCachedPerGeneration: JIT code's rules are cached for the
 // span and generation its JIT answered for — a second walk asks nothing —

@@ -1,6 +1,13 @@
 package unwind
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/binary"
+	"sync/atomic"
+
+	"github.com/stallwatch/stallwatch/internal/monotime"
+	"github.com/stallwatch/stallwatch/internal/objfile"
+)
 
 // A caller found by exact rules (call frame information for the code at
 // hand, a Go binary's frame sizes) is where the code put it. A caller
@@ -34,14 +41,35 @@ const (
 
 // edge is the verdict on one return address over one callee, cached.
 type edge struct {
-	verdict edgeVerdict
-	missing uint64 // edgeMissing: the return address inside T
 	module  string // where the return address is, for the Cut
+	missing uint64 // edgeMissing: the return address inside T
+	// jit: the verdict read JIT code or asked the JIT of its functions,
+	// and holds only in the layout generation gen and the JIT generation
+	// jitGen it was decided in, for sample times in span (the JIT's
+	// answers', and no later than jitBytesFor after the code was read).
+	gen, jitGen uint64
+	span        JITSpan
+	verdict     edgeVerdict
+	jit         bool
 }
 
 // edgeKey is a return address, the entry of the function it returned
-// from and of the one under that (0: not known).
-type edgeKey struct{ ra, callee, under uint64 }
+// from and of the one under that (0: not known). undescribed: the
+// function returned from is JIT code no JIT file describes (no direct
+// call reaches it, wherever in it the frame was: the verdict depends on
+// the return address alone).
+type edgeKey struct {
+	ra, callee, under uint64
+	undescribed       bool
+}
+
+// decision is what a verdict being decided depended on of JIT code:
+// whether it read any or asked the JIT, and the sample times the JIT's
+// answers hold for.
+type decision struct {
+	jit  bool
+	span JITSpan
+}
 
 // maxScannedFunc bounds the code of a call target scanned for its calls
 // and jumps into the function below.
@@ -50,12 +78,30 @@ const maxScannedFunc = 256 << 10
 // funcBounds returns the run-time range of the function holding pc (an
 // exact address inside it: a return address minus one, or a sampled
 // instruction pointer): from a Go binary's pclntab, a module's call frame
-// information, or the JIT's records of its code.
+// information, or the JIT's records of its code. Every check of a caller
+// asks it twice (the function returned from, the one under it): the
+// answers are cached per address (funcCache), a module's for its layout,
+// JIT code's as the JIT said.
 func (w *walker) funcBounds(pc uint64) (lo, hi uint64, ok bool) {
+	if e := w.funcs.get(w.gen, pc); e != nil && w.funcHolds(e) {
+		return e.lo, e.hi, e.ok
+	}
 	cr := w.find(pc)
 	if cr == nil {
 		return 0, 0, false
 	}
+	if cr.anon && w.jit != nil {
+		if f, ok := w.jit.(JITFuncs); ok {
+			return w.jitFunc(f, pc)
+		}
+	}
+	lo, hi, ok = fileFuncBounds(cr, pc)
+	w.funcs.put(&cachedFunc{gen: w.gen, pc: pc, lo: lo, hi: hi, ok: ok})
+	return lo, hi, ok
+}
+
+// fileFuncBounds is the function holding pc by its module's tables.
+func fileFuncBounds(cr *codeRange, pc uint64) (lo, hi uint64, ok bool) {
 	if cr.gotab != nil {
 		if lo, hi, ok := cr.gotab.FuncBounds(pc - cr.bias); ok {
 			return lo + cr.bias, hi + cr.bias, true
@@ -66,73 +112,139 @@ func (w *walker) funcBounds(pc uint64) (lo, hi uint64, ok bool) {
 			return lo + cr.bias, hi + cr.bias, true
 		}
 	}
-	if cr.anon && w.jit != nil {
-		if f, ok := w.jit.(JITFuncs); ok {
-			return f.FuncAt(pc, w.t)
-		}
-	}
 	return 0, 0, false
 }
 
-// inAsyncPreempt reports whether pc (exact) is in runtime.asyncPreempt.
-func (w *walker) inAsyncPreempt(pc uint64) bool {
-	cr := w.find(pc)
-	return cr != nil && cr.gort != nil && cr.gort.AsyncPreempt.Contains(pc-cr.bias)
+// funcHolds reports whether a cached extent holds for this walk: a
+// module's for its layout (the key), JIT code's for the sample times and
+// the generation its JIT said, or a later generation that changed nothing
+// at its address (then it is kept for that one). What a JIT answer held
+// for goes into the verdict being decided.
+func (w *walker) funcHolds(e *cachedFunc) bool {
+	if !e.jit {
+		return true
+	}
+	if !e.span.holds(w.t) || e.jitGen != w.jitGen && (w.jit == nil || !w.jit.Unchanged(e.jitGen, e.pc, e.pc+1)) {
+		return false
+	}
+	if e.jitGen != w.jitGen {
+		c := *e
+		c.jitGen = w.jitGen
+		w.funcs.put(&c)
+	}
+	w.dec.jit = true
+	w.dec.span = w.dec.span.and(e.span)
+	return true
+}
+
+// jitFunc asks the JIT for the extent of the function at pc at the
+// walk's time, and caches it for as long as the answer holds; what it
+// held for goes into the verdict being decided.
+func (w *walker) jitFunc(f JITFuncs, pc uint64) (lo, hi uint64, ok bool) {
+	w.dec.jit = true
+	lo, hi, span, ok := f.FuncAt(pc, w.t)
+	w.dec.span = w.dec.span.and(span)
+	if span.holds(w.t) {
+		w.funcs.put(&cachedFunc{gen: w.gen, pc: pc, jit: true, jitGen: w.jitGen, span: span, lo: lo, hi: hi, ok: ok})
+	}
+	return lo, hi, ok
 }
 
 // JITFuncs is what a JITCode may also know: the code range of the JIT
 // function live at pc at time t (0: the latest), which checks the calls
-// into it.
+// into it; valid as for JITCode.UnwindInfo.
 type JITFuncs interface {
-	FuncAt(pc, t uint64) (lo, hi uint64, ok bool)
+	FuncAt(pc, t uint64) (lo, hi uint64, valid JITSpan, ok bool)
 }
 
 // checkEdge says whether ra can be the return address of the frame whose
 // code holds below (an exact address in it); under, when not 0, is an
 // exact address in the frame under that one. Verdicts over file code are
-// cached per return address and callees; JIT code's are not (code at one
-// address changes).
+// cached per return address and callees; those that read JIT code or
+// asked the JIT of its functions for as long as what they depended on
+// holds (edge.jit): code at one address changes.
 func (w *walker) checkEdge(ra, below, under uint64) edge {
-	if ra < 2 || w.find(ra-1) == nil {
+	if ra < 2 {
 		return edge{verdict: edgeNotExecutable}
 	}
-	if w.goOutermost(ra) {
+	raCR := w.find(ra - 1)
+	if raCR == nil {
+		return edge{verdict: edgeNotExecutable}
+	}
+	if raCR.gotab != nil && raCR.gotab.FrameKind(ra-1-raCR.bias) == objfile.GoOutermost {
 		// runtime.goexit's planted return address follows a NOP: it
 		// is every goroutine's first frame.
 		return edge{}
 	}
-	if w.inAsyncPreempt(below) {
+	belowCR := w.find(below)
+	if belowCR != nil && belowCR.gort != nil && belowCR.gort.AsyncPreempt.Contains(below-belowCR.bias) {
 		// Injected by a preemption signal: it returns to the
 		// instruction the signal interrupted, which no call precedes.
 		return edge{}
 	}
+	w.dec = decision{jit: raCR.anon, span: anyTime}
 	calleeLo, calleeHi, known := w.funcBounds(below)
-	if cr := w.find(below); !known && (cr == nil || cr.anon) {
+	undescribed := false
+	if !known && (belowCR == nil || belowCR.anon) {
 		// JIT code nobody describes (or mapped since the maps were
 		// read): no direct call reaches it (its extent is taken as
 		// empty), a jump through a pointer may.
-		calleeLo, calleeHi, known = below, below, true
+		calleeLo, calleeHi, known, undescribed = below, below, true, true
+		w.dec.jit = true
 	}
 	var underLo uint64
-	if under != 0 {
+	if under != 0 && !undescribed {
 		underLo, _, _ = w.funcBounds(under)
 	}
 	key := edgeKey{ra: ra, callee: calleeLo, under: underLo}
-	cache := w.proc != nil && !w.find(ra-1).anon
-	if cr := w.find(below); known && (cr == nil || cr.anon) {
-		cache = false
+	if undescribed {
+		// An empty extent: no call lands in it, whatever its start, and
+		// the frame under is never asked.
+		key = edgeKey{ra: ra, undescribed: true}
 	}
+	cache := w.proc != nil && (!w.dec.jit || w.funcs != nil)
 	if cache {
-		if e, ok := w.proc.cachedEdge(key); ok {
+		if e, ok := w.proc.cachedEdge(key); ok && w.edgeHolds(e) {
 			return e
 		}
 	}
 	e := w.decideEdge(ra, calleeLo, calleeHi, known, underLo)
-	e.module = moduleName(w.find(ra - 1))
+	e.module = moduleName(raCR)
+	if w.dec.jit {
+		e.jit, e.gen, e.jitGen = true, w.gen, w.jitGen
+		e.span = w.dec.span.and(JITSpan{0, monotime.Now() + jitBytesFor})
+		cache = cache && e.span.holds(w.t)
+	}
 	if cache {
 		w.proc.keepEdge(key, e)
 	}
 	return e
+}
+
+// edgeHolds reports whether a cached verdict holds for this walk: file
+// code's always, one that depended on JIT code in the generations and
+// for the sample times it was decided for.
+func (w *walker) edgeHolds(e edge) bool {
+	return !e.jit || e.gen == w.gen && e.jitGen == w.jitGen && e.span.holds(w.t)
+}
+
+// readCode reads the target's code at addr; reading JIT code goes into
+// the verdict being decided.
+func (w *walker) readCode(b []byte, addr uint64) error {
+	if cr := w.find(addr); cr != nil && cr.anon {
+		w.dec.jit = true
+	}
+	_, err := w.codeMem().ReadAt(b, addr)
+	return err
+}
+
+// codeWord reads a word of the target's code or data at addr (readCode).
+func (w *walker) codeWord(addr uint64) (uint64, bool) {
+	var b [8]byte
+	if w.readCode(b[:], addr) != nil {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(b[:]), true
 }
 
 func (w *walker) decideEdge(ra, calleeLo, calleeHi uint64, known bool, underLo uint64) edge {
@@ -219,7 +331,7 @@ func (w *walker) passing(calls []branch, fn uint64) []branch {
 				out = append(out, c)
 				break
 			}
-			if v, ok := readU64(w.codeMem(), a); ok && v == fn {
+			if v, ok := w.codeWord(a); ok && v == fn {
 				out = append(out, c)
 				break
 			}
@@ -245,7 +357,7 @@ func (w *walker) branchesOf(entry uint64) *branches {
 	}
 	code := make([]byte, hi-lo)
 	var b *branches
-	if _, err := w.codeMem().ReadAt(code, lo); err == nil {
+	if err := w.readCode(code, lo); err == nil {
 		b = sweep(code, lo)
 	}
 	if cache {
@@ -274,7 +386,7 @@ func (w *walker) sigreturnAt(pc uint64) bool {
 		}
 	}
 	var b [9]byte
-	if _, err := w.codeMem().ReadAt(b[:], pc); err != nil {
+	if err := w.readCode(b[:], pc); err != nil {
 		return false
 	}
 	return bytes.Equal(b[:], sigreturnQ) || bytes.Equal(b[:len(sigreturnL)], sigreturnL)
@@ -295,7 +407,7 @@ func (w *walker) inSigreturn(pc uint64) bool {
 // start and is at least n bytes long.
 func (w *walker) sigreturnCode(start, n uint64) bool {
 	var b [9]byte
-	if _, err := w.codeMem().ReadAt(b[:], start); err != nil {
+	if err := w.readCode(b[:], start); err != nil {
 		return false
 	}
 	return bytes.Equal(b[:], sigreturnQ) && n <= uint64(len(sigreturnQ)) ||
@@ -315,7 +427,7 @@ func (w *walker) rawCallAt(ra uint64) (callKind, uint64) {
 	}
 	var buf [maxInsn]byte
 	b := buf[:n]
-	if _, err := w.codeMem().ReadAt(b, ra-n); err != nil {
+	if err := w.readCode(b, ra-n); err != nil {
 		return notCall, 0
 	}
 	kind, rel := callEndingAt(b)
@@ -350,10 +462,52 @@ func edgeCut(e edge, ra uint64) Cut {
 const maxCachedEdges = 1 << 16
 
 func (p *Process) cachedEdge(k edgeKey) (edge, bool) {
+	front := p.edgeFront()
+	i := edgeSlotOf(k)
+	if s := front.slots[i].Load(); s != nil && s.key == k {
+		return s.e, true
+	}
 	p.raMu.Lock()
 	e, ok := p.edges[k]
 	p.raMu.Unlock()
+	if ok {
+		front.slots[i].Store(&keptEdge{key: k, e: e})
+	}
 	return e, ok
+}
+
+// edgeFrontBits sizes the lock-free table of verdicts in front of the
+// map of them: 4,096 slots, direct-mapped.
+const edgeFrontBits = 12
+
+// edgeFrontTable is the verdicts looked up last, one per slot: a warm
+// caller costs a probe rather than the lock and the map. Entries are
+// immutable; a colliding key replaces the slot's (the map still has it).
+type edgeFrontTable struct {
+	slots [1 << edgeFrontBits]atomic.Pointer[keptEdge]
+}
+
+type keptEdge struct {
+	key edgeKey
+	e   edge
+}
+
+func edgeSlotOf(k edgeKey) uint64 {
+	h := k.ra*0x9e3779b97f4a7c15 ^ k.callee*0xc2b2ae3d27d4eb4f ^ k.under*0x165667b19e3779f9
+	if k.undescribed {
+		h ^= 0x27d4eb2f165667c5
+	}
+	return h >> (64 - edgeFrontBits)
+}
+
+// edgeFront is the Process's table of verdicts, made at its first use
+// (a target never unwound by guesses has none).
+func (p *Process) edgeFront() *edgeFrontTable {
+	if t := p.front.Load(); t != nil {
+		return t
+	}
+	p.front.CompareAndSwap(nil, new(edgeFrontTable))
+	return p.front.Load()
 }
 
 func (p *Process) cachedBranches(entry uint64) (*branches, bool) {
@@ -382,4 +536,5 @@ func (p *Process) keepEdge(k edgeKey, e edge) {
 	}
 	p.edges[k] = e
 	p.raMu.Unlock()
+	p.edgeFront().slots[edgeSlotOf(k)].Store(&keptEdge{key: k, e: e})
 }

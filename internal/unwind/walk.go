@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"time"
 
 	"golang.org/x/arch/x86/x86asm"
 
@@ -37,14 +38,22 @@ type codeRange struct {
 // table's addresses into run-time ones, or a rule of its own for code it
 // knows (see package target); ok false: none, frame pointers.
 //
-// valid says how long the answer holds: for every sample time in it, as
-// long as Generation is unchanged, pc has the same answer (code and its
-// rules are replaced at one address only by code loaded at some time;
-// the JIT's files gaining code start a new generation). A zero JITSpan
-// holds for no time: the answer is asked again at each frame.
+// valid says how long the answer holds: for every sample time in it, in
+// the generation it was given in and in every later one while Unchanged
+// says that no code was loaded, moved or freed at pc since, pc has the
+// same answer. A zero JITSpan holds for no time: the answer is asked
+// again at each frame.
 type JITCode interface {
 	UnwindInfo(pc, t uint64) (cfi *callframe.Table, bias uint64, valid JITSpan, ok bool)
-	Generation() uint64
+	// Generation is the generation of the answers for a sample taken at
+	// t (0: the latest), asked once per walk: the JIT may first read what
+	// its sources gained (the GDB JIT interface's list, when the sample
+	// is newer than its last read).
+	Generation(t uint64) uint64
+	// Unchanged reports whether no code was loaded, moved or freed over
+	// [lo, hi) from generation g to the current one, so that g's answers
+	// there still hold; false when that is no longer known.
+	Unchanged(g, lo, hi uint64) bool
 }
 
 // JITSpan is a stretch of sample times [From, Until); Until MaxUint64 is
@@ -60,6 +69,23 @@ func (sp JITSpan) holds(t uint64) bool {
 	}
 	return t >= sp.From && (t < sp.Until || sp.Until == math.MaxUint64 && sp.From < sp.Until)
 }
+
+// and is the times both spans hold.
+func (sp JITSpan) and(o JITSpan) JITSpan {
+	return JITSpan{max(sp.From, o.From), min(sp.Until, o.Until)}
+}
+
+// anyTime is the span of every sample time.
+var anyTime = JITSpan{0, math.MaxUint64}
+
+// jitBytesFor bounds how long JIT code's bytes, read from the target to
+// check a caller, are taken for: for samples taken up to this long after
+// the read. Code replaced in place with no record of it (a runtime
+// patching a call site, code nobody describes reused) is then read again
+// as it is at most this long after the sample; a walk that reads the
+// target's code as it unwinds reads it after the sample too. Code a JIT
+// file says was replaced is asked again at once (Unchanged).
+const jitBytesFor = uint64(time.Second)
 
 // walker walks one stack.
 type walker struct {
@@ -80,6 +106,9 @@ type walker struct {
 	jit    JITCode
 	jitGen uint64
 	t      uint64
+	// dec is what the verdict being decided on a caller (checkEdge)
+	// depended on of JIT code.
+	dec decision
 	// copySize is the size of the stack copy mem serves (0: not a copy)
 	// and asked the size asked of the kernel, for the Cut that says it
 	// was too small or cut short.
@@ -94,26 +123,34 @@ type walker struct {
 	// signals counts signal frames: their stack pointer may go down
 	// (sigaltstack), so they are bounded rather than required to climb.
 	signals int
-	// last is the code range found last: consecutive frames are often in
-	// one module.
-	last *codeRange
+	// last and prev are the code ranges found last: consecutive frames
+	// are often in one module, or in two.
+	last, prev *codeRange
 	// rules caches how frames are unwound, per address, for the layout
 	// generation gen (nil: no cache; see ruleCache).
 	rules *ruleCache
 	gen   uint64
+	// funcs caches JIT functions' extents (nil: no cache, and no caller
+	// in or into JIT code is cached either).
+	funcs *funcCache
 }
 
 // lookup finds the executable mapping holding a run-time address.
 func (w *walker) lookup(pc uint64) *codeRange { return w.proc.lookup(pc) }
 
-// find is lookup, trying the last range found first.
+// find is lookup, trying the two ranges found last first (a JIT's code
+// and the runtime's own binary take turns in its stacks).
 func (w *walker) find(pc uint64) *codeRange {
 	if l := w.last; l != nil && pc >= l.start && pc < l.end {
 		return l
 	}
+	if l := w.prev; l != nil && pc >= l.start && pc < l.end {
+		w.last, w.prev = l, w.last
+		return l
+	}
 	cr := w.lookup(pc)
 	if cr != nil {
-		w.last = cr
+		w.last, w.prev = cr, w.last
 	}
 	return cr
 }
@@ -223,7 +260,7 @@ func (w *walker) step(s *frameState) stepResult {
 		// belong to the next function (calls to noreturn functions).
 		look = pc - 1
 	}
-	if e := w.rules.get(w.gen, look); e != nil && (!e.jit || e.jitGen == w.jitGen && e.span.holds(w.t)) {
+	if e := w.rules.get(w.gen, look); e != nil && w.ruleHolds(e) {
 		if e.row == nil {
 			return w.fpStepState(s, e.cr)
 		}
@@ -280,6 +317,29 @@ func (w *walker) step(s *frameState) stepResult {
 		w.rules.put(&e)
 	}
 	return w.fpStepState(s, cr)
+}
+
+// ruleHolds reports whether a cached rule holds for this walk: a
+// module's for its layout (the cache's key), JIT code's for the sample
+// times its JIT said, in its generation or a later one that changed
+// nothing at its address (then it is kept for that one).
+func (w *walker) ruleHolds(e *cachedRule) bool {
+	if !e.jit {
+		return true
+	}
+	if !e.span.holds(w.t) {
+		return false
+	}
+	if e.jitGen == w.jitGen {
+		return true
+	}
+	if w.jit == nil || !w.jit.Unchanged(e.jitGen, e.pc, e.pc+1) {
+		return false
+	}
+	c := *e
+	c.jitGen = w.jitGen
+	w.rules.put(&c)
+	return true
 }
 
 // cfiStep applies the rules of a row; ruled is the set of registers it
@@ -820,7 +880,7 @@ func (w *walker) isReturnAddress(v uint64) bool {
 // endbr64 and with a bnd prefix) to the function it jumps to.
 func (w *walker) throughPLT(target uint64) uint64 {
 	var b [16]byte
-	if _, err := w.codeMem().ReadAt(b[:], target); err != nil {
+	if err := w.readCode(b[:], target); err != nil {
 		return target
 	}
 	i := 0
@@ -835,7 +895,7 @@ func (w *walker) throughPLT(target uint64) uint64 {
 	}
 	next := target + uint64(i) + 6
 	slot := next + uint64(int64(int32(binary.LittleEndian.Uint32(b[i+2:]))))
-	if dest, ok := readU64(w.codeMem(), slot); ok && w.lookup(dest) != nil {
+	if dest, ok := w.codeWord(slot); ok && w.lookup(dest) != nil {
 		return dest
 	}
 	return target
