@@ -65,12 +65,16 @@ var fdSyscalls = map[int]bool{
 }
 
 // readFacts fills what /proc tells about a thread: name, state, wchan,
-// system call, switches, scheduler times. Errors of single files are
-// noted in t.Err, files we may not read in denied; an error is returned
-// when the thread is gone.
-func readFacts(pid int, t *model.Thread, sc *procfs.Syscall, denied map[string]bool) (procfs.Status, error) {
-	tid := t.TID
-	st, err := procfs.ReadStatus(pid, tid)
+// system call, switches, scheduler times, read through f in this order
+// (the status and schedstat before the syscall line: asleep.go). Errors
+// of single files are noted in t.Err, files we may not read in denied;
+// an error is returned when the thread is gone.
+func readFacts(f *taskFiles, t *model.Thread, sc *procfs.Syscall, ss *procfs.Schedstat, denied map[string]bool) (procfs.Status, error) {
+	b, err := f.read("status")
+	if err != nil {
+		return procfs.Status{}, err
+	}
+	st, err := procfs.ParseStatus(b)
 	if err != nil {
 		return st, err
 	}
@@ -94,18 +98,24 @@ func readFacts(pid int, t *model.Thread, sc *procfs.Syscall, denied map[string]b
 		}
 	}
 	if t.Name == "" {
-		t.Name, err = procfs.Comm(pid, tid)
+		t.Name, err = procfs.Comm(f.pid, f.tid)
 		note("comm", err)
 	}
-	t.Wchan, err = procfs.Wchan(pid, tid)
+	if b, err = f.read("wchan"); err == nil {
+		t.Wchan = procfs.ParseWchan(b)
+	}
 	note("wchan", err)
-	if ss, err := procfs.ReadSchedstat(pid, tid); err == nil {
+	if b, err = f.readKept(keptSchedstat); err == nil {
+		*ss, err = procfs.ParseSchedstat(b)
+	}
+	if err == nil {
 		t.RunTime = time.Duration(ss.RunNanos)
 		t.RunqueueWait = time.Duration(ss.WaitNanos)
-	} else {
-		note("schedstat", err)
 	}
-	*sc, err = procfs.ReadSyscall(pid, tid)
+	note("schedstat", err)
+	if b, err = f.readKept(keptSyscall); err == nil {
+		*sc, err = procfs.ParseSyscall(string(b))
+	}
 	note("syscall", err)
 	if err == nil && !sc.Running && !sc.NotInSyscall && sc.Nr >= 0 {
 		t.Syscall = &model.Syscall{Nr: sc.Nr, Name: syscallName(sc.Nr), Args: sc.Args}

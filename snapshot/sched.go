@@ -10,14 +10,18 @@ import (
 // CONFIG_SCHED_DEBUG) converted from the task clock of the CPU it last ran
 // on, which on a virtual machine runs behind CLOCK_MONOTONIC by the steal
 // time since boot (see package schedclock).
-func schedSleepStart(clock *schedclock.Clock, pid, tid int) (uint64, bool) {
+func schedSleepStart(clock *schedclock.Clock, f *taskFiles) (uint64, bool) {
 	// stat before sched: if the thread ran in between, its exec_start
 	// is newer and the interval only shorter, never longer.
-	st, err := procfs.ReadStat(pid, tid)
+	b, err := f.read("stat")
 	if err != nil {
 		return 0, false
 	}
-	b, err := procfs.ReadLimited(procfs.TaskPath(pid, tid, "sched"), 64<<10)
+	st, err := procfs.ParseStat(b)
+	if err != nil {
+		return 0, false
+	}
+	b, err = f.read("sched")
 	if err != nil {
 		return 0, false
 	}

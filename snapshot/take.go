@@ -50,6 +50,10 @@ type Options struct {
 	// memory cannot be read: package capture).
 	Unread []*runtimes.Runtime
 	Logger *slog.Logger
+	// stopSleepers stops threads asleep in a system call too, which are
+	// otherwise read without a stop (asleep.go): the tests' reference,
+	// and their way to the stop's paths.
+	stopSleepers bool
 }
 
 // maxFrames bounds each user stack.
@@ -102,6 +106,9 @@ type taker struct {
 	since   map[int]stopMark // each thread's off-CPU start and counts, before any stop
 	// readings are those of the runtimes the target runs (runtimes.go).
 	readings []runtimes.Reading
+	// asleep counts the threads asleep in a system call by how they
+	// were read (asleep.go).
+	asleep [asleepCopy + 1]int
 }
 
 func (tk *taker) note(format string, args ...any) {
@@ -181,12 +188,13 @@ func (tk *taker) threads(ctx context.Context, tids []int) (threads []model.Threa
 	var wg sync.WaitGroup
 	for range min(workers, len(tids)) {
 		wg.Go(func() {
+			var bufs workerBufs
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(tids) || ctx.Err() != nil {
 					return
 				}
-				out[i], read[i] = tk.thread(tids[i])
+				out[i], read[i] = tk.thread(tids[i], &bufs)
 				done[i] = true
 			}
 		})
@@ -279,13 +287,26 @@ func (noMemory) ReadAt(p []byte, addr uint64) (int, error) {
 	return 0, fmt.Errorf("read %#x: the process's memory is not readable", addr)
 }
 
+// workerBufs are a worker's buffers, reused for every thread it reads:
+// one for its /proc files, one for the copy of a stack.
+type workerBufs struct {
+	proc [taskBufSize]byte
+	dump [stackCopy]byte
+}
+
 // thread reads one thread; ok is false when it exited before anything
 // could be read.
-func (tk *taker) thread(tid int) (model.Thread, bool) {
+func (tk *taker) thread(tid int, bufs *workerBufs) (model.Thread, bool) {
 	t := model.Thread{TID: tid}
+	f, err := openTask(tk.pid, tid, bufs.proc[:])
+	if err != nil {
+		return t, false
+	}
+	defer f.close()
 	var sc procfs.Syscall
+	var ss procfs.Schedstat
 	denied := map[string]bool{}
-	st, err := readFacts(tk.pid, &t, &sc, denied)
+	st, err := readFacts(f, &t, &sc, &ss, denied)
 	tk.mu.Lock()
 	for what := range denied {
 		tk.denied[what] = true
@@ -303,10 +324,14 @@ func (tk *taker) thread(tid int) (model.Thread, bool) {
 	} else if t.State == 'D' && t.Wchan != "" {
 		t.Wait = &model.Wait{Kind: "kernel", Desc: "the kernel (uninterruptible sleep in " + t.Wchan + ")"}
 	}
-	kf, kerr := procfs.ReadKernelStack(tk.pid, tid)
+	var kf []procfs.KernelFrame
+	kb, kerr := f.read("stack")
+	if kerr == nil {
+		kf = procfs.ParseKernelStack(string(kb))
+	}
 	tk.mu.Lock()
 	tk.fds = append(tk.fds, fds...)
-	tk.offCPU(&t)
+	tk.offCPU(&t, f)
 	switch {
 	case kerr == nil:
 		tk.kernel[tid] = kf
@@ -316,7 +341,7 @@ func (tk *taker) thread(tid int) (model.Thread, bool) {
 		tk.note("kernel stack of thread %d: %v", tid, kerr)
 	}
 	tk.mu.Unlock()
-	tk.userStack(&t, st, sc)
+	tk.userStack(&t, f, st, ss, sc, bufs.dump[:])
 	tk.mu.Lock()
 	defer tk.mu.Unlock()
 	if m, ok := tk.since[tid]; ok {
@@ -336,14 +361,14 @@ func (tk *taker) thread(tid int) (model.Thread, bool) {
 // offCPU fills how long a sleeping thread has been off the CPU: from the
 // kernel's accounting or the sampler, unless an earlier snapshot's stop
 // reset both and the thread has stayed blocked since (stops.go).
-func (tk *taker) offCPU(t *model.Thread) {
+func (tk *taker) offCPU(t *model.Thread, f *taskFiles) {
 	if t.State == 'R' {
 		return
 	}
 	now := monotime.Now()
 	var since uint64
 	switch {
-	case tk.sched && tk.schedSince(t, now, &since):
+	case tk.sched && tk.schedSince(f, now, &since):
 		t.OffCPUSource = "sched"
 	case tk.opts.OffCPUSince != nil && tk.samplerSince(t, now, &since):
 		t.OffCPUSource = "sampler"
@@ -360,8 +385,8 @@ func (tk *taker) offCPU(t *model.Thread) {
 	tk.since[t.TID] = stopMark{Since: since, Vol: t.VoluntarySwitches, Invol: t.InvoluntarySwitches}
 }
 
-func (tk *taker) schedSince(t *model.Thread, now uint64, since *uint64) bool {
-	at, ok := schedSleepStart(tk.clock, tk.pid, t.TID)
+func (tk *taker) schedSince(f *taskFiles, now uint64, since *uint64) bool {
+	at, ok := schedSleepStart(tk.clock, f)
 	if ok && at <= now {
 		*since = at
 	}
@@ -378,7 +403,7 @@ func (tk *taker) samplerSince(t *model.Thread, now uint64, since *uint64) bool {
 
 // userStack reads the thread's user stack: under a brief ptrace stop
 // when allowed and possible, otherwise without a stop from /proc.
-func (tk *taker) userStack(t *model.Thread, st procfs.Status, sc procfs.Syscall) {
+func (tk *taker) userStack(t *model.Thread, f *taskFiles, st procfs.Status, ss procfs.Schedstat, sc procfs.Syscall, dump []byte) {
 	tk.mu.Lock()
 	defer tk.mu.Unlock()
 	if tk.unw == nil {
@@ -403,6 +428,18 @@ func (tk *taker) userStack(t *model.Thread, st procfs.Status, sc procfs.Syscall)
 		// child stopping (package child): read it without one.
 		stop = false
 		tk.note("thread %d (main thread) was read without a stop: stallwatch is the target's parent, and would see the stop as its child stopping", t.TID)
+	}
+	if stop && !tk.opts.stopSleepers && len(tk.readings) == 0 && asleepInSyscall(st, sc) {
+		// The stop needs nothing of the taker's (see below).
+		tk.mu.Unlock()
+		res := readAsleep(f, st, ss, sc, dump, tk.unw, tk.tg.Memory(), maxFrames)
+		tk.mu.Lock()
+		tk.asleep[res.why]++
+		if res.why == asleepRead {
+			t.UserAddrs, t.UserExact, t.UserCut = res.trace.PCs, res.trace.Exact, res.trace.Cut
+			t.Unwinder = res.trace.Methods() + " (no stop)"
+			return
+		}
 	}
 	if stop {
 		var during func(unwind.Regs, unwind.Trace)

@@ -228,6 +228,11 @@ func ReadSchedstat(pid, tid int) (Schedstat, error) {
 	if err != nil {
 		return Schedstat{}, err
 	}
+	return ParseSchedstat(b)
+}
+
+// ParseSchedstat parses the text of a schedstat file.
+func ParseSchedstat(b []byte) (Schedstat, error) {
 	f := strings.Fields(string(b))
 	if len(f) < 3 {
 		return Schedstat{}, fmt.Errorf("schedstat: %d fields, want 3", len(f))
@@ -245,9 +250,14 @@ func Wchan(pid, tid int) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return ParseWchan(b), nil
+}
+
+// ParseWchan parses the text of a wchan file.
+func ParseWchan(b []byte) string {
 	s := strings.TrimSpace(string(b))
 	if s == "0" {
 		s = ""
 	}
-	return s, nil
+	return s
 }
