@@ -14,17 +14,22 @@ import (
 
 	"github.com/stallwatch/stallwatch/internal/fdtarget"
 	"github.com/stallwatch/stallwatch/internal/testutil"
+	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/runtimes"
 	"github.com/stallwatch/stallwatch/target"
 )
 
 // BenchmarkSnapshot: the wall time of a snapshot of a process of 100 and
-// of 1,000 sleeping threads, the longest single-thread stop, and gdb's
-// `thread apply all bt` on the same process for comparison (x-vs-gdb is
-// our time over gdb's: below 1 is faster). A stop is measured from
-// PTRACE_INTERRUPT to PTRACE_DETACH (an upper bound: it includes the time
-// the thread takes to be scheduled into the stop) and, as "held", from
-// when the stop was seen (a lower bound: what stallwatch itself holds).
+// of 1,000 sleeping threads, beside gdb's `thread apply all bt` on the
+// same process (x-vs-gdb is our time over gdb's: below 1 is faster), and
+// beside the snapshot that stops every thread, as all were before
+// threads asleep in a system call were read without a stop (all-stopped-…:
+// the stop path's own figures, what a thread that must be stopped
+// costs). threads-stopped is how many threads a snapshot stopped. A stop
+// is measured from PTRACE_INTERRUPT to PTRACE_DETACH (an upper bound: it
+// includes the time the thread takes to be scheduled into the stop) and,
+// as "held", from when the stop was seen (a lower bound: what stallwatch
+// itself holds).
 func BenchmarkSnapshot(b *testing.B) {
 	testutil.RequirePtrace(b)
 	gdb := testutil.RequireTool(b, "gdb")
@@ -34,29 +39,43 @@ func BenchmarkSnapshot(b *testing.B) {
 			tg := testutil.Start(b, bin, strconv.Itoa(n))
 			tg.WaitLine(b, "ready ", 60*time.Second)
 			host := testutil.WatchHost(tg.Pid)
-			var ours, theirs time.Duration
-			var maxStop time.Duration
+			var ours, all, theirs time.Duration
+			var maxStop, allMaxStop time.Duration
 			var stops, held []time.Duration
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
+			nstopped := 0
+			take := func(opts Options) (*model.Snapshot, time.Duration) {
 				start := time.Now()
-				snap, err := Take(context.Background(), tg.Pid, Options{})
+				snap, err := Take(context.Background(), tg.Pid, opts)
 				if err != nil {
 					b.Fatal(err)
 				}
-				ours += time.Since(start)
+				d := time.Since(start)
 				if len(snap.Threads) != n+1 {
 					b.Fatalf("%d threads, want %d", len(snap.Threads), n+1)
 				}
+				return snap, d
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				snap, d := take(Options{})
+				ours += d
 				maxStop = max(maxStop, snap.MaxStop)
+				for _, th := range snap.Threads {
+					if th.Stopped {
+						nstopped++
+					}
+				}
+				b.StopTimer()
+				snap, d = take(Options{stopSleepers: true})
+				all += d
+				allMaxStop = max(allMaxStop, snap.MaxStop)
 				for _, th := range snap.Threads {
 					if th.Stopped {
 						stops = append(stops, th.Stop)
 						held = append(held, th.StopHeld)
 					}
 				}
-				b.StopTimer()
-				start = time.Now()
+				start := time.Now()
 				out, err := exec.Command(gdb, "-batch", "-nx", "-ex", "thread apply all bt", "-p", strconv.Itoa(tg.Pid)).CombinedOutput()
 				if err != nil {
 					b.Fatalf("gdb: %v\n%s", err, out)
@@ -65,8 +84,11 @@ func BenchmarkSnapshot(b *testing.B) {
 				b.StartTimer()
 			}
 			b.ReportMetric(float64(ours.Milliseconds())/float64(b.N), "ms/snapshot")
+			b.ReportMetric(float64(all.Milliseconds())/float64(b.N), "all-stopped-ms/snapshot")
 			b.ReportMetric(float64(theirs.Milliseconds())/float64(b.N), "gdb-ms")
+			b.ReportMetric(float64(nstopped)/float64(b.N), "threads-stopped")
 			b.ReportMetric(float64(maxStop.Microseconds()), "max-stop-µs")
+			b.ReportMetric(float64(allMaxStop.Microseconds()), "all-stopped-max-stop-µs")
 			slices.Sort(stops)
 			slices.Sort(held)
 			if len(stops) > 0 {
@@ -77,6 +99,7 @@ func BenchmarkSnapshot(b *testing.B) {
 				b.ReportMetric(float64(held[len(held)-1].Microseconds()), "max-held-µs")
 			}
 			b.ReportMetric(ours.Seconds()/theirs.Seconds(), "x-vs-gdb")
+			b.ReportMetric(all.Seconds()/theirs.Seconds(), "all-stopped-x-vs-gdb")
 			host.Stop().Report(b)
 		})
 	}

@@ -134,7 +134,7 @@ func TestTracedThread(t *testing.T) {
 	}); err != nil {
 		t.Fatal("strace never attached")
 	}
-	snap := take(t, tg.Pid, Options{})
+	snap := take(t, tg.Pid, Options{stopSleepers: true})
 	if snap.PtraceErr != nil || !snap.PtraceUsed {
 		t.Errorf("one traced thread cost the whole snapshot its stops: PtraceErr %v, PtraceUsed %v", snap.PtraceErr, snap.PtraceUsed)
 	}

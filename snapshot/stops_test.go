@@ -11,7 +11,9 @@ import (
 // says how long its threads have really been blocked, although the first
 // snapshot's stop woke each of them and the kernel dates their time off
 // the CPU from it (3.35 s became 692 ms). A thread that did anything but
-// our stop in between is the kernel's to tell.
+// our stop in between is the kernel's to tell. (Threads asleep in a
+// system call are read without a stop where they can be: these are
+// stopped, as those that cannot be are.)
 func TestOffCPUAcrossOurStops(t *testing.T) {
 	t.Parallel()
 	tg, ids := deadlockTarget(t)
@@ -20,9 +22,9 @@ func TestOffCPUAcrossOurStops(t *testing.T) {
 	const before, between = 600 * time.Millisecond, 300 * time.Millisecond
 	time.Sleep(before)
 	book := NewStopBook()
-	first := take(t, tg.Pid, Options{Stops: book})
+	first := take(t, tg.Pid, Options{Stops: book, stopSleepers: true})
 	time.Sleep(between)
-	second := take(t, tg.Pid, Options{Stops: book})
+	second := take(t, tg.Pid, Options{Stops: book, stopSleepers: true})
 	carried := 0
 	for _, k := range []string{"a", "b", "waiter"} {
 		t1, t2 := threadOf(t, first, ids[k]), threadOf(t, second, ids[k])
@@ -49,7 +51,7 @@ func TestOffCPUAcrossOurStops(t *testing.T) {
 		t.Fatal("every deadlocked thread did more than our stop between two snapshots")
 	}
 	// Without the book, the kernel's accounting after our stop.
-	fresh := take(t, tg.Pid, Options{Stops: NewStopBook()})
+	fresh := take(t, tg.Pid, Options{Stops: NewStopBook(), stopSleepers: true})
 	if a2, a3 := threadOf(t, second, ids["a"]), threadOf(t, fresh, ids["a"]); a3.OffCPUKnown && a3.OffCPUFor >= a2.OffCPUFor {
 		t.Logf("the kernel kept thread a's time across our stop (%v, then %v): this kernel does not reset it", a2.OffCPUFor, a3.OffCPUFor)
 	}
