@@ -8,33 +8,39 @@ import (
 // A thread asleep in a system call is read without a stop. Its user
 // registers were saved at its entry into the kernel, and
 // /proc/<pid>/task/<tid>/syscall shows the system call, its arguments and
-// the saved stack and instruction pointers; its user stack does not change
-// while it sleeps, so the top of it is copied with process_vm_readv, as
-// under a stop, and unwound from those two registers. What proves the
-// copy is of the stack the registers describe is the kernel's accounting
-// of the thread, read before the syscall file and again after the copy
-// and the walk (readAsleep): the thread cannot run without being put on a
-// CPU, and it cannot leave the CPU again without its voluntary or
-// involuntary context-switch count moving — so the same counts, the same
-// syscall line and the thread still sleeping (state S, not "running")
-// after the walk mean it did not run in between, and the copy, the
-// memory the walk read beyond it and the registers are of one moment of
-// its sleep, as under a stop.
+// the saved stack and instruction pointers (the kernel shows them only
+// for a thread off the CPU, and says "running" otherwise); its user stack
+// does not change while it sleeps, so the top of it is copied with
+// process_vm_readv, as under a stop, and unwound from those two
+// registers. What proves the copy is of the stack the registers describe
+// is the kernel's accounting of the thread, read before the syscall line
+// and again after the copy and the walk (readAsleep): a thread cannot run
+// without being put on a CPU, which its schedstat counts (timeslices),
+// nor leave the CPU again without its CPU time there growing — so the
+// same schedstat and the same syscall line, not "running", after the
+// walk mean it did not run in between, and the copy, the memory the walk
+// read beyond it and the registers are of one moment of its sleep, as
+// under a stop. (A kernel that keeps no schedstat counts shows zeros; the
+// status file's context-switch counts are the proof there: a thread that
+// ran and sleeps again has left a CPU.) The syscall line alone would not
+// do: a thread woken that sleeps again in the same call from the same
+// frame shows the same line (TestAsleepWokeIsStopped).
 //
 // /proc does not show the frame pointer. A walk from the stack pointer
 // by call frame information needs none until a frame's rules locate its
 // caller from it (code compiled with frame pointers): a callee that saved
-// rbp on the stack (most of libc's wrappers do) gives its value from the
+// rbp on the stack (many of libc's functions do) gives its value from the
 // copy; where none did, the walk cannot go on, and the thread is stopped
 // after all, alone. So is a thread that woke meanwhile, one not in a
 // system call (a page fault), and any walk that ended cut short for
-// another reason than its depth: a walk from registers ptrace would give
-// could differ there, and the stop's walk is the reference.
+// another reason than its depth: a walk from the registers ptrace gives
+// could differ there, and the stop's walk is the reference
+// (TestAsleepSameAsStopped).
 
 // asleepResult is what reading a sleeping thread without a stop gave.
 type asleepResult struct {
 	trace unwind.Trace
-	// why says why the thread must be stopped after all ("" when
+	// why says why the thread must be stopped after all (asleepRead:
 	// trace is its stack).
 	why asleepMiss
 }
@@ -43,10 +49,10 @@ type asleepResult struct {
 type asleepMiss uint8
 
 const (
-	asleepRead  asleepMiss = iota // read without a stop
-	asleepWoke                    // it ran between the reads (or its files could not be read again)
-	asleepCut                     // the walk ended short of the thread's first function
-	asleepCopy                    // the stack could not be copied
+	asleepRead asleepMiss = iota // read without a stop
+	asleepWoke                   // it ran between the reads (or its files could not be read again)
+	asleepCut                    // the walk ended short of the thread's first function
+	asleepCopy                   // the stack could not be copied
 )
 
 // asleepInSyscall says whether a thread's facts allow it to be read

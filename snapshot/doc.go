@@ -4,11 +4,25 @@
 // model.Snapshot. It is the core of a hang report: a frozen process does
 // not run, so a sampler sees nothing of it.
 //
-// User stacks are read under a brief per-thread ptrace stop (PTRACE_SEIZE
-// and PTRACE_INTERRUPT, registers, a copy of the stack top, an unwind with
-// internal/unwind, then an immediate detach), or without any stop at all
-// (Options.NoPtrace) from /proc/<pid>/task/<tid>/syscall and
-// process_vm_readv. Threads in uninterruptible sleep, threads another
+// A thread asleep in a system call — nearly every thread of a frozen
+// service — is read without a stop: the stack and instruction pointers
+// the kernel saved at its entry, from /proc/<pid>/task/<tid>/syscall, the
+// top of its stack copied with process_vm_readv and unwound from them,
+// and its schedstat and syscall line read again after the walk, which
+// prove it did not run meanwhile: a thread cannot run without the
+// kernel counting it onto a CPU (asleep.go says why that suffices, and
+// why the syscall line alone does not). Its stack is the one a stop
+// gives, frame for frame; where it might not be — the thread woke, or
+// its walk needs the frame pointer /proc does not show and no callee
+// saved — that thread alone is stopped. Other user stacks are read under
+// a brief per-thread ptrace stop (PTRACE_SEIZE and PTRACE_INTERRUPT,
+// registers, a copy of the stack top, an unwind with internal/unwind,
+// then an immediate detach), or, with Options.NoPtrace, without any stop
+// from /proc/<pid>/task/<tid>/syscall and process_vm_readv (a blocked
+// thread's unwind then scans for the frame pointers it lacks). A
+// thread's /proc files are read relative to its directory, opened once,
+// a read each, the two read again kept open (taskfiles.go), with the
+// worker's buffers. Threads in uninterruptible sleep, threads another
 // debugger traces, and the main thread of a process whose parent is the
 // caller (its stop would be reported to the caller's own wait for the
 // child) are always read without a stop. No path leaves a thread stopped
@@ -77,7 +91,8 @@
 // by the steal time since boot on a virtual machine); else from a running
 // sampler (Options.OffCPUSince); else it is unknown and a note says so.
 // Our own stop wakes a blocked thread, and both then date its time off the
-// CPU from the stop; a StopBook (stops.go) remembers since when each
+// CPU from the stop (a thread read without a stop keeps its accounting
+// whole); a StopBook (stops.go) remembers since when each
 // thread a snapshot stopped had been blocked, with its context-switch
 // counts, and a later snapshot that finds the counts unchanged keeps that
 // time and says it runs from before an earlier stallwatch stop

@@ -106,9 +106,6 @@ type taker struct {
 	since   map[int]stopMark // each thread's off-CPU start and counts, before any stop
 	// readings are those of the runtimes the target runs (runtimes.go).
 	readings []runtimes.Reading
-	// asleep counts the threads asleep in a system call by how they
-	// were read (asleep.go).
-	asleep [asleepCopy + 1]int
 }
 
 func (tk *taker) note(format string, args ...any) {
@@ -434,7 +431,6 @@ func (tk *taker) userStack(t *model.Thread, f *taskFiles, st procfs.Status, ss p
 		tk.mu.Unlock()
 		res := readAsleep(f, st, ss, sc, dump, tk.unw, tk.tg.Memory(), maxFrames)
 		tk.mu.Lock()
-		tk.asleep[res.why]++
 		if res.why == asleepRead {
 			t.UserAddrs, t.UserExact, t.UserCut = res.trace.PCs, res.trace.Exact, res.trace.Cut
 			t.Unwinder = res.trace.Methods() + " (no stop)"
