@@ -146,3 +146,23 @@ func TestAsleepWokeIsStopped(t *testing.T) {
 	}
 	assertReleased(t, tg.Pid)
 }
+
+// TestWchanFromStack: the wchan a snapshot gives each sleeping thread,
+// taken from its kernel stack's first frame, is what the kernel's wchan
+// file says.
+func TestWchanFromStack(t *testing.T) {
+	t.Parallel() // tests that set testHookAsleep are not parallel
+	testutil.RequireRoot(t) // the kernel stack needs CAP_SYS_ADMIN
+	tg, ids := asleepTarget(t, "-fomit-frame-pointer")
+	snap := take(t, tg.Pid, Options{})
+	for _, th := range asleepThreads {
+		got := threadOf(t, snap, ids[th.key])
+		want, err := procfs.Wchan(tg.Pid, ids[th.key])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Wchan != want || want == "" {
+			t.Errorf("%s: wchan %q, the kernel's file says %q", th.key, got.Wchan, want)
+		}
+	}
+}

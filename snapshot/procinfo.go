@@ -64,7 +64,7 @@ var fdSyscalls = map[int]bool{
 	sysEpollPwait2: true, sysRecvmmsg: true, sysSendmmsg: true,
 }
 
-// readFacts fills what /proc tells about a thread: name, state, wchan,
+// readFacts fills what /proc tells about a thread: name, state,
 // system call, switches, scheduler times, read through f in this order
 // (the status and schedstat before the syscall line: asleep.go). Errors
 // of single files are noted in t.Err, files we may not read in denied;
@@ -86,25 +86,11 @@ func readFacts(f *taskFiles, t *model.Thread, sc *procfs.Syscall, ss *procfs.Sch
 	}
 	t.VoluntarySwitches = st.VoluntaryCtxtSwitches
 	t.InvoluntarySwitches = st.NonvoluntaryCtxtSwitches
-	var errs []error
-	note := func(what string, err error) {
-		switch {
-		case err == nil || errors.Is(err, procfs.ErrGone):
-		case perms.IsPermission(err):
-			// Said once for the snapshot, not once per thread.
-			denied[what] = true
-		default:
-			errs = append(errs, &model.ReadError{File: what, Err: err})
-		}
-	}
+	note := func(what string, err error) { noteRead(t, denied, what, err) }
 	if t.Name == "" {
 		t.Name, err = procfs.Comm(f.pid, f.tid)
 		note("comm", err)
 	}
-	if b, err = f.read("wchan"); err == nil {
-		t.Wchan = procfs.ParseWchan(b)
-	}
-	note("wchan", err)
 	if b, err = f.readKept(keptSchedstat); err == nil {
 		*ss, err = procfs.ParseSchedstat(b)
 	}
@@ -120,8 +106,45 @@ func readFacts(f *taskFiles, t *model.Thread, sc *procfs.Syscall, ss *procfs.Sch
 	if err == nil && !sc.Running && !sc.NotInSyscall && sc.Nr >= 0 {
 		t.Syscall = &model.Syscall{Nr: sc.Nr, Name: syscallName(sc.Nr), Args: sc.Args}
 	}
-	t.Err = errors.Join(errs...)
 	return st, nil
+}
+
+// noteRead notes in t.Err a failure to read the thread's file what,
+// unless it is gone, or one we may not read (denied: said once for the
+// snapshot, not once per thread).
+func noteRead(t *model.Thread, denied map[string]bool, what string, err error) {
+	switch {
+	case err == nil || errors.Is(err, procfs.ErrGone):
+	case perms.IsPermission(err):
+		denied[what] = true
+	default:
+		t.Err = errors.Join(t.Err, &model.ReadError{File: what, Err: err})
+	}
+}
+
+// readKernel reads the thread's kernel stack and the function it sleeps
+// in (wchan). The kernel finds both alike — the first function of the
+// stack that is not the scheduler's (in_sched_functions) — and shows no
+// wchan for a thread that runs or is about to, so where the stack can be
+// read its first frame is the wchan, without reading that file too.
+func readKernel(f *taskFiles, t *model.Thread, denied map[string]bool) ([]procfs.KernelFrame, error) {
+	b, err := f.read("stack")
+	if err == nil {
+		kf := procfs.ParseKernelStack(string(b))
+		if len(kf) > 0 && t.State != 'R' {
+			t.Wchan = kf[0].Symbol
+			if kf[0].Module != "" {
+				t.Wchan += " " + kf[0].Module
+			}
+		}
+		return kf, nil
+	}
+	b, werr := f.read("wchan")
+	if werr == nil {
+		t.Wchan = procfs.ParseWchan(b)
+	}
+	noteRead(t, denied, "wchan", werr)
+	return nil, err
 }
 
 func syscallName(nr int) string {

@@ -304,6 +304,11 @@ func (tk *taker) thread(tid int, bufs *workerBufs) (model.Thread, bool) {
 	var ss procfs.Schedstat
 	denied := map[string]bool{}
 	st, err := readFacts(f, &t, &sc, &ss, denied)
+	var kf []procfs.KernelFrame
+	var kerr error
+	if err == nil {
+		kf, kerr = readKernel(f, &t, denied)
+	}
 	tk.mu.Lock()
 	for what := range denied {
 		tk.denied[what] = true
@@ -320,11 +325,6 @@ func (tk *taker) thread(tid int, bufs *workerBufs) (model.Thread, bool) {
 		}
 	} else if t.State == 'D' && t.Wchan != "" {
 		t.Wait = &model.Wait{Kind: "kernel", Desc: "the kernel (uninterruptible sleep in " + t.Wchan + ")"}
-	}
-	var kf []procfs.KernelFrame
-	kb, kerr := f.read("stack")
-	if kerr == nil {
-		kf = procfs.ParseKernelStack(string(kb))
 	}
 	tk.mu.Lock()
 	tk.fds = append(tk.fds, fds...)
