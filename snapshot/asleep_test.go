@@ -151,7 +151,7 @@ func TestAsleepWokeIsStopped(t *testing.T) {
 // taken from its kernel stack's first frame, is what the kernel's wchan
 // file says.
 func TestWchanFromStack(t *testing.T) {
-	t.Parallel() // tests that set testHookAsleep are not parallel
+	t.Parallel()            // tests that set testHookAsleep are not parallel
 	testutil.RequireRoot(t) // the kernel stack needs CAP_SYS_ADMIN
 	tg, ids := asleepTarget(t, "-fomit-frame-pointer")
 	snap := take(t, tg.Pid, Options{})
