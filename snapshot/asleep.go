@@ -78,7 +78,7 @@ func readAsleep(f *taskFiles, st procfs.Status, ss procfs.Schedstat, sc procfs.S
 	if !stillAsleep(f, st, ss, sc) {
 		return asleepResult{why: asleepWoke}
 	}
-	if tr.Cut.Truncated() && tr.Cut.Reason != unwind.TooDeep {
+	if shortOfStart(tr.Cut) {
 		return asleepResult{why: asleepCut}
 	}
 	return asleepResult{trace: tr}

@@ -58,7 +58,8 @@ func waitAsleep(t *testing.T, pid, tid int) {
 // threads, frame for frame. Built without frame pointers every such
 // thread is read without a stop; built with them, a thread whose walk
 // needs the frame pointer /proc does not show (no callee saved it) is
-// stopped, and has the same stack either way.
+// stopped, and has the same stack either way. A stopped thread's walk,
+// made in its copy after the stop, is the one made under the stop.
 func TestAsleepSameAsStopped(t *testing.T) {
 	t.Parallel() // tests that set testHookAsleep are not parallel
 	for _, c := range []struct {
@@ -69,6 +70,7 @@ func TestAsleepSameAsStopped(t *testing.T) {
 			tg, ids := asleepTarget(t, c.flags...)
 			asleep := take(t, tg.Pid, Options{})
 			stopped := take(t, tg.Pid, Options{stopSleepers: true})
+			walkedStopped := take(t, tg.Pid, Options{stopSleepers: true, walkStopped: true})
 			unstopped := 0
 			for _, th := range asleepThreads {
 				a, s := threadOf(t, asleep, ids[th.key]), threadOf(t, stopped, ids[th.key])
@@ -82,6 +84,9 @@ func TestAsleepSameAsStopped(t *testing.T) {
 				}
 				if !hasInOrder(userNames(a), th.stack...) {
 					t.Errorf("%s: stack %v (by %s, stopped %v), want %v in order", th.key, userNames(a), a.Unwinder, a.Stopped, th.stack)
+				}
+				if w := threadOf(t, walkedStopped, ids[th.key]); !slices.Equal(w.UserAddrs, s.UserAddrs) || w.UserCut != s.UserCut {
+					t.Errorf("%s: walked after its stop: %x cut %v; walked under it: %x cut %v", th.key, s.UserAddrs, s.UserCut, w.UserAddrs, w.UserCut)
 				}
 				if !slices.Equal(a.UserAddrs, s.UserAddrs) || a.UserCut != s.UserCut {
 					t.Errorf("%s: read without a stop (%s, stopped %v): %x cut %v; under a stop: %x cut %v",

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -13,9 +14,12 @@ import (
 	"github.com/stallwatch/stallwatch/symbolize"
 )
 
-// TestDeepStackMatchesGdb: a thread 500 calls deep (gdb shows 507 frames)
-// is read whole, under a stop and without one, frame for frame as gdb
-// finds them, and ends at its thread's first function without a cut.
+// TestDeepStackMatchesGdb: a thread 500 calls deep (gdb shows 507 frames),
+// and one 200 levels of 512-byte frames deep (110 KiB of stack), are
+// read whole, frame for frame as gdb finds them, and end at the thread's
+// first function without a cut: asleep, without a stop; with NoPtrace;
+// and under a stop (the wide stack does not fit the 16 KiB copy walked
+// after the stop: the thread is stopped again and walked under the stop).
 func TestDeepStackMatchesGdb(t *testing.T) {
 	testutil.RequirePtrace(t)
 	gcc := testutil.RequireTool(t, "gcc")
@@ -23,29 +27,41 @@ func TestDeepStackMatchesGdb(t *testing.T) {
 	if out, err := exec.Command(gcc, "-O2", "-g", "-fomit-frame-pointer", "-pthread", "-o", bin, testutil.Testdata(t, "deep", "deep.c")).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
-	tg := testutil.Start(t, bin)
-	tid, _ := strconv.Atoi(strings.TrimPrefix(tg.WaitLine(t, "ready ", 10*time.Second), "ready "))
-	waitBlocked(t, tg.Pid, tid, 0) // read
-	gdb := testutil.Real(testutil.GDBStacks(t, tg.Pid)[tid])
-	if len(gdb) < 500 {
-		t.Fatalf("gdb found %d frames", len(gdb))
-	}
-	for _, noPtrace := range []bool{false, true} {
-		th := threadOf(t, take(t, tg.Pid, Options{NoPtrace: noPtrace}), tid)
-		if th.UserCut.Truncated() {
-			t.Errorf("no ptrace %v: the stack was cut: %v", noPtrace, th.UserCut)
-		}
-		if len(th.UserAddrs) != len(gdb) {
-			t.Errorf("no ptrace %v: %d frames, gdb has %d", noPtrace, len(th.UserAddrs), len(gdb))
-		}
-		for i := range min(len(th.UserAddrs), len(gdb)) {
-			if th.UserAddrs[i] != gdb[i].PC {
-				t.Errorf("no ptrace %v: frame %d is %#x, gdb says %#x (%s)", noPtrace, i, th.UserAddrs[i], gdb[i].PC, gdb[i].Name)
-				break
+	for _, c := range []struct {
+		name      string
+		args      []string
+		minFrames int
+	}{{"narrow", nil, 500}, {"wide", []string{"-wide", "-depth", "200"}, 400}} {
+		t.Run(c.name, func(t *testing.T) {
+			tg := testutil.Start(t, bin, c.args...)
+			tid, _ := strconv.Atoi(strings.TrimPrefix(tg.WaitLine(t, "ready ", 10*time.Second), "ready "))
+			waitBlocked(t, tg.Pid, tid, 0) // read
+			gdb := testutil.Real(testutil.GDBStacks(t, tg.Pid)[tid])
+			if len(gdb) < c.minFrames {
+				t.Fatalf("gdb found %d frames", len(gdb))
 			}
-		}
+			for _, opts := range []Options{{}, {NoPtrace: true}, {stopSleepers: true}} {
+				how := fmt.Sprintf("no ptrace %v, stop sleepers %v", opts.NoPtrace, opts.stopSleepers)
+				th := threadOf(t, take(t, tg.Pid, opts), tid)
+				if th.Stopped != opts.stopSleepers {
+					t.Errorf("%s: stopped %v", how, th.Stopped)
+				}
+				if th.UserCut.Truncated() {
+					t.Errorf("%s: the stack was cut: %v", how, th.UserCut)
+				}
+				if len(th.UserAddrs) != len(gdb) {
+					t.Errorf("%s: %d frames, gdb has %d", how, len(th.UserAddrs), len(gdb))
+				}
+				for i := range min(len(th.UserAddrs), len(gdb)) {
+					if th.UserAddrs[i] != gdb[i].PC {
+						t.Errorf("%s: frame %d is %#x, gdb says %#x (%s)", how, i, th.UserAddrs[i], gdb[i].PC, gdb[i].Name)
+						break
+					}
+				}
+			}
+			assertReleased(t, tg.Pid)
+		})
 	}
-	assertReleased(t, tg.Pid)
 }
 
 // TestDeeperThanLimit: a thread 1,100 calls deep is read to the

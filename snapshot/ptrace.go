@@ -31,6 +31,9 @@ type stopResult struct {
 	held  time.Duration // the stop seen to PTRACE_DETACH: a lower bound
 	kind  stopKind
 	sig   unix.Signal
+	// walkedAfter: the stack was walked in its copy after the thread was
+	// let go (see stopThread).
+	walkedAfter bool
 	// exited: the thread exited while seized (nothing else is valid).
 	exited bool
 	// abandoned: the thread did not stop in time, or died while seized;
@@ -61,6 +64,16 @@ var testHookStopped func(tid int)
 // it with u, calls during (when not nil) with the walk while the thread
 // is still stopped (a runtime's frames are read there), and detaches.
 //
+// Without during and unless walkStopped, the thread is let go as soon as
+// its registers are read and its stack copied — two system calls — and
+// the walk reads the copy alone, after the detach: the thread is held for
+// no unwinding. A walk that then ends short of the thread's first
+// function for any reason but its depth (it needed more than the copy,
+// or memory outside the stack, as a Go thread's g0) may be one the live
+// stack would have taken further: the caller stops the thread again with
+// walkStopped, which walks it under the stop with the live memory beyond
+// the copy, as every walk was before.
+//
 // ptrace binds a tracee to the OS thread that seized it, so the sequence
 // runs on a goroutine locked to its OS thread. On every path that returns
 // normally the thread is detached before the goroutine ends; if the
@@ -69,27 +82,27 @@ var testHookStopped func(tid int)
 // kernel detaches every tracee of an exiting tracer. The same holds if
 // stallwatch itself dies, by any signal: no path leaves a thread stopped
 // or traced. PTRACE_O_EXITKILL is never set.
-func stopThread(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrames int, during func(unwind.Regs, unwind.Trace)) stopResult {
+func stopThread(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrames int, during func(unwind.Regs, unwind.Trace), walkStopped bool) stopResult {
 	ch := make(chan stopResult, 1)
-	go tracer(ch, pid, tid, u, live, maxFrames, during)
+	go tracer(ch, pid, tid, u, live, maxFrames, during, walkStopped)
 	return <-ch
 }
 
 // tracer runs traceOnce on a locked OS thread that is not the process's
 // main thread: Go parks rather than ends the main thread when a locked
 // goroutine exits on it, so it could never hand its tracees back.
-func tracer(ch chan<- stopResult, pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrames int, during func(unwind.Regs, unwind.Trace)) {
+func tracer(ch chan<- stopResult, pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrames int, during func(unwind.Regs, unwind.Trace), walkStopped bool) {
 	runtime.LockOSThread()
 	if unix.Gettid() == os.Getpid() {
 		// While this goroutine holds the main thread locked, the one
 		// it starts runs on another.
 		inner := make(chan stopResult, 1)
-		go tracer(inner, pid, tid, u, live, maxFrames, during)
+		go tracer(inner, pid, tid, u, live, maxFrames, during, walkStopped)
 		ch <- <-inner
 		runtime.UnlockOSThread()
 		return
 	}
-	res := traceOnce(pid, tid, u, live, maxFrames, during)
+	res := traceOnce(pid, tid, u, live, maxFrames, during, walkStopped)
 	ch <- res
 	if !res.abandoned {
 		runtime.UnlockOSThread()
@@ -98,7 +111,7 @@ func tracer(ch chan<- stopResult, pid, tid int, u *unwind.Process, live *addrspa
 }
 
 // traceOnce is stopThread's body, on the locked OS thread.
-func traceOnce(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrames int, during func(unwind.Regs, unwind.Trace)) (res stopResult) {
+func traceOnce(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrames int, during func(unwind.Regs, unwind.Trace), walkStopped bool) (res stopResult) {
 	// Allocated before the stop: an allocation under it may be made to
 	// help the garbage collector first.
 	dump := make([]byte, stackCopy)
@@ -110,7 +123,7 @@ func traceOnce(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrame
 		return stopResult{err: fmt.Errorf("PTRACE_SEIZE thread %d: %w", tid, err)}
 	}
 	start := time.Now()
-	var seen time.Time
+	var seen, detached time.Time
 	attached := true
 	detachSig := 0
 	// detach lets the thread go, handing back a signal that was being
@@ -121,6 +134,7 @@ func traceOnce(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrame
 		}
 		attached = false
 		_, _, e := unix.RawSyscall6(unix.SYS_PTRACE, unix.PTRACE_DETACH, uintptr(tid), 0, uintptr(detachSig), 0, 0)
+		detached = time.Now()
 		if e == 0 {
 			res.sig = unix.Signal(detachSig)
 			return
@@ -142,9 +156,12 @@ func traceOnce(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrame
 			res = stopResult{err: fmt.Errorf("internal error while thread %d was stopped (it was let go): %v", tid, p)}
 		}
 		detach()
-		res.stop = time.Since(start)
+		if detached.IsZero() {
+			detached = time.Now()
+		}
+		res.stop = detached.Sub(start)
 		if !seen.IsZero() {
-			res.held = time.Since(seen)
+			res.held = detached.Sub(seen)
 		}
 	}()
 	if err := unix.PtraceInterrupt(tid); err != nil {
@@ -191,6 +208,12 @@ func traceOnce(pid, tid int, u *unwind.Process, live *addrspace.Memory, maxFrame
 		testHookStopped(tid)
 	}
 	n := copier.read(tid, res.regs.SP)
+	if during == nil && !walkStopped {
+		detach()
+		res.trace = u.UnwindTrace(res.regs, unwind.DumpMemory(res.regs.SP, dump[:n]), maxFrames)
+		res.walkedAfter = true
+		return res
+	}
 	mem := unwind.Fallback(unwind.DumpMemory(res.regs.SP, dump[:n]), live)
 	res.trace = u.UnwindTrace(res.regs, mem, maxFrames)
 	if during != nil {

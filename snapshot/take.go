@@ -54,7 +54,14 @@ type Options struct {
 	// otherwise read without a stop (asleep.go): the tests' reference,
 	// and their way to the stop's paths.
 	stopSleepers bool
+	// walkStopped walks every stopped thread's stack under its stop, as
+	// all were before the walk was put after the detach (stopThread).
+	walkStopped bool
 }
+
+// shortOfStart says whether a walk ended before the thread's first
+// function for another reason than its depth.
+func shortOfStart(c unwind.Cut) bool { return c.Truncated() && c.Reason != unwind.TooDeep }
 
 // maxFrames bounds each user stack.
 const maxFrames = unwind.MaxFrames
@@ -447,7 +454,16 @@ func (tk *taker) userStack(t *model.Thread, f *taskFiles, st procfs.Status, ss p
 		if during == nil {
 			tk.mu.Unlock()
 		}
-		res := stopThread(tk.pid, t.TID, tk.unw, tk.tg.Memory(), maxFrames, during)
+		res := stopThread(tk.pid, t.TID, tk.unw, tk.tg.Memory(), maxFrames, during, tk.opts.walkStopped)
+		if res.walkedAfter && res.err == nil && !res.exited && shortOfStart(res.trace.Cut) {
+			// Walked in its copy alone, after the stop: again, walked
+			// under the stop (see stopThread).
+			again := stopThread(tk.pid, t.TID, tk.unw, tk.tg.Memory(), maxFrames, nil, true)
+			if again.err == nil || again.exited {
+				again.stop, again.held = max(again.stop, res.stop), max(again.held, res.held)
+				res = again
+			}
+		}
 		if during == nil {
 			tk.mu.Lock()
 		}
