@@ -15,9 +15,12 @@
 // gives, frame for frame; where it might not be — the thread woke, or
 // its walk needs the frame pointer /proc does not show and no callee
 // saved — that thread alone is stopped. Other user stacks are read under
-// a brief per-thread ptrace stop (PTRACE_SEIZE and PTRACE_INTERRUPT,
-// registers, a copy of the stack top, an unwind with internal/unwind,
-// then an immediate detach), or, with Options.NoPtrace, without any stop
+// a brief per-thread ptrace stop (PTRACE_SEIZE and PTRACE_INTERRUPT, the
+// registers and a copy of the stack top, then an immediate detach; the
+// unwind with internal/unwind runs on the copy after it, and where the
+// copy did not hold the walk, under a second stop with the live stack
+// beyond the copy; a runtime that reads frames under the stop has the
+// walk made there), or, with Options.NoPtrace, without any stop
 // from /proc/<pid>/task/<tid>/syscall and process_vm_readv (a blocked
 // thread's unwind then scans for the frame pointers it lacks). A
 // thread's /proc files are read relative to its directory, opened once,

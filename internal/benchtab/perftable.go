@@ -30,7 +30,7 @@ var perfRows = []perfRow{
 	{"the same, cold", "capture", "BenchmarkEndToPprofStackCopies/cold",
 		"{cpu-s/end} CPU-s + {unwind-cpu-s} CPU-s unwinding", "{cpu-s/perf-report} CPU-s", "{x-faster-cpu}× CPU"},
 	{"snapshot of 1,000 sleeping threads (Snapshot)", "snapshot", "BenchmarkSnapshot/threads=1000",
-		"{ms/snapshot} ms; {threads-stopped} threads stopped (longest stop {max-stop-µs} µs): threads asleep in a system call are read without one. Every thread stopped, as before: {all-stopped-ms/snapshot} ms ({1/all-stopped-x-vs-gdb}× faster than gdb), each thread's stop median {median-stop-µs} µs, p99 {p99-stop-µs} µs, longest {all-stopped-max-stop-µs} µs (held after the stop was seen: median {median-held-µs}, p99 {p99-held-µs}, longest {max-held-µs} µs)",
+		"{ms/snapshot} ms; {threads-stopped} threads stopped (longest stop {max-stop-µs} µs): threads asleep in a system call are read without one. Every thread stopped (the stop path alone): {all-stopped-ms/snapshot} ms ({1/all-stopped-x-vs-gdb}× faster than gdb), each thread's stop median {median-stop-µs} µs, p99 {p99-stop-µs} µs, longest {all-stopped-max-stop-µs} µs (held after the stop was seen: median {median-held-µs}, p99 {p99-held-µs}, longest {max-held-µs} µs)",
 		"gdb `thread apply all bt`: {gdb-ms} ms", "{1/x-vs-gdb}× faster"},
 	{"idle `watch`, no flight recorder (WatchIdle)", "cmd/stallwatch", "BenchmarkWatchIdle/baseline-off",
 		"{rss-MB} MB RSS, {cpu-%}% of a core", "budget 25 MB, 0.1%", "{rss-of-budget} of the RSS budget"},
