@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -114,12 +115,11 @@ func TestAsleepWokeIsStopped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	woken := false
+	var woken atomic.Bool
 	testHookAsleep = func(tid int) {
-		if tid != reader || woken {
+		if tid != reader || woken.Swap(true) {
 			return
 		}
-		woken = true
 		ss, _ := procfs.ReadSchedstat(tg.Pid, tid)
 		if err := syscall.Tgkill(tg.Pid, tid, syscall.SIGUSR1); err != nil {
 			t.Errorf("tgkill: %v", err)
@@ -137,7 +137,7 @@ func TestAsleepWokeIsStopped(t *testing.T) {
 	}
 	defer func() { testHookAsleep = nil }()
 	snap := take(t, tg.Pid, Options{})
-	if !woken {
+	if !woken.Load() {
 		t.Fatal("the reader was not read as asleep")
 	}
 	for _, th := range asleepThreads {

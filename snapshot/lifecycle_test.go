@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -134,16 +135,15 @@ func assertNotTraced(t *testing.T, pid int) {
 // holds its first thread stopped; Take returns what it read, marked.
 func TestTargetExitsMidSnapshot(t *testing.T) {
 	tg, _ := deadlockTarget(t)
-	killed := false
+	var killed atomic.Bool // two threads may be stopped at once
 	testHookStopped = func(tid int) {
-		if !killed {
-			killed = true
+		if !killed.Swap(true) {
 			syscall.Kill(tg.Pid, syscall.SIGKILL)
 		}
 	}
 	defer func() { testHookStopped = nil }()
 	snap := take(t, tg.Pid, Options{stopSleepers: true})
-	if !killed {
+	if !killed.Load() {
 		t.Fatal("no thread was stopped")
 	}
 	if !snap.TargetExited {

@@ -72,9 +72,10 @@ func snapshotDeadlock(t *testing.T) (*testutil.Target, map[string]int) {
 }
 
 // TestSnapshotCommand: `stallwatch snapshot` on a deadlocked process
-// prints the deadlock in text and JSON, stops every thread including the
-// main one (it is not the target's parent), and writes a capture
-// directory with --out.
+// prints the deadlock in text and JSON, reads every thread's user stack
+// including the main one's (it is not the target's parent: its stop is
+// allowed, where one is needed; threads asleep in a system call are read
+// without one), and writes a capture directory with --out.
 func TestSnapshotCommand(t *testing.T) {
 	tg, ids := snapshotDeadlock(t)
 	bin := stallwatchForSnapshot(t)
@@ -102,9 +103,14 @@ func TestSnapshotCommand(t *testing.T) {
 	if len(snap.Locks.Cycles) != 1 || len(snap.Threads) != 5 {
 		t.Errorf("%d cycles, %d threads; want 1 and 5", len(snap.Locks.Cycles), len(snap.Threads))
 	}
+	for _, n := range snap.Notes {
+		if strings.Contains(n, "target's parent") {
+			t.Errorf("note %q: stallwatch snapshot is not the target's parent", n)
+		}
+	}
 	for _, th := range snap.Threads {
-		if !th.Stopped && th.State != 'R' {
-			t.Errorf("thread %d (%s) was not read under ptrace: %s", th.TID, th.Name, th.Err)
+		if th.State != 'R' && (len(th.User) < 2 || th.Err != nil) {
+			t.Errorf("thread %d (%s): user stack of %d frames (stopped %v, by %s): %v", th.TID, th.Name, len(th.User), th.Stopped, th.Unwinder, th.Err)
 		}
 		if th.TID == ids["a"] && (th.Wait == nil || th.Wait.Owner != ids["b"]) {
 			t.Errorf("worker-a waits for %+v, want worker-b", th.Wait)
