@@ -15,16 +15,17 @@ import (
 // registers. What proves the copy is of the stack the registers describe
 // is the kernel's accounting of the thread, read before the syscall line
 // and again after the copy and the walk (readAsleep): a thread cannot run
-// without being put on a CPU, which its schedstat counts (timeslices),
-// nor leave the CPU again without its CPU time there growing — so the
-// same schedstat and the same syscall line, not "running", after the
-// walk mean it did not run in between, and the copy, the memory the walk
-// read beyond it and the registers are of one moment of its sleep, as
-// under a stop. (A kernel that keeps no schedstat counts shows zeros; the
-// status file's context-switch counts are the proof there: a thread that
-// ran and sleeps again has left a CPU.) The syscall line alone would not
-// do: a thread woken that sleeps again in the same call from the same
-// frame shows the same line (TestAsleepWokeIsStopped).
+// without being put on a CPU, which its schedstat counts (timeslices,
+// counted as it arrives on one) — so the same schedstat after the walk
+// means it was not put on a CPU since before the syscall line showed it
+// asleep, and the copy, the memory the walk read beyond it and the
+// registers are of one moment of its sleep, as under a stop. (A kernel
+// that keeps no schedstat counts shows zeros; there the syscall line read
+// again, the same and not "running", and the status file's
+// context-switch counts are the proof: a thread that ran and sleeps again
+// has left a CPU.) The syscall line alone would not do: a thread woken
+// that sleeps again in the same call from the same frame shows the same
+// line (TestAsleepWokeIsStopped).
 //
 // /proc does not show the frame pointer. A walk from the stack pointer
 // by call frame information needs none until a frame's rules locate its
@@ -89,20 +90,15 @@ func readAsleep(f *taskFiles, st procfs.Status, ss procfs.Schedstat, sc procfs.S
 // it there).
 var testHookAsleep func(tid int)
 
-// stillAsleep reads the thread's syscall line and then its schedstat
-// again and reports whether both say it has not run since st, ss and sc
-// were read: its CPU time and its count of times put on a CPU are both
-// unchanged. Where schedstat says nothing (a kernel that keeps no such
-// counts prints zeros), its status's context-switch counts are the
-// proof: a thread that ran and is asleep again has left a CPU.
+// stillAsleep reports whether the thread has not run since st, ss and sc
+// were read (st and ss before sc). Its schedstat read again says so by
+// itself: the same CPU time, run delay and count of times put on a CPU
+// mean it was not put on one in between, so it stayed asleep as sc saw
+// it. Where schedstat says nothing (a kernel that keeps no such counts
+// prints zeros), the syscall line read again must be the same, not
+// "running", and the status's context-switch counts the same: a thread
+// that ran and sleeps again has left a CPU.
 func stillAsleep(f *taskFiles, st procfs.Status, ss procfs.Schedstat, sc procfs.Syscall) bool {
-	b, err := f.readKept(keptSyscall)
-	if err != nil {
-		return false
-	}
-	if sc2, err := procfs.ParseSyscall(string(b)); err != nil || sc2 != sc {
-		return false
-	}
 	if ss.RunNanos != 0 && ss.Slices != 0 {
 		b, err := f.readKept(keptSchedstat)
 		if err != nil {
@@ -110,6 +106,13 @@ func stillAsleep(f *taskFiles, st procfs.Status, ss procfs.Schedstat, sc procfs.
 		}
 		ss2, err := procfs.ParseSchedstat(b)
 		return err == nil && ss2 == ss
+	}
+	b, err := f.readKept(keptSyscall)
+	if err != nil {
+		return false
+	}
+	if sc2, err := procfs.ParseSyscall(string(b)); err != nil || sc2 != sc {
+		return false
 	}
 	b, err = f.read("status")
 	if err != nil {

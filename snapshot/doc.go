@@ -8,10 +8,10 @@
 // service — is read without a stop: the stack and instruction pointers
 // the kernel saved at its entry, from /proc/<pid>/task/<tid>/syscall, the
 // top of its stack copied with process_vm_readv and unwound from them,
-// and its schedstat and syscall line read again after the walk, which
-// prove it did not run meanwhile: a thread cannot run without the
-// kernel counting it onto a CPU (asleep.go says why that suffices, and
-// why the syscall line alone does not). Its stack is the one a stop
+// and its schedstat read again after the walk, which proves it did not
+// run meanwhile: a thread cannot run without the kernel counting it onto
+// a CPU (asleep.go says why that suffices, and why the syscall line alone
+// does not). Its stack is the one a stop
 // gives, frame for frame; where it might not be — the thread woke, or
 // its walk needs the frame pointer /proc does not show and no callee
 // saved — that thread alone is stopped. Other user stacks are read under
