@@ -356,11 +356,9 @@ func (f *facts) meta(info *model.Info) model.Meta {
 func (f *facts) write(root *capdir.Root) (*model.Result, error) {
 	c := &report.Capture{Info: f.info(), Threads: f.snap}
 	if f.sampled {
-		prof, err := report.BuildProfile(f.samples, f.meta(&c.Info))
-		if err != nil {
+		if err := c.SetSamples(f.samples, f.meta(&c.Info)); err != nil {
 			return nil, fmt.Errorf("build profile: %w", err)
 		}
-		c.Profile = prof
 	}
 	if err := analyze(c); err != nil {
 		return nil, err
@@ -386,12 +384,11 @@ func (f *facts) write(root *capdir.Root) (*model.Result, error) {
 // from the directory read back). Alerts, hooks and the reports read them
 // from there.
 func analyze(c *report.Capture) error {
-	p, err := report.CaptureProfile(c)
+	p, err := c.Samples()
 	if err != nil {
 		return fmt.Errorf("build profile: %w", err)
 	}
-	c.Profile = p
-	analysis.Analyze(&c.Info, report.Samples(p), c.Threads).Into(&c.Info)
+	analysis.Analyze(&c.Info, p, c.Threads).Into(&c.Info)
 	return nil
 }
 

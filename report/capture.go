@@ -18,7 +18,65 @@ type Capture struct {
 	Profile *profile.Profile // profile.pb.gz; nil writes an empty, valid profile
 	Threads *model.Snapshot  // threads.pb.gz, threads.json; may be nil
 
+	// tab is the profile as the renderings read it: built from the
+	// samples (SetSamples), else made from Profile once.
+	tab    *table
 	inputs []fileID // the files it was read from (ReadFrom)
+}
+
+// SetSamples makes the capture's profile from symbolized samples, as
+// BuildProfile does, in the form every rendering reads (a table of its
+// distinct stacks and label sets and its samples as columns): the
+// profile.pb.gz CaptureFiles writes, the findings' samples (Samples) and
+// the reports. Profile stays nil; CaptureProfile makes it when asked.
+func (c *Capture) SetSamples(samples []model.Sample, meta model.Meta) error {
+	t, err := buildTable(samples, meta)
+	if err != nil {
+		return err
+	}
+	c.Profile, c.tab = nil, t
+	return nil
+}
+
+// Samples is the capture's samples read back into the capture model, as
+// Samples reads them from its profile.pb.gz: what the findings are drawn
+// from (package analysis).
+func (c *Capture) Samples() (*model.Profile, error) {
+	t, err := c.table()
+	if err != nil {
+		return nil, err
+	}
+	return t.model(), nil
+}
+
+// viewTable is the table of a capture with a profile, nil for one
+// without (a thread dump alone).
+func (c *Capture) viewTable() *table {
+	if c.Profile == nil && c.tab == nil {
+		return nil
+	}
+	t, err := c.table()
+	if err != nil {
+		return nil
+	}
+	return t
+}
+
+// table is the capture's profile as the renderings read it, made once.
+func (c *Capture) table() (*table, error) {
+	if c.tab != nil && (c.Profile == nil || c.Profile == c.tab.p) {
+		return c.tab, nil
+	}
+	if c.Profile == nil {
+		t, err := buildTable(nil, c.emptyMeta())
+		if err != nil {
+			return nil, err
+		}
+		c.tab = t
+		return t, nil
+	}
+	c.tab = tableOf(c.Profile)
+	return c.tab, nil
 }
 
 // Title is what the report's first line says of the capture.
@@ -33,11 +91,19 @@ func CaptureFiles(c *Capture) ([]capdir.File, error) {
 	if c == nil {
 		return nil, fmt.Errorf("report: CaptureFiles: nil capture")
 	}
-	p, err := CaptureProfile(c)
+	built := c.Profile == nil // by SetSamples, or an empty one now
+	t, err := c.table()
 	if err != nil {
 		return nil, err
 	}
-	files := []capdir.File{{Name: capdir.FileProfile, Write: func(w io.Writer) error { return WriteProfile(w, p) }}}
+	write := func(w io.Writer) error { return writeEncoded(w, encodeTable(nil, t)) }
+	if !built {
+		// A profile read or made elsewhere is written as it is, every
+		// label kept.
+		p := c.Profile
+		write = func(w io.Writer) error { return WriteProfile(w, p) }
+	}
+	files := []capdir.File{{Name: capdir.FileProfile, Write: write}}
 	if c.Threads != nil {
 		tp, err := BuildThreads(c.Threads)
 		if err != nil {
@@ -48,9 +114,7 @@ func CaptureFiles(c *Capture) ([]capdir.File, error) {
 			capdir.File{Name: capdir.FileThreads, Write: func(w io.Writer) error { return WriteProfile(w, tp) }},
 			capdir.File{Name: capdir.FileThreadJSON, Write: func(w io.Writer) error { return model.WriteSnapshotJSON(w, snap) }})
 	}
-	cc := *c
-	cc.Profile = p
-	return append(files, reportFiles(buildView(&cc))...), nil
+	return append(files, reportFiles(buildView(c))...), nil
 }
 
 // CaptureProfile is the profile.pb.gz of c: its Profile, or for a capture
@@ -60,7 +124,15 @@ func CaptureProfile(c *Capture) (*profile.Profile, error) {
 	if c.Profile != nil {
 		return c.Profile, nil
 	}
-	return BuildProfile(nil, model.Meta{Start: c.Info.Start, Duration: c.Info.End.Sub(c.Info.Start), Comments: InfoComments(&c.Info)})
+	if c.tab != nil {
+		return c.tab.Profile(), nil
+	}
+	return BuildProfile(nil, c.emptyMeta())
+}
+
+// emptyMeta is what the profile of a capture without samples says.
+func (c *Capture) emptyMeta() model.Meta {
+	return model.Meta{Start: c.Info.Start, Duration: c.Info.End.Sub(c.Info.Start), Comments: InfoComments(&c.Info)}
 }
 
 // ReportFiles renders report.txt and report.html of c again, for

@@ -77,7 +77,7 @@ func WriteFolded(w io.Writer, p *profile.Profile, opt ExportOptions) error {
 	if err != nil {
 		return err
 	}
-	a := analyze(p)
+	a := analyze(tableOf(p))
 	stackText := make([]string, len(a.stacks))
 	for id, fr := range a.stacks {
 		var sb strings.Builder

@@ -86,11 +86,19 @@ func threadNames(v *view) map[int]string {
 	for _, r := range v.threads {
 		m[r.tid] = r.name
 	}
-	if p := v.c.Profile; p != nil {
-		for _, s := range p.Sample {
-			tid, err := strconv.Atoi(label(s, model.LabelThreadID))
+	if v.a != nil {
+		// The samples' label sets, in the order samples first use them.
+		t := v.a.t
+		seen := make([]bool, len(t.sets))
+		for _, i := range t.set {
+			if seen[i] {
+				continue
+			}
+			seen[i] = true
+			ls := &t.sets[i]
+			tid, err := strconv.Atoi(ls.tidText)
 			if err == nil && m[tid] == "" {
-				m[tid] = clean(label(s, model.LabelThreadName))
+				m[tid] = clean(ls.name)
 			}
 		}
 	}

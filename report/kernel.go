@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/pprof/profile"
-
 	"github.com/stallwatch/stallwatch/internal/textfmt"
 	"github.com/stallwatch/stallwatch/model"
 )
@@ -255,14 +253,14 @@ func waitGroups(c *Capture, a *stackTable) []*waitGroup {
 	if a != nil {
 		offI, err := valueIndex(a.p, model.TypeOffCPUTime)
 		if err == nil && hasType(a.p, model.TypeOffCPUTime) {
-			phase := phasesOf(a.p)[0]
+			phase := a.t.phases()[0]
 			for _, g := range out {
 				in := map[string]bool{}
 				for _, tid := range g.tids {
 					in[strconv.Itoa(tid)] = true
 				}
-				keep := func(s *profile.Sample) bool {
-					return label(s, model.LabelPhase) == phase && in[label(s, model.LabelThreadID)] && label(s, model.LabelOffCPU) != "preempted"
+				keep := func(ls *labelSet) bool {
+					return ls.phase == phase && in[ls.tidText] && ls.offCPU != "preempted"
 				}
 				vals, total := a.totals(offI, keep)
 				g.blocked = total

@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unsafe"
 
 	"github.com/stallwatch/stallwatch/model"
 )
@@ -171,8 +170,7 @@ func buildPageData(v *view, c *Capture) *pageData {
 		threadIdx[strconv.Itoa(r.tid)] = len(d.Threads)
 		d.Threads = append(d.Threads, pageThread{TID: r.tid, Name: r.name, State: r.state, Waits: r.waits, Top: r.top, InDump: true, OffSinceUS: -1, SnapUS: -1})
 	}
-	p := c.Profile
-	if p == nil || len(p.Sample) == 0 || v.a == nil {
+	if v.a == nil || v.a.t.len() == 0 {
 		d.Strings = st.list
 		d.Modes = []pageMode{}
 		d.Phases = []string{}
@@ -182,6 +180,7 @@ func buildPageData(v *view, c *Capture) *pageData {
 		return d
 	}
 	a := v.a
+	t, p := a.t, a.p
 	cpuI, offI, valI := -1, -1, -1
 	if hasType(p, model.TypeCPUTime) {
 		cpuI, _ = valueIndex(p, model.TypeCPUTime)
@@ -202,7 +201,7 @@ func buildPageData(v *view, c *Capture) *pageData {
 		}
 		d.Modes = []pageMode{{"value", clean(p.SampleType[valI].Type), unit}}
 	}
-	d.Phases = phasesOf(p)
+	d.Phases = t.phases()
 
 	// Frames and the call tree, from the analysis's distinct stacks.
 	type frameKey struct {
@@ -258,50 +257,52 @@ func buildPageData(v *view, c *Capture) *pageData {
 		end, weight  int64
 		class        int
 	}
-	rows := make([]row, 0, len(p.Sample))
+	rows := make([]row, 0, t.len())
 	var minStart, maxEnd int64
 	timed := false
-	var labels sampleLabelCache
-	// The thread of each shared Label map, found once.
-	threadOf := map[unsafe.Pointer]int{}
-	for i, s := range p.Sample {
-		lb := labels.of(s)
-		ti, ok := threadOf[mapIdentity(s.Label)]
-		if !ok {
+	// The thread of each label set, found once.
+	threadOf := make([]int, len(t.sets))
+	for i := range threadOf {
+		threadOf[i] = -1
+	}
+	for i := range t.len() {
+		si := t.set[i]
+		lb := &t.sets[si]
+		ti := threadOf[si]
+		if ti < 0 {
 			tid := strconv.Itoa(lb.tid)
 			if lb.tid == 0 {
-				tid = label(s, model.LabelThreadID) // not a number: as it is
+				tid = lb.tidText // not a number: as it is
 			}
+			var ok bool
 			if ti, ok = threadIdx[tid]; !ok {
 				ti = len(d.Threads)
 				threadIdx[tid] = ti
 				d.Threads = append(d.Threads, pageThread{TID: lb.tid, Name: clean(lb.name), OffSinceUS: -1, SnapUS: -1})
 			}
-			if len(s.Label) > 0 {
-				threadOf[mapIdentity(s.Label)] = ti
-			}
+			threadOf[si] = ti
 		}
 		r := row{thread: ti, node: leaf[a.stackOf[i]]}
 		switch {
 		case valI >= 0:
-			r.weight = s.Value[valI]
+			r.weight = t.value(i, valI)
 			if d.Modes[0].Unit == "us" {
 				r.weight = (r.weight + 500) / 1000
 			}
-		case offI >= 0 && s.Value[offI] > 0:
-			r.weight = (s.Value[offI] + 500) / 1000
+		case offI >= 0 && t.value(i, offI) > 0:
+			r.weight = (t.value(i, offI) + 500) / 1000
 			r.class = classBlocked
 			if lb.offCPU == "preempted" {
 				r.class = classPreempted
 			}
 		case cpuI >= 0:
-			r.weight = (s.Value[cpuI] + 500) / 1000
+			r.weight = (t.value(i, cpuI) + 500) / 1000
 		}
 		if r.weight == 0 {
 			continue
 		}
 		r.class = r.class*3 + phaseClass(lb.phase)
-		if end, ok := numLabel(s, model.LabelEndTime); ok && end > 0 {
+		if end := t.end[i]; end > 0 {
 			timed = true
 			r.end = end / 1000
 			start := r.end - r.weight

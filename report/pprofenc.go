@@ -6,6 +6,8 @@ import (
 	"unsafe"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // encodeProfile writes p as pprof's protobuf message (profile.proto),
@@ -75,6 +77,63 @@ func encodeProfile(dst []byte, p *profile.Profile) []byte {
 		}
 		e.end()
 	}
+	return e.tables(p)
+}
+
+// encodeTable writes a table as pprof's protobuf message, as
+// encodeProfile writes t.Profile(), without making it: each stack's
+// location ids and each label set's labels are encoded once, and a
+// sample is its stack's bytes, its values, its labels' bytes and its end
+// time.
+func encodeTable(dst []byte, t *table) []byte {
+	p := t.p
+	if dst == nil {
+		dst = make([]byte, 0, 96*t.len()+64*len(p.Location)+4096)
+	}
+	e := &pbEncoder{b: dst, strs: map[string]int64{"": 0}, table: []string{""}}
+	for _, st := range p.SampleType {
+		e.valueType(1, st)
+	}
+	stackEnc := make([][]byte, len(t.stacks))
+	var ids []uint64
+	for id, locs := range t.stacks {
+		ids = ids[:0]
+		for _, l := range locs {
+			ids = append(ids, l.ID)
+		}
+		start := len(e.b)
+		e.packed(1, ids)
+		stackEnc[id] = append([]byte(nil), e.b[start:]...)
+		e.b = e.b[:start]
+	}
+	var keys []string
+	setEnc := make([][]byte, len(t.sets))
+	for i := range t.sets {
+		if m := t.sets[i].m; len(m) > 0 {
+			setEnc[i] = e.stringLabels(m, &keys)
+		}
+	}
+	endKey := e.str(model.LabelEndTime)
+	vals := make([]uint64, t.nv)
+	for i := range t.len() {
+		e.begin(2)
+		e.b = append(e.b, stackEnc[t.stack[i]]...)
+		for j := range vals {
+			vals[j] = uint64(t.value(i, j))
+		}
+		e.packed(2, vals)
+		e.b = append(e.b, setEnc[t.set[i]]...)
+		if end := t.end[i]; end != 0 {
+			e.numLabel(endKey, end, 0)
+		}
+		e.end()
+	}
+	return e.tables(p)
+}
+
+// tables writes the mappings, locations, functions, the string table and
+// the profile's header fields after the samples.
+func (e *pbEncoder) tables(p *profile.Profile) []byte {
 	for _, m := range p.Mapping {
 		e.begin(3)
 		e.uint64(1, m.ID)

@@ -32,89 +32,11 @@ const (
 // or not. Samples with the same labels share one Label map: copy it before
 // changing the labels of a single sample.
 func BuildProfile(samples []model.Sample, meta model.Meta) (*profile.Profile, error) {
-	b := newBuilder()
-	p := b.p
-	p.SampleType = []*profile.ValueType{
-		{Type: model.TypeCPUSamples, Unit: "count"},
-		{Type: model.TypeCPUTime, Unit: "nanoseconds"},
-		{Type: model.TypeOffCPUTime, Unit: "nanoseconds"},
-		{Type: model.TypeWallTime, Unit: "nanoseconds"},
+	t, err := buildTable(samples, meta)
+	if err != nil {
+		return nil, err
 	}
-	p.DefaultSampleType = model.TypeWallTime
-	p.PeriodType = &profile.ValueType{Type: model.TypeCPUTime, Unit: "nanoseconds"}
-	p.Period = meta.Period
-	if !meta.Start.IsZero() {
-		p.TimeNanos = meta.Start.UnixNano()
-	}
-	p.DurationNanos = int64(meta.Duration)
-	p.Comments = append([]string(nil), meta.Comments...)
-
-	// Samples of one thread, phase and kind share their Label map: one
-	// map per thread instead of one per stack.
-	var labels labelSets
-	// Samples merge by stack, labels and end time. Timed samples are
-	// found through their end time (endIndex), untimed ones by stack and
-	// labels.
-	ends := newEndIndex(len(samples))
-	untimed := map[[2]int]int32{}
-	same := make([]mergeNext, 0, len(samples)) // by pprof sample: its key, the next of its end time
-	// The pprof samples, their values and end times come from slabs: one
-	// allocation each for all of them, not several per sample.
-	slab := make([]profile.Sample, 0, len(samples))
-	values := make([]int64, 0, numValues*len(samples))
-	endSlab := make([]int64, 0, len(samples))
-	p.Sample = make([]*profile.Sample, 0, len(samples))
-	for i := range samples {
-		s := &samples[i]
-		vals, err := sampleValues(s, meta.Period)
-		if err != nil {
-			return nil, fmt.Errorf("report: sample %d (tid %d): %w", i, s.TID, err)
-		}
-		stack, err := b.stack(s.Stack)
-		if err != nil {
-			return nil, fmt.Errorf("report: sample %d (tid %d): %w", i, s.TID, err)
-		}
-		li, lm := labels.of(s)
-		var ps *profile.Sample
-		var slot *int32 // where a new pprof sample is to be linked
-		if s.EndNanos == 0 {
-			j, ok := untimed[[2]int{stack, li}]
-			if ok {
-				ps = &slab[j]
-			}
-		} else {
-			slot = ends.slot(s.EndNanos)
-			for ; *slot >= 0; slot = &same[*slot].next {
-				if m := &same[*slot]; m.stack == stack && m.labels == li {
-					ps = &slab[*slot]
-					break
-				}
-			}
-		}
-		if ps == nil {
-			values = append(values, make([]int64, numValues)...)
-			slab = append(slab, profile.Sample{
-				Location: b.stackLocs[stack],
-				Value:    values[len(values)-numValues : len(values) : len(values)],
-				Label:    lm,
-			})
-			ps = &slab[len(slab)-1]
-			j := int32(len(same))
-			same = append(same, mergeNext{stack: stack, labels: li, next: -1})
-			if s.EndNanos != 0 {
-				endSlab = append(endSlab, s.EndNanos)
-				ps.NumLabel = map[string][]int64{model.LabelEndTime: endSlab[len(endSlab)-1 : len(endSlab) : len(endSlab)]}
-				*slot = j
-			} else {
-				untimed[[2]int{stack, li}] = j
-			}
-			p.Sample = append(p.Sample, ps)
-		}
-		for j, v := range vals {
-			ps.Value[j] += v
-		}
-	}
-	b.finish()
+	p := t.Profile()
 	if err := p.CheckValid(); err != nil {
 		return nil, fmt.Errorf("report: built an invalid profile: %w", err)
 	}
@@ -157,14 +79,6 @@ func (x *endIndex) slot(end int64) *int32 {
 	}
 }
 
-// mergeNext is a pprof sample's stack and labels, and the next pprof
-// sample of the same end time (-1: none): a sample adds to the one of the
-// same stack, labels and end time.
-type mergeNext struct {
-	stack, labels int
-	next          int32
-}
-
 // labelKey identifies the labels of a sample; samples with the same stack
 // and labelKey merge into one pprof sample. On- and off-CPU samples stay
 // apart so that a pprof sample is one or the other.
@@ -176,19 +90,20 @@ type labelKey struct {
 	preempted bool
 }
 
-// labelSets interns the labels of samples: one Label map per labelKey,
-// found through the thread id (a capture has a few sets per thread).
+// labelSets interns the labels of samples: one labelSet (and Label map)
+// per labelKey, found through the thread id (a capture has a few sets per
+// thread).
 type labelSets struct {
 	byTID map[int][]int // tid → indexes of its sets
 	keys  []labelKey
-	maps  []map[string][]string
+	sets  []labelSet
 }
 
-func (l *labelSets) of(s *model.Sample) (int, map[string][]string) {
+func (l *labelSets) of(s *model.Sample) int {
 	lk := labelKey{tid: s.TID, pid: s.PID, name: s.ThreadName, phase: s.Phase, offCPU: s.OffCPU, preempted: s.OffCPU && s.Preempted}
 	for _, i := range l.byTID[s.TID] {
 		if l.keys[i] == lk {
-			return i, l.maps[i]
+			return i
 		}
 	}
 	if l.byTID == nil {
@@ -197,8 +112,12 @@ func (l *labelSets) of(s *model.Sample) (int, map[string][]string) {
 	i := len(l.keys)
 	l.byTID[s.TID] = append(l.byTID[s.TID], i)
 	l.keys = append(l.keys, lk)
-	l.maps = append(l.maps, sampleLabels(s))
-	return i, l.maps[i]
+	ls := labelSet{tid: s.TID, pid: s.PID, tidText: strconv.Itoa(s.TID), name: s.ThreadName, phase: s.Phase, m: sampleLabels(s)}
+	if s.OffCPU {
+		ls.offCPU = ls.m[model.LabelOffCPU][0]
+	}
+	l.sets = append(l.sets, ls)
+	return i
 }
 
 func sampleValues(s *model.Sample, period int64) ([numValues]int64, error) {
@@ -510,11 +429,16 @@ func isPseudo(file string) bool { return file == "" || strings.HasPrefix(file, "
 // larger file for a compressor several times faster than the default
 // level, since the profile is written on the capture's critical path.
 func WriteProfile(w io.Writer, p *profile.Profile) error {
+	return writeEncoded(w, encodeProfile(nil, p))
+}
+
+// writeEncoded gzips an encoded profile to w (WriteProfile's doc).
+func writeEncoded(w io.Writer, pb []byte) error {
 	zw, err := gzip.NewWriterLevel(w, gzip.BestSpeed)
 	if err != nil {
 		return err
 	}
-	if _, err := zw.Write(encodeProfile(nil, p)); err != nil {
+	if _, err := zw.Write(pb); err != nil {
 		return err
 	}
 	return zw.Close()

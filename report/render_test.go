@@ -402,7 +402,7 @@ func TestWriteFolded(t *testing.T) {
 // top; on-CPU top functions charge the innermost frame.
 func TestOffCPUFlatIsTheWaitSite(t *testing.T) {
 	c := fixtureCapture(t)
-	a := analyze(c.Profile)
+	a := analyze(tableOf(c.Profile))
 	flat := func(typ string) map[string]int64 {
 		vi, err := valueIndex(c.Profile, typ)
 		if err != nil {

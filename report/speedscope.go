@@ -72,7 +72,7 @@ func WriteSpeedscope(w io.Writer, p *profile.Profile, name string, opt ExportOpt
 		return err
 	}
 	unit := speedscopeUnit(p.SampleType[vi].Unit)
-	a := analyze(p)
+	a := analyze(tableOf(p))
 	f := speedscopeFile{Schema: speedscopeSchema, Version: speedscopeVersion, Name: name, Exporter: "stallwatch",
 		Shared: speedscopeShared{Frames: []speedscopeFrame{}}, Profiles: []speedscopeProfile{}}
 

@@ -111,6 +111,25 @@ func phasesOf(p *profile.Profile) []string {
 	for _, s := range p.Sample {
 		seen[label(s, model.LabelPhase)] = true
 	}
+	return orderPhases(seen)
+}
+
+// phases lists the phases of t's samples as phasesOf does.
+func (t *table) phases() []string {
+	seen := map[string]bool{}
+	used := make([]bool, len(t.sets))
+	for _, i := range t.set {
+		used[i] = true
+	}
+	for i, u := range used {
+		if u {
+			seen[t.sets[i].phase] = true
+		}
+	}
+	return orderPhases(seen)
+}
+
+func orderPhases(seen map[string]bool) []string {
 	var out []string
 	for _, ph := range []string{model.PhaseDuring, model.PhaseBefore} {
 		if seen[ph] {
@@ -134,41 +153,38 @@ func inPhase(phase string) func(*profile.Sample) bool {
 	return func(s *profile.Sample) bool { return label(s, model.LabelPhase) == phase }
 }
 
+// setInPhase keeps the label sets of a phase.
+func setInPhase(phase string) func(*labelSet) bool {
+	return func(ls *labelSet) bool { return ls.phase == phase }
+}
+
 // stackTable is a profile read once for the renderings: each sample's
 // stack as one of the profile's distinct stacks by function name
 // (textfmt.Stacks), over the profile's locations as the capture model has
 // them, so that a stack reads the same here as in the findings.
 type stackTable struct {
+	t       *table
 	p       *profile.Profile
 	stackOf []int     // per sample
 	stacks  [][]frame // per distinct stack, innermost first
 }
 
-func analyze(p *profile.Profile) *stackTable {
-	a := &stackTable{p: p, stackOf: make([]int, len(p.Sample))}
+func analyze(t *table) *stackTable {
+	a := &stackTable{t: t, p: t.p, stackOf: make([]int, t.len())}
 	conv := newLocConverter(false)
 	st := textfmt.NewStacks()
+	// Each of the table's stacks is converted once.
 	var stack []*model.Location
-	// A profile BuildProfile made shares one Location slice per stack:
-	// each is converted once.
-	bySlice := map[*profile.Location]struct {
-		n, id int
-	}{}
-	for i, s := range p.Sample {
-		if len(s.Location) > 0 {
-			if seen, ok := bySlice[s.Location[0]]; ok && seen.n == len(s.Location) && sameLocations(p.Sample[seen.id].Location, s.Location) {
-				a.stackOf[i] = a.stackOf[seen.id]
-				continue
-			}
-		}
+	textOf := make([]int, len(t.stacks))
+	for id, locs := range t.stacks {
 		stack = stack[:0]
-		for _, l := range s.Location {
+		for _, l := range locs {
 			stack = append(stack, conv.location(l))
 		}
-		a.stackOf[i] = st.Add(stack)
-		if len(s.Location) > 0 {
-			bySlice[s.Location[0]] = struct{ n, id int }{len(s.Location), i}
-		}
+		textOf[id] = st.Add(stack)
+	}
+	for i, id := range t.stack {
+		a.stackOf[i] = textOf[id]
 	}
 	a.stacks = st.Frames
 	return a
@@ -200,11 +216,13 @@ func (a *stackTable) systemOnly(id int) bool { return textfmt.SystemOnly(a.stack
 
 // totals sums value vi of the samples that pass keep (nil: all) per
 // distinct stack, and overall.
-func (a *stackTable) totals(vi int, keep func(*profile.Sample) bool) ([]int64, int64) {
+func (a *stackTable) totals(vi int, keep func(*labelSet) bool) ([]int64, int64) {
 	vals := make([]int64, len(a.stacks))
 	var total int64
-	for i, s := range a.p.Sample {
-		if v := s.Value[vi]; v != 0 && (keep == nil || keep(s)) {
+	t := a.t
+	ok := t.keepSets(keep)
+	for i := range t.len() {
+		if v := t.value(i, vi); v != 0 && ok[t.set[i]] {
 			vals[a.stackOf[i]] += v
 			total += v
 		}
@@ -222,7 +240,7 @@ type stackTotal struct {
 
 // top returns the n heaviest stacks of vals (n <= 0: all), with the
 // threads they came from, and how many stacks have weight at all.
-func (a *stackTable) top(vals []int64, n int, vi int, keep func(*profile.Sample) bool) ([]*stackTotal, int) {
+func (a *stackTable) top(vals []int64, n int, vi int, keep func(*labelSet) bool) ([]*stackTotal, int) {
 	var ids []int
 	for id, v := range vals {
 		if v != 0 {
@@ -247,15 +265,21 @@ func (a *stackTable) top(vals []int64, n int, vi int, keep func(*profile.Sample)
 		out[i] = &stackTotal{frames: a.stacks[id], value: vals[id], threads: map[string]int64{}, names: map[string]string{}}
 		pos[id] = out[i]
 	}
-	for i, s := range a.p.Sample {
+	t := a.t
+	ok := t.keepSets(keep)
+	for i := range t.len() {
 		st := pos[a.stackOf[i]]
-		if st == nil || s.Value[vi] == 0 || (keep != nil && !keep(s)) {
+		if st == nil || !ok[t.set[i]] {
 			continue
 		}
-		if tid := label(s, model.LabelThreadID); tid != "" {
-			st.threads[tid] += s.Value[vi]
-			if n := label(s, model.LabelThreadName); n != "" {
-				st.names[tid] = n
+		v := t.value(i, vi)
+		if v == 0 {
+			continue
+		}
+		if ls := t.labels(i); ls.tidText != "" {
+			st.threads[ls.tidText] += v
+			if ls.name != "" {
+				st.names[ls.tidText] = ls.name
 			}
 		}
 	}
@@ -362,13 +386,19 @@ func valueText(v int64, unit string) string {
 }
 
 // threadTotals sums a value per thread id.
-func threadTotals(p *profile.Profile, vi int, keep func(*profile.Sample) bool) map[string]int64 {
-	out := map[string]int64{}
-	for _, s := range p.Sample {
-		if keep != nil && !keep(s) {
-			continue
+func (t *table) threadTotals(vi int, keep func(*labelSet) bool) map[string]int64 {
+	bySet := make([]int64, len(t.sets))
+	ok := t.keepSets(keep)
+	for i := range t.len() {
+		if ok[t.set[i]] {
+			bySet[t.set[i]] += t.value(i, vi)
 		}
-		out[label(s, model.LabelThreadID)] += s.Value[vi]
+	}
+	out := map[string]int64{}
+	for i, v := range bySet {
+		if ok[i] {
+			out[t.sets[i].tidText] += v
+		}
 	}
 	return out
 }

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/pprof/profile"
-
 	"github.com/stallwatch/stallwatch/model"
 )
 
@@ -76,11 +74,10 @@ func buildView(c *Capture) *view {
 	v.title = titleOf(c)
 	v.notes = c.Info.Notes
 	v.facts = factsOf(c)
-	if c.Profile != nil {
-		a := analyze(c.Profile)
-		v.a = a
-		v.sections = sectionsOf(a)
-		v.comments = c.Profile.Comments
+	if t := c.viewTable(); t != nil {
+		v.a = analyze(t)
+		v.sections = sectionsOf(v.a)
+		v.comments = t.p.Comments
 	}
 	v.threads = threadRows(c)
 	v.findings = c.Info.Findings
@@ -326,10 +323,10 @@ func settingsText(s *model.Settings) string {
 // A profile without our sample types gets one section of its default.
 func sectionsOf(a *stackTable) []*section {
 	p := a.p
-	if len(p.Sample) == 0 {
+	if a.t.len() == 0 {
 		return nil // a snapshot alone, or a capture cut before any sample
 	}
-	phases := phasesOf(p)
+	phases := a.t.phases()
 	phased := len(phases) > 1 || phases[0] != ""
 	type kind struct{ typ, title string }
 	kinds := []kind{{model.TypeCPUTime, "On-CPU stacks"}, {model.TypeOffCPUTime, "Off-CPU stacks"}}
@@ -351,10 +348,10 @@ func sectionsOf(a *stackTable) []*section {
 			if err != nil {
 				continue
 			}
-			var keep func(*profile.Sample) bool
+			var keep func(*labelSet) bool
 			s := &section{typ: k.typ, unit: p.SampleType[vi].Unit, phase: ph, title: k.title}
 			if phased {
-				keep = inPhase(ph)
+				keep = setInPhase(ph)
 				s.title += ", " + phaseText(ph)
 			}
 			var vals []int64
@@ -406,13 +403,13 @@ func threadRows(c *Capture) []threadRow {
 	}
 	cpu := map[string]int64{}
 	cpuKnown := false
-	if p := c.Profile; p != nil && hasType(p, model.TypeCPUTime) {
-		vi, _ := valueIndex(p, model.TypeCPUTime)
-		var keep func(*profile.Sample) bool
-		if phs := phasesOf(p); phs[0] == model.PhaseDuring {
-			keep = inPhase(model.PhaseDuring)
+	if t := c.viewTable(); t != nil && hasType(t.p, model.TypeCPUTime) {
+		vi, _ := valueIndex(t.p, model.TypeCPUTime)
+		var keep func(*labelSet) bool
+		if phs := t.phases(); phs[0] == model.PhaseDuring {
+			keep = setInPhase(model.PhaseDuring)
 		}
-		cpu = threadTotals(p, vi, keep)
+		cpu = t.threadTotals(vi, keep)
 		cpuKnown = true
 	}
 	cycle := map[int]bool{}

@@ -1,0 +1,318 @@
+package report
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"time"
+	"unsafe"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/stallwatch/stallwatch/model"
+)
+
+// table is a profile's samples as columns — each distinct stack and
+// label set once, each sample its stack, its label set, its end time and
+// its values — and what every rendering of a capture reads: the pprof
+// encoder, the findings' samples (Samples), the stacks of report.txt and
+// report.html, and the page's data. A capture's is built once from its
+// samples (buildTable), never as a profile.Profile with a Sample and a
+// NumLabel map per sample to be read back; a profile read from a file
+// is turned into one (tableOf), so that `stallwatch report` renders it
+// the same way.
+type table struct {
+	// p holds the profile's header and its mappings, locations and
+	// functions; its Sample is the profile's as read (tableOf), or nil
+	// for a table built from samples until Profile materializes them.
+	p *profile.Profile
+	// stacks are the distinct location stacks, innermost first.
+	stacks [][]*profile.Location
+	// sets are the distinct label sets.
+	sets []labelSet
+	// Per sample.
+	stack []int32
+	set   []int32
+	end   []int64 // end_timestamp_ns; 0 when the sample has none
+	// values holds nv values per sample, in p.SampleType's order.
+	values []int64
+	nv     int
+}
+
+// labelSet is a sample's string labels as the renderings read them, and
+// the pprof Label map they came from or go to.
+type labelSet struct {
+	tid, pid    int
+	tidText     string // the "thread id" label as written (it may not be a number)
+	name, phase string
+	offCPU      string // "blocked", "preempted" or ""
+	m           map[string][]string
+}
+
+// len is the number of samples.
+func (t *table) len() int { return len(t.stack) }
+
+// value is sample i's value vi.
+func (t *table) value(i, vi int) int64 { return t.values[i*t.nv+vi] }
+
+// labels is sample i's label set.
+func (t *table) labels(i int) *labelSet { return &t.sets[t.set[i]] }
+
+// keepSets evaluates keep once per label set (nil: every set kept).
+func (t *table) keepSets(keep func(*labelSet) bool) []bool {
+	ok := make([]bool, len(t.sets))
+	for i := range t.sets {
+		ok[i] = keep == nil || keep(&t.sets[i])
+	}
+	return ok
+}
+
+// buildTable turns symbolized samples into a table with the capture
+// contract's sample types and labels (BuildProfile's doc). Samples with
+// the same stack, labels and end time merge; samples without an end time
+// merge by stack and labels.
+func buildTable(samples []model.Sample, meta model.Meta) (*table, error) {
+	b := newBuilder()
+	p := b.p
+	p.SampleType = []*profile.ValueType{
+		{Type: model.TypeCPUSamples, Unit: "count"},
+		{Type: model.TypeCPUTime, Unit: "nanoseconds"},
+		{Type: model.TypeOffCPUTime, Unit: "nanoseconds"},
+		{Type: model.TypeWallTime, Unit: "nanoseconds"},
+	}
+	p.DefaultSampleType = model.TypeWallTime
+	p.PeriodType = &profile.ValueType{Type: model.TypeCPUTime, Unit: "nanoseconds"}
+	p.Period = meta.Period
+	if !meta.Start.IsZero() {
+		p.TimeNanos = meta.Start.UnixNano()
+	}
+	p.DurationNanos = int64(meta.Duration)
+	p.Comments = append([]string(nil), meta.Comments...)
+
+	t := &table{
+		p:      p,
+		stack:  make([]int32, 0, len(samples)),
+		set:    make([]int32, 0, len(samples)),
+		end:    make([]int64, 0, len(samples)),
+		values: make([]int64, 0, numValues*len(samples)),
+		nv:     numValues,
+	}
+	var labels labelSets
+	// Timed samples are found through their end time (endIndex), untimed
+	// ones by stack and labels.
+	ends := newEndIndex(len(samples))
+	untimed := map[[2]int32]int32{}
+	next := make([]int32, 0, len(samples)) // by table sample: the next of its end time
+	for i := range samples {
+		s := &samples[i]
+		vals, err := sampleValues(s, meta.Period)
+		if err != nil {
+			return nil, fmt.Errorf("report: sample %d (tid %d): %w", i, s.TID, err)
+		}
+		st, err := b.stack(s.Stack)
+		if err != nil {
+			return nil, fmt.Errorf("report: sample %d (tid %d): %w", i, s.TID, err)
+		}
+		stack, set := int32(st), int32(labels.of(s))
+		j := int32(-1)
+		var slot *int32 // where a new sample is to be linked
+		if s.EndNanos == 0 {
+			if k, ok := untimed[[2]int32{stack, set}]; ok {
+				j = k
+			}
+		} else {
+			for slot = ends.slot(s.EndNanos); *slot >= 0; slot = &next[*slot] {
+				if t.stack[*slot] == stack && t.set[*slot] == set {
+					j = *slot
+					break
+				}
+			}
+		}
+		if j < 0 {
+			j = int32(len(t.stack))
+			t.stack = append(t.stack, stack)
+			t.set = append(t.set, set)
+			t.end = append(t.end, s.EndNanos)
+			t.values = append(t.values, 0, 0, 0, 0)
+			next = append(next, -1)
+			if s.EndNanos != 0 {
+				*slot = j
+			} else {
+				untimed[[2]int32{stack, set}] = j
+			}
+		}
+		v := t.values[int(j)*numValues : int(j+1)*numValues]
+		for k, x := range vals {
+			v[k] += x
+		}
+	}
+	b.finish()
+	t.stacks = b.stackLocs
+	t.sets = labels.sets
+	if err := t.checkTables(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// checkTables checks what profile.CheckValid checks of the mappings,
+// locations and functions (the samples refer to stacks built from them;
+// the table's profile has no samples yet).
+func (t *table) checkTables() error {
+	if err := t.p.CheckValid(); err != nil {
+		return fmt.Errorf("report: built an invalid profile: %w", err)
+	}
+	return nil
+}
+
+// Profile is the table as a profile.Profile: the one it was read from,
+// or one made now with a pprof sample per table sample. Samples with the
+// same labels share one Label map.
+func (t *table) Profile() *profile.Profile {
+	if t.p.Sample != nil {
+		return t.p
+	}
+	n := t.len()
+	slab := make([]profile.Sample, n)
+	endSlab := make([]int64, n)
+	p := t.p
+	p.Sample = make([]*profile.Sample, n)
+	for i := range n {
+		s := &slab[i]
+		s.Location = t.stacks[t.stack[i]]
+		s.Value = t.values[i*t.nv : (i+1)*t.nv : (i+1)*t.nv]
+		s.Label = t.sets[t.set[i]].m
+		if e := t.end[i]; e != 0 {
+			endSlab[i] = e
+			s.NumLabel = map[string][]int64{model.LabelEndTime: endSlab[i : i+1 : i+1]}
+		}
+		p.Sample[i] = s
+	}
+	return p
+}
+
+// tableOf reads a profile (ours or another profiler's) into a table: its
+// samples' stacks by their locations, their label sets by the labels the
+// renderings read, their end_timestamp_ns.
+func tableOf(p *profile.Profile) *table {
+	n := len(p.Sample)
+	t := &table{p: p, stack: make([]int32, n), set: make([]int32, n), end: make([]int64, n), nv: len(p.SampleType)}
+	t.values = make([]int64, n*t.nv)
+	stacks := map[string]int32{}
+	var key []byte
+	sets := map[readKey]int32{}
+	byMap := map[unsafe.Pointer]int32{}
+	for i, s := range p.Sample {
+		key = key[:0]
+		for _, l := range s.Location {
+			key = binary.AppendUvarint(key, l.ID)
+		}
+		id, ok := stacks[string(key)]
+		if !ok {
+			id = int32(len(t.stacks))
+			stacks[string(key)] = id
+			t.stacks = append(t.stacks, s.Location)
+		}
+		t.stack[i] = id
+		t.set[i] = t.setOf(s, sets, byMap)
+		t.end[i], _ = numLabel(s, model.LabelEndTime)
+		copy(t.values[i*t.nv:(i+1)*t.nv], s.Value)
+	}
+	return t
+}
+
+// setOf finds the label set of s: through its Label map when samples
+// share them (BuildProfile's), else by what the renderings read.
+func (t *table) setOf(s *profile.Sample, sets map[readKey]int32, byMap map[unsafe.Pointer]int32) int32 {
+	var id unsafe.Pointer
+	if len(s.Label) > 0 {
+		id = mapIdentity(s.Label)
+		if i, ok := byMap[id]; ok {
+			return i
+		}
+	}
+	ls := labelSet{
+		tidText: label(s, model.LabelThreadID),
+		name:    label(s, model.LabelThreadName),
+		phase:   label(s, model.LabelPhase),
+		offCPU:  label(s, model.LabelOffCPU),
+		m:       s.Label,
+	}
+	ls.tid, _ = strconv.Atoi(ls.tidText)
+	ls.pid, _ = strconv.Atoi(label(s, model.LabelProcessID))
+	k := readKey{ls.tid, ls.pid, ls.tidText, ls.name, ls.phase, ls.offCPU}
+	i, ok := sets[k]
+	if !ok {
+		i = int32(len(t.sets))
+		sets[k] = i
+		t.sets = append(t.sets, ls)
+	}
+	if id != nil {
+		byMap[id] = i
+	}
+	return i
+}
+
+// readKey is what the renderings read of a sample's labels: samples
+// alike in it are one label set.
+type readKey struct {
+	tid, pid                     int
+	tidText, name, phase, offCPU string
+}
+
+// model reads the table's samples back into the capture model: what the
+// findings are drawn from (Samples' doc).
+func (t *table) model() *model.Profile {
+	p := t.p
+	mp := &model.Profile{
+		Meta:   model.Meta{Duration: time.Duration(p.DurationNanos), Period: p.Period, Comments: p.Comments},
+		OnCPU:  hasType(p, model.TypeCPUTime),
+		OffCPU: hasType(p, model.TypeOffCPUTime),
+	}
+	if p.TimeNanos != 0 {
+		mp.Start = time.Unix(0, p.TimeNanos).UTC()
+	}
+	conv := newLocConverter(false)
+	for _, m := range p.Mapping {
+		mp.Mappings = append(mp.Mappings, conv.mapping(m, locationKind(&profile.Location{Mapping: m})))
+	}
+	index := func(typ string) int {
+		if i, err := valueIndex(p, typ); err == nil && hasType(p, typ) {
+			return i
+		}
+		return -1
+	}
+	cpuI, offI, countI := index(model.TypeCPUTime), index(model.TypeOffCPUTime), index(model.TypeCPUSamples)
+	value := func(s, i int) int64 {
+		if i < 0 {
+			return 0
+		}
+		return t.value(s, i)
+	}
+	// Samples of one stack share one slice of locations, as a capture's
+	// do.
+	stacks := make([][]*model.Location, len(t.stacks))
+	for id, locs := range t.stacks {
+		stack := make([]*model.Location, len(locs))
+		for i, l := range locs {
+			stack[i] = conv.location(l)
+		}
+		stacks[id] = stack
+	}
+	mp.Samples = make([]model.Sample, 0, t.len())
+	for i := range t.len() {
+		lb := t.labels(i)
+		ms := model.Sample{Stack: stacks[t.stack[i]], ThreadName: lb.name, Phase: lb.phase, TID: lb.tid, PID: lb.pid, EndNanos: t.end[i]}
+		cpu, off := value(i, cpuI), value(i, offI)
+		if cpu > 0 || off == 0 && lb.offCPU == "" {
+			on := ms
+			on.Count, on.Nanos = value(i, countI), cpu
+			mp.Samples = append(mp.Samples, on)
+		}
+		if off > 0 || cpu == 0 && lb.offCPU != "" {
+			ms.OffCPU, ms.Preempted, ms.Nanos = true, lb.offCPU == "preempted", off
+			mp.Samples = append(mp.Samples, ms)
+		}
+	}
+	return mp
+}
