@@ -76,13 +76,19 @@ func (r *resolver) resolve(windows []window) []model.Sample {
 		n += len(w.samples)
 	}
 	out := make([]model.Sample, 0, n)
+	// The name of the thread of the sample before: a map lookup a sample
+	// saved where one thread's samples come in a row.
+	lastTID, lastName := int32(-1), ""
 	for _, w := range windows {
 		for i := range w.samples {
 			s := &w.samples[i]
+			if s.TID != lastTID {
+				lastTID, lastName = s.TID, r.names[int(s.TID)]
+			}
 			out = append(out, model.Sample{
 				Stack:      r.stack(s),
 				TID:        int(s.TID),
-				ThreadName: r.names[int(s.TID)],
+				ThreadName: lastName,
 				Phase:      w.phase,
 				OffCPU:     s.Kind == sampler.OffCPU,
 				Preempted:  s.Preempted,

@@ -105,23 +105,19 @@ type pageSamples struct {
 // the HTML parser, which reads every byte of the page, less time.
 type column []int64
 
-func (c column) MarshalJSON() ([]byte, error) {
+// MarshalText makes a column a JSON string without the validation
+// encoding/json gives a Marshaler's output (a scan of every byte: most of
+// the page's encoding).
+func (c column) MarshalText() ([]byte, error) {
 	buf := make([]byte, 0, len(c)*2)
 	for _, v := range c {
 		buf = binary.AppendUvarint(buf, uint64(v<<1)^uint64(v>>63))
 	}
-	out := make([]byte, 0, base64.StdEncoding.EncodedLen(len(buf))+2)
-	out = append(out, '"')
-	out = base64.StdEncoding.AppendEncode(out, buf)
-	return append(out, '"'), nil
+	return base64.StdEncoding.AppendEncode(make([]byte, 0, base64.StdEncoding.EncodedLen(len(buf))), buf), nil
 }
 
-func (c *column) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return err
-	}
-	raw, err := base64.StdEncoding.DecodeString(s)
+func (c *column) UnmarshalText(b []byte) error {
+	raw, err := base64.StdEncoding.AppendDecode(nil, b)
 	if err != nil {
 		return err
 	}
@@ -253,9 +249,9 @@ func buildPageData(v *view, c *Capture) *pageData {
 
 	// Samples, ordered by end time.
 	type row struct {
-		thread, node int
+		thread, node int32
+		class, seq   int32
 		end, weight  int64
-		class        int
 	}
 	rows := make([]row, 0, t.len())
 	var minStart, maxEnd int64
@@ -282,7 +278,7 @@ func buildPageData(v *view, c *Capture) *pageData {
 			}
 			threadOf[si] = ti
 		}
-		r := row{thread: ti, node: leaf[a.stackOf[i]]}
+		r := row{thread: int32(ti), node: int32(leaf[a.stackOf[i]]), seq: int32(len(rows))}
 		switch {
 		case valI >= 0:
 			r.weight = t.value(i, valI)
@@ -301,7 +297,7 @@ func buildPageData(v *view, c *Capture) *pageData {
 		if r.weight == 0 {
 			continue
 		}
-		r.class = r.class*3 + phaseClass(lb.phase)
+		r.class = r.class*3 + int32(phaseClass(lb.phase))
 		if end := t.end[i]; end > 0 {
 			timed = true
 			r.end = end / 1000
@@ -314,8 +310,14 @@ func buildPageData(v *view, c *Capture) *pageData {
 		rows = append(rows, r)
 	}
 	// A recording's samples come about in time order: sorted, mostly.
+	// Ties keep the samples' order (seq): a stable sort, by pdqsort.
 	if byEnd := func(a, b row) int { return cmp.Compare(a.end, b.end) }; !slices.IsSortedFunc(rows, byEnd) {
-		slices.SortStableFunc(rows, byEnd)
+		slices.SortFunc(rows, func(a, b row) int {
+			if c := cmp.Compare(a.end, b.end); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.seq, b.seq)
+		})
 	}
 	// The most common on-CPU weight (one sampling period) is written as 0.
 	periods := map[int64]int{}

@@ -43,13 +43,13 @@ func BuildProfile(samples []model.Sample, meta model.Meta) (*profile.Profile, er
 	return p, nil
 }
 
-// endIndex finds the first pprof sample of an end time: an open-addressed
+// endIndex finds the first sample of an end time: an open-addressed
 // table whose slot is the end time in microseconds, so that a recording's
 // samples, which come about in time order, look up slots one after the
 // other in memory (a map's hash scatters them: a cache miss each, most of
-// the profile's build).
+// the profile's build). It holds sample indexes alone (the end times are
+// the table's): 4 bytes a slot.
 type endIndex struct {
-	end   []int64
 	first []int32 // -1: empty
 	mask  uint64
 }
@@ -59,21 +59,18 @@ func newEndIndex(n int) *endIndex {
 	for size < 2*n {
 		size <<= 1
 	}
-	x := &endIndex{end: make([]int64, size), first: make([]int32, size), mask: uint64(size - 1)}
+	x := &endIndex{first: make([]int32, size), mask: uint64(size - 1)}
 	for i := range x.first {
 		x.first[i] = -1
 	}
 	return x
 }
 
-// slot holds the index of end's first pprof sample: -1 until one is linked.
-func (x *endIndex) slot(end int64) *int32 {
+// slot holds the index of end's first sample (of ends): -1 until one is
+// linked.
+func (x *endIndex) slot(end int64, ends []int64) *int32 {
 	for i := uint64(end) >> 10 & x.mask; ; i = (i + 1) & x.mask {
-		if x.first[i] < 0 {
-			x.end[i] = end
-			return &x.first[i]
-		}
-		if x.end[i] == end {
+		if f := x.first[i]; f < 0 || ends[f] == end {
 			return &x.first[i]
 		}
 	}

@@ -260,7 +260,7 @@ func (a *stackTable) top(vals []int64, n int, vi int, keep func(*labelSet) bool)
 		ids = ids[:n]
 	}
 	out := make([]*stackTotal, len(ids))
-	pos := map[int]*stackTotal{}
+	pos := make([]*stackTotal, len(a.stacks))
 	for i, id := range ids {
 		out[i] = &stackTotal{frames: a.stacks[id], value: vals[id], threads: map[string]int64{}, names: map[string]string{}}
 		pos[id] = out[i]

@@ -121,7 +121,7 @@ func buildTable(samples []model.Sample, meta model.Meta) (*table, error) {
 				j = k
 			}
 		} else {
-			for slot = ends.slot(s.EndNanos); *slot >= 0; slot = &next[*slot] {
+			for slot = ends.slot(s.EndNanos, t.end); *slot >= 0; slot = &next[*slot] {
 				if t.stack[*slot] == stack && t.set[*slot] == set {
 					j = *slot
 					break
