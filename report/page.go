@@ -250,7 +250,7 @@ func buildPageData(v *view, c *Capture) *pageData {
 	// Samples, ordered by end time.
 	type row struct {
 		thread, node int32
-		class, seq   int32
+		class        int32
 		end, weight  int64
 	}
 	rows := make([]row, 0, t.len())
@@ -278,7 +278,7 @@ func buildPageData(v *view, c *Capture) *pageData {
 			}
 			threadOf[si] = ti
 		}
-		r := row{thread: int32(ti), node: int32(leaf[a.stackOf[i]]), seq: int32(len(rows))}
+		r := row{thread: int32(ti), node: int32(leaf[a.stackOf[i]])}
 		switch {
 		case valI >= 0:
 			r.weight = t.value(i, valI)
@@ -310,14 +310,9 @@ func buildPageData(v *view, c *Capture) *pageData {
 		rows = append(rows, r)
 	}
 	// A recording's samples come about in time order: sorted, mostly.
-	// Ties keep the samples' order (seq): a stable sort, by pdqsort.
+	// Ties keep the samples' order: a stable sort.
 	if byEnd := func(a, b row) int { return cmp.Compare(a.end, b.end) }; !slices.IsSortedFunc(rows, byEnd) {
-		slices.SortFunc(rows, func(a, b row) int {
-			if c := cmp.Compare(a.end, b.end); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.seq, b.seq)
-		})
+		radixSort(rows, func(r *row) int64 { return r.end })
 	}
 	// The most common on-CPU weight (one sampling period) is written as 0.
 	periods := map[int64]int{}
@@ -359,6 +354,42 @@ func buildPageData(v *view, c *Capture) *pageData {
 	}
 	d.Strings = st.list
 	return d
+}
+
+// radixSort sorts rows by key, stably, in a pass per byte of the keys'
+// range (least significant first): a recording's rows are time-ordered
+// runs interleaved (one per CPU's ring), which a comparison sort takes
+// n log n compares to undo, most of the page's build.
+func radixSort[T any](rows []T, key func(*T) int64) {
+	if len(rows) < 2 {
+		return
+	}
+	lo, hi := key(&rows[0]), key(&rows[0])
+	for i := range rows {
+		k := key(&rows[i])
+		lo, hi = min(lo, k), max(hi, k)
+	}
+	span := uint64(hi - lo)
+	tmp := make([]T, len(rows))
+	src, dst := rows, tmp
+	for shift := uint(0); shift < 64 && span>>shift > 0; shift += 8 {
+		var count [257]int
+		for i := range src {
+			count[1+int(uint64(key(&src[i])-lo)>>shift&0xff)]++
+		}
+		for b := 1; b < len(count); b++ {
+			count[b] += count[b-1]
+		}
+		for i := range src {
+			b := uint64(key(&src[i])-lo) >> shift & 0xff
+			dst[count[b]] = src[i]
+			count[b]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &rows[0] {
+		copy(rows, src)
+	}
 }
 
 // snapshotSpans adds what the snapshot knows of each thread: since when it
