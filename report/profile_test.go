@@ -287,7 +287,8 @@ func TestBuildProfileEmpty(t *testing.T) {
 func TestGoToolPprof(t *testing.T) {
 	testutil.EndToEnd(t) // go tool pprof reads what we wrote
 	goBin := testutil.RequireTool(t, "go")
-	dir := writeCapture(t, t.TempDir(), fixtureCapture(t))
+	// Made as a capture makes it: profile.pb.gz from the table's encoder.
+	dir := writeCapture(t, t.TempDir(), builtFixtureCapture(t))
 	pprof := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(goBin, append([]string{"tool", "pprof"}, args...)...)

@@ -1,10 +1,19 @@
 package report
 
 import (
+	"bytes"
 	"cmp"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/stallwatch/stallwatch/analysis"
+	"github.com/stallwatch/stallwatch/capdir"
+	"github.com/stallwatch/stallwatch/model"
 )
 
 // TestRadixSort: rows sorted by key as a stable sort sorts them, keys of
@@ -36,4 +45,116 @@ func TestRadixSort(t *testing.T) {
 			t.Errorf("radixSort(%v) = %v, want %v", keys[:min(len(keys), 8)], rows[:min(len(rows), 8)], want[:min(len(want), 8)])
 		}
 	}
+}
+
+// TestSetSamplesAsBuildProfile: a capture made from its samples
+// (SetSamples, as package capture makes one) writes the profile.pb.gz,
+// report.txt and report.html a capture of BuildProfile's profile writes,
+// and its findings' samples are those Samples reads from that profile.
+func TestSetSamplesAsBuildProfile(t *testing.T) {
+	built := &Capture{Info: fixtureInfo(), Threads: fixtureSnapshot()}
+	if err := built.SetSamples(fixtureSamples(), fixtureMeta()); err != nil {
+		t.Fatal(err)
+	}
+	made := fixtureCapture(t)
+	mp, err := built.Samples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := Samples(made.Profile); !reflect.DeepEqual(mp.Samples, want.Samples) || !reflect.DeepEqual(mp.Mappings, want.Mappings) {
+		t.Error("the findings' samples differ from those Samples reads from the profile")
+	}
+	analysis.Analyze(&built.Info, mp, built.Threads).Into(&built.Info)
+	files := func(c *Capture) map[string][]byte {
+		t.Helper()
+		fs, err := CaptureFiles(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]byte{}
+		for _, f := range fs {
+			var b bytes.Buffer
+			if err := f.Write(&b); err != nil {
+				t.Fatal(err)
+			}
+			out[f.Name] = b.Bytes()
+		}
+		return out
+	}
+	if !reflect.DeepEqual(built.Info.Findings, made.Info.Findings) {
+		t.Fatalf("findings %v, from the profile %v", built.Info.Findings, made.Info.Findings)
+	}
+	got, want := files(built), files(made)
+	for name, w := range want {
+		g := got[name]
+		if name == capdir.FileProfile {
+			gp, err := profile.Parse(bytes.NewReader(g))
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			wp, _ := profile.Parse(bytes.NewReader(w))
+			if gp.String() != wp.String() {
+				t.Errorf("%s decodes to\n%.3000s\nBuildProfile's to\n%.3000s", name, gp, wp)
+			}
+			continue
+		}
+		if !bytes.Equal(g, w) {
+			t.Errorf("%s differs from BuildProfile's capture's (%d and %d bytes)", name, len(g), len(w))
+		}
+	}
+}
+
+// TestEncodeTable: a table encoded decodes to what the library's encoding
+// of the same samples' BuildProfile decodes to, labels and end times
+// included.
+func TestEncodeTable(t *testing.T) {
+	samples := benchSamples(2000)
+	for i := range samples {
+		if i%7 == 0 {
+			samples[i].EndNanos = 0 // untimed: merged by stack and labels
+		}
+	}
+	meta := model.Meta{Start: time.Unix(1700000000, 0), Duration: 10 * time.Second, Period: int64(time.Second) / 997, Comments: []string{"one"}}
+	tab, err := buildTable(samples, meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := BuildProfile(samples, meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lib bytes.Buffer
+	if err := p.WriteUncompressed(&lib); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := profile.ParseUncompressed(lib.Bytes())
+	got, err := profile.ParseUncompressed(encodeTable(nil, tab))
+	if err != nil {
+		t.Fatalf("the table's encoding does not decode: %v", err)
+	}
+	if g, w := got.String(), want.String(); g != w {
+		t.Fatalf("the table's encoding decodes to\n%.3000s\nthe library's to\n%.3000s", g, w)
+	}
+	for i := range got.Sample {
+		g, w := got.Sample[i], want.Sample[i]
+		if !equalLabels(g.Label, w.Label) || !equalNumLabels(g.NumLabel, w.NumLabel) {
+			t.Fatalf("sample %d: labels %v %v, the library's %v %v", i, g.Label, g.NumLabel, w.Label, w.NumLabel)
+		}
+	}
+}
+
+// builtFixtureCapture is the fixture capture made as package capture
+// makes one: from its samples (SetSamples), its findings from the
+// table's samples.
+func builtFixtureCapture(t *testing.T) *Capture {
+	c := &Capture{Info: fixtureInfo(), Threads: fixtureSnapshot()}
+	if err := c.SetSamples(fixtureSamples(), fixtureMeta()); err != nil {
+		t.Fatal(err)
+	}
+	mp, err := c.Samples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	analysis.Analyze(&c.Info, mp, c.Threads).Into(&c.Info)
+	return c
 }
