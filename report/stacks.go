@@ -190,23 +190,6 @@ func analyze(t *table) *stackTable {
 	return a
 }
 
-// sameLocations reports whether two samples' locations are the same slice
-// (or the same locations).
-func sameLocations(a, b []*profile.Location) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	if len(a) == 0 || &a[0] == &b[0] {
-		return true
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // waitSite is the index of the innermost frame of the program's own code
 // in stack id; failing that, of the innermost user frame; failing that, 0.
 func (a *stackTable) waitSite(id int) int { return textfmt.WaitSite(a.stacks[id]) }
