@@ -312,7 +312,15 @@ func buildPageData(v *view, c *Capture) *pageData {
 	// A recording's samples come about in time order: sorted, mostly.
 	// Ties keep the samples' order: a stable sort.
 	if byEnd := func(a, b row) int { return cmp.Compare(a.end, b.end) }; !slices.IsSortedFunc(rows, byEnd) {
-		radixSort(rows, func(r *row) int64 { return r.end })
+		ends := make([]int64, len(rows))
+		for i := range rows {
+			ends[i] = rows[i].end
+		}
+		sorted := make([]row, len(rows))
+		for i, j := range stableOrder(ends) {
+			sorted[i] = rows[j]
+		}
+		rows = sorted
 	}
 	// The most common on-CPU weight (one sampling period) is written as 0.
 	periods := map[int64]int{}
@@ -354,42 +362,6 @@ func buildPageData(v *view, c *Capture) *pageData {
 	}
 	d.Strings = st.list
 	return d
-}
-
-// radixSort sorts rows by key, stably, in a pass per byte of the keys'
-// range (least significant first): a recording's rows are time-ordered
-// runs interleaved (one per CPU's ring), which a comparison sort takes
-// n log n compares to undo, most of the page's build.
-func radixSort[T any](rows []T, key func(*T) int64) {
-	if len(rows) < 2 {
-		return
-	}
-	lo, hi := key(&rows[0]), key(&rows[0])
-	for i := range rows {
-		k := key(&rows[i])
-		lo, hi = min(lo, k), max(hi, k)
-	}
-	span := uint64(hi - lo)
-	tmp := make([]T, len(rows))
-	src, dst := rows, tmp
-	for shift := uint(0); shift < 64 && span>>shift > 0; shift += 8 {
-		var count [257]int
-		for i := range src {
-			count[1+int(uint64(key(&src[i])-lo)>>shift&0xff)]++
-		}
-		for b := 1; b < len(count); b++ {
-			count[b] += count[b-1]
-		}
-		for i := range src {
-			b := uint64(key(&src[i])-lo) >> shift & 0xff
-			dst[count[b]] = src[i]
-			count[b]++
-		}
-		src, dst = dst, src
-	}
-	if &src[0] != &rows[0] {
-		copy(rows, src)
-	}
 }
 
 // snapshotSpans adds what the snapshot knows of each thread: since when it

@@ -43,39 +43,6 @@ func BuildProfile(samples []model.Sample, meta model.Meta) (*profile.Profile, er
 	return p, nil
 }
 
-// endIndex finds the first sample of an end time: an open-addressed
-// table whose slot is the end time in microseconds, so that a recording's
-// samples, which come about in time order, look up slots one after the
-// other in memory (a map's hash scatters them: a cache miss each, most of
-// the profile's build). It holds sample indexes alone (the end times are
-// the table's): 4 bytes a slot.
-type endIndex struct {
-	first []int32 // -1: empty
-	mask  uint64
-}
-
-func newEndIndex(n int) *endIndex {
-	size := 16
-	for size < 2*n {
-		size <<= 1
-	}
-	x := &endIndex{first: make([]int32, size), mask: uint64(size - 1)}
-	for i := range x.first {
-		x.first[i] = -1
-	}
-	return x
-}
-
-// slot holds the index of end's first sample (of ends): -1 until one is
-// linked.
-func (x *endIndex) slot(end int64, ends []int64) *int32 {
-	for i := uint64(end) >> 10 & x.mask; ; i = (i + 1) & x.mask {
-		if f := x.first[i]; f < 0 || ends[f] == end {
-			return &x.first[i]
-		}
-	}
-}
-
 // labelKey identifies the labels of a sample; samples with the same stack
 // and labelKey merge into one pprof sample. On- and off-CPU samples stay
 // apart so that a pprof sample is one or the other.

@@ -347,8 +347,8 @@ func topLine(top, name string) []string {
 
 // TestBuildProfileMergesByEndTime: samples merge when stack, labels and
 // end time are the same, whatever else came between them, and never
-// across end times that share an endIndex slot (the same microsecond, or
-// a multiple of the table's size apart) or across threads.
+// across end times close together (the same microsecond) or far apart,
+// nor across threads.
 func TestBuildProfileMergesByEndTime(t *testing.T) {
 	a := []*model.Location{{Addr: 0x1000, Lines: []model.Line{{Function: "a"}}}}
 	b := []*model.Location{{Addr: 0x2000, Lines: []model.Line{{Function: "b"}}}}

@@ -1,8 +1,11 @@
 package report
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
+	"slices"
 	"strconv"
 	"time"
 	"unsafe"
@@ -98,11 +101,9 @@ func buildTable(samples []model.Sample, meta model.Meta) (*table, error) {
 		nv:     numValues,
 	}
 	var labels labelSets
-	// Timed samples are found through their end time (endIndex), untimed
-	// ones by stack and labels.
-	ends := newEndIndex(len(samples))
+	// Untimed samples merge as they come, by stack and labels; timed
+	// ones once all are in (mergeSameEnd).
 	untimed := map[[2]int32]int32{}
-	next := make([]int32, 0, len(samples)) // by table sample: the next of its end time
 	for i := range samples {
 		s := &samples[i]
 		vals, err := sampleValues(s, meta.Period)
@@ -114,38 +115,22 @@ func buildTable(samples []model.Sample, meta model.Meta) (*table, error) {
 			return nil, fmt.Errorf("report: sample %d (tid %d): %w", i, s.TID, err)
 		}
 		stack, set := int32(st), int32(labels.of(s))
-		j := int32(-1)
-		var slot *int32 // where a new sample is to be linked
 		if s.EndNanos == 0 {
-			if k, ok := untimed[[2]int32{stack, set}]; ok {
-				j = k
-			}
-		} else {
-			for slot = ends.slot(s.EndNanos, t.end); *slot >= 0; slot = &next[*slot] {
-				if t.stack[*slot] == stack && t.set[*slot] == set {
-					j = *slot
-					break
+			if j, ok := untimed[[2]int32{stack, set}]; ok {
+				v := t.values[int(j)*numValues : int(j+1)*numValues]
+				for k, x := range vals {
+					v[k] += x
 				}
+				continue
 			}
+			untimed[[2]int32{stack, set}] = int32(len(t.stack))
 		}
-		if j < 0 {
-			j = int32(len(t.stack))
-			t.stack = append(t.stack, stack)
-			t.set = append(t.set, set)
-			t.end = append(t.end, s.EndNanos)
-			t.values = append(t.values, 0, 0, 0, 0)
-			next = append(next, -1)
-			if s.EndNanos != 0 {
-				*slot = j
-			} else {
-				untimed[[2]int32{stack, set}] = j
-			}
-		}
-		v := t.values[int(j)*numValues : int(j+1)*numValues]
-		for k, x := range vals {
-			v[k] += x
-		}
+		t.stack = append(t.stack, stack)
+		t.set = append(t.set, set)
+		t.end = append(t.end, s.EndNanos)
+		t.values = append(t.values, vals[:]...)
 	}
+	t.mergeSameEnd()
 	b.finish()
 	t.stacks = b.stackLocs
 	t.sets = labels.sets
@@ -153,6 +138,69 @@ func buildTable(samples []model.Sample, meta model.Meta) (*table, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// mergeSameEnd adds each timed sample into the first of the same end
+// time, stack and labels, keeping the samples' order: the samples in end
+// time order (stableOrder) are runs of one end time, mostly of one
+// sample, looked at run by run — a recording's samples, whose end times
+// are spread over the whole recording, would make any index by end time
+// a cache miss per sample.
+func (t *table) mergeSameEnd() {
+	n := t.len()
+	order := stableOrder(t.end)
+	var into []int32 // by sample: the sample it adds into, or -1
+	for g := 0; g < n; {
+		end := t.end[order[g]]
+		h := g + 1
+		for h < n && t.end[order[h]] == end {
+			h++
+		}
+		if h-g > 1 && end != 0 {
+			if into == nil {
+				into = make([]int32, n)
+				for i := range into {
+					into[i] = -1
+				}
+			}
+			t.mergeRun(order[g:h], into)
+		}
+		g = h
+	}
+	if into == nil {
+		return
+	}
+	newIdx := make([]int32, n)
+	k := 0
+	for i := range n {
+		j := into[i]
+		if j < 0 {
+			newIdx[i] = int32(k)
+			t.stack[k], t.set[k], t.end[k] = t.stack[i], t.set[i], t.end[i]
+			copy(t.values[k*t.nv:(k+1)*t.nv], t.values[i*t.nv:(i+1)*t.nv])
+			k++
+			continue
+		}
+		dst := t.values[int(newIdx[j])*t.nv : int(newIdx[j]+1)*t.nv]
+		for v, x := range t.values[i*t.nv : (i+1)*t.nv] {
+			dst[v] += x
+		}
+	}
+	t.stack, t.set, t.end, t.values = t.stack[:k], t.set[:k], t.end[:k], t.values[:k*t.nv]
+}
+
+// mergeRun finds, in a run of samples of one end time (in their order),
+// the sample each merges into: the first of the same stack and labels.
+func (t *table) mergeRun(run []int32, into []int32) {
+	first := map[[2]int32]int32{}
+	for _, i := range run {
+		k := [2]int32{t.stack[i], t.set[i]}
+		if j, ok := first[k]; ok {
+			into[i] = j
+		} else {
+			first[k] = i
+		}
+	}
 }
 
 // checkTables checks what profile.CheckValid checks of the mappings,
@@ -315,4 +363,57 @@ func (t *table) model() *model.Profile {
 		}
 	}
 	return mp
+}
+
+// stableOrder is the order of keys, ascending, ties in their order: the
+// indexes of keys, sorted. A recording's end times are time-ordered runs
+// interleaved (one per CPU's ring), which a comparison sort takes n log n
+// compares to undo; this is a radix sort of each key with its index
+// packed below it (key<<24 | index), a pass per byte in which the keys
+// differ (least significant first, so each pass keeps the order of the
+// last and the packed indexes keep ties in order).
+func stableOrder(keys []int64) []int32 {
+	n := len(keys)
+	out := make([]int32, n)
+	if n == 0 {
+		return out
+	}
+	lo, hi := keys[0], keys[0]
+	for _, k := range keys {
+		lo, hi = min(lo, k), max(hi, k)
+	}
+	const idxBits = 24
+	span := uint64(hi - lo)
+	if n >= 1<<idxBits || bits.Len64(span) > 64-idxBits {
+		for i := range out {
+			out[i] = int32(i)
+		}
+		slices.SortStableFunc(out, func(a, b int32) int { return cmp.Compare(keys[a], keys[b]) })
+		return out
+	}
+	a, b := make([]uint64, n), make([]uint64, n)
+	for i, k := range keys {
+		a[i] = uint64(k-lo)<<idxBits | uint64(i)
+	}
+	for shift := idxBits; shift-idxBits < bits.Len64(span); shift += 8 {
+		var count [256]int
+		for _, v := range a {
+			count[v>>shift&0xff]++
+		}
+		sum := 0
+		for d, c := range count {
+			count[d] = sum
+			sum += c
+		}
+		for _, v := range a {
+			d := v >> shift & 0xff
+			b[count[d]] = v
+			count[d]++
+		}
+		a, b = b, a
+	}
+	for i, v := range a {
+		out[i] = int32(v & (1<<idxBits - 1))
+	}
+	return out
 }
