@@ -168,30 +168,73 @@ func perfSample(p *testutil.PerfDataSample, user []uint64) sampler.Sample {
 // unwindAll reads perf's samples and unwinds each one's stack copy as the
 // sampler's reader would have when it arrived; it returns the samples and
 // the CPU time the unwinding took (reading the file is not counted).
+// Copies are unwound in batches of unwindBatch, each timed as a whole:
+// reading the thread's CPU clock is a system call, and two of them per
+// sample (BenchmarkEndToPprofStackCopies timed each sample) cost as much
+// as the unwinding itself and were counted as it.
 func (r *perfRecording) unwindAll(b *testing.B, tp *target.Process) ([]sampler.Sample, time.Duration) {
 	var spent time.Duration
 	var out []sampler.Sample
 	var dst []uint64
 	u := tp.Unwinder()
-	err := r.read(func(p *testutil.PerfDataSample) {
-		if !p.HasRegs {
-			out = append(out, perfSample(p, nil))
-			return
-		}
-		var s sampler.Sample
+	var batch []copiedSample
+	var arena []byte // the batch's stack copies, back to back
+	flush := func() {
 		spent += onThreadCPU(func() {
-			var cut unwind.Cut
-			dst, cut = u.UnwindSample(unwind.Sample{Regs: unwind.Regs{IP: p.IP, SP: p.SP, BP: p.BP, BPKnown: true}, Stack: p.Stack, Time: p.Time},
-				unwind.MaxFrames, dst[:0])
-			s = perfSample(p, dst)
-			s.Cut = cut
+			for i := range batch {
+				c := &batch[i]
+				if !c.p.HasRegs {
+					out = append(out, perfSample(&c.p, nil))
+					continue
+				}
+				var cut unwind.Cut
+				dst, cut = u.UnwindSample(unwind.Sample{Regs: unwind.Regs{IP: c.p.IP, SP: c.p.SP, BP: c.p.BP, BPKnown: true}, Stack: c.p.Stack, Time: c.p.Time},
+					unwind.MaxFrames, dst[:0])
+				s := perfSample(&c.p, dst)
+				s.Cut = cut
+				out = append(out, s)
+			}
 		})
-		out = append(out, s)
+		batch, arena = batch[:0], arena[:0]
+	}
+	err := r.read(func(p *testutil.PerfDataSample) {
+		c := copiedSample{p: *p}
+		c.p.Chain = append([]uint64(nil), p.Chain...)
+		c.at = len(arena)
+		arena = append(arena, p.Stack...)
+		batch = append(batch, c)
+		if len(batch) == unwindBatch {
+			fixStacks(batch, arena)
+			flush()
+		}
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
+	fixStacks(batch, arena)
+	flush()
 	return out, spent
+}
+
+// unwindBatch is how many stack copies are unwound in one timed batch
+// (16 MiB of 16 KiB copies).
+const unwindBatch = 1024
+
+// copiedSample is a perf sample kept for its batch (in the recording's
+// order, with or without a stack copy): its copy is at at in the batch's
+// arena.
+type copiedSample struct {
+	p  testutil.PerfDataSample
+	at int
+}
+
+// fixStacks points each sample of a batch at its copy in the arena, once
+// the arena has stopped growing.
+func fixStacks(batch []copiedSample, arena []byte) {
+	for i := range batch {
+		c := &batch[i]
+		c.p.Stack = arena[c.at : c.at+len(c.p.Stack) : c.at+len(c.p.Stack)]
+	}
 }
 
 // onThreadCPU runs f and returns the CPU time it took, read from the
