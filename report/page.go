@@ -2,12 +2,10 @@ package report
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -261,7 +259,9 @@ func buildPageData(v *view, c *Capture) *pageData {
 	for i := range threadOf {
 		threadOf[i] = -1
 	}
-	for i := range t.len() {
+	// In end time order: the timeline's, so that the rows need no sort.
+	for _, k := range t.endOrder() {
+		i := int(k)
 		si := t.set[i]
 		lb := &t.sets[si]
 		ti := threadOf[si]
@@ -308,19 +308,6 @@ func buildPageData(v *view, c *Capture) *pageData {
 			maxEnd = max(maxEnd, r.end)
 		}
 		rows = append(rows, r)
-	}
-	// A recording's samples come about in time order: sorted, mostly.
-	// Ties keep the samples' order: a stable sort.
-	if byEnd := func(a, b row) int { return cmp.Compare(a.end, b.end) }; !slices.IsSortedFunc(rows, byEnd) {
-		ends := make([]int64, len(rows))
-		for i := range rows {
-			ends[i] = rows[i].end
-		}
-		sorted := make([]row, len(rows))
-		for i, j := range stableOrder(ends) {
-			sorted[i] = rows[j]
-		}
-		rows = sorted
 	}
 	// The most common on-CPU weight (one sampling period) is written as 0.
 	periods := map[int64]int{}

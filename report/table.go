@@ -40,6 +40,17 @@ type table struct {
 	// values holds nv values per sample, in p.SampleType's order.
 	values []int64
 	nv     int
+	// byEnd is the samples in end time order, ties in their order (made
+	// once, for merging and for the page's timeline).
+	byEnd []int32
+}
+
+// endOrder is the samples in end time order, ties in their order.
+func (t *table) endOrder() []int32 {
+	if t.byEnd == nil {
+		t.byEnd = stableOrder(t.end)
+	}
+	return t.byEnd
 }
 
 // labelSet is a sample's string labels as the renderings read them, and
@@ -148,7 +159,7 @@ func buildTable(samples []model.Sample, meta model.Meta) (*table, error) {
 // a cache miss per sample.
 func (t *table) mergeSameEnd() {
 	n := t.len()
-	order := stableOrder(t.end)
+	order := t.endOrder()
 	var into []int32 // by sample: the sample it adds into, or -1
 	for g := 0; g < n; {
 		end := t.end[order[g]]
@@ -187,6 +198,15 @@ func (t *table) mergeSameEnd() {
 		}
 	}
 	t.stack, t.set, t.end, t.values = t.stack[:k], t.set[:k], t.end[:k], t.values[:k*t.nv]
+	// The order without the merged samples: still by end time, ties in
+	// the samples' order.
+	kept := order[:0]
+	for _, i := range order {
+		if into[i] < 0 {
+			kept = append(kept, newIdx[i])
+		}
+	}
+	t.byEnd = kept
 }
 
 // mergeRun finds, in a run of samples of one end time (in their order),
