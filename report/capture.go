@@ -96,7 +96,7 @@ func CaptureFiles(c *Capture) ([]capdir.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	write := func(w io.Writer) error { return writeEncoded(w, encodeTable(nil, t)) }
+	write := func(w io.Writer) error { return writeTableGzip(w, t) }
 	if !built {
 		// A profile read or made elsewhere is written as it is, every
 		// label kept.

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"io"
 	"reflect"
 	"sort"
 	"unsafe"
@@ -86,11 +87,42 @@ func encodeProfile(dst []byte, p *profile.Profile) []byte {
 // sample is its stack's bytes, its values, its labels' bytes and its end
 // time.
 func encodeTable(dst []byte, t *table) []byte {
-	p := t.p
 	if dst == nil {
-		dst = make([]byte, 0, 96*t.len()+64*len(p.Location)+4096)
+		dst = make([]byte, 0, 96*t.len()+64*len(t.p.Location)+4096)
 	}
 	e := &pbEncoder{b: dst, strs: map[string]int64{"": 0}, table: []string{""}}
+	return e.encodeTable(t)
+}
+
+// writeTable writes encodeTable's bytes to w as they are made, a
+// spillBytes at a time: the compressor reads each while it is in the
+// cache, and no buffer of the whole profile is made (10 MB a capture).
+func writeTable(w io.Writer, t *table) error {
+	e := &pbEncoder{b: make([]byte, 0, 2*spillBytes), strs: map[string]int64{"": 0}, table: []string{""}, w: w}
+	b := e.encodeTable(t)
+	if e.err != nil {
+		return e.err
+	}
+	_, err := w.Write(b)
+	return err
+}
+
+// spillBytes is how much of the encoding writeTable holds before it
+// writes.
+const spillBytes = 64 << 10
+
+// spill writes what is encoded to the encoder's writer, if it has one,
+// once there is spillBytes of it and no message is open.
+func (e *pbEncoder) spill() {
+	if e.w == nil || len(e.b) < spillBytes || len(e.open) > 0 || e.err != nil {
+		return
+	}
+	_, e.err = e.w.Write(e.b)
+	e.b = e.b[:0]
+}
+
+func (e *pbEncoder) encodeTable(t *table) []byte {
+	p := t.p
 	for _, st := range p.SampleType {
 		e.valueType(1, st)
 	}
@@ -127,6 +159,7 @@ func encodeTable(dst []byte, t *table) []byte {
 			e.numLabel(endKey, end, 0)
 		}
 		e.end()
+		e.spill()
 	}
 	return e.tables(p)
 }
@@ -167,6 +200,7 @@ func (e *pbEncoder) tables(p *profile.Profile) []byte {
 		}
 		e.bool(5, l.IsFolded)
 		e.end()
+		e.spill()
 	}
 	for _, f := range p.Function {
 		e.begin(5)
@@ -176,6 +210,7 @@ func (e *pbEncoder) tables(p *profile.Profile) []byte {
 		e.int64(4, e.str(f.Filename))
 		e.int64(5, f.StartLine)
 		e.end()
+		e.spill()
 	}
 	// The strings of the fields after the table are interned before it
 	// is written: the table comes last of the indexed things.
@@ -193,6 +228,7 @@ func (e *pbEncoder) tables(p *profile.Profile) []byte {
 		e.key(6, wireBytes)
 		e.varint(uint64(len(s)))
 		e.b = append(e.b, s...)
+		e.spill()
 	}
 	e.int64(7, drop)
 	e.int64(8, keep)
@@ -267,6 +303,10 @@ type pbEncoder struct {
 	open  []int // where each open message's body starts
 	strs  map[string]int64
 	table []string
+	// w, when set, takes what is encoded as it goes (spill); err is its
+	// first error.
+	w   io.Writer
+	err error
 }
 
 const (

@@ -400,6 +400,19 @@ func WriteProfile(w io.Writer, p *profile.Profile) error {
 	return writeEncoded(w, encodeProfile(nil, p))
 }
 
+// writeTableGzip writes a table as profile.pb.gz, encoding it as it
+// compresses (WriteProfile's doc).
+func writeTableGzip(w io.Writer, t *table) error {
+	zw, err := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	if err != nil {
+		return err
+	}
+	if err := writeTable(zw, t); err != nil {
+		return err
+	}
+	return zw.Close()
+}
+
 // writeEncoded gzips an encoded profile to w (WriteProfile's doc).
 func writeEncoded(w io.Writer, pb []byte) error {
 	zw, err := gzip.NewWriterLevel(w, gzip.BestSpeed)

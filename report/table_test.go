@@ -157,3 +157,23 @@ func builtFixtureCapture(t *testing.T) *Capture {
 	analysis.Analyze(&c.Info, mp, c.Threads).Into(&c.Info)
 	return c
 }
+
+// TestWriteTable: the encoding written as it is made (a spill at a time,
+// over many spills) is encodeTable's, byte for byte.
+func TestWriteTable(t *testing.T) {
+	tab, err := buildTable(benchSamples(5000), model.Meta{Start: time.Unix(1700000000, 0), Duration: time.Second, Period: 1e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := encodeTable(nil, tab)
+	if len(want) < 4*spillBytes {
+		t.Fatalf("%d bytes: too few to spill several times", len(want))
+	}
+	var got bytes.Buffer
+	if err := writeTable(&got, tab); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Errorf("written %d bytes, encoded %d, not the same", got.Len(), len(want))
+	}
+}
