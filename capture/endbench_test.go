@@ -149,6 +149,9 @@ const (
 // nil, replaces the user part of its callchain (an unwound stack).
 func perfSample(p *testutil.PerfDataSample, user []uint64) sampler.Sample {
 	s := sampler.Sample{Time: p.Time, Weight: p.Period, PID: int32(p.PID), TID: int32(p.TID), Kind: sampler.OnCPU}
+	// One allocation a stack, as the sampler makes one (grown from
+	// nothing it was six, charged to the unwinding).
+	s.Stack = make([]uint64, 0, len(p.Chain)+len(user))
 	ctx := uint64(0)
 	for _, v := range p.Chain {
 		switch {
@@ -174,7 +177,7 @@ func perfSample(p *testutil.PerfDataSample, user []uint64) sampler.Sample {
 // as the unwinding itself and were counted as it.
 func (r *perfRecording) unwindAll(b *testing.B, tp *target.Process) ([]sampler.Sample, time.Duration) {
 	var spent time.Duration
-	var out []sampler.Sample
+	out := make([]sampler.Sample, 0, r.perfN) // the recording's, grown from nothing, was copied as it doubled
 	var dst []uint64
 	u := tp.Unwinder()
 	var batch []copiedSample
