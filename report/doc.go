@@ -26,6 +26,15 @@
 // is marked HasFunctions: symbolization happened at capture time against
 // the target's own files, and pprof must not redo it against the reader's.
 //
+// A capture's samples are built once into a table (table.go:
+// Capture.SetSamples, which package capture calls): each distinct stack
+// and label set once, the samples as columns. Everything a capture's end
+// writes reads it — profile.pb.gz, encoded straight from the columns as
+// it is gzipped; the findings' samples (Capture.Samples); report.txt and
+// report.html — so that no profile.Profile with a Sample and a NumLabel
+// map per sample is made only to be read back. A profile read from a
+// file becomes such a table too, and renders through the same code.
+//
 // BuildThreads makes threads.pb.gz from a snapshot: threads/count, one
 // sample per thread whose stack is the kernel stack above the user stack;
 // labels "thread id", "thread name", "state" ("S (sleeping)"), "wchan",
