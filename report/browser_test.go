@@ -26,8 +26,9 @@ type browser struct {
 	errors []string
 }
 
-// newBrowser starts Chromium with an empty profile, the given window size,
-// and nothing that reaches the network on its own.
+// newBrowser starts Chromium with an empty profile and temporary directory
+// of the test's, the given window size, and nothing that reaches the
+// network on its own.
 func newBrowser(t testing.TB, width, height int) *browser {
 	t.Helper()
 	if testing.Short() {
@@ -49,6 +50,10 @@ func newBrowser(t testing.TB, width, height int) *browser {
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(t.TempDir()),
+		// Its shared memory files (org.chromium.Chromium.*: with
+		// disable-dev-shm-usage they go to $TMPDIR, not /dev/shm), removed
+		// with the test's directory once the cleanup below has ended it.
+		chromedp.Env("TMPDIR=" + t.TempDir()),
 		chromedp.WindowSize(width, height),
 	}
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)

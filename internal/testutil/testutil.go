@@ -184,7 +184,8 @@ type Target struct {
 }
 
 // Start runs path with args, and kills it (and reaps it) when the test
-// ends. The target's stdout is a pipe the test reads with WaitLine; stderr
+// ends, removing the files its runtime wrote into /tmp for it (perf map,
+// jitdump: the JIT tests read them while it runs). The target's stdout is a pipe the test reads with WaitLine; stderr
 // is kept for failure messages.
 func Start(t testing.TB, path string, args ...string) *Target {
 	t.Helper()
@@ -209,6 +210,7 @@ func StartCmd(t testing.TB, cmd *exec.Cmd) *Target {
 		t.Fatalf("start %s: %v", cmd.Path, err)
 	}
 	tg.Pid = cmd.Process.Pid
+	startedPids.Store(tg.Pid, true)
 	tg.Stdout = bufio.NewReader(stdout)
 	go func() {
 		tg.err = cmd.Wait()
@@ -222,6 +224,7 @@ func StartCmd(t testing.TB, cmd *exec.Cmd) *Target {
 		case <-time.After(10 * time.Second):
 			t.Errorf("target %d did not exit after SIGKILL", tg.Pid)
 		}
+		removeRuntimeFiles(tg.Pid)
 	})
 	return tg
 }

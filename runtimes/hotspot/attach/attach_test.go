@@ -18,11 +18,7 @@ import (
 )
 
 // The tests attach to real JVMs running testdata/jvm/Stall.java.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testutil.RemoveJavaClasses()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m, testutil.RemoveJavaClasses) }
 
 // jvm is a test JVM: the target and where it runs.
 type jvm struct {
