@@ -32,7 +32,8 @@ import (
 //     files) for a process of this test binary's, still there at the end;
 //   - processes: the test binary leads a process group of its own, which
 //     every target inherits, forked grandchildren and orphans included;
-//     one still alive at the end was not reaped by its test.
+//     one of the group, or a child that left it (Setpgid, setsid), still
+//     alive at the end was not reaped by its test.
 //
 // cleanups run after the tests, before the checks (RemoveJavaClasses, a
 // package's shared directories). Main does not return.
@@ -185,7 +186,7 @@ func (h *hygiene) leakedProcesses() []string {
 }
 
 // groupMembers lists the live processes (not zombies) of process group
-// group, but the caller.
+// group and the caller's live children, but the caller.
 func groupMembers(group int) []int {
 	self := os.Getpid()
 	entries, _ := os.ReadDir("/proc")
@@ -195,7 +196,11 @@ func groupMembers(group int) []int {
 		if err != nil || pid == self {
 			continue
 		}
-		if g, ok := processGroup(pid); ok && g == group && !zombie(pid) {
+		f := statFields(pid)
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if f[1] == strconv.Itoa(self) || f[2] == strconv.Itoa(group) {
 			pids = append(pids, pid)
 		}
 	}
@@ -210,11 +215,6 @@ func processGroup(pid int) (int, bool) {
 	}
 	g, err := strconv.Atoi(f[2])
 	return g, err == nil
-}
-
-func zombie(pid int) bool {
-	f := statFields(pid)
-	return len(f) > 0 && (f[0] == "Z" || f[0] == "X")
 }
 
 // statFields returns /proc/PID/stat's fields after the command's name
