@@ -35,6 +35,8 @@ import (
 //     one of the group, or a child that left it (Setpgid, setsid), still
 //     alive at the end was not reaped by its test.
 //
+// Under Main, BuildGo and BuildC build each program once per test binary.
+//
 // cleanups run after the tests, before the checks (RemoveJavaClasses, a
 // package's shared directories). Main does not return.
 func Main(m *testing.M, cleanups ...func()) {
@@ -82,6 +84,10 @@ func startHygiene() (*hygiene, error) {
 	}
 	h.tmpdir = dir
 	os.Setenv("TMPDIR", dir)
+	if buildCache.dir, err = os.MkdirTemp(dir, "builds-"); err != nil {
+		return nil, err
+	}
+	buildCache.builds = map[string]*cachedBuild{}
 	if h.group != 0 {
 		h.watchRuntimeFiles()
 	}
@@ -155,6 +161,7 @@ func (h *hygiene) finish() []string {
 		}
 	}
 	h.mu.Unlock()
+	os.RemoveAll(buildCache.dir)
 	entries, _ := os.ReadDir(h.tmpdir)
 	for _, e := range entries {
 		leaks = append(leaks, "$TMPDIR/"+e.Name())
