@@ -58,6 +58,19 @@ func Main(m *testing.M, cleanups ...func()) {
 	os.Exit(code)
 }
 
+// hostTempDir is $TMPDIR as it was before Main gave the tests their own.
+var hostTempDir string
+
+// HostTempDir is the host's temporary directory, for what is meant to
+// outlive a run (a benchmark's cache of generated inputs), which under
+// Main's $TMPDIR would be removed and reported as left behind.
+func HostTempDir() string {
+	if hostTempDir != "" {
+		return hostTempDir
+	}
+	return os.TempDir()
+}
+
 // runtimeTmpFile matches what runtimes write into /tmp named by a pid.
 var runtimeTmpFile = regexp.MustCompile(`^(?:perf-(\d+)\.map|jit-(\d+)\.dump|\.java_pid(\d+)|\.attach_pid(\d+))$`)
 
@@ -83,6 +96,7 @@ func startHygiene() (*hygiene, error) {
 		return nil, err
 	}
 	h.tmpdir = dir
+	hostTempDir = os.TempDir()
 	os.Setenv("TMPDIR", dir)
 	if buildCache.dir, err = os.MkdirTemp(dir, "builds-"); err != nil {
 		return nil, err
