@@ -88,7 +88,8 @@ func startHygiene() (*hygiene, error) {
 	if err := syscall.Setpgid(0, 0); err == nil {
 		h.group = pid
 	} // else a session leader already (run by hand under setsid): no group check
-	dir, err := os.MkdirTemp("", "stallwatch-test-"+filepath.Base(os.Args[0])+"-")
+	// Short: unix sockets under it are bounded to 108 bytes of path.
+	dir, err := os.MkdirTemp("", "swtest-"+strings.TrimSuffix(filepath.Base(os.Args[0]), ".test")+"-")
 	if err != nil {
 		return nil, err
 	}
