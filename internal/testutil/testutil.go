@@ -1,6 +1,8 @@
 // Package testutil holds what stallwatch's tests share: skip helpers that
 // say why (and fail instead under STALLWATCH_REQUIRE_PERF=1, so CI proves
-// the real paths ran), and builders for the target programs in testdata/.
+// the real paths ran), builders for the target programs in testdata/, and
+// Main, the TestMain of the packages whose tests start processes, which
+// fails their run when the tests leave files or processes behind.
 package testutil
 
 import (
