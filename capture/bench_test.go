@@ -45,11 +45,7 @@ func BenchmarkEndToPprof(b *testing.B) {
 
 // TestMain stops the benchmarks' targets.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	testutil.RemoveJavaClasses()
-	endToPprof.close()
-	endToPprofCopies.close()
-	os.Exit(code)
+	testutil.Main(m, testutil.RemoveJavaClasses, endToPprof.close, endToPprofCopies.close)
 }
 
 // BenchmarkPythonAttribution: what reading Python frames at each sample

@@ -49,6 +49,7 @@ func TestCallersProvable(t *testing.T) {
 		{"PostgreSQL JIT, jit_debugging_support", startPostgresJIT(true), false},
 	} {
 		t.Run(w.name, func(t *testing.T) {
+			t.Parallel() // a target (a PostgreSQL cluster) of its own
 			pid := w.start(t)
 			modes := []UnwindMode{UnwindAuto}
 			if w.fp {

@@ -116,12 +116,15 @@ func TestPythonAttribution(t *testing.T) {
 	testutil.RequirePtrace(t)
 	for _, py := range testutil.Pythons {
 		t.Run(py.Name, func(t *testing.T) {
+			t.Parallel() // a target of its own, seconds of its clock
 			python := testutil.RequireTool(t, py.Path)
 			// Phases long beside the read delay of a loaded machine: the
 			// frames are read when the sampler's reader gets a CPU, which
 			// a 2-core host at load 15-30 gives it tens of ms late (p99
 			// above 100 ms seen); a sample read after its phase ended is
-			// attributed to the next one.
+			// attributed to the next one. Three rounds: at load 57 one
+			// round gave the spinner 44-119 samples of its 3 s, beside the
+			// 100 the test needs.
 			tg, stdin, tlPath := phasesTarget(t, python, time.Second, 3)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()

@@ -51,7 +51,10 @@ func TestUnwindAgainstPerf(t *testing.T) {
 		// written yet: the interpreter's frames must all be there.
 		{name: "CPython 3.13 -X perf_jit", start: startPython(python313, "-X", "perf_jit"), hot: "_PyEval_EvalFrameDefault", chain: []string{"PyEval_EvalCode", "Py_RunMain", "Py_BytesMain"}},
 	} {
-		t.Run(w.name, func(t *testing.T) { compareWithPerf(t, w) })
+		t.Run(w.name, func(t *testing.T) {
+			t.Parallel() // a target, a perf and a recording of its own, 3 s of each
+			compareWithPerf(t, w)
+		})
 	}
 }
 

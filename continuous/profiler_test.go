@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,9 +82,17 @@ func at(d, s time.Duration) instant {
 	return instant{mono: 1e12 + uint64(d), boot: 2e12 + uint64(d+s), wall: t0.Add(d + s)}
 }
 
-func newTestProfiler(t *testing.T, period time.Duration, q Queue) *Profiler {
+// testClock is the profiler's clock in a test, at(d, 0): the test moves
+// d while the profiler's goroutine reads it.
+type testClock struct{ d atomic.Int64 }
+
+func (c *testClock) now() instant        { return at(time.Duration(c.d.Load()), 0) }
+func (c *testClock) set(d time.Duration) { c.d.Store(int64(d)) }
+
+func newTestProfiler(t *testing.T, period time.Duration, q Queue) (*Profiler, *testClock) {
 	t.Helper()
-	cfg := Config{Period: period, Dir: filepath.Join(t.TempDir(), DirName), clock: func() instant { return at(0, 0) }}
+	clock := &testClock{}
+	cfg := Config{Period: period, Dir: filepath.Join(t.TempDir(), DirName), clock: clock.now}
 	if q != nil {
 		cfg.Queue = q
 	}
@@ -92,7 +101,7 @@ func newTestProfiler(t *testing.T, period time.Duration, q Queue) *Profiler {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	return p
+	return p, clock
 }
 
 type written struct {
@@ -118,7 +127,7 @@ func hasTag(tags []string, prefix string) bool {
 // the target's exit cuts the last one; a stop cuts the one in progress.
 func TestSchedule(t *testing.T) {
 	const P = 10 * time.Second
-	p := newTestProfiler(t, P, nil)
+	p, _ := newTestProfiler(t, P, nil)
 	src := &fakeSource{start: capture.Moment{Mono: at(0, 0).mono, Wall: at(0, 0).wall}}
 	var got []written
 	pt := addFake(p, src, &got)
@@ -201,8 +210,8 @@ func TestSchedule(t *testing.T) {
 // upload is queued.
 func TestStopFilesAndQueue(t *testing.T) {
 	q := &fakeQueue{hold: map[string]bool{}}
-	p := newTestProfiler(t, 10*time.Second, q)
-	p.cfg.clock = func() instant { return at(4*time.Second, 0) }
+	p, clock := newTestProfiler(t, 10*time.Second, q)
+	clock.set(4 * time.Second)
 	src := &fakeSource{start: capture.Moment{Mono: at(0, 0).mono, Wall: at(0, 0).wall}}
 	var got []written
 	pt := addFake(p, src, &got)

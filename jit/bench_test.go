@@ -186,7 +186,7 @@ func nodeBenchDump(b *testing.B) nodeBench {
 			return
 		}
 		ver, _ := exec.Command(node, "--version").Output()
-		nb.dir = filepath.Join(os.TempDir(), "stallwatch-bench-jitdump-"+strings.TrimSpace(string(ver)))
+		nb.dir = filepath.Join(testutil.HostTempDir(), "stallwatch-bench-jitdump-"+strings.TrimSpace(string(ver)))
 		script, err := filepath.Abs("../testdata/node/manyfuncs.js")
 		if err != nil {
 			nb.err = err

@@ -22,11 +22,11 @@ var sleeper struct {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if sleeper.dir != "" {
-		os.RemoveAll(sleeper.dir)
-	}
-	os.Exit(code)
+	testutil.Main(m, func() {
+		if sleeper.dir != "" {
+			os.RemoveAll(sleeper.dir)
+		}
+	})
 }
 
 // sleeperPath builds the repository's testdata/sleeper, a static program that only sleeps:

@@ -26,8 +26,9 @@ type browser struct {
 	errors []string
 }
 
-// newBrowser starts Chromium with an empty profile, the given window size,
-// and nothing that reaches the network on its own.
+// newBrowser starts Chromium with an empty profile and temporary directory
+// of the test's, the given window size, and nothing that reaches the
+// network on its own.
 func newBrowser(t testing.TB, width, height int) *browser {
 	t.Helper()
 	if testing.Short() {
@@ -37,6 +38,16 @@ func newBrowser(t testing.TB, width, height int) *browser {
 	if err != nil {
 		testutil.Skip(t, "no chromium (Debian's package chromium; .ci/deps installs it): %v", err)
 	}
+	// Chromium's temporary files (org.chromium.Chromium.*: its singleton
+	// socket, and its shared memory, which disable-dev-shm-usage puts in
+	// $TMPDIR instead of /dev/shm), removed once the cleanup below has
+	// ended it; a directory of its own, not t.TempDir, whose path is too
+	// long for the socket's (108 bytes).
+	tmp, err := os.MkdirTemp("", "chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.Headless,
@@ -49,6 +60,7 @@ func newBrowser(t testing.TB, width, height int) *browser {
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Env("TMPDIR=" + tmp),
 		chromedp.WindowSize(width, height),
 	}
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)

@@ -32,9 +32,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testutil.Main(m, func() { os.RemoveAll(dir) })
 }
 
 // target builds testdata/<name> (a Go directory, or a .c file) once.

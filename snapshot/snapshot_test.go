@@ -21,10 +21,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	code := m.Run()
-	os.RemoveAll(sharedDir)
-	testutil.RemoveJavaClasses()
-	os.Exit(code)
+	testutil.Main(m, func() { os.RemoveAll(sharedDir) }, testutil.RemoveJavaClasses)
 }
 
 // deadlockTarget starts testdata/deadlock and waits until its three

@@ -37,9 +37,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	buildDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testutil.Main(m, func() { os.RemoveAll(dir) })
 }
 
 // built returns the output of a build step, running it once per key.

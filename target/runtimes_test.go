@@ -11,11 +11,7 @@ import (
 	"github.com/stallwatch/stallwatch/runtimes"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testutil.RemoveJavaClasses()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m, testutil.RemoveJavaClasses) }
 
 // TestReaders: a real process's runtime reader is the one its descriptor
 // names, found through the descriptor (Debian's python3 by its

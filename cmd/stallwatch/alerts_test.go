@@ -119,6 +119,7 @@ func TestWatchAlertsUploadsHooks(t *testing.T) {
 // stallwatch stops; the agent comes up; a new stallwatch on the same
 // --out delivers both, each exactly once.
 func TestWatchUploadSurvivesRestart(t *testing.T) {
+	t.Parallel() // its beater, watch and agent port
 	testutil.RequirePerf(t)
 	testutil.RequirePtrace(t)
 	dir := t.TempDir()

@@ -164,6 +164,7 @@ func script(t *testing.T, shell string) []byte {
 }
 
 func TestCompletion(t *testing.T) {
+	t.Parallel() // its bash and zsh
 	self := strconv.Itoa(os.Getpid())
 	cases := []struct {
 		line      string

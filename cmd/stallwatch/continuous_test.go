@@ -118,6 +118,7 @@ func hasFunction(p *profile.Profile, fn string) bool {
 // machine may hold a few dozen), and JavaScript's own function names in
 // each.
 func TestContinuousNodeUploads(t *testing.T) {
+	t.Parallel() // its node, intake and watch; waits on 2 s periods
 	testutil.RequirePerf(t)
 	testutil.RequirePtrace(t)
 	node := testutil.RequireTool(t, "node")
@@ -222,6 +223,7 @@ func TestContinuousNodeUploads(t *testing.T) {
 // for, the periods before name hot_before alone and those after
 // hot_after alone.
 func TestContinuousJITReplaced(t *testing.T) {
+	t.Parallel() // its lli and watch; waits on the periods
 	testutil.RequirePerf(t)
 	lli := testutil.RequireTool(t, "lli")
 	setarch := testutil.RequireTool(t, "setarch")
@@ -459,6 +461,7 @@ rules:
 // jitdump (it said "0 JIT sources", and a finding "no JIT symbol file
 // was found" beside the names the jitdump gave).
 func TestContinuousFromStart(t *testing.T) {
+	t.Parallel() // its node and watch; waits on 3 s periods
 	testutil.RequirePerf(t)
 	testutil.RequirePtrace(t)
 	node := testutil.RequireTool(t, "node")

@@ -34,6 +34,9 @@ func TestMakeDemo(t *testing.T) {
 	testutil.RequirePerf(t)
 	testutil.RequirePtrace(t)
 	bash := testutil.RequireTool(t, "bash")
+	if !*updateReadme { // which writes into the repository
+		t.Parallel() // its demo program, watch and report
+	}
 	sw := stallwatchBin(t)
 	root := testutil.RepoRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

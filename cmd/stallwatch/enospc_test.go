@@ -16,6 +16,7 @@ import (
 // fails, says so, and leaves no capture directory behind, whole or not;
 // once there is room again, the next capture is written.
 func TestRecordNoSpace(t *testing.T) {
+	t.Parallel() // its tmpfs, under its own directory
 	testutil.RequirePerf(t)
 	testutil.RequireRoot(t)
 	mnt := t.TempDir()

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/stallwatch/stallwatch/internal/testutil"
 )
 
 // TestMain gives every stallwatch the tests run a runtime directory of
@@ -20,9 +22,7 @@ func TestMain(m *testing.M) {
 	}
 	os.Setenv("XDG_RUNTIME_DIR", dir)
 	buildDir = filepath.Join(dir, "bin")
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testutil.Main(m, func() { os.RemoveAll(dir) })
 }
 
 // buildDir holds the binaries the tests build once (builtOnce,

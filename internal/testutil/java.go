@@ -83,7 +83,7 @@ func StartJava(t testing.TB, flags []string, args ...string) *Target {
 // is killed: its hsperfdata, its attach socket and trigger, its perf map.
 func RemoveJavaLeftovers(pid int) {
 	p := strconv.Itoa(pid)
-	tmp := os.TempDir()
+	tmp := "/tmp" // the JVM's java.io.tmpdir, whatever $TMPDIR says
 	matches, _ := filepath.Glob(filepath.Join(tmp, "hsperfdata_*", p))
 	for _, m := range append(matches,
 		filepath.Join(tmp, ".java_pid"+p), filepath.Join(tmp, ".attach_pid"+p), filepath.Join(tmp, "perf-"+p+".map")) {

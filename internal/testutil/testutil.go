@@ -1,6 +1,8 @@
 // Package testutil holds what stallwatch's tests share: skip helpers that
 // say why (and fail instead under STALLWATCH_REQUIRE_PERF=1, so CI proves
-// the real paths ran), and builders for the target programs in testdata/.
+// the real paths ran), builders for the target programs in testdata/, and
+// Main, the TestMain of the packages whose tests start processes, which
+// fails their run when the tests leave files or processes behind.
 package testutil
 
 import (
@@ -14,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -149,28 +152,76 @@ func Testdata(t testing.TB, elem ...string) string {
 func BuildGo(t testing.TB, dir string) string {
 	t.Helper()
 	EndToEnd(t)
-	out := filepath.Join(t.TempDir(), filepath.Base(dir))
-	cmd := exec.Command("go", "build", "-o", out, ".")
-	cmd.Dir = Testdata(t, dir)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build testdata/%s: %v\n%s", dir, err, b)
-	}
-	return out
+	return built(t, "go build testdata/"+dir, filepath.Base(dir), func(out string) ([]byte, error) {
+		cmd := exec.Command("go", "build", "-o", out, ".")
+		cmd.Dir = Testdata(t, dir)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		return cmd.CombinedOutput()
+	})
 }
 
 // BuildC compiles testdata/<src> with gcc (-O1 -g -pthread
-// -fno-omit-frame-pointer plus extra) and returns the binary's path.
+// -fno-omit-frame-pointer plus extra) and returns the binary's path (in a
+// per-test temporary directory).
 func BuildC(t testing.TB, src string, extra ...string) string {
 	t.Helper()
 	EndToEnd(t)
 	gcc := RequireTool(t, "gcc")
-	out := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(src), ".c"))
-	args := append([]string{"-O1", "-g", "-pthread", "-fno-omit-frame-pointer", "-o", out, Testdata(t, src)}, extra...)
-	if b, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc %s: %v\n%s", src, err, b)
+	what := strings.Join(append([]string{"gcc", src}, extra...), " ")
+	return built(t, what, strings.TrimSuffix(filepath.Base(src), ".c"), func(out string) ([]byte, error) {
+		args := append([]string{"-O1", "-g", "-pthread", "-fno-omit-frame-pointer", "-o", out, Testdata(t, src)}, extra...)
+		return exec.Command(gcc, args...).CombinedOutput()
+	})
+}
+
+// built returns a copy, in the test's temporary directory, of the binary
+// name that build makes; what says which build it is. Under Main a build
+// runs once per test binary (a package's tests start the same programs
+// dozens of times), and each test gets a copy of its own to run, move or
+// remove.
+func built(t testing.TB, what, name string, build func(out string) ([]byte, error)) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), name)
+	if buildCache.dir == "" { // not under Main: nothing removes a shared copy
+		if out, err := build(dst); err != nil {
+			t.Fatalf("%s: %v\n%s", what, err, out)
+		}
+		return dst
 	}
-	return out
+	buildCache.mu.Lock()
+	b := buildCache.builds[what]
+	if b == nil {
+		b = &cachedBuild{path: filepath.Join(buildCache.dir, strconv.Itoa(len(buildCache.builds)), name)}
+		buildCache.builds[what] = b
+	}
+	buildCache.mu.Unlock()
+	b.once.Do(func() {
+		if b.err = os.MkdirAll(filepath.Dir(b.path), 0o755); b.err == nil {
+			b.out, b.err = build(b.path)
+		}
+	})
+	if b.err != nil {
+		t.Fatalf("%s: %v\n%s", what, b.err, b.out)
+	}
+	if err := copyFile(b.path, dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// buildCache holds the binaries built once per test binary (under Main,
+// which makes and removes its directory).
+var buildCache struct {
+	dir    string
+	mu     sync.Mutex
+	builds map[string]*cachedBuild // by what built it
+}
+
+type cachedBuild struct {
+	once sync.Once
+	path string
+	out  []byte
+	err  error
 }
 
 // Target is a running test target.
@@ -184,7 +235,8 @@ type Target struct {
 }
 
 // Start runs path with args, and kills it (and reaps it) when the test
-// ends. The target's stdout is a pipe the test reads with WaitLine; stderr
+// ends, removing the files its runtime wrote into /tmp for it (perf map,
+// jitdump: the JIT tests read them while it runs). The target's stdout is a pipe the test reads with WaitLine; stderr
 // is kept for failure messages.
 func Start(t testing.TB, path string, args ...string) *Target {
 	t.Helper()
@@ -209,6 +261,7 @@ func StartCmd(t testing.TB, cmd *exec.Cmd) *Target {
 		t.Fatalf("start %s: %v", cmd.Path, err)
 	}
 	tg.Pid = cmd.Process.Pid
+	startedPids.Store(tg.Pid, true)
 	tg.Stdout = bufio.NewReader(stdout)
 	go func() {
 		tg.err = cmd.Wait()
@@ -222,6 +275,7 @@ func StartCmd(t testing.TB, cmd *exec.Cmd) *Target {
 		case <-time.After(10 * time.Second):
 			t.Errorf("target %d did not exit after SIGKILL", tg.Pid)
 		}
+		removeRuntimeFiles(tg.Pid)
 	})
 	return tg
 }

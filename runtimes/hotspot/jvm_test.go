@@ -3,7 +3,6 @@ package hotspot
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -14,11 +13,7 @@ import (
 )
 
 // The tests run real JVMs: testdata/jvm/Stall.java.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testutil.RemoveJavaClasses()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m, testutil.RemoveJavaClasses) }
 
 // startStall runs `java [flags] Stall mode args...` and waits for it.
 func startStall(t testing.TB, flags []string, mode string, args ...string) *testutil.Target {

@@ -194,7 +194,7 @@ func TestCodeCacheMatchesPerfMap(t *testing.T) {
 	testutil.RequirePtrace(t)
 	jcmd := testutil.RequireTool(t, "jcmd")
 	tg := startStall(t, nil, "deadlock")
-	mapFile := filepath.Join(os.TempDir(), "perf-"+strconv.Itoa(tg.Pid)+".map")
+	mapFile := filepath.Join("/tmp", "perf-"+strconv.Itoa(tg.Pid)+".map") // the JVM's java.io.tmpdir, whatever $TMPDIR says
 	t.Cleanup(func() { os.Remove(mapFile) })
 	// The VM compiles as it gets the CPU: a loaded host takes longer to
 	// give it the hundred compiled methods compared below.

@@ -18,11 +18,7 @@ import (
 )
 
 // The tests attach to real JVMs running testdata/jvm/Stall.java.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testutil.RemoveJavaClasses()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m, testutil.RemoveJavaClasses) }
 
 // jvm is a test JVM: the target and where it runs.
 type jvm struct {
@@ -141,7 +137,7 @@ func TestThreadPrint(t *testing.T) {
 	if ents, _ := os.ReadDir(j.cwd); len(ents) != 0 {
 		t.Errorf("left in the JVM's directory: %v", ents)
 	}
-	if _, err := os.Stat(filepath.Join(os.TempDir(), ".attach_pid"+strconv.Itoa(j.pid))); err == nil {
+	if _, err := os.Stat(filepath.Join(javaTmp, ".attach_pid"+strconv.Itoa(j.pid))); err == nil {
 		t.Error("a trigger file left in /tmp")
 	}
 }
@@ -151,7 +147,7 @@ func TestThreadPrint(t *testing.T) {
 func TestCompilerPerfmap(t *testing.T) {
 	testutil.RequireRoot(t)
 	j := startJVM(t, nil, "", nil, "deadlock")
-	m := filepath.Join(os.TempDir(), "perf-"+strconv.Itoa(j.pid)+".map")
+	m := filepath.Join(javaTmp, "perf-"+strconv.Itoa(j.pid)+".map")
 	t.Cleanup(func() { os.Remove(m) })
 	c := newClient(t, j.pid, Options{})
 	if _, err := command(t, c, "Compiler.perfmap", time.Minute); err != nil {
@@ -203,7 +199,7 @@ func TestContainer(t *testing.T) {
 	if c.nspid == j.pid {
 		t.Errorf("the JVM's own pid %d is the host's", c.nspid)
 	}
-	if _, err := os.Stat(filepath.Join(os.TempDir(), ".java_pid"+strconv.Itoa(c.nspid))); err == nil {
+	if _, err := os.Stat(filepath.Join(javaTmp, ".java_pid"+strconv.Itoa(c.nspid))); err == nil {
 		t.Error("the container's socket is in the host's /tmp")
 	}
 }
@@ -255,7 +251,7 @@ func TestRefused(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			j := startJVM(t, nil, "", c.flags, "deadlock")
-			os.Remove(filepath.Join(os.TempDir(), ".java_pid"+strconv.Itoa(j.pid)))
+			os.Remove(filepath.Join(javaTmp, ".java_pid"+strconv.Itoa(j.pid)))
 			var opts Options
 			if c.memory {
 				opts.Flags = vmFlags(t, j.pid)
@@ -341,3 +337,7 @@ func TestReduceSignalUsage(t *testing.T) {
 		t.Errorf("signalled %v; the dump:\n%.300s", c.Signalled(), out)
 	}
 }
+
+// javaTmp is where the JVM keeps its attach files and perf map: its
+// java.io.tmpdir, /tmp whatever $TMPDIR says.
+const javaTmp = "/tmp"
