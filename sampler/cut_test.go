@@ -25,7 +25,11 @@ func TestCutContiguous(t *testing.T) {
 	cur := s.StartRecording()
 	var cuts []*Recording
 	var samples [][]Sample
-	for i := 0; i < 6; i++ {
+	// Cut until the cuts hold 100 on-CPU samples (0.1 s of two spinners
+	// at 499 Hz on an idle host; a loaded one gives the spinners less of
+	// a CPU, so it takes more cuts), at least six.
+	held := 0
+	for i := 0; i < 6 || held < 100 && i < 300; i++ {
 		time.Sleep(150 * time.Millisecond)
 		// Cut a little in the past: samples taken since then move to
 		// the next recording.
@@ -34,7 +38,13 @@ func TestCutContiguous(t *testing.T) {
 			t.Fatalf("cut %d ends at %d, the next begins at %d", i, cur.End(), next.Start())
 		}
 		cuts = append(cuts, cur)
-		samples = append(samples, cur.Stop())
+		ss := cur.Stop()
+		samples = append(samples, ss)
+		for _, smp := range ss {
+			if smp.Kind == OnCPU {
+				held++
+			}
+		}
 		cur = next
 	}
 	all := whole.Stop()
@@ -82,7 +92,7 @@ func TestCutContiguous(t *testing.T) {
 		t.Errorf("the cuts hold %d on-CPU samples, the whole recording %d in their span", len(onCPU), want)
 	}
 	if want < 100 {
-		t.Errorf("%d on-CPU samples in 0.6 s of two spinners at 499 Hz; want at least 100", want)
+		t.Errorf("%d on-CPU samples in %d cuts of 0.1 s of two spinners at 499 Hz; want at least 100", want, len(cuts))
 	}
 	if len(offWhole) < 4 {
 		t.Errorf("off-CPU time of %d threads, want the sleeper, the piper and two nappers", len(offWhole))

@@ -422,9 +422,12 @@ rules:
 		}
 	}
 	// The exited process's last period ends at its exit, and none after.
+	// (Not "shorter than the 2 s period": a period begins where the one
+	// before it ended, which a loaded host makes late — 2.05 s — so one
+	// cut by an exit just after its nominal end can be longer.)
 	last := m[pe][len(m[pe])-1]
 	end := parseEventTime(t, last.Event.End)
-	if !slices.Contains(last.Tags, "period_cut:target_exited") || end.After(exited) || end.Sub(parseEventTime(t, last.Event.Start)) >= 2*time.Second {
+	if !slices.Contains(last.Tags, "period_cut:target_exited") || end.After(exited) {
 		t.Errorf("the exited process's last period %s → %s, tags %v (it exited by %v)", last.Event.Start, last.Event.End, last.Tags, exited)
 	}
 	// The frozen one's capture, among its periods.
