@@ -172,6 +172,7 @@ type Daemon struct {
 	// (cmdlineNeed, and enough to show); execs bounds the work exec
 	// events make.
 	cmdlineBytes int
+	cmdlines     procwatch.CmdlineReader
 	execBudget   execBudget
 	// conn is the process connector (nil: scans only); it reports the
 	// forks of watched processes too (forkParents).
@@ -349,8 +350,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		case pids := <-d.execs:
 			now := time.Now()
 			for _, pid := range pids {
-				if d.execBudget.take(now, d.cmdlineBytes) {
-					d.consider(pid, now, true)
+				if d.execBudget.take(now) {
+					d.execBudget.charge(d.consider(pid, now, true))
 				}
 			}
 			d.logExecOverflow(now)
@@ -521,73 +522,88 @@ const (
 )
 
 // consider starts watching pid if a rule selects it. force looks at it
-// even if it was looked at recently (an exec, a pid file naming it).
-func (d *Daemon) consider(pid int, now time.Time, force bool) {
+// even if it was looked at recently (an exec, a pid file naming it). It
+// returns the bytes of command line it read (what exec events are
+// charged, execBudget).
+func (d *Daemon) consider(pid int, now time.Time, force bool) int {
 	if pid == d.self || d.stopping[pid] {
-		return
+		return 0
 	}
 	if _, ok := d.targets[pid]; ok {
 		// Watched already; a pid reused before the old process's exit
 		// reached us is looked at again when its target ends.
-		return
+		return 0
 	}
 	s, ok := d.seen[pid]
 	if ok && !force && s.gen == d.gen {
 		young := now.Sub(s.first) < youngFor
 		if !young && now.Sub(s.evaluated) < revisitOld {
-			return
+			return 0
 		}
 	}
-	if id, out := d.cmdlineRulesOut(pid); out {
-		if !ok || s.start != id.Start {
-			s = seen{start: id.Start, first: now}
+	read, out := d.cmdlineRulesOut(pid)
+	if out {
+		if force {
+			// An exec, or a pid file naming it: the process's start
+			// time is left unread (it would double the files read a
+			// host's exec costs) — a new program is young again, and
+			// the next scan reads the start time (a pid reused since is
+			// then a new process).
+			s = seen{first: now}
+		} else {
+			id, err := procwatch.StartOf(pid)
+			if err != nil {
+				return read // gone
+			}
+			if !ok || s.start != id.Start {
+				s = seen{start: id.Start, first: now}
+			}
 		}
 		s.evaluated, s.gen = now, d.gen
 		d.seen[pid] = s
-		return
+		return read
 	}
 	f, err := procwatch.ReadCmdline(pid, d.cmdlineBytes)
 	if err != nil {
-		return
+		return read
 	}
+	read += min(len(f.CommandLine()), d.cmdlineBytes)
 	if !ok || s.start != f.Start {
 		s = seen{start: f.Start, first: now}
 	}
 	s.evaluated, s.gen = now, d.gen
 	d.seen[pid] = s
 	if len(f.Cmdline) == 0 {
-		return // a kernel thread
+		return read // a kernel thread
 	}
 	if r := d.match(&f); r != nil {
 		d.startTarget(f, r)
 	}
+	return read
 }
 
 // cmdlineRulesOut reports whether process pid's command line alone rules
 // it out: every rule selects by command line, and none matches (an empty
-// one, a kernel thread's or a zombie's, matches none). It reads two files
-// where the facts take six: the daemon looks at every exec on the host.
-func (d *Daemon) cmdlineRulesOut(pid int) (procwatch.ID, bool) {
+// one, a kernel thread's or a zombie's, matches none), and how many bytes
+// of it were read. It reads one file, into the daemon's buffer, and
+// allocates nothing where the facts take six files: the daemon looks at
+// every exec on the host.
+func (d *Daemon) cmdlineRulesOut(pid int) (read int, out bool) {
 	for i := range d.cfg.Rules {
 		if d.cfg.Rules[i].Select.Cmdline == nil {
-			return procwatch.ID{}, false
+			return 0, false
 		}
 	}
-	id, err := procwatch.StartOf(pid)
+	line, err := d.cmdlines.Read(pid, d.cmdlineBytes)
 	if err != nil {
-		return id, false
+		return 0, false
 	}
-	args, err := procfs.CmdlinePrefix(pid, d.cmdlineBytes)
-	if err != nil {
-		return id, false
-	}
-	line := strings.Join(args, " ")
 	for i := range d.cfg.Rules {
-		if len(args) > 0 && d.cfg.Rules[i].Select.Cmdline.MatchString(line) {
-			return id, false
+		if len(line) > 0 && d.cfg.Rules[i].Select.Cmdline.Match(line) {
+			return len(line), false
 		}
 	}
-	return id, true
+	return len(line), true
 }
 
 // match is the first rule that selects f.
