@@ -8,8 +8,11 @@ import (
 	"os"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stallwatch/stallwatch/internal/monotime"
 )
 
 // The process connector's protocol (linux/connector.h, linux/cn_proc.h):
@@ -141,8 +144,11 @@ func (c *Connector) Run(ctx context.Context, fn func(Event), lost func()) error 
 // meanwhile wait in the socket's buffer (so none is later than every),
 // and a host that starts 50 processes a second costs a reader that
 // wakes 10 times a second (every = 100 ms), not 50 (each wake-up of an
-// idle process costs more CPU than reading its events). fn must not keep
-// the slice.
+// idle process costs more CPU than reading its events). The wake-ups
+// fall on the multiples of every on CLOCK_MONOTONIC, where a daemon's
+// other periodic work falls too (its watchdogs' deadlines, its progress
+// readings): one wake-up of the process serves them all. Reading
+// allocates nothing. fn must not keep the slice.
 func (c *Connector) RunBatches(ctx context.Context, every time.Duration, fn func([]Event), lost func()) error {
 	stop := context.AfterFunc(ctx, func() { c.f.Close() })
 	defer stop()
@@ -152,13 +158,19 @@ func (c *Connector) RunBatches(ctx context.Context, every time.Duration, fn func
 	}
 	buf := make([]byte, 64<<10)
 	var batch []Event
+	var wait *time.Timer
+	if every > 0 {
+		wait = time.NewTimer(time.Hour)
+		wait.Stop()
+		defer wait.Stop()
+	}
 	for {
 		var rerr error
 		overrun := false
 		batch = batch[:0]
 		err := rc.Read(func(fd uintptr) bool {
 			for {
-				n, _, err := unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
+				n, err := recvNonblock(fd, buf)
 				switch {
 				case err == unix.EINTR:
 					continue
@@ -169,11 +181,11 @@ func (c *Connector) RunBatches(ctx context.Context, every time.Duration, fn func
 					// Nothing (more) waiting: done if this wake-up
 					// read something, else wait for readability.
 					return len(batch) > 0 || overrun
-				case err != nil:
+				case err != 0:
 					rerr = err
 					return true
 				}
-				batch = c.keep(batch, ParseEvents(buf[:n]))
+				batch = c.keep(batch, buf[:n])
 			}
 		})
 		switch {
@@ -191,23 +203,43 @@ func (c *Connector) RunBatches(ctx context.Context, every time.Duration, fn func
 		if len(batch) > 0 {
 			fn(batch)
 		}
-		if every > 0 {
-			t := time.NewTimer(every)
+		if wait != nil {
+			wait.Reset(untilGrid(monotime.Duration(), every))
 			select {
 			case <-ctx.Done():
-				t.Stop()
 				return ctx.Err()
-			case <-t.C:
+			case <-wait.C:
 			}
 		}
 	}
 }
 
-// keep appends to batch the events a caller is told of: forks only of
-// the parents asked for (a filter past maxForkParents lets every process
-// fork through).
-func (c *Connector) keep(batch, evs []Event) []Event {
-	for _, ev := range evs {
+// untilGrid is the time from now to the next multiple of every.
+func untilGrid(now, every time.Duration) time.Duration {
+	return every - now%every
+}
+
+// recvNonblock reads one datagram without waiting. A raw system call:
+// it never blocks (MSG_DONTWAIT), and the runtime's bookkeeping of one
+// that might wakes its monitor thread (sysmon) from its sleep when the
+// process was idle — a wake-up, and then a spell of short sleeps, at
+// each batch.
+func recvNonblock(fd uintptr, buf []byte) (int, unix.Errno) {
+	n, _, errno := unix.RawSyscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), unix.MSG_DONTWAIT, 0, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), 0
+}
+
+// keep appends to batch the events of a datagram a caller is told of:
+// forks only of the parents asked for (a filter past maxForkParents lets
+// every process fork through).
+func (c *Connector) keep(batch []Event, datagram []byte) []Event {
+	from := len(batch)
+	batch = appendEvents(batch, datagram)
+	kept := batch[:from]
+	for _, ev := range batch[from:] {
 		if ev.Fork {
 			c.mu.Lock()
 			asked := c.parents[ev.Parent]
@@ -216,15 +248,17 @@ func (c *Connector) keep(batch, evs []Event) []Event {
 				continue
 			}
 		}
-		batch = append(batch, ev)
+		kept = append(kept, ev)
 	}
-	return batch
+	return kept
 }
 
 // ParseEvents reads the exec and exit events of a datagram from the
 // process connector; anything else, or anything malformed, is skipped.
-func ParseEvents(b []byte) []Event {
-	var evs []Event
+func ParseEvents(b []byte) []Event { return appendEvents(nil, b) }
+
+// appendEvents is ParseEvents appending to evs.
+func appendEvents(evs []Event, b []byte) []Event {
 	for len(b) >= nlmsgHdrLen {
 		l := int(binary.NativeEndian.Uint32(b[0:]))
 		if l < nlmsgHdrLen || l > len(b) {
