@@ -204,7 +204,7 @@ func (c *Connector) RunBatches(ctx context.Context, every time.Duration, fn func
 			fn(batch)
 		}
 		if wait != nil {
-			wait.Reset(untilGrid(monotime.Duration(), every))
+			wait.Reset(monotime.UntilGrid(every))
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
@@ -212,11 +212,6 @@ func (c *Connector) RunBatches(ctx context.Context, every time.Duration, fn func
 			}
 		}
 	}
-}
-
-// untilGrid is the time from now to the next multiple of every.
-func untilGrid(now, every time.Duration) time.Duration {
-	return every - now%every
 }
 
 // recvNonblock reads one datagram without waiting. A raw system call:
