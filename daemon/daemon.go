@@ -385,7 +385,10 @@ func (d *Daemon) startDiscovery(ctx context.Context) time.Duration {
 		d.log.Info("finding processes by a scan of /proc", "every", every)
 		return every
 	}
-	c, err := procwatch.ListenExec()
+	// Exits too: most of a host's execs are short (a shell's commands),
+	// and one that exits in the batch of its exec is dropped there,
+	// never looked for in /proc.
+	c, err := procwatch.Listen()
 	if err != nil {
 		d.discover = "scan of /proc every " + every.String()
 		d.log.Info("finding processes by a scan of /proc (the process connector needs root in the host's namespaces)", "every", every, "connector", err)
@@ -393,10 +396,19 @@ func (d *Daemon) startDiscovery(ctx context.Context) time.Duration {
 	}
 	d.conn = c
 	go func() {
+		exited := map[int]int{} // pid → its exit's index in the batch
 		err := c.RunBatches(ctx, execBatch, func(evs []procwatch.Event) {
+			clear(exited)
+			for i, ev := range evs {
+				if ev.Exit {
+					exited[ev.PID] = i
+				}
+			}
 			var pids []int
-			for _, ev := range evs {
-				if !ev.Exit { // an exit: the watchdog's pidfd says so
+			for i, ev := range evs {
+				// An exit is the watchdog's to see (its pidfd); an exec
+				// whose process exited after it in the batch is gone.
+				if j, gone := exited[ev.PID]; !ev.Exit && (!gone || j < i) {
 					pids = append(pids, ev.PID)
 				}
 			}
@@ -541,7 +553,10 @@ func (d *Daemon) consider(pid int, now time.Time, force bool) int {
 			return 0
 		}
 	}
-	read, out := d.cmdlineRulesOut(pid)
+	read, out, err := d.cmdlineRulesOut(pid)
+	if errors.Is(err, procfs.ErrGone) {
+		return read // most of a host's execs: gone before they are read
+	}
 	if out {
 		if force {
 			// An exec, or a pid file naming it: the process's start
@@ -585,25 +600,26 @@ func (d *Daemon) consider(pid int, now time.Time, force bool) int {
 // cmdlineRulesOut reports whether process pid's command line alone rules
 // it out: every rule selects by command line, and none matches (an empty
 // one, a kernel thread's or a zombie's, matches none), and how many bytes
-// of it were read. It reads one file, into the daemon's buffer, and
+// of it were read; err is why it could not be read (procfs.ErrGone: the
+// process exited). It reads one file, into the daemon's buffer, and
 // allocates nothing where the facts take six files: the daemon looks at
 // every exec on the host.
-func (d *Daemon) cmdlineRulesOut(pid int) (read int, out bool) {
+func (d *Daemon) cmdlineRulesOut(pid int) (read int, out bool, err error) {
 	for i := range d.cfg.Rules {
 		if d.cfg.Rules[i].Select.Cmdline == nil {
-			return 0, false
+			return 0, false, nil
 		}
 	}
 	line, err := d.cmdlines.Read(pid, d.cmdlineBytes)
 	if err != nil {
-		return 0, false
+		return 0, false, err
 	}
 	for i := range d.cfg.Rules {
 		if len(line) > 0 && d.cfg.Rules[i].Select.Cmdline.Match(line) {
-			return len(line), false
+			return len(line), false, nil
 		}
 	}
-	return len(line), true
+	return len(line), true, nil
 }
 
 // match is the first rule that selects f.

@@ -1,7 +1,6 @@
 package procwatch
 
 import (
-	"fmt"
 	"io/fs"
 	"strconv"
 	"syscall"
@@ -20,13 +19,15 @@ import (
 type CmdlineReader struct {
 	buf  []byte
 	path []byte
+	err  cmdlineError
 }
 
 // Read returns the first n bytes of process pid's command line, its
 // arguments joined by spaces as Facts.CommandLine joins them (the
 // terminating NUL dropped); empty for a kernel thread or a zombie. The
-// bytes are valid until the next Read. A process that is gone is
-// procfs.ErrGone.
+// bytes, and the error, are valid until the next Read. A process that is
+// gone is procfs.ErrGone (most of a host's execs are gone by the time
+// they are read: the error allocates nothing either).
 func (r *CmdlineReader) Read(pid, n int) ([]byte, error) {
 	if cap(r.buf) < n {
 		r.buf = make([]byte, n)
@@ -35,7 +36,7 @@ func (r *CmdlineReader) Read(pid, n int) ([]byte, error) {
 	r.path = append(strconv.AppendInt(append(append(r.path[:0], procfs.Root...), '/'), int64(pid), 10), "/cmdline\x00"...)
 	fd, err := openRead(r.path)
 	if err != nil {
-		return nil, goneOr(pid, "open", err)
+		return nil, r.fail(pid, "open", err)
 	}
 	defer syscall.Close(fd)
 	got := 0
@@ -45,7 +46,7 @@ func (r *CmdlineReader) Read(pid, n int) ([]byte, error) {
 			continue
 		}
 		if err != nil {
-			return nil, goneOr(pid, "read", err)
+			return nil, r.fail(pid, "read", err)
 		}
 		if m == 0 {
 			break
@@ -83,12 +84,27 @@ func openRead(path []byte) (int, error) {
 // absolute), as the system call takes it.
 var atFDCWD = -100
 
-// goneOr names the command line's file in err, and says ErrGone for a
-// process that exited.
-func goneOr(pid int, op string, err error) error {
-	perr := &fs.PathError{Op: op, Path: procfs.PidPath(pid, "cmdline"), Err: err}
-	if err == syscall.ENOENT || err == syscall.ESRCH {
-		return fmt.Errorf("%w: %w", procfs.ErrGone, perr)
-	}
-	return perr
+// fail is the error of a read of pid's command line.
+func (r *CmdlineReader) fail(pid int, op string, err error) error {
+	r.err = cmdlineError{pid: pid, op: op, err: err}
+	return &r.err
+}
+
+// cmdlineError is a failed read of a command line: it names the file
+// (formatted when asked), and is procfs.ErrGone for a process that
+// exited.
+type cmdlineError struct {
+	pid int
+	op  string
+	err error
+}
+
+func (e *cmdlineError) Error() string {
+	return (&fs.PathError{Op: e.op, Path: procfs.PidPath(e.pid, "cmdline"), Err: e.err}).Error()
+}
+
+func (e *cmdlineError) Unwrap() error { return e.err }
+
+func (e *cmdlineError) Is(target error) bool {
+	return target == procfs.ErrGone && (e.err == syscall.ENOENT || e.err == syscall.ESRCH)
 }

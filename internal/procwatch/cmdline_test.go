@@ -2,6 +2,7 @@ package procwatch
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stallwatch/stallwatch/internal/procfs"
@@ -41,7 +42,11 @@ func TestCmdlineReader(t *testing.T) {
 	}
 	_ = tg.Cmd.Process.Kill()
 	<-tg.Done()
-	if _, err := r.Read(tg.Pid, 4096); !errors.Is(err, procfs.ErrGone) {
-		t.Errorf("Read of a reaped process: %v, want procfs.ErrGone", err)
+	_, err = r.Read(tg.Pid, 4096)
+	if !errors.Is(err, procfs.ErrGone) || !strings.Contains(err.Error(), procfs.PidPath(tg.Pid, "cmdline")) {
+		t.Errorf("Read of a reaped process: %v, want procfs.ErrGone naming its file", err)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { _, _ = r.Read(tg.Pid, 4096) }); allocs != 0 {
+		t.Errorf("%v allocations a read of a process gone, want none", allocs)
 	}
 }

@@ -196,7 +196,7 @@ func (c *Connector) RunBatches(ctx context.Context, every time.Duration, fn func
 	}()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
-	buf := make([]byte, 64<<10)
+	rb := newRecvBatch()
 	var batch []Event
 	var pace *time.Timer
 	if every > 0 {
@@ -217,7 +217,7 @@ func (c *Connector) RunBatches(ctx context.Context, every time.Duration, fn func
 			}
 			var overrun bool
 			var err error
-			batch, overrun, err = c.drain(buf, batch[:0])
+			batch, overrun, err = c.drain(rb, batch[:0])
 			if err != nil {
 				return fmt.Errorf("process connector: %w", err)
 			}
@@ -299,12 +299,17 @@ func readable(fd uintptr) bool {
 
 // drain reads every datagram waiting, appending the events a caller is
 // told of to batch; overrun says the kernel dropped some (ENOBUFS).
-func (c *Connector) drain(buf []byte, batch []Event) (_ []Event, overrun bool, _ error) {
+func (c *Connector) drain(rb *recvBatch, batch []Event) (_ []Event, overrun bool, _ error) {
 	for {
-		n, err := recvNonblock(uintptr(c.fd), buf)
+		n, err := rb.recv(uintptr(c.fd))
 		switch err {
 		case 0:
-			batch = c.keep(batch, buf[:n])
+			for i := range n {
+				batch = c.keep(batch, rb.datagram(i))
+			}
+			if n < recvBatchLen {
+				return batch, overrun, nil
+			}
 		case unix.EINTR:
 		case unix.ENOBUFS:
 			overrun = true
@@ -316,17 +321,47 @@ func (c *Connector) drain(buf []byte, batch []Event) (_ []Event, overrun bool, _
 	}
 }
 
-// recvNonblock reads one datagram without waiting. A raw system call:
-// it never blocks (MSG_DONTWAIT), and the runtime's bookkeeping of one
-// that might wakes its monitor thread (sysmon) from its sleep when the
-// process was idle — a wake-up, and then a spell of short sleeps, at
-// each batch.
-func recvNonblock(fd uintptr, buf []byte) (int, unix.Errno) {
-	n, _, errno := unix.RawSyscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), unix.MSG_DONTWAIT, 0, 0)
+// A connector's datagram is one event: its headers and a proc_event, 76
+// bytes or so; recvBatchLen of them are read in one system call.
+const (
+	recvBatchLen  = 64
+	recvSlotBytes = 512
+)
+
+// recvBatch is the buffers and headers of one recvmmsg(2).
+type recvBatch struct {
+	data []byte
+	hdrs []unix.Mmsghdr
+	iovs []unix.Iovec
+}
+
+func newRecvBatch() *recvBatch {
+	b := &recvBatch{data: make([]byte, recvBatchLen*recvSlotBytes), hdrs: make([]unix.Mmsghdr, recvBatchLen), iovs: make([]unix.Iovec, recvBatchLen)}
+	for i := range b.hdrs {
+		b.iovs[i].Base = &b.data[i*recvSlotBytes]
+		b.iovs[i].SetLen(recvSlotBytes)
+		b.hdrs[i].Hdr.Iov = &b.iovs[i]
+		b.hdrs[i].Hdr.Iovlen = 1
+	}
+	return b
+}
+
+// recv reads the datagrams waiting, up to recvBatchLen, without waiting.
+// A raw system call: it never blocks (MSG_DONTWAIT), and the runtime's
+// bookkeeping of one that might wakes its monitor thread (sysmon) from
+// its sleep when the process was idle.
+func (b *recvBatch) recv(fd uintptr) (int, unix.Errno) {
+	n, _, errno := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.hdrs[0])), recvBatchLen, unix.MSG_DONTWAIT, 0, 0)
 	if errno != 0 {
 		return 0, errno
 	}
 	return int(n), 0
+}
+
+// datagram is datagram i of the last recv (a longer one, which no
+// connector message is, cut to its slot: ParseEvents skips what is cut).
+func (b *recvBatch) datagram(i int) []byte {
+	return b.data[i*recvSlotBytes : i*recvSlotBytes+min(int(b.hdrs[i].Len), recvSlotBytes)]
 }
 
 // keep appends to batch the events of a datagram a caller is told of:

@@ -233,38 +233,42 @@ func TestConnectorFilter(t *testing.T) {
 		// The shell's last event: its exit, or without exits its second
 		// exec (of /bin/true in its place), after its subshell's.
 		sawShellEnd, shellExecs := false, 0
-		buf := make([]byte, 64<<10)
+		rb := newRecvBatch()
 		deadline := time.Now().Add(30 * time.Second)
 		for !sawShellEnd && time.Now().Before(deadline) {
 			fds := []unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLIN}}
 			if ready, err := unix.Poll(fds, int(time.Until(deadline).Milliseconds())+1); ready == 0 || err != nil && err != unix.EINTR {
 				break
 			}
-			n, errno := recvNonblock(uintptr(c.fd), buf)
+			n, errno := rb.recv(uintptr(c.fd))
 			if errno == unix.EAGAIN || errno == unix.EINTR {
 				continue
 			}
 			if errno != 0 {
-				t.Fatalf("exits %v: recvfrom: %v", exits, errno)
+				t.Fatalf("exits %v: recvmmsg: %v", exits, errno)
 			}
-			msg := buf[:n]
-			if len(msg) < tgidAt+4 {
-				t.Errorf("exits %v: a short datagram passed the filter: % x", exits, msg)
-				continue
+			for i := range n {
+				msg := rb.datagram(i)
+				if len(msg) < tgidAt+4 {
+					t.Errorf("exits %v: a short datagram passed the filter: % x", exits, msg)
+					continue
+				}
+				what := binary.NativeEndian.Uint32(msg[whatAt:])
+				pid := int(int32(binary.NativeEndian.Uint32(msg[pidAt:])))
+				tgid := int(int32(binary.NativeEndian.Uint32(msg[tgidAt:])))
+				switch {
+				case what == procEventExec:
+				case exits && what == procEventExit && pid == tgid:
+				default:
+					t.Errorf("exits %v: event %#x of pid %d (tgid %d) passed the filter", exits, what, pid, tgid)
+				}
+				if tgid == sh && what == procEventExec {
+					shellExecs++
+				}
+				if tgid == sh && (what == procEventExit || (!exits && shellExecs == 2)) {
+					sawShellEnd = true
+				}
 			}
-			what := binary.NativeEndian.Uint32(msg[whatAt:])
-			pid := int(int32(binary.NativeEndian.Uint32(msg[pidAt:])))
-			tgid := int(int32(binary.NativeEndian.Uint32(msg[tgidAt:])))
-			switch {
-			case what == procEventExec:
-			case exits && what == procEventExit && pid == tgid:
-			default:
-				t.Errorf("exits %v: event %#x of pid %d (tgid %d) passed the filter", exits, what, pid, tgid)
-			}
-			if tgid == sh && what == procEventExec {
-				shellExecs++
-			}
-			sawShellEnd = tgid == sh && (what == procEventExit || (!exits && shellExecs == 2))
 		}
 		c.Close()
 		if !sawShellEnd {
