@@ -499,6 +499,47 @@ rules:
 	}
 }
 
+// TestDaemonExecBurst: a target that executes among a burst of the
+// host's processes (a build, a cron job's shell) is watched at once, from
+// its exec event: the daemon's bound on the work exec events make (2,000
+// processes and 4 MiB of command lines a second) is of the bytes it
+// reads. It charged each exec the 128 KiB an unanchored pattern may need
+// whatever its command line held, so that after 32 execs in a second the
+// rest were left to the backstop scan (here 10 minutes away).
+func TestDaemonExecBurst(t *testing.T) {
+	testutil.RequirePerf(t)
+	testutil.RequirePtrace(t)
+	tag := marker()
+	e := newDaemonEnv(t, `
+out: OUT
+scan-interval: 1m
+rules:
+  - name: beaters
+    match: {cmdline: 'beater .*-metric `+tag+`'}
+    heartbeat-proc: true
+`)
+	e.start(t)
+	if !strings.Contains(e.sw.Stderr(), "exec events") {
+		testutil.Skip(t, "the daemon cannot listen to the process connector here; a burst only matters to exec events")
+	}
+	// 150 execs, then the target: over a second boundary of the bound
+	// or not, more than 32 come before it in its second. They live on
+	// (one that exits in the batch of its exec is dropped unread, and
+	// costs the bound nothing).
+	for range 150 {
+		cmd := exec.Command("/bin/sleep", "600")
+		if err := testutil.StartProcess(cmd); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	}
+	tg := startBeater(t, tag)
+	e.waitTarget(t, tg.Pid, "watched after a burst of 150 execs", 10*time.Second, watched)
+	if strings.Contains(e.sw.Stderr(), "left to the next scan") {
+		t.Errorf("exec events were left to the scan:\n%s", e.sw.Stderr())
+	}
+}
+
 // TestDaemonWrappers: `timeout 120 beater …` is two processes whose
 // command lines both match 'beater .*-metric TAG'. The rule selects the
 // beater, never timeout (whose threads only wait for it); --check lists
