@@ -101,9 +101,10 @@
 //
 // BenchmarkDaemon (200 progress and 50 tap targets, the tap's 500
 // datagrams a second, the host forking 50 processes a second and more):
-// 0.53% of a core at 77 forks/s, 0.67% at 59 (load 55-64 of 2 cores),
-// where the daemon before these measures used 1.37% and 1.17% in the
-// same conditions; RSS 29 MB. What it spends (perf, 30 s): the tap's
+// 0.6% of a core at 68-78 forks/s (the median of three runs, 0.53-0.67%,
+// load 38-69 of 2 cores), where the daemon before these measures used
+// 1.27% (1.03-1.37%) in runs beside them; RSS 29 MB. What it spends
+// (perf, 30 s): the tap's
 // datagrams a quarter (a sender lookup each, a system call), wake-ups
 // and sysmon two fifths, exec events a fifth, the progress readings 7%,
 // the watchdogs 3%, the garbage collector 2%.
