@@ -96,7 +96,7 @@
 // (a buffer of the patterns' need a process, 128 KiB under an unanchored
 // pattern, kept the garbage collector busy at 200 execs a second). The
 // system calls that never block (the pidfds' ppoll, CLOCK_BOOTTIME, the
-// tap's sender lookups, the exec reads) are raw: each the runtime
+// tap's sender lookups, the exec events' recvmmsg) are raw: each the runtime
 // accounts as one that may block woke sysmon from its sleep.
 //
 // BenchmarkDaemon (200 progress and 50 tap targets, the tap's 500
