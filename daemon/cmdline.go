@@ -113,9 +113,12 @@ func maxMatchLen(t *syntax.Regexp) (int, bool) {
 }
 
 // execBudget bounds the work the kernel's exec events make each second:
-// the bytes of command lines read (the patterns' need each) and the
-// processes looked at. What is over it is left to the next scan of
-// /proc, counted, and logged at most once a minute.
+// the bytes of command lines read and the processes looked at. What is
+// over it is left to the next scan of /proc, counted, and logged at most
+// once a minute. The bytes are those read, not the patterns' need: a
+// host's command lines are short, and charging each the 128 KiB an
+// unanchored pattern may read left all but 32 execs a second to the
+// scan.
 type execBudget struct {
 	window   time.Time
 	bytes, n int
@@ -129,17 +132,20 @@ const (
 	execsPerSecond     = 2000
 )
 
-// take says whether one more exec event, of cost bytes, fits this second.
-func (b *execBudget) take(now time.Time, cost int) bool {
+// take says whether one more exec event fits this second; what it reads
+// is charged after.
+func (b *execBudget) take(now time.Time) bool {
 	if now.Sub(b.window) >= time.Second {
 		b.window, b.bytes, b.n = now, 0, 0
 	}
-	if b.n >= execsPerSecond || b.bytes+cost > execBytesPerSecond && b.n > 0 {
+	if b.n >= execsPerSecond || b.bytes >= execBytesPerSecond {
 		b.over++
 		b.unlogged++
 		return false
 	}
 	b.n++
-	b.bytes += cost
 	return true
 }
+
+// charge counts the bytes of command line an exec event taken read.
+func (b *execBudget) charge(bytes int) { b.bytes += bytes }

@@ -50,35 +50,36 @@ func TestCmdlineNeedDecides(t *testing.T) {
 }
 
 func TestExecBudget(t *testing.T) {
-	var b execBudget
 	now := time.Now()
-	took := 0
-	for range 10_000 {
-		if b.take(now, 4096) {
-			took++
+	tests := []struct {
+		name  string
+		bytes int // each exec reads
+		want  int // taken in a second
+	}{
+		{"4 KiB command lines: the bytes' bound", 4096, execBytesPerSecond / 4096},
+		{"short command lines: the count's bound", 22, execsPerSecond},
+		// Before, each exec was charged the unanchored pattern's need
+		// (128 KiB) whatever it read: 32 a second.
+		{"short lines under an unanchored pattern", 60, execsPerSecond},
+		{"one exec over the bytes' bound alone is still looked at", 8 << 20, 1},
+	}
+	for _, tc := range tests {
+		var b execBudget
+		took := 0
+		for range 10_000 {
+			if b.take(now) {
+				b.charge(tc.bytes)
+				took++
+			}
 		}
-	}
-	if want := execBytesPerSecond / 4096; took != want {
-		t.Errorf("%d of 10,000 taken in a second at 4 KiB each, want %d", took, want)
-	}
-	if b.over != uint64(10_000-took) {
-		t.Errorf("over %d, want %d", b.over, 10_000-took)
-	}
-	if !b.take(now.Add(time.Second), 4096) {
-		t.Error("nothing taken in the next second")
-	}
-	var small execBudget
-	n := 0
-	for range 10_000 {
-		if small.take(now, 22) {
-			n++
+		if took != tc.want {
+			t.Errorf("%s: %d of 10,000 taken in a second, want %d", tc.name, took, tc.want)
 		}
-	}
-	if n != execsPerSecond {
-		t.Errorf("%d small ones taken, want the count's bound %d", n, execsPerSecond)
-	}
-	var huge execBudget
-	if !huge.take(now, 8<<20) {
-		t.Error("one exec over the bytes' bound alone is still looked at")
+		if b.over != uint64(10_000-took) {
+			t.Errorf("%s: over %d, want %d", tc.name, b.over, 10_000-took)
+		}
+		if !b.take(now.Add(time.Second)) {
+			t.Errorf("%s: nothing taken in the next second", tc.name)
+		}
 	}
 }

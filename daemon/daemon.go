@@ -172,6 +172,7 @@ type Daemon struct {
 	// (cmdlineNeed, and enough to show); execs bounds the work exec
 	// events make.
 	cmdlineBytes int
+	cmdlines     procwatch.CmdlineReader
 	execBudget   execBudget
 	// conn is the process connector (nil: scans only); it reports the
 	// forks of watched processes too (forkParents).
@@ -349,8 +350,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		case pids := <-d.execs:
 			now := time.Now()
 			for _, pid := range pids {
-				if d.execBudget.take(now, d.cmdlineBytes) {
-					d.consider(pid, now, true)
+				if d.execBudget.take(now) {
+					d.execBudget.charge(d.consider(pid, now, true))
 				}
 			}
 			d.logExecOverflow(now)
@@ -384,7 +385,10 @@ func (d *Daemon) startDiscovery(ctx context.Context) time.Duration {
 		d.log.Info("finding processes by a scan of /proc", "every", every)
 		return every
 	}
-	c, err := procwatch.ListenExec()
+	// Exits too: most of a host's execs are short (a shell's commands),
+	// and one that exits in the batch of its exec is dropped there,
+	// never looked for in /proc.
+	c, err := procwatch.Listen()
 	if err != nil {
 		d.discover = "scan of /proc every " + every.String()
 		d.log.Info("finding processes by a scan of /proc (the process connector needs root in the host's namespaces)", "every", every, "connector", err)
@@ -392,10 +396,19 @@ func (d *Daemon) startDiscovery(ctx context.Context) time.Duration {
 	}
 	d.conn = c
 	go func() {
+		exited := map[int]int{} // pid → its exit's index in the batch
 		err := c.RunBatches(ctx, execBatch, func(evs []procwatch.Event) {
+			clear(exited)
+			for i, ev := range evs {
+				if ev.Exit {
+					exited[ev.PID] = i
+				}
+			}
 			var pids []int
-			for _, ev := range evs {
-				if !ev.Exit { // an exit: the watchdog's pidfd says so
+			for i, ev := range evs {
+				// An exit is the watchdog's to see (its pidfd); an exec
+				// whose process exited after it in the batch is gone.
+				if j, gone := exited[ev.PID]; !ev.Exit && (!gone || j < i) {
 					pids = append(pids, ev.PID)
 				}
 			}
@@ -521,73 +534,92 @@ const (
 )
 
 // consider starts watching pid if a rule selects it. force looks at it
-// even if it was looked at recently (an exec, a pid file naming it).
-func (d *Daemon) consider(pid int, now time.Time, force bool) {
+// even if it was looked at recently (an exec, a pid file naming it). It
+// returns the bytes of command line it read (what exec events are
+// charged, execBudget).
+func (d *Daemon) consider(pid int, now time.Time, force bool) int {
 	if pid == d.self || d.stopping[pid] {
-		return
+		return 0
 	}
 	if _, ok := d.targets[pid]; ok {
 		// Watched already; a pid reused before the old process's exit
 		// reached us is looked at again when its target ends.
-		return
+		return 0
 	}
 	s, ok := d.seen[pid]
 	if ok && !force && s.gen == d.gen {
 		young := now.Sub(s.first) < youngFor
 		if !young && now.Sub(s.evaluated) < revisitOld {
-			return
+			return 0
 		}
 	}
-	if id, out := d.cmdlineRulesOut(pid); out {
-		if !ok || s.start != id.Start {
-			s = seen{start: id.Start, first: now}
+	read, out, err := d.cmdlineRulesOut(pid)
+	if errors.Is(err, procfs.ErrGone) {
+		return read // most of a host's execs: gone before they are read
+	}
+	if out {
+		if force {
+			// An exec, or a pid file naming it: the process's start
+			// time is left unread (it would double the files read a
+			// host's exec costs) — a new program is young again, and
+			// the next scan reads the start time (a pid reused since is
+			// then a new process).
+			s = seen{first: now}
+		} else {
+			id, err := procwatch.StartOf(pid)
+			if err != nil {
+				return read // gone
+			}
+			if !ok || s.start != id.Start {
+				s = seen{start: id.Start, first: now}
+			}
 		}
 		s.evaluated, s.gen = now, d.gen
 		d.seen[pid] = s
-		return
+		return read
 	}
 	f, err := procwatch.ReadCmdline(pid, d.cmdlineBytes)
 	if err != nil {
-		return
+		return read
 	}
+	read += min(len(f.CommandLine()), d.cmdlineBytes)
 	if !ok || s.start != f.Start {
 		s = seen{start: f.Start, first: now}
 	}
 	s.evaluated, s.gen = now, d.gen
 	d.seen[pid] = s
 	if len(f.Cmdline) == 0 {
-		return // a kernel thread
+		return read // a kernel thread
 	}
 	if r := d.match(&f); r != nil {
 		d.startTarget(f, r)
 	}
+	return read
 }
 
 // cmdlineRulesOut reports whether process pid's command line alone rules
 // it out: every rule selects by command line, and none matches (an empty
-// one, a kernel thread's or a zombie's, matches none). It reads two files
-// where the facts take six: the daemon looks at every exec on the host.
-func (d *Daemon) cmdlineRulesOut(pid int) (procwatch.ID, bool) {
+// one, a kernel thread's or a zombie's, matches none), and how many bytes
+// of it were read; err is why it could not be read (procfs.ErrGone: the
+// process exited). It reads one file, into the daemon's buffer, and
+// allocates nothing where the facts take six files: the daemon looks at
+// every exec on the host.
+func (d *Daemon) cmdlineRulesOut(pid int) (read int, out bool, err error) {
 	for i := range d.cfg.Rules {
 		if d.cfg.Rules[i].Select.Cmdline == nil {
-			return procwatch.ID{}, false
+			return 0, false, nil
 		}
 	}
-	id, err := procwatch.StartOf(pid)
+	line, err := d.cmdlines.Read(pid, d.cmdlineBytes)
 	if err != nil {
-		return id, false
+		return 0, false, err
 	}
-	args, err := procfs.CmdlinePrefix(pid, d.cmdlineBytes)
-	if err != nil {
-		return id, false
-	}
-	line := strings.Join(args, " ")
 	for i := range d.cfg.Rules {
-		if len(args) > 0 && d.cfg.Rules[i].Select.Cmdline.MatchString(line) {
-			return id, false
+		if len(line) > 0 && d.cfg.Rules[i].Select.Cmdline.Match(line) {
+			return len(line), false, nil
 		}
 	}
-	return id, true
+	return len(line), true, nil
 }
 
 // match is the first rule that selects f.

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -17,15 +18,20 @@ import (
 // reads them all; the first reading after a target joins comes within
 // one interval, and every later one exactly an interval after the last,
 // so a beat is seen within an interval of happening, as with a timer of
-// its own. After the readings of a wake-up, one poll(2) of the targets'
+// its own. The grids are CLOCK_MONOTONIC's own (multiples of the interval
+// from its zero), where the watchdogs' deadlines (rounded to their grain)
+// and a daemon's exec batches fall too: one wake-up of the process serves
+// them all. After the readings of a wake-up, one poll(2) of the targets'
 // pidfds throws away those of targets that exited meanwhile (their pid
-// may name another process already).
+// may name another process already). A wake-up makes no system call the
+// runtime accounts as one that may block: each would wake its monitor
+// thread (sysmon) from its sleep.
 //
 // The zero value is not usable; NewPoller makes one. It needs no Run: its
 // timer is armed while it has targets.
 type Poller struct {
 	clk   clock
-	epoch time.Duration // Mono when made: the grids' origin
+	epoch time.Duration // the grids' origin on Mono
 
 	mu      sync.Mutex
 	entries []*pollEntry
@@ -36,8 +42,10 @@ type Poller struct {
 }
 
 // NewPoller returns a poller with no targets.
-func NewPoller() *Poller { return newPoller(realClock{}) }
+func NewPoller() *Poller { return &Poller{clk: realClock{}} }
 
+// newPoller is a poller on clk whose grids start now (tests' fake
+// clocks).
 func newPoller(clk clock) *Poller {
 	return &Poller{clk: clk, epoch: clk.Now().Mono}
 }
@@ -220,12 +228,7 @@ func (pl *Poller) dropExited(es []*pollEntry) {
 	if len(pl.fds) == 0 {
 		return
 	}
-	for {
-		_, err := unix.Poll(pl.fds, 0)
-		if err != unix.EINTR {
-			break
-		}
-	}
+	pollNow(pl.fds)
 	j := 0
 	for _, e := range es {
 		if e.gone || e.pidfd < 0 {
@@ -235,5 +238,17 @@ func (pl *Poller) dropExited(es []*pollEntry) {
 			e.gone = true
 		}
 		j++
+	}
+}
+
+// pollNow polls fds without waiting. A raw system call: with a zero
+// timeout it never blocks.
+func pollNow(fds []unix.PollFd) {
+	var zero unix.Timespec
+	for {
+		_, _, errno := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)), uintptr(unsafe.Pointer(&zero)), 0, 0, 0)
+		if errno != unix.EINTR {
+			return
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 )
@@ -250,5 +251,29 @@ func TestStatusSeesUntakenBeats(t *testing.T) {
 	clk.advance(7*time.Second, 0) // past the first beat's deadline, not the second's
 	if st := w.Status(); st.State != "healthy" || st.Age != 7*time.Second {
 		t.Errorf("7s after the second beat: %+v", st)
+	}
+}
+
+// TestPollerGridIsTheClocks: a real poller reads on the multiples of the
+// interval on CLOCK_MONOTONIC itself, the instants a daemon's other
+// periodic work (exec batches, watchdog deadlines rounded to their
+// grain) falls on, so that one wake-up serves them all; the first reading
+// after a target joins is still within an interval.
+func TestPollerGridIsTheClocks(t *testing.T) {
+	pl := NewPoller()
+	for _, interval := range []time.Duration{time.Second, 300 * time.Millisecond} {
+		before := monotime.Duration()
+		e := pl.add(&Progress{PID: os.Getpid(), Interval: interval}, func() {})
+		after := monotime.Duration()
+		pl.mu.Lock()
+		due := e.due
+		pl.mu.Unlock()
+		pl.remove(e)
+		if due%interval != 0 {
+			t.Errorf("interval %v: the next reading is due at %v, no multiple of it", interval, due)
+		}
+		if due <= before || due > after+interval {
+			t.Errorf("interval %v: the next reading is due at %v, not within an interval of joining (%v..%v)", interval, due, before, after)
+		}
 	}
 }

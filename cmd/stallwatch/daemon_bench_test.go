@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,11 +17,19 @@ import (
 
 // BenchmarkDaemon: an idle daemon watching 200 processes by their
 // progress and 50 by the DogStatsD tap (the tickers wake every 100 ms;
-// the 50 send a datagram each time). It reports the daemon's CPU over 20 s
-// as a share of one core and its RSS (goals: < 0.5% and < 60 MB), the time
-// from a process starting to its being watched (exec events, and a /proc
-// scan), and from a stall's deadline to its capture being written with
-// 250 processes watched.
+// the 50 send a datagram each time). Its goal (issue 22): at most 0.5%
+// of a core while the host forks 50 processes a second, and RSS within
+// budget. It reports the daemon's CPU (utime+stime of /proc/PID/stat)
+// over idleWindow as a share of one core, twice: while the benchmark
+// forks nothing (the host's other processes fork what they fork) and
+// while it forks and executes exactly 50 processes a second itself (on
+// a schedule, caught up when late; the rate achieved is reported), with
+// every fork of the host in each window, others' beside ours. Nothing
+// asks the daemon anything during a window (a status request is work of
+// the daemon's): the targets are checked healthy before and after. It
+// reports too the time from a process starting to its being watched
+// (exec events, and a /proc scan), and from a stall's deadline to its
+// capture being written with 250 processes watched.
 func BenchmarkDaemon(b *testing.B) {
 	testutil.RequireRoot(b)
 	testutil.RequirePerf(b)
@@ -68,15 +77,7 @@ rules:
 				extra, mode = []string{"--scan-only"}, "scan-2s"
 			}
 			e.start(b, extra...)
-			healthyAll := func() bool {
-				n := 0
-				for _, ts := range e.status(b).Targets {
-					if ts.State == "healthy" {
-						n++
-					}
-				}
-				return n == len(procs)
-			}
+			healthyAll := func() bool { return healthyTargets(b, e) == len(procs) }
 			if err := testutil.Eventually(2*time.Minute, healthyAll); err != nil {
 				b.Fatalf("not all %d healthy", len(procs))
 			}
@@ -92,12 +93,11 @@ rules:
 				stopDaemon(b, e)
 				continue
 			}
-			// Idle cost.
-			// The daemon sees every exec on the host (its discovery), so
-			// the processes others start meanwhile are part of its cost:
-			// the host's forks are reported beside it. The goal is with
-			// 50 a second: the benchmark starts them itself (forker),
-			// on top of whatever others start.
+			// The late one's exit, and the status requests above, are
+			// behind the daemon before its idle cost is measured.
+			if err := testutil.Eventually(30*time.Second, func() bool { return e.target(b, late.Pid) == nil }); err != nil {
+				b.Fatal("the late process, killed, is still watched")
+			}
 			pids := []int{e.sw.Pid}
 			for _, tg := range procs {
 				pids = append(pids, tg.Pid)
@@ -107,27 +107,23 @@ rules:
 				if forks > 0 {
 					suffix = "-" + strconv.Itoa(forks) + "-forks/s"
 				}
-				stop := forker(b, forks)
-				host := testutil.WatchHost(pids...)
-				cpu0, _ := testutil.CPUTime(e.sw.Pid)
-				forks0 := hostForks()
-				t0 := time.Now()
-				time.Sleep(20 * time.Second) // the measurement window, not synchronization
-				cpu1, _ := testutil.CPUTime(e.sw.Pid)
-				window := time.Since(t0)
-				started := stop()
-				share := float64(cpu1-cpu0) / float64(window) * 100
-				b.ReportMetric(float64(hostForks()-forks0)/window.Seconds(), "host-forks/s"+suffix)
-				if forks > 0 {
-					b.ReportMetric(float64(started)/window.Seconds(), "forker-execs/s")
-				} else {
-					host.Stop().Report(b)
+				w := measureIdle(b, e.sw.Pid, pids, forks)
+				if n := healthyTargets(b, e); n != len(procs) {
+					b.Fatalf("%d of %d targets healthy after the window", n, len(procs))
 				}
-				rss := float64(rssKiB(e.sw.Pid)) / 1024
-				b.ReportMetric(share, "%core-idle"+suffix)
-				b.ReportMetric(rss, "MB-rss"+suffix)
-				b.Logf("idle daemon, 200 progress + 50 tap targets, stall-after %v, %d execs/s of our own: %.2f%% of a core over %v (goal < 0.5%% at 50), RSS %.1f MB (goal < 60 MB)",
-					stallAfter, forks, share, window.Round(time.Second), rss)
+				b.ReportMetric(w.share, "%core-idle"+suffix)
+				b.ReportMetric(w.hostForks, "host-forks/s"+suffix)
+				b.ReportMetric(w.hostForks-w.ours, "others-forks/s"+suffix)
+				b.ReportMetric(w.rssMB, "MB-rss"+suffix)
+				if forks > 0 {
+					b.ReportMetric(w.ours, "bench-forks/s")
+					w.host.Report(b) // the goal's window
+				} else {
+					b.ReportMetric(w.host.Load, "host-load-no-forks")
+					b.ReportMetric(w.host.Others, "host-others-cores-no-forks")
+				}
+				b.Logf("idle daemon, 200 progress + 50 tap targets, stall-after %v, the benchmark forking %.1f/s, the host %.1f/s: %.3f%% of a core over %v (schedstat: %.3f%%; goal ≤ 0.5%% at 50 forks/s), RSS %.1f MB; load %.1f, others %.2f cores",
+					stallAfter, w.ours, w.hostForks, w.share, w.window.Round(time.Second), w.schedShare, w.rssMB, w.host.Load, w.host.Others)
 			}
 			// A stall: from its deadline (SIGSTOP + stall-after) to its
 			// capture written.
@@ -152,9 +148,89 @@ rules:
 	}
 }
 
-// forker starts perSecond short-lived processes a second (fork and exec
-// of true, as a shell script's commands are) until the returned function
-// is called, which says how many it started.
+// idleWindow is how long the idle daemon's CPU is measured: 0.5% of a
+// core is 150 ms over it, 15 of /proc/PID/stat's 10 ms ticks.
+const idleWindow = 30 * time.Second
+
+// idleCost is what one window measured.
+type idleCost struct {
+	window            time.Duration
+	share, schedShare float64 // % of a core: utime+stime, and schedstat's ns
+	hostForks, ours   float64 // a second: every fork of the host, the benchmark's
+	rssMB             float64
+	host              testutil.HostLoad
+}
+
+// measureIdle measures the daemon's CPU over idleWindow while the
+// benchmark forks forksPerSecond processes a second; pids are the
+// daemon's and its targets' (not others' work).
+func measureIdle(b *testing.B, daemon int, pids []int, forksPerSecond int) idleCost {
+	stop := forker(b, forksPerSecond)
+	host := testutil.WatchHost(pids...)
+	ticks0, sched0 := statCPU(b, daemon), schedCPU(b, daemon)
+	forks0 := hostForks()
+	t0 := time.Now()
+	time.Sleep(idleWindow) // the measurement window, not synchronization
+	ticks1, sched1 := statCPU(b, daemon), schedCPU(b, daemon)
+	forks1 := hostForks()
+	window := time.Since(t0)
+	started := stop()
+	return idleCost{
+		window:     window,
+		share:      float64(ticks1-ticks0) / float64(window) * 100,
+		schedShare: float64(sched1-sched0) / float64(window) * 100,
+		hostForks:  float64(forks1-forks0) / window.Seconds(),
+		ours:       float64(started) / window.Seconds(),
+		rssMB:      float64(rssKiB(daemon)) / 1024,
+		host:       host.Stop(),
+	}
+}
+
+// statCPU is process pid's CPU time, utime+stime of /proc/PID/stat
+// (every thread's, live or ended).
+func statCPU(b *testing.B, pid int) time.Duration {
+	// The process's own file: procfs.ReadStat reads a thread's.
+	raw, err := os.ReadFile(procfs.PidPath(pid, "stat"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := procfs.ParseStat(raw)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(st.Utime+st.Stime) * time.Second / clockTicks
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's times (100 on
+// every Linux architecture stallwatch runs on).
+const clockTicks = 100
+
+// schedCPU is the CPU time of pid's live threads to the nanosecond
+// (schedstat): beside statCPU, a check of its 10 ms resolution.
+func schedCPU(b *testing.B, pid int) time.Duration {
+	d, err := testutil.CPUTime(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
+}
+
+// healthyTargets counts the targets the daemon says are healthy.
+func healthyTargets(b *testing.B, e *daemonEnv) int {
+	n := 0
+	for _, ts := range e.status(b).Targets {
+		if ts.State == "healthy" {
+			n++
+		}
+	}
+	return n
+}
+
+// forker forks and executes true perSecond times a second, on a schedule
+// (the n-th at n/perSecond s; late ones are started at once, so the
+// count over a window is the rate asked for even when the host is slow
+// to run them), until the returned function is called, which says how
+// many it started. Each is reaped as it exits.
 func forker(b *testing.B, perSecond int) (stop func() int) {
 	if perSecond == 0 {
 		return func() int { return 0 }
@@ -166,19 +242,32 @@ func forker(b *testing.B, perSecond int) (stop func() int) {
 	done := make(chan int)
 	quit := make(chan struct{})
 	go func() {
+		var reaped sync.WaitGroup
 		n := 0
-		tick := time.NewTicker(time.Second / time.Duration(perSecond))
+		every := time.Second / time.Duration(perSecond)
+		t0 := time.Now()
+		tick := time.NewTimer(every)
 		defer tick.Stop()
 		for {
 			select {
 			case <-quit:
+				reaped.Wait()
 				done <- n
 				return
 			case <-tick.C:
-				if exec.Command(truePath).Run() == nil {
-					n++
-				}
 			}
+			for due := int(time.Since(t0) / every); n < due; {
+				cmd := exec.Command(truePath)
+				if cmd.Start() != nil {
+					break
+				}
+				n++
+				reaped.Add(1)
+				go func() { defer reaped.Done(); _ = cmd.Wait() }()
+			}
+			// At least a millisecond: a fork that fails is tried again
+			// then, not in a loop.
+			tick.Reset(max(time.Until(t0.Add(time.Duration(n+1)*every)), time.Millisecond))
 		}
 	}()
 	return func() int { close(quit); return <-done }

@@ -38,3 +38,12 @@ func ToTime(mono uint64) time.Time {
 	now := time.Now()
 	return now.Add(-time.Duration(int64(Now()) - int64(mono)))
 }
+
+// UntilGrid is the time from now to the next multiple of every on
+// CLOCK_MONOTONIC (every, when now is one): periodic work of a process
+// put on such a grid falls on the same instants as the rest of its
+// periodic work on that grid or a finer one, and one wake-up serves it
+// all (a daemon's exec batches, tap reads and watchdog deadlines).
+func UntilGrid(every time.Duration) time.Duration {
+	return every - Duration()%every
+}

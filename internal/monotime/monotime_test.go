@@ -37,3 +37,21 @@ func TestToTime(t *testing.T) {
 		t.Errorf("ToTime(Now()) = %v, outside [%v, %v]", got, before, after)
 	}
 }
+
+func TestUntilGrid(t *testing.T) {
+	for _, every := range []time.Duration{time.Millisecond, 100 * time.Millisecond, time.Second} {
+		before := Duration()
+		d := UntilGrid(every)
+		after := Duration()
+		if d <= 0 || d > every {
+			t.Errorf("UntilGrid(%v) = %v: not in (0, %v]", every, d, every)
+		}
+		// The clock read inside was between the two readings around
+		// the call, and d from it is a multiple of every: the first
+		// multiple at or after before+d is at most after+d.
+		first := (before + d + every - 1) / every * every
+		if first > after+d {
+			t.Errorf("UntilGrid(%v) = %v, read between %v and %v: no multiple of it at %v..%v", every, d, before, after, before+d, after+d)
+		}
+	}
+}

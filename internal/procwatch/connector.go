@@ -8,8 +8,11 @@ import (
 	"os"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stallwatch/stallwatch/internal/monotime"
 )
 
 // The process connector's protocol (linux/connector.h, linux/cn_proc.h):
@@ -27,12 +30,26 @@ const (
 )
 
 // Connector receives the kernel's announcement of each exec and exit.
+//
+// Its socket is in no epoll set while events come: the kernel wakes a
+// reader in epoll_wait at every datagram that arrives after the last one
+// was reported, so a paced reader (RunBatches) on a host that forks 50
+// processes a second would still be woken 50 to 100 times a second, for
+// nothing. Run waits for the first event through Go's poller on a
+// duplicate of the socket, closed once it came (its epoll registration
+// goes with it), and then reads at its pace without waiting. (Not by a
+// blocking poll(2): the runtime's monitor thread wakes every 20 µs for
+// the first 10 ms of each system call that blocks.)
 type Connector struct {
-	f     *os.File
+	fd    int // the netlink socket; reads never wait (MSG_DONTWAIT)
 	exits bool
 
 	mu      sync.Mutex
 	parents map[int]bool // whose forks are reported
+
+	life            sync.Mutex
+	closed, running bool
+	waiting         *os.File // the duplicate Run waits on, while it does
 }
 
 // Listen subscribes to the process connector for execs and process exits.
@@ -46,7 +63,7 @@ func Listen() (*Connector, error) { return listen(true) }
 func ListenExec() (*Connector, error) { return listen(false) }
 
 func listen(exits bool) (*Connector, error) {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.NETLINK_CONNECTOR)
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_CONNECTOR)
 	if err != nil {
 		return nil, fmt.Errorf("process connector: socket: %w", err)
 	}
@@ -75,11 +92,26 @@ func listen(exits bool) (*Connector, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("process connector: subscribe: %w", err)
 	}
-	return &Connector{f: os.NewFile(uintptr(fd), "netlink-proc-connector"), exits: exits}, nil
+	return &Connector{fd: fd, exits: exits}, nil
 }
 
 // Close ends the subscription; Run returns.
-func (c *Connector) Close() error { return c.f.Close() }
+func (c *Connector) Close() error {
+	c.life.Lock()
+	defer c.life.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	if c.running {
+		// Run closes the socket once it is done with it.
+		if c.waiting != nil {
+			c.waiting.Close()
+		}
+		return nil
+	}
+	return unix.Close(c.fd)
+}
 
 // Event is one process event.
 type Event struct {
@@ -108,18 +140,16 @@ func (c *Connector) SetForkParents(pids []int) error {
 	}
 	c.mu.Unlock()
 	prog := eventFilterWith(c.exits, pids)
-	rc, err := c.f.SyscallConn()
-	if err != nil {
-		return err
+	c.life.Lock()
+	defer c.life.Unlock()
+	if c.closed {
+		return ErrClosed
 	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]})
-	}); err != nil {
-		return err
-	}
-	return serr
+	return unix.SetsockoptSockFprog(c.fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]})
 }
+
+// ErrClosed is the error of a connector used after Close.
+var ErrClosed = errors.New("process connector: closed")
 
 // ErrOverrun reports that events were lost (the socket's buffer filled):
 // the caller should scan /proc.
@@ -127,7 +157,8 @@ var ErrOverrun = errors.New("process connector: events were lost (ENOBUFS)")
 
 // Run reads events until ctx is done or the connector is closed, calling
 // fn for each exec and each process (not thread) exit. An overrun is
-// passed to lost, and reading goes on.
+// passed to lost, and reading goes on. It returns ctx.Err() when ctx
+// ended it, nil when Close did.
 func (c *Connector) Run(ctx context.Context, fn func(Event), lost func()) error {
 	return c.RunBatches(ctx, 0, func(evs []Event) {
 		for _, ev := range evs {
@@ -137,77 +168,210 @@ func (c *Connector) Run(ctx context.Context, fn func(Event), lost func()) error 
 }
 
 // RunBatches is Run with the events that are waiting handed over
-// together, and at most one wake-up every `every`: events that come
-// meanwhile wait in the socket's buffer (so none is later than every),
-// and a host that starts 50 processes a second costs a reader that
-// wakes 10 times a second (every = 100 ms), not 50 (each wake-up of an
-// idle process costs more CPU than reading its events). fn must not keep
-// the slice.
+// together, and at most one wake-up every `every` while they come:
+// events that come meanwhile wait in the socket's buffer (so none is
+// later than every), and a host that starts 50 processes a second costs
+// a reader that wakes 10 times a second (every = 100 ms), not 100 (its
+// fork and its exec; each wake-up of an idle process costs more CPU than
+// reading its events). The wake-ups fall on the multiples of every on
+// CLOCK_MONOTONIC, where a daemon's other periodic work falls too (its
+// watchdogs' deadlines, its progress readings): one wake-up of the
+// process serves them all. When a read finds nothing, the next event is
+// waited for (poll(2)): an idle host wakes no one. Reading allocates
+// nothing. fn must not keep the slice. A connector runs once: it is
+// closed when RunBatches returns.
 func (c *Connector) RunBatches(ctx context.Context, every time.Duration, fn func([]Event), lost func()) error {
-	stop := context.AfterFunc(ctx, func() { c.f.Close() })
-	defer stop()
-	rc, err := c.f.SyscallConn()
-	if err != nil {
-		return err
+	c.life.Lock()
+	if c.closed || c.running {
+		c.life.Unlock()
+		return ErrClosed
 	}
-	buf := make([]byte, 64<<10)
+	c.running = true
+	c.life.Unlock()
+	defer func() {
+		c.life.Lock()
+		c.closed, c.running = true, false
+		unix.Close(c.fd)
+		c.life.Unlock()
+	}()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	rb := newRecvBatch()
 	var batch []Event
+	var pace *time.Timer
+	if every > 0 {
+		pace = time.NewTimer(time.Hour)
+		pace.Stop()
+		defer pace.Stop()
+	}
 	for {
-		var rerr error
-		overrun := false
-		batch = batch[:0]
-		err := rc.Read(func(fd uintptr) bool {
-			for {
-				n, _, err := unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
-				switch {
-				case err == unix.EINTR:
-					continue
-				case err == unix.ENOBUFS:
-					overrun = true
-					continue
-				case err == unix.EAGAIN:
-					// Nothing (more) waiting: done if this wake-up
-					// read something, else wait for readability.
-					return len(batch) > 0 || overrun
-				case err != nil:
-					rerr = err
-					return true
-				}
-				batch = c.keep(batch, ParseEvents(buf[:n]))
-			}
-		})
-		switch {
-		case err != nil:
-			if ctx.Err() != nil {
+		if err := c.waitReadable(); err != nil {
+			if c.isClosed() {
 				return ctx.Err()
 			}
-			return err
-		case rerr != nil:
-			return fmt.Errorf("process connector: %w", rerr)
+			return fmt.Errorf("process connector: %w", err)
 		}
-		if overrun {
-			lost()
-		}
-		if len(batch) > 0 {
-			fn(batch)
-		}
-		if every > 0 {
-			t := time.NewTimer(every)
+		for {
+			if c.isClosed() {
+				return ctx.Err()
+			}
+			var overrun bool
+			var err error
+			batch, overrun, err = c.drain(rb, batch[:0])
+			if err != nil {
+				return fmt.Errorf("process connector: %w", err)
+			}
+			if overrun {
+				lost()
+			}
+			if len(batch) > 0 {
+				fn(batch)
+			}
+			if pace == nil || len(batch) == 0 && !overrun {
+				break // wait for the next event
+			}
+			pace.Reset(monotime.UntilGrid(every))
 			select {
 			case <-ctx.Done():
-				t.Stop()
 				return ctx.Err()
-			case <-t.C:
+			case <-pace.C:
 			}
 		}
 	}
 }
 
-// keep appends to batch the events a caller is told of: forks only of
-// the parents asked for (a filter past maxForkParents lets every process
-// fork through).
-func (c *Connector) keep(batch, evs []Event) []Event {
-	for _, ev := range evs {
+func (c *Connector) isClosed() bool {
+	c.life.Lock()
+	defer c.life.Unlock()
+	return c.closed
+}
+
+// waitReadable waits until an event is waiting or Close was called,
+// through Go's poller on a duplicate of the socket, closed after.
+func (c *Connector) waitReadable() error {
+	c.life.Lock()
+	if c.closed {
+		c.life.Unlock()
+		return ErrClosed
+	}
+	fd, err := unix.FcntlInt(uintptr(c.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err == nil {
+		// The flag is the open file's, the socket's too: its reads
+		// never wait anyway.
+		err = unix.SetNonblock(fd, true)
+		if err != nil {
+			unix.Close(fd)
+		}
+	}
+	if err != nil {
+		c.life.Unlock()
+		return err
+	}
+	f := os.NewFile(uintptr(fd), "netlink-proc-connector")
+	c.waiting = f
+	c.life.Unlock()
+	defer func() {
+		c.life.Lock()
+		c.waiting = nil
+		c.life.Unlock()
+		f.Close()
+	}()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return rc.Read(func(fd uintptr) bool { return readable(fd) })
+}
+
+// readable says whether a datagram is waiting on fd (ppoll, not
+// waiting: a raw system call).
+func readable(fd uintptr) bool {
+	fds := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	var zero unix.Timespec
+	for {
+		n, _, errno := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&zero)), 0, 0, 0)
+		if errno == unix.EINTR {
+			continue
+		}
+		return errno != 0 || n > 0 // an error: let the read say what
+	}
+}
+
+// drain reads every datagram waiting, appending the events a caller is
+// told of to batch; overrun says the kernel dropped some (ENOBUFS).
+func (c *Connector) drain(rb *recvBatch, batch []Event) (_ []Event, overrun bool, _ error) {
+	for {
+		n, err := rb.recv(uintptr(c.fd))
+		switch err {
+		case 0:
+			for i := range n {
+				batch = c.keep(batch, rb.datagram(i))
+			}
+			if n < recvBatchLen {
+				return batch, overrun, nil
+			}
+		case unix.EINTR:
+		case unix.ENOBUFS:
+			overrun = true
+		case unix.EAGAIN:
+			return batch, overrun, nil
+		default:
+			return batch, overrun, err
+		}
+	}
+}
+
+// A connector's datagram is one event: its headers and a proc_event, 76
+// bytes or so; recvBatchLen of them are read in one system call.
+const (
+	recvBatchLen  = 64
+	recvSlotBytes = 512
+)
+
+// recvBatch is the buffers and headers of one recvmmsg(2).
+type recvBatch struct {
+	data []byte
+	hdrs []unix.Mmsghdr
+	iovs []unix.Iovec
+}
+
+func newRecvBatch() *recvBatch {
+	b := &recvBatch{data: make([]byte, recvBatchLen*recvSlotBytes), hdrs: make([]unix.Mmsghdr, recvBatchLen), iovs: make([]unix.Iovec, recvBatchLen)}
+	for i := range b.hdrs {
+		b.iovs[i].Base = &b.data[i*recvSlotBytes]
+		b.iovs[i].SetLen(recvSlotBytes)
+		b.hdrs[i].Hdr.Iov = &b.iovs[i]
+		b.hdrs[i].Hdr.Iovlen = 1
+	}
+	return b
+}
+
+// recv reads the datagrams waiting, up to recvBatchLen, without waiting.
+// A raw system call: it never blocks (MSG_DONTWAIT), and the runtime's
+// bookkeeping of one that might wakes its monitor thread (sysmon) from
+// its sleep when the process was idle.
+func (b *recvBatch) recv(fd uintptr) (int, unix.Errno) {
+	n, _, errno := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.hdrs[0])), recvBatchLen, unix.MSG_DONTWAIT, 0, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), 0
+}
+
+// datagram is datagram i of the last recv (a longer one, which no
+// connector message is, cut to its slot: ParseEvents skips what is cut).
+func (b *recvBatch) datagram(i int) []byte {
+	return b.data[i*recvSlotBytes : i*recvSlotBytes+min(int(b.hdrs[i].Len), recvSlotBytes)]
+}
+
+// keep appends to batch the events of a datagram a caller is told of:
+// forks only of the parents asked for (a filter past maxForkParents lets
+// every process fork through).
+func (c *Connector) keep(batch []Event, datagram []byte) []Event {
+	from := len(batch)
+	batch = appendEvents(batch, datagram)
+	kept := batch[:from]
+	for _, ev := range batch[from:] {
 		if ev.Fork {
 			c.mu.Lock()
 			asked := c.parents[ev.Parent]
@@ -216,15 +380,17 @@ func (c *Connector) keep(batch, evs []Event) []Event {
 				continue
 			}
 		}
-		batch = append(batch, ev)
+		kept = append(kept, ev)
 	}
-	return batch
+	return kept
 }
 
 // ParseEvents reads the exec and exit events of a datagram from the
 // process connector; anything else, or anything malformed, is skipped.
-func ParseEvents(b []byte) []Event {
-	var evs []Event
+func ParseEvents(b []byte) []Event { return appendEvents(nil, b) }
+
+// appendEvents is ParseEvents appending to evs.
+func appendEvents(evs []Event, b []byte) []Event {
 	for len(b) >= nlmsgHdrLen {
 		l := int(binary.NativeEndian.Uint32(b[0:]))
 		if l < nlmsgHdrLen || l > len(b) {

@@ -3,6 +3,7 @@ package procwatch
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -132,6 +133,73 @@ func TestConnector(t *testing.T) {
 	}
 }
 
+// TestConnectorBatches: RunBatches at a pace reports every exec that
+// came meanwhile, the ones after a quiet spell too (its wait for the
+// next event, in poll(2)), and Close ends it while it waits.
+func TestConnectorBatches(t *testing.T) {
+	testutil.RequireRoot(t)
+	c, err := ListenExec()
+	if err != nil {
+		testutil.Skip(t, "the process connector needs CAP_NET_ADMIN in the host's namespaces: %v", err)
+	}
+	execs := make(chan []int, 1024)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.RunBatches(context.Background(), 100*time.Millisecond, func(evs []Event) {
+			var pids []int
+			for _, ev := range evs {
+				pids = append(pids, ev.PID)
+			}
+			execs <- pids
+		}, func() {})
+	}()
+	run := func(n int) map[int]bool {
+		want := map[int]bool{}
+		for range n {
+			cmd := exec.Command("/bin/true")
+			if err := testutil.StartProcess(cmd); err != nil {
+				t.Fatal(err)
+			}
+			want[cmd.Process.Pid] = true
+			_ = cmd.Wait()
+		}
+		return want
+	}
+	await := func(what string, want map[int]bool) {
+		t.Helper()
+		timeout := time.After(30 * time.Second)
+		for len(want) > 0 {
+			select {
+			case pids := <-execs:
+				for _, p := range pids {
+					delete(want, p)
+				}
+			case <-timeout:
+				t.Fatalf("%s: the execs of %v never reported", what, want)
+			}
+		}
+	}
+	await("a burst", run(20))
+	// Quiet (the host's own execs aside) for longer than the pace: the
+	// next exec comes to a reader waiting in poll.
+	time.Sleep(300 * time.Millisecond) // a quiet spell, not synchronization
+	await("after a quiet spell", run(1))
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("RunBatches after Close: %v, want nil", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("RunBatches did not return after Close")
+	}
+	if err := c.SetForkParents([]int{1}); !errors.Is(err, ErrClosed) {
+		t.Errorf("SetForkParents after Close: %v, want ErrClosed", err)
+	}
+}
+
 func FuzzParseEvents(f *testing.F) {
 	f.Add([]byte{})
 	f.Add(make([]byte, 16+20+24))
@@ -162,43 +230,45 @@ func TestConnectorFilter(t *testing.T) {
 		}
 		sh := cmd.Process.Pid
 		_ = cmd.Wait()
-		rc, err := c.f.SyscallConn()
-		if err != nil {
-			t.Fatal(err)
-		}
 		// The shell's last event: its exit, or without exits its second
 		// exec (of /bin/true in its place), after its subshell's.
 		sawShellEnd, shellExecs := false, 0
-		buf := make([]byte, 64<<10)
+		rb := newRecvBatch()
 		deadline := time.Now().Add(30 * time.Second)
 		for !sawShellEnd && time.Now().Before(deadline) {
-			var n int
-			var rerr error
-			_ = c.f.SetReadDeadline(deadline)
-			if err := rc.Read(func(fd uintptr) bool {
-				n, _, rerr = unix.Recvfrom(int(fd), buf, 0)
-				return rerr != unix.EAGAIN
-			}); err != nil || rerr != nil {
+			fds := []unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLIN}}
+			if ready, err := unix.Poll(fds, int(time.Until(deadline).Milliseconds())+1); ready == 0 || err != nil && err != unix.EINTR {
 				break
 			}
-			msg := buf[:n]
-			if len(msg) < tgidAt+4 {
-				t.Errorf("exits %v: a short datagram passed the filter: % x", exits, msg)
+			n, errno := rb.recv(uintptr(c.fd))
+			if errno == unix.EAGAIN || errno == unix.EINTR {
 				continue
 			}
-			what := binary.NativeEndian.Uint32(msg[whatAt:])
-			pid := int(int32(binary.NativeEndian.Uint32(msg[pidAt:])))
-			tgid := int(int32(binary.NativeEndian.Uint32(msg[tgidAt:])))
-			switch {
-			case what == procEventExec:
-			case exits && what == procEventExit && pid == tgid:
-			default:
-				t.Errorf("exits %v: event %#x of pid %d (tgid %d) passed the filter", exits, what, pid, tgid)
+			if errno != 0 {
+				t.Fatalf("exits %v: recvmmsg: %v", exits, errno)
 			}
-			if tgid == sh && what == procEventExec {
-				shellExecs++
+			for i := range n {
+				msg := rb.datagram(i)
+				if len(msg) < tgidAt+4 {
+					t.Errorf("exits %v: a short datagram passed the filter: % x", exits, msg)
+					continue
+				}
+				what := binary.NativeEndian.Uint32(msg[whatAt:])
+				pid := int(int32(binary.NativeEndian.Uint32(msg[pidAt:])))
+				tgid := int(int32(binary.NativeEndian.Uint32(msg[tgidAt:])))
+				switch {
+				case what == procEventExec:
+				case exits && what == procEventExit && pid == tgid:
+				default:
+					t.Errorf("exits %v: event %#x of pid %d (tgid %d) passed the filter", exits, what, pid, tgid)
+				}
+				if tgid == sh && what == procEventExec {
+					shellExecs++
+				}
+				if tgid == sh && (what == procEventExit || (!exits && shellExecs == 2)) {
+					sawShellEnd = true
+				}
 			}
-			sawShellEnd = tgid == sh && (what == procEventExit || (!exits && shellExecs == 2))
 		}
 		c.Close()
 		if !sawShellEnd {
