@@ -37,6 +37,15 @@ type Config struct {
 	// libc). 0 means the default (off-CPU 2048, on-CPU none), negative
 	// none. Rounded up to 8 bytes, at most MaxStackCopy.
 	DumpOffCPU, DumpOnCPU int
+	// GrowStackCopy, when larger than the copies above, is the largest
+	// they grow to, per thread, when the thread's walks run out of them
+	// (a walk by UserStack that ends unwind.CopyExhausted with the copy
+	// as large as asked, in 1% of its samples or more): its events are
+	// opened again with copies twice as large, on a ring sized for them,
+	// without a gap (ThreadInfo.StackCopy says what each thread copies).
+	// They never shrink. 0 (or without UserStack): the copies keep their
+	// size. Rounded up to 8 bytes, at most MaxStackCopy.
+	GrowStackCopy int
 	// UserStack, when not nil, turns each sample's user registers, stack
 	// copy and frame-pointer chain into its user stack as the sample
 	// arrives (Sample.Stack, Sample.Cut): no copy is kept, so the flight
@@ -126,7 +135,11 @@ const (
 )
 
 // MaxStackCopy is the largest stack copy a sample can carry: a perf record
-// is at most 64 KiB with its header, callchain and registers.
+// is at most 64 KiB (its size is 16 bits) with its header, callchain and
+// registers. The kernel takes a sample_stack_user up to 65,528 bytes when
+// an event is opened, but cuts each record's copy to what fits beside its
+// callchain; 60 KiB leaves room for a whole callchain (MaxStack 127
+// entries and more) so that the size asked is the size copied.
 const MaxStackCopy = 60 << 10
 
 // Annotate returns the interpreter frames a sample of thread tid at

@@ -197,6 +197,12 @@ func (s *Sampler) drain(t *thread) {
 	}
 	if exit != 0 {
 		s.release(t, exit)
+		return
+	}
+	if t.copies.want {
+		if _, live := s.live[t.tid]; live {
+			s.grow(t)
+		}
 	}
 }
 
@@ -216,9 +222,15 @@ func (s *Sampler) handle(t *thread, b []byte) (exit uint64, exited bool) {
 		s.log.Debug("bad perf record", "tid", t.tid, "err", err)
 		return 0, false
 	}
+	if r.typ != recLost && r.typ != recLostSamples && t.seenTwice(r.time) {
+		return 0, false
+	}
 	switch r.typ {
 	case recSample:
 		smp := s.sampleOf(&r)
+		if r.stackAsked > 0 && s.cfg.UserStack != nil {
+			s.noteCopy(t, smp.Cut)
+		}
 		if r.id == t.onID && t.on >= 0 {
 			smp.Kind = OnCPU
 			smp.Weight = s.weightAt(r.time)

@@ -44,7 +44,7 @@ func (s *Sampler) trackerAttr() unix.PerfEventAttr {
 // 1e9/freq ns and clears attr.freq), after which PERF_EVENT_IOC_PERIOD
 // takes nanoseconds. Asking for the period directly keeps that meaning
 // plain on every kernel.
-func (s *Sampler) onCPUAttr(freq int) unix.PerfEventAttr {
+func (s *Sampler) onCPUAttr(freq, dump int) unix.PerfEventAttr {
 	a := unix.PerfEventAttr{
 		Type:             unix.PERF_TYPE_SOFTWARE,
 		Config:           unix.PERF_COUNT_SW_CPU_CLOCK,
@@ -60,7 +60,7 @@ func (s *Sampler) onCPUAttr(freq int) unix.PerfEventAttr {
 	// leaving three quarters for the time it takes to be scheduled on a
 	// busy machine.
 	a.Bits |= unix.PerfBitWatermark
-	a.Wakeup = s.wakeupBytes(s.ringBytes())
+	a.Wakeup = s.wakeupBytes(s.ringBytes(dump, 0))
 	if s.cfg.FoldTracker {
 		a.Bits |= unix.PerfBitTask | unix.PerfBitComm
 	}
@@ -72,10 +72,10 @@ func (s *Sampler) onCPUAttr(freq int) unix.PerfEventAttr {
 	if !s.cfg.Kernel {
 		a.Bits |= unix.PerfBitExcludeKernel | unix.PerfBitExcludeCallchainKernel
 	}
-	if s.dumpOn > 0 {
+	if dump > 0 {
 		a.Sample_type |= unix.PERF_SAMPLE_REGS_USER | unix.PERF_SAMPLE_STACK_USER
 		a.Sample_regs_user = userRegsMask
-		a.Sample_stack_user = uint32(s.dumpOn)
+		a.Sample_stack_user = uint32(dump)
 	}
 	return a
 }
@@ -85,7 +85,7 @@ func (s *Sampler) onCPUAttr(freq int) unix.PerfEventAttr {
 // switch happens in the kernel, so the event cannot exclude the kernel
 // (it would never fire); without Kernel only the kernel part of its
 // callchain is left out.
-func (s *Sampler) offCPUAttr() unix.PerfEventAttr {
+func (s *Sampler) offCPUAttr(dump int) unix.PerfEventAttr {
 	a := unix.PerfEventAttr{
 		Type:             unix.PERF_TYPE_SOFTWARE,
 		Config:           unix.PERF_COUNT_SW_CONTEXT_SWITCHES,
@@ -99,10 +99,10 @@ func (s *Sampler) offCPUAttr() unix.PerfEventAttr {
 	if !s.cfg.Kernel {
 		a.Bits |= unix.PerfBitExcludeCallchainKernel
 	}
-	if s.dumpOff > 0 {
+	if dump > 0 {
 		a.Sample_type |= unix.PERF_SAMPLE_REGS_USER | unix.PERF_SAMPLE_STACK_USER
 		a.Sample_regs_user = userRegsMask
-		a.Sample_stack_user = uint32(s.dumpOff)
+		a.Sample_stack_user = uint32(dump)
 	}
 	return a
 }

@@ -37,16 +37,16 @@ func Probe(cfg Config) ProbeResult {
 	}
 	s := &Sampler{cfg: cfg, pid: cfg.PID, pageSize: os.Getpagesize()}
 	var r ProbeResult
-	a := s.onCPUAttr(max(cfg.Freq, placeholderFreq))
+	a := s.onCPUAttr(max(cfg.Freq, placeholderFreq), dumpSize(cfg.DumpOnCPU, 0))
 	r.OnCPU = probeOpen(&a, cfg.PID, "cpu-clock")
 	if r.OnCPU != nil && cfg.Kernel {
 		s.cfg.Kernel = false
-		a := s.onCPUAttr(max(cfg.Freq, placeholderFreq))
+		a := s.onCPUAttr(max(cfg.Freq, placeholderFreq), dumpSize(cfg.DumpOnCPU, 0))
 		r.OnCPUUser = probeOpen(&a, cfg.PID, "cpu-clock, user frames only")
 		s.cfg.Kernel = true
 	}
 	if cfg.OffCPU {
-		a := s.offCPUAttr()
+		a := s.offCPUAttr(dumpSize(cfg.DumpOffCPU, defaultDumpOffCPU))
 		r.OffCPU = probeOpen(&a, cfg.PID, "context-switches")
 	}
 	return r

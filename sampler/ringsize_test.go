@@ -46,7 +46,7 @@ func TestRingBytes(t *testing.T) {
 				live: map[int]*thread{}, expect: tc.threads}
 			var first int
 			for i := range tc.threads {
-				n := s.ringBytes()
+				n := s.ringBytes(s.copySize(), 0)
 				if i == 0 {
 					first = n
 				}

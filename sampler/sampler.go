@@ -25,6 +25,7 @@ type Sampler struct {
 	hardware bool // the on-CPU event is cycles, not cpu-clock
 	dumpOn   int
 	dumpOff  int
+	growTo   int // Config.GrowStackCopy in force (0: copies do not grow)
 	pageSize int
 
 	rateMu  sync.Mutex // one SetRate at a time
@@ -77,6 +78,13 @@ type ThreadInfo struct {
 	// CLOCK_MONOTONIC ns.
 	Seen, Attached, Exited uint64
 	OnCPUSamples           uint64
+	// StackCopy is the larger of the stack copies its samples ask for
+	// now (or asked for last), StackCopyGrowths how many times they grew
+	// (Config.GrowStackCopy), StackCopyErr why they could not grow
+	// further (nil when they could, or did not need to).
+	StackCopy        int
+	StackCopyGrowths int
+	StackCopyErr     error
 	// Err says why it could not be watched: a *perms.Error, an EMFILE
 	// of perf_event_open, ... (nil when it was).
 	Err error
@@ -103,6 +111,11 @@ type Stats struct {
 	ThreadsOverBudget int
 	ThreadsExited     int
 	ThreadsLive       int
+	// StackCopyGrowths counts the times a thread's stack copies grew
+	// (Config.GrowStackCopy); StackCopyGrowFailed the threads whose
+	// copies could not (ThreadInfo.StackCopyErr says why).
+	StackCopyGrowths    int
+	StackCopyGrowFailed int
 	// RingBytes is the data size of every ring mapped now: kernel
 	// memory, locked, not in this process's RSS (Config.RingBytes).
 	RingBytes    int
@@ -147,13 +160,16 @@ func Start(cfg Config) (*Sampler, error) {
 		closer:     make(chan closeJob, 1024),
 		closerDone: make(chan struct{}),
 	}
+	if g := dumpSize(cfg.GrowStackCopy, 0); cfg.UserStack != nil && g > s.copySize() {
+		s.growTo = g
+	}
 	if cfg.History > 0 {
 		s.hist = &history{maxAge: uint64(cfg.History), maxBytes: cfg.HistoryBytes}
 	}
 	// A record larger than its ring is dropped without even a LOST record
 	// (the kernel emits LOST in front of the next record that fits, and
 	// none ever does): refuse such a configuration.
-	if need := s.maxRecord(); cfg.RingBytes != 0 && s.ringBytes() < need {
+	if need := s.maxRecord(); cfg.RingBytes != 0 && s.ringBytes(s.copySize(), 0) < need {
 		return nil, fmt.Errorf("sampler: RingBytes %d is smaller than the largest record this configuration writes (%d bytes)", cfg.RingBytes, need)
 	}
 	if cfg.Freq > 0 {
@@ -262,7 +278,7 @@ func (s *Sampler) probeEvent() {
 		return
 	}
 	s.hardware = true
-	a := s.onCPUAttr(max(s.cfg.Freq, 1))
+	a := s.onCPUAttr(max(s.cfg.Freq, 1), s.dumpOn)
 	fd, err := perfOpen(&a, 0)
 	if err != nil {
 		s.hardware = false
@@ -468,6 +484,7 @@ func (s *Sampler) Threads() []ThreadInfo {
 		out = append(out, ThreadInfo{
 			TID: t.tid, Name: t.name, Seen: t.seen, Attached: t.attached,
 			Exited: t.exited, OnCPUSamples: t.samples, Err: t.err,
+			StackCopy: t.copySize(), StackCopyGrowths: t.copies.grown, StackCopyErr: t.copies.err,
 		})
 	}
 	sortThreads(out)

@@ -37,7 +37,18 @@ type thread struct {
 	sideMem          []byte // the tracker's ring: FORK, EXIT, COMM
 	side             *ring
 	oc               offTracker
+
+	// dumpOn and dumpOff are the stack copies its events ask for now;
+	// copies tells how they served (grow.go).
+	dumpOn, dumpOff int
+	copies          copyUse
+	// from and until bound the times of the records kept while a
+	// regrowth's old and new events overlap (grow, seenTwice).
+	from, until uint64
 }
+
+// copySize is the larger of t's two stack copies.
+func (t *thread) copySize() int { return max(t.dumpOn, t.dumpOff) }
 
 type forkedThread struct {
 	tid  int
@@ -94,26 +105,38 @@ func (s *Sampler) epollAdd(fd int, data int32) error {
 	return nil
 }
 
-// maxRecord bounds the size of one sample record: the fixed fields, a
-// callchain of MaxStack entries plus its context markers, the registers
-// and the larger stack dump.
-func (s *Sampler) maxRecord() int {
-	return headerSize + 7*8 + (s.cfg.MaxStack+4)*8 + 8 + 8*userRegsCount + 16 + max(s.dumpOn, s.dumpOff)
+// maxRecord bounds the size of one sample record at the stack copy the
+// sampler starts with (recordFor).
+func (s *Sampler) maxRecord() int { return s.recordFor(s.copySize()) }
+
+// copySize is the larger of the two stack copies threads start with.
+func (s *Sampler) copySize() int { return max(s.dumpOn, s.dumpOff) }
+
+// recordFor bounds the size of one sample record whose stack copy is dump
+// bytes: the fixed fields, a callchain of MaxStack entries plus its context
+// markers, the registers and the copy.
+func (s *Sampler) recordFor(dump int) int {
+	return headerSize + 7*8 + (s.cfg.MaxStack+4)*8 + 8 + 8*userRegsCount + 16 + dump
 }
 
-// ringBytes is the data size for a new thread's ring (Config.RingBytes):
-// what RingHold of records at the peak rate fill, within this thread's
-// share of the budget for all rings (rounded down, so that the shares add
-// up to no more than it), never less than two of the largest records (one
-// larger than its ring would be dropped unannounced).
-func (s *Sampler) ringBytes() int {
+// ringBytes is the data size for a thread's ring whose largest stack copy
+// is dump bytes (Config.RingBytes): what RingHold of records at the peak
+// rate fill, within this thread's share of the budget for all rings
+// (rounded down, so that the shares add up to no more than it; reclaim is
+// the size of a ring of this thread that the new one replaces), never less
+// than two of the largest records (one larger than its ring would be
+// dropped unannounced).
+func (s *Sampler) ringBytes(dump, reclaim int) int {
 	if s.cfg.RingBytes != 0 {
 		return s.pow2Pages(s.cfg.RingBytes)
 	}
-	want := s.pow2Pages(min(s.peakBytesPerSecond()*int(RingHold/time.Millisecond)/1000, maxRingBytes))
+	want := s.pow2Pages(min(s.peakBytesPerSecond(dump)*int(RingHold/time.Millisecond)/1000, maxRingBytes))
 	threads := max(s.expect, len(s.live)+1)
-	share := s.pow2PagesBelow(min(ringBudget/threads, ringBudget-s.ringTotal))
-	return max(min(want, share), s.pow2Pages(max(minRingBytes, 2*s.maxRecord())))
+	if reclaim > 0 {
+		threads = max(s.expect, len(s.live))
+	}
+	share := s.pow2PagesBelow(min(ringBudget/threads, ringBudget-s.ringTotal+reclaim))
+	return max(min(want, share), s.pow2Pages(max(minRingBytes, 2*s.recordFor(dump))))
 }
 
 // pow2Pages rounds n up to a power of two of pages.
@@ -139,20 +162,21 @@ func (s *Sampler) pow2PagesBelow(n int) int {
 }
 
 // peakBytesPerSecond is what one thread's records may write a second at
-// the peak rate: a sample of the largest size per period, and with
-// off-CPU sampling AssumedSwitches switch-out samples and their two
-// switch records.
-func (s *Sampler) peakBytesPerSecond() int {
-	per := s.cfg.PeakFreq * s.maxRecord()
+// the peak rate: a sample of the largest size (a stack copy of dump
+// bytes) per period, and with off-CPU sampling AssumedSwitches switch-out
+// samples and their two switch records.
+func (s *Sampler) peakBytesPerSecond(dump int) int {
+	rec := s.recordFor(dump)
+	per := s.cfg.PeakFreq * rec
 	if s.cfg.PeakOffCPU {
-		per += AssumedSwitches * (s.maxRecord() + 2*(headerSize+trailerSize))
+		per += AssumedSwitches * (rec + 2*(headerSize+trailerSize))
 	}
 	return max(per, defaultRingBytes)
 }
 
 // attach opens the events of thread tid. Called with s.mu held.
 func (s *Sampler) attach(tid int, seen uint64) (err error) {
-	t := &thread{tid: tid, seen: seen, tracker: -1, on: -1, off: -1}
+	t := &thread{tid: tid, seen: seen, tracker: -1, on: -1, off: -1, dumpOn: s.dumpOn, dumpOff: s.dumpOff}
 	if old, ok := s.threads[tid]; ok && old.exited == 0 && (old.err == nil || errors.Is(old.err, ErrOverBudget)) {
 		return old.err // watched, or refused once for want of descriptors: never retried
 	}
@@ -262,10 +286,10 @@ func (s *Sampler) mapRing(fd, tid, size int) ([]byte, *ring, error) {
 // (Config.RingBytes unset), the event is opened again with a ring half
 // the size, and so on, so that the watermark always fits the ring.
 func (s *Sampler) openOnCPU(t *thread) error {
-	size := s.ringBytes()
+	size := s.ringBytes(t.copySize(), 0)
 	for {
 		err := s.openOnCPUSized(t, size)
-		if !errors.Is(err, unix.EPERM) || t.mem != nil || s.cfg.RingBytes != 0 || size/2 < s.pow2Pages(2*s.maxRecord()) {
+		if !errors.Is(err, unix.EPERM) || t.mem != nil || s.cfg.RingBytes != 0 || size/2 < s.pow2Pages(2*s.recordFor(t.copySize())) {
 			return err
 		}
 		unix.Close(t.on) // not yet in epoll, never enabled
@@ -277,7 +301,7 @@ func (s *Sampler) openOnCPU(t *thread) error {
 
 // openOnCPUSized opens t's on-CPU event with a ring of size bytes.
 func (s *Sampler) openOnCPUSized(t *thread, size int) error {
-	a := s.onCPUAttr(max(s.freq, placeholderFreq))
+	a := s.onCPUAttr(max(s.freq, placeholderFreq), t.dumpOn)
 	a.Wakeup = s.wakeupBytes(size)
 	fd, err := s.openEvent(&a, t.tid, s.eventName(), s.cfg.Kernel)
 	if err != nil {
@@ -373,19 +397,9 @@ func (p blockedProbe) apply(t *thread) {
 // starts its tracker at now.
 func (s *Sampler) enableOffCPU(t *thread, now uint64) error {
 	if t.off < 0 {
-		a := s.offCPUAttr()
-		fd, err := s.openEvent(&a, t.tid, "context-switches", true)
-		if err != nil {
+		if err := s.openOffCPU(t); err != nil {
 			return err
 		}
-		t.off = fd
-		if err := setOutput(fd, t.on); err != nil {
-			return fmt.Errorf("PERF_EVENT_IOC_SET_OUTPUT on thread %d: %w", t.tid, err)
-		}
-		if t.offID, err = eventID(fd); err != nil {
-			return fmt.Errorf("PERF_EVENT_IOC_ID on thread %d: %w", t.tid, err)
-		}
-		t.offLayout = layoutOfAttr(&a)
 	}
 	if t.offEnabled {
 		return nil
@@ -395,6 +409,25 @@ func (s *Sampler) enableOffCPU(t *thread, now uint64) error {
 	}
 	t.offEnabled = true
 	t.oc.watch(now)
+	return nil
+}
+
+// openOffCPU opens t's context-switch event, disabled, writing into the
+// on-CPU event's ring.
+func (s *Sampler) openOffCPU(t *thread) error {
+	a := s.offCPUAttr(t.dumpOff)
+	fd, err := s.openEvent(&a, t.tid, "context-switches", true)
+	if err != nil {
+		return err
+	}
+	t.off = fd
+	if err := setOutput(fd, t.on); err != nil {
+		return fmt.Errorf("PERF_EVENT_IOC_SET_OUTPUT on thread %d: %w", t.tid, err)
+	}
+	if t.offID, err = eventID(fd); err != nil {
+		return fmt.Errorf("PERF_EVENT_IOC_ID on thread %d: %w", t.tid, err)
+	}
+	t.offLayout = layoutOfAttr(&a)
 	return nil
 }
 
