@@ -171,6 +171,41 @@ func (m *stackMemo) put(addrs []uint64, kernel int, cut unwind.Cut, locs []*mode
 	m.byHash[h] = append(m.byHash[h], memoStack{addrs: slices.Clone(addrs), kernel: kernel, cut: cut, locs: locs})
 }
 
+// grownCopies lists the threads whose stack copies grew (Config.StackCopy
+// 0), by TID.
+func grownCopies(smp *sampler.Sampler) []model.ThreadStackCopy {
+	if smp == nil {
+		return nil
+	}
+	var out []model.ThreadStackCopy
+	for _, t := range smp.Threads() { // sorted by TID
+		if t.StackCopyGrowths > 0 {
+			out = append(out, model.ThreadStackCopy{TID: t.TID, Name: t.Name, Bytes: t.StackCopy})
+		}
+	}
+	return out
+}
+
+// grownNote says which threads' stack copies grew, and to what: the
+// first few by name, then how many more.
+func grownNote(grown []model.ThreadStackCopy, cfg Config) string {
+	start, ceiling := cfg.stackCopy()
+	var parts []string
+	for i, g := range grown {
+		if i == 5 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(grown)-i))
+			break
+		}
+		name := ""
+		if g.Name != "" {
+			name = " (" + g.Name + ")"
+		}
+		parts = append(parts, fmt.Sprintf("%d%s to %s", g.TID, name, sizeText(g.Bytes)))
+	}
+	return fmt.Sprintf("the stack copies of %d threads grew from %s (their stacks needed more; at most %s): %s",
+		len(grown), sizeText(start), sizeText(ceiling), strings.Join(parts, ", "))
+}
+
 // threadNames merges what the sampler learnt of thread names (kept after
 // threads exit) with the snapshot's.
 func threadNames(smp *sampler.Sampler, snap *model.Snapshot) map[int]string {
@@ -214,7 +249,9 @@ type facts struct {
 	// function, by why, of userStacks.
 	cuts       map[unwind.Cut]int
 	userStacks int
-	samples    []model.Sample
+	// copies are the threads whose stack copies grew, and to what.
+	copies  []model.ThreadStackCopy
+	samples []model.Sample
 	// kernel are the readings of the target's kernel context.
 	kernel kernelReadings
 	// profile is where the target's continuous profile goes.
@@ -240,7 +277,8 @@ func (f *facts) info() model.Info {
 			Unwind:       string(f.unwind),
 		}
 		if f.unwind == UnwindCFI {
-			info.Settings.StackCopy = f.cfg.StackCopy
+			info.Settings.StackCopy, info.Settings.StackCopyMax = f.cfg.stackCopy()
+			info.StackCopyGrown = f.copies
 		}
 	}
 	info.Settings.Ptrace = !f.cfg.NoPtrace
@@ -314,7 +352,10 @@ func (f *facts) allNotes() []string {
 		notes = append(notes, f.symStats.KernelNote)
 	}
 	notes = append(notes, f.symStats.Notes...)
-	notes = append(notes, cutNotes(f.cuts, f.userStacks, f.unwind, f.cfg.StackCopy)...)
+	notes = append(notes, cutNotes(f.cuts, f.userStacks, f.unwind, f.cfg)...)
+	if f.unwind == UnwindCFI && len(f.copies) > 0 {
+		notes = append(notes, grownNote(f.copies, f.cfg))
+	}
 	if n := f.symStats.Unknown; n > 0 {
 		notes = append(notes, fmt.Sprintf("%d addresses were in no mapping of the target: shown as [unknown]", n))
 	}
@@ -426,7 +467,8 @@ func (f *facts) prune(root *capdir.Root) {
 // asked (the kernel copies less where the stack's next page is not
 // resident, and no larger copy changes that), --unwind cfi where frame
 // pointers ran out.
-func cutNotes(cuts map[unwind.Cut]int, total int, mode UnwindMode, copySize int) []string {
+func cutNotes(cuts map[unwind.Cut]int, total int, mode UnwindMode, cfg Config) []string {
+	copySize, ceiling := cfg.stackCopy()
 	if total == 0 || len(cuts) == 0 {
 		return nil
 	}
@@ -473,7 +515,11 @@ func cutNotes(cuts map[unwind.Cut]int, total int, mode UnwindMode, copySize int)
 	}
 	notes := []string{fmt.Sprintf("%d of %d sampled stacks end before their thread's first function (their last frame says why): %s",
 		n, total, strings.Join(parts, ", "))}
-	if full > 0 && copySize < MaxStackCopy {
+	switch {
+	case full > 0 && ceiling > 0:
+		notes = append(notes, fmt.Sprintf("%d stacks were deeper than their thread's stack copy then: each thread's copies start at %s and double, up to %s, once its stacks need more",
+			full, sizeText(copySize), sizeText(ceiling)))
+	case full > 0 && copySize < MaxStackCopy:
 		notes = append(notes, fmt.Sprintf("%d stacks were deeper than the %d KiB stack copy: --stack-copy %dKiB reaches further (at some CPU cost per sample)",
 			full, copySize>>10, min(2*copySize, MaxStackCopy)>>10))
 	}

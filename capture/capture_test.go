@@ -418,7 +418,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{PID: 1, Out: DefaultOut, Freq: DefaultFreq, BaselineFreq: DefaultBaselineFreq,
-		CaptureFor: DefaultCaptureFor, History: DefaultHistory, Unwind: UnwindAuto, StackCopy: DefaultStackCopy, ProfileFreq: DefaultProfileFreq, Logger: c.Logger}
+		CaptureFor: DefaultCaptureFor, History: DefaultHistory, Unwind: UnwindAuto, ProfileFreq: DefaultProfileFreq, Logger: c.Logger}
 	if c != want || c.Logger == nil {
 		t.Errorf("filled zero Config:\n%+v\nwant\n%+v", c, want)
 	}

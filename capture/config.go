@@ -44,7 +44,10 @@ type Config struct {
 	// UnwindAuto (""), UnwindCFI or UnwindFP.
 	Unwind UnwindMode
 	// StackCopy is how many bytes of the user stack each sample copies
-	// for CFI unwinding (DefaultStackCopy; --stack-copy).
+	// for CFI unwinding (--stack-copy): a fixed size. 0, the default:
+	// each thread's copies start at DefaultStackCopy and double, up to
+	// MaxStackCopy, once its stacks are seen to need more (package
+	// sampler, Config.GrowStackCopy).
 	StackCopy int
 	// NativeOnly leaves samples' stacks as they were unwound: no
 	// interpreter frames read from the target's memory in place of its
@@ -113,8 +116,10 @@ const (
 // UnwindModes are the values --unwind takes.
 var UnwindModes = []string{string(UnwindAuto), string(UnwindCFI), string(UnwindFP)}
 
-// DefaultStackCopy is the stack copied per sample for CFI unwinding: see
-// docs/testing.md's benchmarks for the measurement that chose it.
+// DefaultStackCopy is the stack copied per sample for CFI unwinding at
+// first, when no size is given (Config.StackCopy): see docs/testing.md's
+// benchmarks for the measurement that chose it. A thread whose stacks
+// need more has its copies grow, up to MaxStackCopy.
 const DefaultStackCopy = 16 << 10
 
 // FramePointerCopy is the stack copied per sample under UnwindFP: the top
@@ -124,8 +129,18 @@ const DefaultStackCopy = 16 << 10
 // chain skips.
 const FramePointerCopy = 256
 
-// MaxStackCopy is the largest stack copy the kernel can put in a sample.
+// MaxStackCopy is the largest stack copy the kernel can put in a sample
+// beside a whole callchain, and the ceiling of the copies that grow.
 const MaxStackCopy = sampler.MaxStackCopy
+
+// stackCopy is the stack copy samples start with, and the ceiling they
+// grow to (0: a fixed size).
+func (c *Config) stackCopy() (start, ceiling int) {
+	if c.StackCopy > 0 {
+		return c.StackCopy, 0
+	}
+	return DefaultStackCopy, MaxStackCopy
+}
 
 // fill applies the defaults; afterwards BaselineFreq is 0 exactly when
 // the flight recorder is off.
@@ -142,9 +157,6 @@ func (c *Config) fill() error {
 	}
 	if c.StackCopy < 0 || c.StackCopy > MaxStackCopy {
 		return fmt.Errorf("capture: stack copy of %d bytes: at most %d", c.StackCopy, MaxStackCopy)
-	}
-	if c.StackCopy == 0 {
-		c.StackCopy = DefaultStackCopy
 	}
 	if c.Freq < 0 || c.BaselineFreq < 0 || c.ProfileFreq < 0 {
 		return fmt.Errorf("capture: negative sampling rate (%d, %d, %d)", c.Freq, c.BaselineFreq, c.ProfileFreq)

@@ -221,7 +221,7 @@ func (s *Session) Period(end Moment) (*Period, error) {
 	sym := s.tp.Symbols().Stats()
 	st := stats
 	st.TargetExited = false // said below, of the period
-	f := &facts{cfg: s.cfg, tg: s.tg, stats: st, notes: s.notes, cuts: r.cuts, userStacks: r.total, symStats: since(sym, p.sym)}
+	f := &facts{cfg: s.cfg, tg: s.tg, stats: st, notes: s.notes, cuts: r.cuts, userStacks: r.total, symStats: since(sym, p.sym), unwind: s.unwind, copies: grownCopies(s.smp)}
 	p.sym = sym
 	for _, j := range sym.JIT {
 		if j.Err() == nil || j.Symbols > 0 {

@@ -254,7 +254,8 @@ func (s *Session) samplerConfig(freq int, offCPU bool, history time.Duration) sa
 		c.Annotate, c.PromptWakeup = s.annot.Annotate, true
 	}
 	if s.unwind == UnwindCFI {
-		c.DumpOnCPU, c.DumpOffCPU = s.cfg.StackCopy, s.cfg.StackCopy
+		start, ceiling := s.cfg.stackCopy()
+		c.DumpOnCPU, c.DumpOffCPU, c.GrowStackCopy = start, start, ceiling
 	} else {
 		c.DumpOnCPU, c.DumpOffCPU = FramePointerCopy, FramePointerCopy
 	}
@@ -461,6 +462,7 @@ func (s *Session) finish(f *facts, smp *sampler.Sampler, rec *sampler.Recording,
 		}
 	}
 	f.cuts, f.userStacks, f.unwind = r.cuts, r.total, s.unwind
+	f.copies = grownCopies(smp)
 	f.before = len(windows[0].samples)
 	start := rec.Start()
 	if f.before > 0 {

@@ -48,6 +48,9 @@ type Info struct {
 
 	Counts   Counts   `json:"counts"`
 	Settings Settings `json:"settings"`
+	// StackCopyGrown are the threads whose stack copies grew past
+	// Settings.StackCopy as their stacks needed, and to what.
+	StackCopyGrown []ThreadStackCopy `json:"stack_copy_grown,omitempty"`
 	// Runtime is the language runtime the process runs, as the findings
 	// recognised it ("jvm", "go", "node" …: package runtimes' IDs); ""
 	// when none they know.
@@ -102,9 +105,20 @@ type Settings struct {
 	Kernel       bool          `json:"kernel"`
 	Ptrace       bool          `json:"ptrace"`
 	// Unwind is how sampled user stacks were walked ("cfi", "fp");
-	// StackCopy the bytes of user stack each sample copied for it.
-	Unwind    string `json:"unwind,omitempty"`
-	StackCopy int    `json:"stack_copy_bytes,omitempty"`
+	// StackCopy the bytes of user stack each sample copied for it, at
+	// first. StackCopyMax, when set, is the ceiling the copies of each
+	// thread grew to as its stacks needed (no --stack-copy given);
+	// Info.StackCopyGrown lists the threads whose copies grew.
+	Unwind       string `json:"unwind,omitempty"`
+	StackCopy    int    `json:"stack_copy_bytes,omitempty"`
+	StackCopyMax int    `json:"stack_copy_max_bytes,omitempty"`
+}
+
+// ThreadStackCopy is the stack copy a thread's samples grew to.
+type ThreadStackCopy struct {
+	TID   int    `json:"tid"`
+	Name  string `json:"name,omitempty"`
+	Bytes int    `json:"bytes"`
 }
 
 // Host is the load of the machine a capture was taken on.

@@ -311,6 +311,8 @@ func settingsText(s *model.Settings) string {
 	}
 	parts = append(parts, onOff(s.OffCPU, "off-CPU"), onOff(s.Kernel, "kernel stacks"), onOff(s.Ptrace, "ptrace"))
 	switch {
+	case s.Unwind == "cfi" && s.StackCopyMax > 0:
+		parts = append(parts, fmt.Sprintf("CFI unwinding (%d KiB stack copies, growing per thread up to %d KiB)", s.StackCopy>>10, s.StackCopyMax>>10))
 	case s.Unwind == "cfi" && s.StackCopy > 0:
 		parts = append(parts, fmt.Sprintf("CFI unwinding (%d KiB stack copies)", s.StackCopy>>10))
 	case s.Unwind == "fp":

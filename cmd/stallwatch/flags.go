@@ -53,7 +53,7 @@ type captureFlags struct {
 	freq                         int
 	noOffCPU, noKernel, noPtrace bool
 	unwind                       string
-	stackCopy                    byteSize
+	stackCopy                    stackCopyFlag
 }
 
 func (c *captureFlags) declare(fs *cli.FlagSet) {
@@ -61,8 +61,7 @@ func (c *captureFlags) declare(fs *cli.FlagSet) {
 	fs.Int(&c.freq, "freq", capture.DefaultFreq, "sample each thread `HZ` times a second of its CPU time")
 	fs.Choice(&c.unwind, "unwind", string(capture.UnwindAuto), capture.UnwindModes,
 		"how sampled user stacks are walked, `MODE`: cfi (stack copies and call frame information, whole stacks through code without frame pointers), fp (the kernel's frame-pointer chains: cheapest), auto (fp for pure Go programs, else cfi)")
-	c.stackCopy = capture.DefaultStackCopy
-	fs.Var(&c.stackCopy, "stack-copy", "bytes of user stack each sample copies for --unwind cfi (`SIZE`: 8KiB, 16KiB, 32KiB; at most 60KiB); deeper stacks end with \"[truncated: stack copy … exhausted]\"").Default = c.stackCopy.String()
+	fs.Var(&c.stackCopy, "stack-copy", "bytes of user stack each sample copies for --unwind cfi (`SIZE`: 8KiB, 16KiB, 32KiB, at most 60KiB; fixed), or auto: 16KiB to start, doubling per thread up to 60KiB once its stacks need more; deeper stacks end with \"[truncated: stack copy … exhausted]\"").Default = c.stackCopy.String()
 	fs.Bool(&c.noOffCPU, "no-offcpu", "do not sample off-CPU (blocked) time; needs less privilege")
 	fs.Bool(&c.noKernel, "no-kernel", "leave kernel frames out of stacks; needs less privilege")
 	fs.Bool(&c.noPtrace, "no-ptrace", "never stop a thread: the snapshot reads the stacks of blocked threads from /proc only")
@@ -72,8 +71,8 @@ func (c *captureFlags) check() error {
 	switch {
 	case c.freq <= 0:
 		return cli.UsageErrorf("--freq %d: must be positive", c.freq)
-	case c.stackCopy < 256 || c.stackCopy > capture.MaxStackCopy:
-		return cli.UsageErrorf("--stack-copy %d: must be between 256 and %d bytes", int(c.stackCopy), capture.MaxStackCopy)
+	case c.stackCopy.fixed && (c.stackCopy.size < 256 || c.stackCopy.size > capture.MaxStackCopy):
+		return cli.UsageErrorf("--stack-copy %d: must be auto, or between 256 and %d bytes", int(c.stackCopy.size), capture.MaxStackCopy)
 	}
 	return nil
 }
@@ -82,7 +81,10 @@ func (c *captureFlags) check() error {
 func (c *captureFlags) apply(cfg *capture.Config) {
 	cfg.Freq = c.freq
 	cfg.NoOffCPU, cfg.NoKernel, cfg.NoPtrace = c.noOffCPU, c.noKernel, c.noPtrace
-	cfg.Unwind, cfg.StackCopy = capture.UnwindMode(c.unwind), int(c.stackCopy)
+	cfg.Unwind, cfg.StackCopy = capture.UnwindMode(c.unwind), 0
+	if c.stackCopy.fixed {
+		cfg.StackCopy = int(c.stackCopy.size)
+	}
 }
 
 // needs is what sampling with these flags asks of the machine.
@@ -562,6 +564,32 @@ func (b *byteSize) Set(s string) error {
 		return fmt.Errorf("%q: want a size such as 512MiB or 2GiB", s)
 	}
 	*b = byteSize(n * mult)
+	return nil
+}
+
+// stackCopyFlag is --stack-copy: "auto" (copies that grow as the stacks
+// need, capture.Config.StackCopy 0) or a fixed size.
+type stackCopyFlag struct {
+	size  byteSize
+	fixed bool
+}
+
+func (f *stackCopyFlag) String() string {
+	if !f.fixed {
+		return "auto"
+	}
+	return f.size.String()
+}
+
+func (f *stackCopyFlag) Set(s string) error {
+	if s == "auto" {
+		*f = stackCopyFlag{}
+		return nil
+	}
+	if err := f.size.Set(s); err != nil {
+		return fmt.Errorf("%q: want auto, or a size such as 16KiB or 32KiB", s)
+	}
+	f.fixed = true
 	return nil
 }
 
