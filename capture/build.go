@@ -202,8 +202,12 @@ func grownNote(grown []model.ThreadStackCopy, cfg Config) string {
 		}
 		parts = append(parts, fmt.Sprintf("%d%s to %s", g.TID, name, sizeText(g.Bytes)))
 	}
-	return fmt.Sprintf("the stack copies of %d threads grew from %s (their stacks needed more; at most %s): %s",
-		len(grown), sizeText(start), sizeText(ceiling), strings.Join(parts, ", "))
+	threads := fmt.Sprintf("%d threads", len(grown))
+	if len(grown) == 1 {
+		threads = "1 thread"
+	}
+	return fmt.Sprintf("the stack copies of %s grew from %s (their stacks needed more; at most %s): %s",
+		threads, sizeText(start), sizeText(ceiling), strings.Join(parts, ", "))
 }
 
 // threadNames merges what the sampler learnt of thread names (kept after

@@ -3,6 +3,7 @@ package sampler
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -29,7 +30,14 @@ import (
 // the ring memory of a grown thread is bounded by the ceiling (two of its
 // largest records at least, RingHold at the peak rate within its share
 // of the budget at most).
+//
+// A thread's first samples decide soonest: for settleFor after a thread
+// is attached the reader drains the rings every settleTick, not only when
+// a quarter of a ring is full (a thread deeper than its copy would
+// otherwise lose hundreds of stacks, at 997 Hz, before the first drain).
 const (
+	settleFor  = time.Second
+	settleTick = 20 * time.Millisecond
 	growAfter  = 2
 	growShare  = 100
 	copyWindow = 1024
@@ -56,10 +64,15 @@ func (u *copyUse) note(cut unwind.Cut) bool {
 	return u.exhausted >= growAfter && u.exhausted*growShare >= u.walked
 }
 
-// noteCopy counts a sample's walk of t and marks t to grow where it
-// should and can.
-func (s *Sampler) noteCopy(t *thread, cut unwind.Cut) {
+// noteCopy counts the walk of a sample of t that asked for a copy of
+// asked bytes, and marks t to grow where it should and can. A sample of
+// the events a regrowth replaced (a smaller copy than the event's now)
+// says nothing of the new size.
+func (s *Sampler) noteCopy(t *thread, id uint64, asked int, cut unwind.Cut) {
 	if s.growTo == 0 || t.copies.want || t.copies.err != nil || t.copySize() >= s.growTo {
+		return
+	}
+	if id == t.onID && asked < t.dumpOn || id == t.offID && asked < t.dumpOff {
 		return
 	}
 	if t.copies.note(cut) {
@@ -129,7 +142,7 @@ func (s *Sampler) grow(t *thread) {
 	t.mem, t.ring = n.mem, n.ring
 	t.dumpOn, t.dumpOff = n.dumpOn, n.dumpOff
 	t.from = cut
-	t.copies.walked, t.copies.exhausted = 0, 0
+	t.copies.walked, t.copies.exhausted, t.copies.want = 0, 0, false
 	t.copies.grown++
 	s.stats.StackCopyGrowths++
 	s.closer <- old

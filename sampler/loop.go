@@ -22,8 +22,9 @@ func (s *Sampler) loop() {
 	defer close(s.loopDone)
 	events := make([]unix.EpollEvent, 128)
 	var hup []int
+	next := s.nextTick(monotime.Now())
 	for {
-		n := s.wait(events)
+		n := s.wait(events, next)
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
@@ -60,8 +61,20 @@ func (s *Sampler) loop() {
 			s.mu.Unlock()
 			return
 		}
+		next = s.nextTick(now)
 		s.mu.Unlock()
 	}
+}
+
+// nextTick is how long the loop waits for a ring at most: tick, but
+// settleTick while a thread attached in the last settleFor may yet need
+// larger stack copies, so that its first samples, not a quarter ring of
+// them, decide (grow).
+func (s *Sampler) nextTick(now uint64) time.Duration {
+	if s.growTo > 0 && now-s.lastAttach < uint64(settleFor) {
+		return settleTick
+	}
+	return tick
 }
 
 // wait returns after a wakeup or a tick, with the events its epoll set
@@ -73,7 +86,7 @@ func (s *Sampler) loop() {
 // a wakeup from the poller is therefore taken as "read the rings",
 // whatever epoll_wait then says. Hang-ups, the pidfd and the eventfd are
 // reported either way (their readiness is not consumed).
-func (s *Sampler) wait(events []unix.EpollEvent) int {
+func (s *Sampler) wait(events []unix.EpollEvent, tick time.Duration) int {
 	n, first := 0, true
 	_ = s.epfile.SetReadDeadline(time.Now().Add(tick))
 	err := s.epconn.Read(func(fd uintptr) bool {
@@ -229,7 +242,7 @@ func (s *Sampler) handle(t *thread, b []byte) (exit uint64, exited bool) {
 	case recSample:
 		smp := s.sampleOf(&r)
 		if r.stackAsked > 0 && s.cfg.UserStack != nil {
-			s.noteCopy(t, smp.Cut)
+			s.noteCopy(t, r.id, r.stackAsked, smp.Cut)
 		}
 		if r.id == t.onID && t.on >= 0 {
 			smp.Kind = OnCPU

@@ -48,6 +48,8 @@ type Sampler struct {
 	userBuf   []uint64
 	pending   []forkedThread // threads announced by FORK records, to attach
 	lastScan  time.Time
+	// lastAttach is when a thread was last attached (CLOCK_MONOTONIC).
+	lastAttach uint64
 	// maxThreads bounds len(live) (0: none): Config.MaxThreads, lowered
 	// to what fitted when the kernel said EMFILE.
 	maxThreads   int

@@ -229,6 +229,7 @@ func (s *Sampler) attach(tid int, seen uint64) (err error) {
 		}
 	}
 	t.attached = monotime.Now()
+	s.lastAttach = t.attached
 	s.live[tid] = t
 	s.stats.ThreadsAttached++
 	return nil
