@@ -113,7 +113,7 @@ func TestStackCopyTooSmall(t *testing.T) {
 // not resident, as memcached's worker loop does, and the kernel copies
 // without faulting pages in), the stacks end saying so, and capture.json
 // says why — not that a larger --stack-copy reaches further, which it
-// does not.
+// does not — and the thread's copies do not grow.
 func TestStackCopyShort(t *testing.T) {
 	testutil.RequirePerf(t)
 	gcc := testutil.RequireTool(t, "gcc")
@@ -150,6 +150,10 @@ func TestStackCopyShort(t *testing.T) {
 	}
 	if !strings.Contains(notes, "stacks end where the kernel copied only ") || !strings.Contains(notes, "of the 16 KiB of stack asked: the stack's next page was not resident") {
 		t.Errorf("capture.json's notes do not say the kernel cut the copy short, and why:\n%s", notes)
+	}
+	// A larger copy would be cut short the same: the copies do not grow.
+	if len(info.StackCopyGrown) > 0 || strings.Contains(notes, "grew from") {
+		t.Errorf("stack copies the kernel cut short grew: %+v\n%s", info.StackCopyGrown, notes)
 	}
 	t.Logf("%d of %d samples in leaf ← buffered cut short; notes:\n%s", short, inLeaf, notes)
 }
