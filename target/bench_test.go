@@ -8,6 +8,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,6 +89,10 @@ func workloads(b testing.TB) map[string]*testutil.Target {
 	// each JavaScript frame interpreted gets a native frame of its own.
 	out["node-interpreted-frames-native-stack"] = testutil.Start(b, node, "--interpreted-frames-native-stack", testutil.Testdata(b, "node", "fib.js"))
 	out["node-interpreted-frames-native-stack"].WaitLine(b, "ready", 30*time.Second)
+	// A recursive descent parser 200 levels deep, three JavaScript frames
+	// a level, with the same flag: the deep stacks fib.js does not have.
+	out["node-parse-200-interpreted-frames-native-stack"] = testutil.Start(b, node, "--interpreted-frames-native-stack", testutil.Testdata(b, "node", "parse.js"), "200")
+	out["node-parse-200-interpreted-frames-native-stack"].WaitLine(b, "ready", 30*time.Second)
 	return out
 }
 
@@ -158,7 +163,10 @@ func BenchmarkUnwindSamples(b *testing.B) {
 // taken with the largest copy the kernel allows; each is unwound again
 // from the first 4, 8, 16 and 32 KiB of it, and the share that still
 // reaches the thread's first function is reported, with the bytes the
-// walk needed (percentiles). It chose the default --stack-copy.
+// walk needed (percentiles). It chose the default --stack-copy. Then the
+// target is sampled as captures do by default, copies of 16 KiB growing
+// per thread as its stacks need (%-complete-adaptive, and the largest
+// copy a thread grew to: adaptive-bytes-max).
 //
 //	go test -run '^$' -bench StackCopySize ./target
 func BenchmarkStackCopySize(b *testing.B) {
@@ -210,6 +218,49 @@ func BenchmarkStackCopySize(b *testing.B) {
 					b.ReportMetric(100*float64(ok)/float64(len(raw)), "%-complete-"+strconv.Itoa(kib)+"KiB")
 				}
 			}
+			whole, grownTo := adaptiveShare(b, tg.Pid, u)
+			b.ReportMetric(whole, "%-complete-adaptive")
+			b.ReportMetric(float64(grownTo), "adaptive-bytes-max")
 		})
 	}
+}
+
+// adaptiveShare samples pid as a capture does by default — copies of
+// 16 KiB that grow per thread up to the ceiling as its stacks need
+// (sampler.Config.GrowStackCopy) — each stack unwound by u as it arrives,
+// and returns the share of the samples that reach their thread's first
+// function (in %), with the largest copy a thread grew to.
+func adaptiveShare(b *testing.B, pid int, u *unwind.Process) (float64, int) {
+	b.Helper()
+	var mu sync.Mutex
+	whole, total := 0, 0
+	s, err := sampler.Start(sampler.Config{PID: pid, Freq: 997, DumpOnCPU: 16 << 10, GrowStackCopy: sampler.MaxStackCopy, History: -1,
+		UserStack: func(us sampler.UserSample, dst []uint64) ([]uint64, unwind.Cut) {
+			stack, cut := u.UnwindSample(unwind.Sample{Regs: unwind.Regs{IP: us.Regs.IP, SP: us.Regs.SP, BP: us.Regs.BP, BPKnown: true},
+				Stack: us.Stack, Asked: us.Asked, FP: us.FP, Time: us.Time}, unwind.MaxFrames, dst)
+			if len(us.Stack) > 0 {
+				mu.Lock()
+				total++
+				if !cut.Truncated() {
+					whole++
+				}
+				mu.Unlock()
+			}
+			return stack, cut
+		}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	testutil.WaitCPU(b, pid, 2*time.Second, 60*time.Second)
+	grown := 0
+	for _, t := range s.Threads() {
+		grown = max(grown, t.StackCopy)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if total == 0 {
+		b.Fatal("no samples with a stack copy")
+	}
+	return 100 * float64(whole) / float64(total), grown
 }
