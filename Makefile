@@ -84,9 +84,9 @@ soak:
 # each met or not by that run. `make bench` prints both after its
 # medians.
 PERFCOUNT ?= 3
-PERFBENCH := ^Benchmark(EndToPprof|EndToPprofStackCopies|LostSmallTargets|Snapshot|WatchIdle|Daemon|UnwindSamples|StackCopySize)$$
+PERFBENCH := ^Benchmark(EndToPprof|EndToPprofStackCopies|LostSmallTargets|Snapshot|WatchIdle|Daemon|UnwindSamples|StackCopySize|TargetSlowdownStackCopy|RingBound)$$
 perf-table:
-	$(GO) test -p 1 -run '^$$' -bench '$(PERFBENCH)' -count $(PERFCOUNT) -timeout 60m ./capture ./snapshot ./cmd/stallwatch ./target | tee bench-perf.out | $(GO) run ./internal/benchtab -update docs/testing.md -update README.md
+	$(GO) test -p 1 -run '^$$' -bench '$(PERFBENCH)' -count $(PERFCOUNT) -timeout 60m ./capture ./snapshot ./cmd/stallwatch ./target ./sampler | tee bench-perf.out | $(GO) run ./internal/benchtab -update docs/testing.md -update README.md
 
 # The stored captures the findings and the renderings are tested on
 # (testdata/captures, each with a MADE-BY file): captured again from real
