@@ -28,6 +28,17 @@
 // machine; TestPythonAttribution: 96–99% of samples in the interpreter
 // attributed to the function that ran).
 //
+// Stack copies (--unwind cfi) grow per thread unless Config.StackCopy
+// fixes their size: they start at DefaultStackCopy (16 KiB: the stacks of
+// most programs need less, BenchmarkStackCopySize) and a thread whose
+// stacks are deeper has its copies doubled by the sampler, up to
+// MaxStackCopy (sampler.Config.GrowStackCopy). The flight recorder's
+// sampler is the captures' and continuous profiling's, so a thread grown
+// before a trigger is sampled whole from the trigger's first moment;
+// capture.json gives the ceiling (settings.stack_copy_max_bytes) and the
+// threads that grew (stack_copy_grown), a note names them, and the
+// advice of a larger --stack-copy is given only for a fixed size.
+//
 // Each capture reads the target's kernel context (package
 // internal/kernelctx, kernel.go) at its start, beside the snapshot, and at
 // its end, beside the resolving of its samples, with every thread's

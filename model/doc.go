@@ -83,7 +83,12 @@
 //	                    missing_symbols
 //	settings            freq_hz, baseline_freq_hz, history_ns,
 //	                    capture_for_ns, offcpu, kernel, ptrace, unwind
-//	                    ("cfi", "fp"), stack_copy_bytes
+//	                    ("cfi", "fp"), stack_copy_bytes (the copy
+//	                    samples start with), stack_copy_max_bytes (the
+//	                    ceiling each thread's copies grew to as its
+//	                    stacks needed; omitted for a fixed --stack-copy)
+//	stack_copy_grown    the threads whose stack copies grew: tid, name,
+//	                    bytes; omitted when none did
 //	runtime             the language runtime the process runs, as the
 //	                    findings recognised it ("jvm", "go", "node",
 //	                    "python", "dotnet", "julia", "ruby", "erlang",

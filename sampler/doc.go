@@ -92,6 +92,32 @@
 // change; on-CPU weights therefore come from the sampler's own record of
 // the period in force at each sample's time.
 //
+// # Stack copies that grow
+//
+// With Config.GrowStackCopy each thread's copies start at DumpOnCPU and
+// DumpOffCPU and double, up to that ceiling (MaxStackCopy, 60 KiB, at
+// most: the largest copy that fits a 64 KiB record beside a whole
+// callchain), once the thread's walks run out of them: a walk by
+// UserStack that ends unwind.CopyExhausted with the copy as large as
+// asked, twice and in at least 1% of its recent samples (grow.go). A copy
+// the kernel cut short (a page not resident, the stack's end) does not
+// count: a larger one would be cut the same. sample_stack_user is fixed
+// when an event is opened, so the thread's sampling events are opened
+// again with the larger copy on a new ring (sized by the same policy for
+// the larger records), enabled before the old ones are disabled; a
+// cut-over time taken between the two splits the overlap, each record
+// kept from exactly one ring (the old one's before it, the new one's
+// from it); the old ring is read to its end, and its descriptors and
+// mapping go to the closer. For a second after a thread is attached the
+// reader drains every 20 ms, so that its first samples decide, not a
+// quarter ring of them. Copies never shrink: what made a thread's
+// stacks deep comes back, and each regrowth costs the walks that ran out
+// before it. ThreadInfo.StackCopy says what each thread copies, Stats
+// how many regrowths were made and failed (a regrowth that cannot open
+// its events or map its ring keeps the old ones, and is not tried again
+// for that thread). Ring memory: 1,000 threads grown to 60 KiB hold
+// 128 KiB each, 125 MiB, against 62.5 MiB at 16 KiB (BenchmarkRingBound).
+//
 // # Off-CPU intervals
 //
 // The context-switches sample at switch-out carries the stack (kernel and
