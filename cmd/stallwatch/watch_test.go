@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stallwatch/stallwatch/capture"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 )
 
@@ -89,6 +90,9 @@ func TestWatchUsageErrors(t *testing.T) {
 		{[]string{"--pid", "1", "--heartbeat-proc", "--http-timeout", "1s"}, "go with --heartbeat-http"},
 		{[]string{"--pid", "1", "--heartbeat-proc", "--max-captures", "-1"}, "cannot be negative"},
 		{[]string{"--pid", "1", "--heartbeat-proc", "--freq", "0"}, "--freq"},
+		{[]string{"--pid", "1", "--heartbeat-proc", "--stack-copy", "100"}, "--stack-copy 100: must be auto, or between 256 and 61440 bytes"},
+		{[]string{"--pid", "1", "--heartbeat-proc", "--stack-copy", "0"}, "--stack-copy 0: must be auto, or between 256"},
+		{[]string{"--pid", "1", "--heartbeat-proc", "--stack-copy", "lots"}, `"lots": want auto, or a size such as 16KiB or 32KiB`},
 		{[]string{"--pid", "1", "--heartbeat-file", ""}, "--heartbeat-file: an empty path"},
 		{[]string{"--pid", "1", "--heartbeat-proc", "--capture-for", "100000h"}, "--capture-for 100000h0m0s: must be positive and at most 10m0s"},
 		{[]string{"--pid", "1", "--no-such-flag"}, "no-such-flag"},
@@ -485,5 +489,35 @@ func TestWatchSIGUSR1CapturesNow(t *testing.T) {
 	_ = sw.Cmd.Process.Signal(syscall.SIGINT)
 	if got := exitStatusOf(t, sw, 5*time.Second); got != 0 {
 		t.Errorf("exit %d after SIGINT, want 0", got)
+	}
+}
+
+// TestStackCopyFlag: --stack-copy auto (the default) leaves the copies to
+// grow (capture.Config.StackCopy 0); a size fixes them.
+func TestStackCopyFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{nil, 0},
+		{[]string{"auto"}, 0},
+		{[]string{"32KiB"}, 32 << 10},
+		{[]string{"32KiB", "auto"}, 0},
+		{[]string{"8192"}, 8192},
+	} {
+		c := captureFlags{freq: capture.DefaultFreq}
+		for _, a := range tc.args {
+			if err := c.stackCopy.Set(a); err != nil {
+				t.Fatalf("--stack-copy %s: %v", a, err)
+			}
+		}
+		if err := c.check(); err != nil {
+			t.Fatalf("--stack-copy %v: %v", tc.args, err)
+		}
+		var cfg capture.Config
+		c.apply(&cfg)
+		if cfg.StackCopy != tc.want {
+			t.Errorf("--stack-copy %v: capture.Config.StackCopy %d, want %d", tc.args, cfg.StackCopy, tc.want)
+		}
 	}
 }
