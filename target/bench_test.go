@@ -166,8 +166,8 @@ func BenchmarkUnwindSamples(b *testing.B) {
 // 16 and 32 KiB is reported, with the bytes the walks needed
 // (percentiles). It chose the default --stack-copy. Then the
 // target is sampled as captures do by default, copies of 16 KiB growing
-// per thread as its stacks need (%-complete-adaptive, and the largest
-// copy a thread grew to: adaptive-bytes-max).
+// per thread as its stacks need (%-complete-default, and the largest
+// copy a thread grew to: default-bytes-max).
 //
 //	go test -run '^$' -bench StackCopySize ./target
 func BenchmarkStackCopySize(b *testing.B) {
@@ -220,8 +220,8 @@ func BenchmarkStackCopySize(b *testing.B) {
 				}
 			}
 			whole, grownTo := adaptiveShare(b, tg.Pid, u)
-			b.ReportMetric(whole, "%-complete-adaptive")
-			b.ReportMetric(float64(grownTo), "adaptive-bytes-max")
+			b.ReportMetric(whole, "%-complete-default")
+			b.ReportMetric(float64(grownTo), "default-bytes-max")
 		})
 	}
 }

@@ -44,7 +44,7 @@ var perfRows = []perfRow{
 	{"records lost by a recording at the defaults, 4 s (LostSmallTargets)", "capture", "BenchmarkLostSmallTargets/",
 		"{lost-records} of {samples+intervals}", "`perf record -g` at the same time: {perf-lost-records} of {perf-samples}", "—"},
 	{"samples whose stack copy reaches the thread's first function (StackCopySize)", "target", "BenchmarkStackCopySize/",
-		"8 KiB: {%-complete-8KiB}%, 16 KiB: {%-complete-16KiB}%, 32 KiB: {%-complete-32KiB}%; needed p99 {bytes-p99} bytes; the default (16 KiB, growing per thread): {%-complete-adaptive}%, grown to {adaptive-bytes-max} bytes", "perf's default: 8 KiB", "—"},
+		"8 KiB: {%-complete-8KiB}%, 16 KiB: {%-complete-16KiB}%, 32 KiB: {%-complete-32KiB}%; needed p99 {bytes-p99} bytes; the default (16 KiB, growing per thread): {%-complete-default}%, grown to {default-bytes-max} bytes", "perf's default: 8 KiB", "—"},
 	{"target slowdown per 1 kHz of samples with stack copies (TargetSlowdownStackCopy)", "sampler", "BenchmarkTargetSlowdownStackCopy",
 		"16 KiB {copy16K-%-per-kHz}%, 32 KiB {copy32K-%-per-kHz}%, 60 KiB {copy60K-%-per-kHz}% (frame pointers only: {fp-%-per-kHz}%)",
 		"`perf record --call-graph dwarf,SIZE`: 16 KiB {perf-dwarf16K-%-per-kHz}%, 32 KiB {perf-dwarf32K-%-per-kHz}%, 60 KiB {perf-dwarf60K-%-per-kHz}%",
