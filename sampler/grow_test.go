@@ -56,7 +56,7 @@ func TestStackCopyGrows(t *testing.T) {
 	asked := map[int32][]int{} // the distinct sizes each thread's samples asked, in order
 	fd0 := testutil.OpenFDs(t)
 	s := mustStart(t, Config{PID: tg.Pid, Freq: 997, OffCPU: true, Kernel: true,
-		DumpOnCPU: start, DumpOffCPU: start, GrowStackCopy: ceiling,
+		DumpOnCPU: start, DumpOffCPU: start, GrowStackCopy: ceiling, Logger: testLogger(t),
 		UserStack: func(us UserSample, dst []uint64) ([]uint64, unwind.Cut) {
 			mu.Lock()
 			if a := asked[us.TID]; len(a) == 0 || a[len(a)-1] != us.Asked {
@@ -101,6 +101,12 @@ func TestStackCopyGrows(t *testing.T) {
 		used += c1[tid] - c0[tid]
 	}
 	st := s.Stats()
+	// A thread let go and attached again would start over at the
+	// smallest copy (below), and a record of a replaced event decoded
+	// with the new one's layout would be a bad record.
+	if st.ThreadsExited != 0 || st.BadRecords != 0 {
+		t.Errorf("%d threads taken for exited, %d bad records: the regrowths broke the threads' events", st.ThreadsExited, st.BadRecords)
+	}
 	if want := 3 * 8; st.StackCopyGrowths < want || st.StackCopyGrowFailed != 0 {
 		t.Errorf("%d regrowths (%d failed), want at least %d", st.StackCopyGrowths, st.StackCopyGrowFailed, want)
 	}

@@ -230,6 +230,9 @@ func (s *Sampler) handle(t *thread, b []byte) (exit uint64, exited bool) {
 		}
 		return layout{}, false
 	})
+	if err != nil && t.replacing(b) {
+		return 0, false
+	}
 	if err != nil {
 		s.stats.BadRecords++
 		s.log.Debug("bad perf record", "tid", t.tid, "err", err)

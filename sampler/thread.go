@@ -43,8 +43,10 @@ type thread struct {
 	dumpOn, dumpOff int
 	copies          copyUse
 	// from and until bound the times of the records kept while a
-	// regrowth's old and new events overlap (grow, seenTwice).
+	// regrowth's old and new events overlap (grow, seenTwice); next are
+	// the ids of the new events while the old ring is read (replacing).
 	from, until uint64
+	next        [2]uint64
 }
 
 // copySize is the larger of t's two stack copies.
@@ -478,9 +480,7 @@ func (s *Sampler) forget(t *thread) {
 
 // closeThread stops t's events now and has the closer release them.
 func (s *Sampler) closeThread(t *thread) {
-	if t.tracker >= 0 && s.epfd >= 0 {
-		_ = unix.EpollCtl(s.epfd, unix.EPOLL_CTL_DEL, t.tracker, nil)
-	}
+	s.epollDel(t.tracker, t.on)
 	job := closeJob{mems: [][]byte{t.mem, t.sideMem}}
 	if t.mem != nil {
 		s.ringTotal -= len(t.mem) - s.pageSize
@@ -495,6 +495,17 @@ func (s *Sampler) closeThread(t *thread) {
 	t.onEnabled, t.offEnabled = false, false
 	if len(job.fds) > 0 {
 		s.closer <- job
+	}
+}
+
+// epollDel takes fds out of the epoll set before the closer unmaps their
+// rings: an event without a ring polls EPOLLHUP (perf_poll), which the
+// loop takes for its thread's exit.
+func (s *Sampler) epollDel(fds ...int) {
+	for _, fd := range fds {
+		if fd >= 0 && s.epfd >= 0 {
+			_ = unix.EpollCtl(s.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+		}
 	}
 }
 
