@@ -28,6 +28,14 @@ func (s *RegState) Set(r uint64, v uint64) {
 	}
 }
 
+// Known is the set of registers known, bit r for register r.
+func (s *RegState) Known() uint32 { return s.known }
+
+// Narrow forgets every register not in m (bit r for register r), in
+// place: an unwinder building a caller's registers from its callee's
+// keeps what the caller shares with it without copying the rest.
+func (s *RegState) Narrow(m uint32) { s.known &= m }
+
 // Memory is what an expression dereferences: the target's memory (see
 // package internal/unwind). A short read is returned with an error.
 type Memory interface {

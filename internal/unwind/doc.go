@@ -25,7 +25,14 @@
 // entries keyed by the address and the layout generation (each Refresh
 // starts a new one), shared by concurrent walks without a lock: a warm
 // frame costs a probe and the stack reads its rules name, rather than a
-// search of the mappings and the module's FDEs. Rows from an ELF file's
+// search of the mappings and the module's FDEs. A row of the form nearly
+// all compiled code has (the CFA a register plus an offset, the return
+// address and saved registers at offsets from it, no expression, not a
+// signal frame) is kept compiled beside it (flatRule), and a warm frame
+// is unwound from the entry alone, in place, without the row's table of
+// rules; anything a flat step cannot take as it is (a read that fails, a
+// frame that does not climb, the stack's end) is left to the general
+// rules, which decide it and say why (TestFlatStepIsCFIStep). Rows from an ELF file's
 // own tables hold for the layout. JIT code's hold for what its JIT said
 // (JITCode): the sample times over which the code it found at the
 // address (or that it found none) is the answer, in the JIT's generation
@@ -46,7 +53,7 @@
 // runtime may patch code in place, or reuse code nobody describes, with
 // no record of it, and a walk that reads the code as it unwinds reads it
 // after the sample too. Memory, per Process, at most: rules 32 KiB of
-// slots + 4,096 entries of 80 bytes; extents 32 KiB + 4,096 × 64 bytes;
+// slots + 4,096 entries of 168 bytes; extents 32 KiB + 4,096 × 64 bytes;
 // verdicts 32 KiB + 4,096 × 96 bytes in front and 65,536 of about 110
 // bytes in the map; the sweeps of 4,096 call targets (a function's calls
 // and jumps each): about 8 MiB and the sweeps for a target whose stacks

@@ -312,8 +312,10 @@ func (p *Process) UnwindSample(smp Sample, max int, dst []uint64) ([]uint64, Cut
 	n := 1
 	for n < max {
 		below, exact := s.ip(), s.exact
-		res := w.step(&s)
-		if res.end {
+		var res stepResult
+		if cfa, ok := w.warmStep(&s); ok {
+			res = stepResult{how: CFI, cfa: cfa}
+		} else if res = w.step(&s); res.end {
 			if !res.cut.Truncated() {
 				return out, Cut{}
 			}
@@ -322,9 +324,20 @@ func (p *Process) UnwindSample(smp Sample, max int, dst []uint64) ([]uint64, Cut
 		if !w.executable(s.ip(), res.signal) {
 			return out, Cut{Reason: NotExecutable, PC: s.ip()}
 		}
-		missing, cut := w.verify(&res, below, exact, s.ip())
-		if cut.Truncated() {
-			return out, cut
+		var missing uint64
+		if w.guessed || res.how != CFI {
+			m, cut := w.verify(&res, below, exact, s.ip())
+			if cut.Truncated() {
+				return out, cut
+			}
+			missing = m
+		} else {
+			// What verify does for a frame by exact rules with no
+			// guess below it: note the frame returned from.
+			if !exact {
+				below--
+			}
+			w.under = below
 		}
 		if missing != 0 && n+1 < max {
 			out = append(out, missing)

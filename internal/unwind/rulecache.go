@@ -1,6 +1,7 @@
 package unwind
 
 import (
+	"math/bits"
 	"sync/atomic"
 
 	"github.com/stallwatch/stallwatch/internal/callframe"
@@ -8,9 +9,10 @@ import (
 
 // ruleCacheBits sizes a Process's rule cache: 4,096 slots, direct-mapped.
 // Its memory is bounded by the slots: 32 KiB of pointers and at most one
-// 80-byte entry per slot (the rows they point to are the modules' own,
+// 168-byte entry per slot (the rows they point to are the modules' own,
 // kept by package internal/objfile either way, or the JIT's, kept by
-// package target), about 350 KiB a target. A warm stack of a few hundred
+// package target; an entry carries its row's flat form), about 700 KiB a
+// target. A warm stack of a few hundred
 // distinct return addresses fits.
 const ruleCacheBits = 12
 
@@ -44,11 +46,70 @@ type cachedRule struct {
 	row     *callframe.Row // nil: the module has no row here; frame pointers
 	ruled   uint32         // the registers row has a rule for (ruledRegs)
 	fnStart uint64         // run-time start of the row's function
+	flat    flatRule       // row compiled, when it is of the common form
 	// jit: JIT code's rules, for sample times in span while the JIT's
 	// generation is jitGen.
 	jit    bool
 	jitGen uint64
 	span   JITSpan
+}
+
+// flatRule is a row compiled to the form nearly every frame of compiled
+// code has: the CFA is a register plus an offset, the return address and
+// the registers the function saved are read at offsets from the CFA, the
+// stack pointer is the CFA and the other callee-saved registers keep
+// their values. A warm frame is then unwound from the cache's entry
+// alone, without the row's table of 17 rules (cfiStep). ok false: the
+// row needs the general rules (an expression, a register rule, a signal
+// frame, a rule for the stack pointer, more saved registers than fit).
+type flatRule struct {
+	ok     bool
+	cfaReg uint8
+	n      uint8 // saved[:n] are in use; saved[0] is the return address's
+	cfaOff int64
+	// keep: the registers the caller has as the callee had them
+	// (callee-saved without a rule, and those whose rule says so).
+	keep  uint32
+	saved [maxFlatSaved]flatSlot
+}
+
+// flatSlot is a register saved at off from the CFA.
+type flatSlot struct {
+	off int32
+	reg uint8
+}
+
+// maxFlatSaved bounds a flat rule's saved registers: the return address
+// and the six callee-saved registers, and one to spare.
+const maxFlatSaved = 8
+
+// compileFlat compiles a row with rules for the registers in ruled to a
+// flatRule, when it has the common form.
+func compileFlat(rr *callframe.Row, ruled uint32) flatRule {
+	ra := rr.Regs[callframe.RegRA]
+	if rr.Signal || rr.CFAExpr != nil || rr.CFAReg >= callframe.NumRegs ||
+		ruled&(1<<callframe.RegRSP) != 0 || ra.Kind != callframe.RuleOffset || int64(int32(ra.Off)) != ra.Off {
+		return flatRule{}
+	}
+	f := flatRule{ok: true, cfaReg: uint8(rr.CFAReg), cfaOff: rr.CFAOff, keep: calleeSavedRegs &^ ruled, n: 1}
+	f.saved[0] = flatSlot{off: int32(ra.Off), reg: callframe.RegRA}
+	for m := ruled &^ (1 << callframe.RegRA); m != 0; m &= m - 1 {
+		r := bits.TrailingZeros32(m)
+		switch ru := rr.Regs[r]; ru.Kind {
+		case callframe.RuleUndefined:
+		case callframe.RuleSame:
+			f.keep |= 1 << r
+		case callframe.RuleOffset:
+			if int(f.n) == maxFlatSaved || int64(int32(ru.Off)) != ru.Off {
+				return flatRule{}
+			}
+			f.saved[f.n] = flatSlot{off: int32(ru.Off), reg: uint8(r)}
+			f.n++
+		default:
+			return flatRule{}
+		}
+	}
+	return f
 }
 
 // slotOf spreads addresses over the slots (Fibonacci hashing: nearby

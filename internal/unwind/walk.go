@@ -130,6 +130,9 @@ type walker struct {
 	// generation gen (nil: no cache; see ruleCache).
 	rules *ruleCache
 	gen   uint64
+	// hint is the rule cache's entry the last caller's check found: the
+	// next step's (cachedRule).
+	hint *cachedRule
 	// funcs caches JIT functions' extents (nil: no cache, and no caller
 	// in or into JIT code is cached either).
 	funcs *funcCache
@@ -260,9 +263,14 @@ func (w *walker) step(s *frameState) stepResult {
 		// belong to the next function (calls to noreturn functions).
 		look = pc - 1
 	}
-	if e := w.rules.get(w.gen, look); e != nil && w.ruleHolds(e) {
+	if e := w.cachedRule(look); e != nil {
 		if e.row == nil {
 			return w.fpStepState(s, e.cr)
+		}
+		if e.flat.ok {
+			if cfa, ok := w.flatStep(s, e); ok {
+				return stepResult{how: CFI, cfa: cfa}
+			}
 		}
 		return w.cfiStep(s, e.cr, e.row, e.ruled, e.fnStart)
 	}
@@ -307,6 +315,7 @@ func (w *walker) step(s *frameState) stepResult {
 			if cacheable {
 				e := key
 				e.row, e.ruled, e.fnStart = rr, ruled, fnStart
+				e.flat = compileFlat(rr, ruled)
 				w.rules.put(&e)
 			}
 			return w.cfiStep(s, cr, rr, ruled, fnStart)
@@ -317,6 +326,21 @@ func (w *walker) step(s *frameState) stepResult {
 		w.rules.put(&e)
 	}
 	return w.fpStepState(s, cr)
+}
+
+// cachedRule is the cached rule for the frame at pc that holds for this
+// walk, or nil. The entry the caller's check found (executable) is taken
+// without a second probe.
+func (w *walker) cachedRule(pc uint64) *cachedRule {
+	e := w.hint
+	w.hint = nil
+	if e == nil || e.pc != pc {
+		e = w.rules.get(w.gen, pc)
+	}
+	if e != nil && w.ruleHolds(e) {
+		return e
+	}
+	return nil
 }
 
 // ruleHolds reports whether a cached rule holds for this walk: a
@@ -340,6 +364,73 @@ func (w *walker) ruleHolds(e *cachedRule) bool {
 	c.jitGen = w.jitGen
 	w.rules.put(&c)
 	return true
+}
+
+// warmStep unwinds s to its caller by the flat form of the frame's cached
+// row (flatStep): the step of nearly every warm frame of compiled code,
+// without the general step's lookups and results. ok false, s unchanged:
+// step decides (no such rule, or a step that fails, which step then finds
+// again and says why).
+func (w *walker) warmStep(s *frameState) (cfa uint64, ok bool) {
+	look := s.ip()
+	if !s.exact {
+		look--
+	}
+	e := w.cachedRule(look)
+	if e == nil || e.row == nil || !e.flat.ok {
+		return 0, false
+	}
+	return w.flatStep(s, e)
+}
+
+// flatStep unwinds s by a cached row's flat form (compileFlat), in place:
+// what cfiStep does with the row, without its table of rules or a copy
+// of the registers, and it returns the callee's CFA. ok false, s
+// unchanged: cfiStep decides (the CFA's register unknown: a frame
+// pointer to scan for; a read that fails; the end of the stack; a bad
+// frame), and says why.
+func (w *walker) flatStep(s *frameState, e *cachedRule) (cfa uint64, ok bool) {
+	f := &e.flat
+	base, known := s.regs.Get(uint64(f.cfaReg))
+	if !known {
+		return 0, false
+	}
+	cfa, sp := base+uint64(f.cfaOff), s.sp()
+	var ra uint64
+	var err error
+	if at := cfa + uint64(int64(f.saved[0].off)); w.onStack { // no call per read
+		ra, err = w.stack.word(at)
+	} else {
+		ra, err = readWord(w.mem, at)
+	}
+	if err != nil || ra == 0 || cfa <= sp {
+		// cfiStep's cuts: a caller's frame lies above its callee's.
+		return 0, false
+	}
+	was := s.regs.Known()
+	keep := f.keep
+	for _, sl := range f.saved[1:f.n] {
+		at := cfa + uint64(int64(sl.off))
+		var v uint64
+		var err error
+		if w.onStack {
+			v, err = w.stack.word(at)
+		} else {
+			v, err = readWord(w.mem, at)
+		}
+		if err == nil {
+			s.regs.Set(uint64(sl.reg), v)
+			keep |= 1 << sl.reg
+		} else if was&(1<<sl.reg) != 0 && at < sp {
+			// Popped already (see cfiStep): the register holds it.
+			keep |= 1 << sl.reg
+		}
+	}
+	s.regs.Narrow(keep)
+	s.regs.Set(callframe.RegRA, ra)
+	s.regs.Set(callframe.RegRSP, cfa)
+	s.exact, s.first = false, false
+	return cfa, true
 }
 
 // cfiStep applies the rules of a row; ruled is the set of registers it
@@ -803,7 +894,11 @@ func (w *walker) executable(pc uint64, exact bool) bool {
 		}
 		pc--
 	}
-	return w.rules.get(w.gen, pc) != nil || w.find(pc) != nil
+	if e := w.rules.get(w.gen, pc); e != nil {
+		w.hint = e // the next step's rule, most likely
+		return true
+	}
+	return w.find(pc) != nil
 }
 
 // Scan limits: how far above the stack pointer a saved frame pointer is
