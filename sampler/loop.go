@@ -22,7 +22,9 @@ func (s *Sampler) loop() {
 	defer close(s.loopDone)
 	events := make([]unix.EpollEvent, 128)
 	var hup []int
+	s.mu.Lock()
 	next := s.nextTick(monotime.Now())
+	s.mu.Unlock()
 	for {
 		n := s.wait(events, next)
 		s.mu.Lock()
@@ -66,7 +68,8 @@ func (s *Sampler) loop() {
 	}
 }
 
-// nextTick is how long the loop waits for a ring at most: tick, but
+// nextTick is how long the loop waits for a ring at most (s.mu held:
+// a reader's drain attaches threads too): tick, but
 // settleTick while a thread attached in the last settleFor may yet need
 // larger stack copies, so that its first samples, not a quarter ring of
 // them, decide (grow).
