@@ -63,16 +63,12 @@ func writePerfTable(w io.Writer, pkgs map[string]*pkg) {
 	fmt.Fprintln(w, "| what | stallwatch | reference, same run | ratio | runs, host |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	for _, r := range perfRows {
-		found := false
-		for _, b := range benchesOf(pkgs, r.pkg, r.bench) {
-			found = true
-			what := r.what
-			if strings.HasSuffix(r.bench, "/") {
-				what += ": " + strings.TrimPrefix(b.name, r.bench)
-			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", what, fill(r.ours, b), fill(r.ref, b), fill(r.ratio, b), hostOf(b))
+		rows := rowsOf(pkgs, r.pkg, r.bench, r.what)
+		for _, x := range rows {
+			b := x.bench
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", x.what, fill(r.ours, b), fill(r.ref, b), fill(r.ratio, b), hostOf(b))
 		}
-		if !found {
+		if len(rows) == 0 {
 			fmt.Fprintf(w, "| %s | not in this run | | | |\n", r.what)
 		}
 	}

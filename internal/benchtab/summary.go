@@ -50,16 +50,12 @@ func writeSummary(w io.Writer, pkgs map[string]*pkg) {
 	fmt.Fprintln(w, "| what | stallwatch | beside it, same run | goal | met | host |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|")
 	for _, r := range goalRows {
-		found := false
-		for _, b := range benchesOf(pkgs, r.pkg, r.bench) {
-			found = true
-			what := r.what
-			if strings.HasSuffix(r.bench, "/") {
-				what += ": " + strings.TrimPrefix(b.name, r.bench)
-			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", what, fill(r.ours, b), fill(r.ref, b), r.goal, r.met(b), fill("load {host-load}", b))
+		rows := rowsOf(pkgs, r.pkg, r.bench, r.what)
+		for _, x := range rows {
+			b := x.bench
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", x.what, fill(r.ours, b), fill(r.ref, b), r.goal, r.met(b), fill("load {host-load}", b))
 		}
-		if !found {
+		if len(rows) == 0 {
 			fmt.Fprintf(w, "| %s | not in this run | | %s | | |\n", r.what, r.goal)
 		}
 	}
@@ -78,18 +74,27 @@ func (r goalRow) met(b *bench) string {
 	return "**not met**"
 }
 
-// benchesOf lists the benchmarks of the package whose path ends in
-// pkgName that are named want, or start with it when want ends in "/",
-// in the run's order.
-func benchesOf(pkgs map[string]*pkg, pkgName, want string) []*bench {
-	var out []*bench
+// row is a benchmark of the run and the name a table gives it.
+type row struct {
+	what  string
+	bench *bench
+}
+
+// rowsOf lists, in the run's order, the benchmarks of the package whose
+// path ends in pkgName that are named want — or start with it when want
+// ends in "/", each then named what followed by its sub-benchmark's name.
+func rowsOf(pkgs map[string]*pkg, pkgName, want, what string) []row {
+	var out []row
 	for _, p := range pkgs {
 		if !strings.HasSuffix(p.name, "/"+pkgName) {
 			continue
 		}
 		for _, name := range p.order {
-			if name == want || (strings.HasSuffix(want, "/") && strings.HasPrefix(name, want)) {
-				out = append(out, p.benches[name])
+			switch {
+			case name == want:
+				out = append(out, row{what, p.benches[name]})
+			case strings.HasSuffix(want, "/") && strings.HasPrefix(name, want):
+				out = append(out, row{what + ": " + strings.TrimPrefix(name, want), p.benches[name]})
 			}
 		}
 	}
