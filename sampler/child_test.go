@@ -3,7 +3,6 @@ package sampler
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -128,7 +127,7 @@ func runAsNobody(t *testing.T, mode string) (string, int) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "sampler.test")
-	copyFile(t, self, bin)
+	testutil.CopyExecutable(t, self, bin)
 	cmd := exec.Command(bin, "-test.run=^$")
 	cmd.Dir = "/"
 	cmd.Env = append(os.Environ(), childEnv+"="+mode)
@@ -142,25 +141,6 @@ func runAsNobody(t *testing.T, mode string) (string, int) {
 		t.Fatalf("run as nobody: %v", err)
 	}
 	return strings.TrimSpace(string(out)), code
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	src, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // Past RLIMIT_NOFILE's hard limit, threads that do not fit are counted,

@@ -217,11 +217,8 @@ func TestPtraceRefused(t *testing.T) {
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "snapshot.test")
-	b, err := os.ReadFile(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, b, 0o755); err != nil || os.Chmod(dir, 0o755) != nil {
+	testutil.CopyExecutable(t, os.Args[0], bin)
+	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-test.run=^$")

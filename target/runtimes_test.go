@@ -2,7 +2,6 @@ package target
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -103,13 +102,7 @@ func checkJVM(t *testing.T, inst runtimes.Instance) {
 // copyOf copies an executable under another name.
 func copyOf(t *testing.T, path, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(out, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	testutil.CopyExecutable(t, path, out)
 	return out
 }

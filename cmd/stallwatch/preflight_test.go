@@ -51,13 +51,7 @@ func unprivileged(t *testing.T) (bin, dir string, target int) {
 		}
 	}
 	bin = filepath.Join(base, "stallwatch")
-	data, err := os.ReadFile(stallwatchBin(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	testutil.CopyExecutable(t, stallwatchBin(t), bin)
 	dir = filepath.Join(base, "nobody")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)

@@ -39,22 +39,11 @@ func newCapsUser(t *testing.T) *capsUser {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	n.bin = filepath.Join(dir, "stallwatch")
-	copyExecutable(t, stallwatchBin(t), n.bin)
+	testutil.CopyExecutable(t, stallwatchBin(t), n.bin)
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return n
-}
-
-func copyExecutable(t *testing.T, from, to string) {
-	t.Helper()
-	b, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(to, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // dir is a directory owned by nobody (captures, state).
@@ -105,7 +94,7 @@ func TestLeastPrivilege(t *testing.T) {
 	// The target is root's: another user's process, as a service is; its
 	// executable readable by all, as a service's is.
 	beater := filepath.Join(filepath.Dir(nb.bin), "beater")
-	copyExecutable(t, beaterPath(t), beater)
+	testutil.CopyExecutable(t, beaterPath(t), beater)
 	target := testutil.StartCmd(t, exec.Command(beater, "-interval", "50ms", "-metric", "priv.beat", "-statsd", "127.0.0.1:"+port, "-threads", "2", "-requests=false"))
 	target.WaitLine(t, "ready", 20*time.Second)
 	pid := strconv.Itoa(target.Pid)

@@ -197,9 +197,7 @@ func TestOpenInRoot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	data, err := os.ReadFile(bin)
-	must(err)
-	must(os.WriteFile(filepath.Join(root, "sleeper"), data, 0o755))
+	testutil.CopyExecutable(t, bin, filepath.Join(root, "sleeper"))
 	must(os.MkdirAll(filepath.Join(root, "tmp"), 0o755))
 	must(os.MkdirAll(filepath.Join(root, "etc"), 0o755))
 	must(os.WriteFile(filepath.Join(root, "etc", "hostname"), []byte("inside\n"), 0o644))
