@@ -98,6 +98,11 @@ func hostOf(b *bench) string {
 	for _, v := range b.metrics {
 		runs = max(runs, len(v))
 	}
+	if _, measured := b.metrics["host-load"]; !measured {
+		// A figure computed from the policy, not measured: the host's
+		// load has no bearing on it.
+		return fmt.Sprintf("%d; computed", runs)
+	}
 	return fill(fmt.Sprintf("%d; load {host-load}, others {host-others-cores} of {host-cores} cores", runs), b)
 }
 
