@@ -54,33 +54,41 @@ func ReadStatus(pid, tid int) (Status, error) {
 	return ParseStatus(b)
 }
 
-// ParseStatus parses the text of a status file.
+// ParseStatus parses the text of a status file. A snapshot parses one
+// per thread (thousands), so it walks the text in place: no line is
+// split off or copied but the values kept.
 func ParseStatus(b []byte) (Status, error) {
 	var s Status
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		k, v, ok := bytes.Cut(line, []byte(":"))
-		if !ok {
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		c := bytes.IndexByte(line, ':')
+		if c < 0 {
 			continue
 		}
-		val := strings.TrimSpace(string(v))
+		k, val := line[:c], bytes.TrimLeft(line[c+1:], " \t")
 		switch string(k) {
 		case "Name":
-			s.Name = val
+			s.Name = string(val)
 		case "State":
-			if val != "" {
+			if len(val) > 0 {
 				s.State = val[0]
 			}
 		case "Tgid":
-			s.Tgid, _ = strconv.Atoi(val)
+			s.Tgid, _ = strconv.Atoi(string(val))
 		case "Pid":
-			s.Pid, _ = strconv.Atoi(val)
+			s.Pid, _ = strconv.Atoi(string(val))
 		case "PPid":
-			s.PPid, _ = strconv.Atoi(val)
+			s.PPid, _ = strconv.Atoi(string(val))
 		case "TracerPid":
-			s.TracerPid, _ = strconv.Atoi(val)
+			s.TracerPid, _ = strconv.Atoi(string(val))
 		case "NSpid":
-			for _, f := range strings.Fields(val) {
-				if n, err := strconv.Atoi(f); err == nil {
+			for _, f := range bytes.Fields(val) {
+				if n, err := strconv.Atoi(string(f)); err == nil {
 					s.NSpid = append(s.NSpid, n)
 				}
 			}
@@ -89,17 +97,17 @@ func ParseStatus(b []byte) (Status, error) {
 		case "Gid":
 			s.Gid = parseIDs(val)
 		case "SigIgn":
-			s.SigIgn, _ = strconv.ParseUint(val, 16, 64)
+			s.SigIgn, _ = strconv.ParseUint(string(val), 16, 64)
 		case "SigCgt":
-			s.SigCgt, _ = strconv.ParseUint(val, 16, 64)
+			s.SigCgt, _ = strconv.ParseUint(string(val), 16, 64)
 		case "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb":
 			*s.capSet(string(k)) = parseCapSet(val)
 		case "Seccomp":
-			s.Seccomp, _ = strconv.Atoi(val)
+			s.Seccomp, _ = strconv.Atoi(string(val))
 		case "voluntary_ctxt_switches":
-			s.VoluntaryCtxtSwitches, _ = strconv.ParseUint(val, 10, 64)
+			s.VoluntaryCtxtSwitches, _ = strconv.ParseUint(string(val), 10, 64)
 		case "nonvoluntary_ctxt_switches":
-			s.NonvoluntaryCtxtSwitches, _ = strconv.ParseUint(val, 10, 64)
+			s.NonvoluntaryCtxtSwitches, _ = strconv.ParseUint(string(val), 10, 64)
 		}
 	}
 	if s.Pid == 0 {
@@ -130,21 +138,21 @@ func (s *Status) capSet(name string) *CapSet {
 
 // parseCapSet reads a capability mask, 16 hexadecimal digits; a
 // malformed one is the empty set.
-func parseCapSet(val string) CapSet {
-	n, err := strconv.ParseUint(val, 16, 64)
+func parseCapSet(val []byte) CapSet {
+	n, err := strconv.ParseUint(string(val), 16, 64)
 	if err != nil {
 		return 0
 	}
 	return CapSet(n)
 }
 
-func parseIDs(val string) [4]uint32 {
+func parseIDs(val []byte) [4]uint32 {
 	var ids [4]uint32
-	for i, f := range strings.Fields(val) {
+	for i, f := range bytes.Fields(val) {
 		if i >= 4 {
 			break
 		}
-		n, _ := strconv.ParseUint(f, 10, 32)
+		n, _ := strconv.ParseUint(string(f), 10, 32)
 		ids[i] = uint32(n)
 	}
 	return ids
