@@ -54,7 +54,9 @@ func OpenProcess(pid int, opts Options) (*Process, error) {
 	p := &Process{pid: pid, opts: opts, nspid: st.InnerPid(), refused: map[string]*SourceInfo{}, looked: map[string]bool{}, b: &builder{}}
 	p.owners = []uint32{0, st.Uid[0], st.Uid[1], st.Uid[3]}
 	p.started = processStart(pid)
-	if _, err := procfs.ReadMaps(p.via()); err != nil {
+	// Whether the map may be read at all (the kernel checks at the
+	// open); Update reads it whole, once.
+	if _, err := procfs.ReadPrefix(procfs.PidPath(p.via(), "maps"), 1); err != nil {
 		return nil, perms.ProcAccess("read the memory map", err)
 	}
 	// A file that cannot be read says so in its SourceInfo (ReadError);

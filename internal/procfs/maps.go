@@ -53,8 +53,13 @@ func ReadMaps(pid int) ([]Mapping, error) {
 // naming the line: the kernel writes this file, so a bad line means we
 // misread it, not that the target lied.
 func ParseMaps(text string) ([]Mapping, error) {
-	var maps []Mapping
-	for n, line := range strings.Split(text, "\n") {
+	// A process of thousands of threads maps thousands of stacks, and
+	// a snapshot reads its map more than once: the text is walked in
+	// place, each field a substring of it.
+	maps := make([]Mapping, 0, strings.Count(text, "\n")+1)
+	for n := 0; text != ""; n++ {
+		line, rest, _ := strings.Cut(text, "\n")
+		text = rest
 		if line == "" {
 			continue
 		}
@@ -70,20 +75,18 @@ func ParseMaps(text string) ([]Mapping, error) {
 func parseMapsLine(line string) (Mapping, error) {
 	var m Mapping
 	// address perms offset dev inode [pathname]; pathname may hold spaces.
-	fields := make([]string, 0, 5)
+	var fields [5]string
 	rest := line
-	for i := 0; i < 5; i++ {
+	for i := range fields {
 		rest = strings.TrimLeft(rest, " ")
 		j := strings.IndexByte(rest, ' ')
 		if j < 0 {
-			fields = append(fields, rest)
-			rest = ""
+			fields[i], rest = rest, ""
 			continue
 		}
-		fields = append(fields, rest[:j])
-		rest = rest[j:]
+		fields[i], rest = rest[:j], rest[j:]
 	}
-	if len(fields) < 5 || fields[4] == "" {
+	if fields[4] == "" {
 		return m, fmt.Errorf("too few fields in %q", line)
 	}
 	lo, hi, ok := strings.Cut(fields[0], "-")
