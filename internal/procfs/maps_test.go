@@ -31,9 +31,9 @@ func BenchmarkParseMaps(b *testing.B) {
 	}
 }
 
-// FuzzParseMaps: any text parses without a panic; a mapping parsed
-// ends no lower than it starts only if the text said so, and its path
-// never keeps the " (deleted)" the kernel appends.
+// FuzzParseMaps: any text parses without a panic, and a mapping's path
+// never keeps the " (deleted)" the kernel appends (unless the text
+// held it twice).
 func FuzzParseMaps(f *testing.F) {
 	if own, err := os.ReadFile("/proc/self/maps"); err == nil {
 		f.Add(string(own))

@@ -70,7 +70,7 @@ func ParseStatus(b []byte) (Status, error) {
 		if c < 0 {
 			continue
 		}
-		k, val := line[:c], bytes.TrimLeft(line[c+1:], " \t")
+		k, val := line[:c], bytes.TrimSpace(line[c+1:])
 		switch string(k) {
 		case "Name":
 			s.Name = string(val)
