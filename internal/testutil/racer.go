@@ -56,31 +56,6 @@ func StartAsNobody(t testing.TB, dir string, args ...string) *Target {
 	return StartCmd(t, cmd)
 }
 
-func copyFile(from, to string, mode os.FileMode) error {
-	b, err := os.ReadFile(from)
-	if err != nil {
-		return err
-	}
-	// A child forked by a parallel test while the copy is open for
-	// writing holds that descriptor until it execs, and an exec of the
-	// copy in that window fails with ETXTBSY ("text file busy": seen in
-	// CI). syscall.ForkLock is the runtime's own guard for this: forks
-	// take it exclusively, so no fork happens while the copy is open.
-	syscall.ForkLock.RLock()
-	defer syscall.ForkLock.RUnlock()
-	return os.WriteFile(to, b, mode)
-}
-
-// CopyExecutable copies the program at from to to, executable, so that
-// no process this test binary starts can hold it open for writing (see
-// copyFile): the copy can be run at once.
-func CopyExecutable(t testing.TB, from, to string) {
-	t.Helper()
-	if err := copyFile(from, to, 0o755); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // Racer is an unprivileged process (user nobody, testdata/racer) beside a
 // directory that root writes into: it renames every entry it can away and
 // puts a symbolic link to Victim in its place, as fast as it can.
