@@ -22,15 +22,17 @@ import (
 	reports "github.com/stallwatch/stallwatch/report"
 )
 
-// cpuSeries samples a process's CPU time (schedstat, ns) every 5 ms, so
-// that the CPU time it used between two wall-clock moments can be read
-// back: what a period's samples must stand for.
+// cpuSeries samples a process's CPU time (schedstat, ns) and the host's
+// steal time every 5 ms, so that the CPU time it used between two
+// wall-clock moments can be read back: what a period's samples must
+// stand for.
 type cpuSeries struct {
-	mu   sync.Mutex
-	at   []time.Time
-	cpu  []time.Duration
-	stop chan struct{}
-	done chan struct{}
+	mu    sync.Mutex
+	at    []time.Time
+	cpu   []time.Duration
+	steal []time.Duration
+	stop  chan struct{}
+	done  chan struct{}
 }
 
 func watchCPU(t *testing.T, pid int) *cpuSeries {
@@ -41,9 +43,10 @@ func watchCPU(t *testing.T, pid int) *cpuSeries {
 		defer tick.Stop()
 		for {
 			c, err := testutil.CPUTime(pid)
-			if err == nil {
+			st, serr := testutil.StealTime()
+			if err == nil && serr == nil {
 				s.mu.Lock()
-				s.at, s.cpu = append(s.at, time.Now()), append(s.cpu, c)
+				s.at, s.cpu, s.steal = append(s.at, time.Now()), append(s.cpu, c), append(s.steal, st)
 				s.mu.Unlock()
 			}
 			select {
@@ -57,11 +60,13 @@ func watchCPU(t *testing.T, pid int) *cpuSeries {
 	return s
 }
 
-// bounds is what the readings can say of the CPU time used between a and
-// b: at least what was used between the first reading after a and the
-// last before b, at most what was used between the last reading before a
-// and the first after b. A loaded host runs the 5 ms ticker late, so the
-// readings around a period's edges may be far from them.
+// bounds is what the readings can say of the time the sampler's clock
+// ran on the target's CPUs between a and b: at least the CPU time used
+// between the first reading after a and the last before b, at most the
+// CPU time used between the last reading before a and the first after
+// b, and the host's steal time then (cpu-clock runs on through it,
+// schedstat does not: StealTime). A loaded host runs the 5 ms ticker
+// late, so the readings around a period's edges may be far from them.
 func (s *cpuSeries) bounds(a, b time.Time) (lo, hi time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -83,7 +88,7 @@ func (s *cpuSeries) bounds(a, b time.Time) (lo, hi time.Duration) {
 		first = i - 1
 	}
 	if first >= 0 {
-		hi = s.cpu[j] - s.cpu[first]
+		hi = s.cpu[j] - s.cpu[first] + s.steal[j] - s.steal[first]
 	}
 	return lo, hi
 }
@@ -115,8 +120,9 @@ func hasFunction(p *profile.Profile, fn string) bool {
 // profile.pprof, start and end, the process's tags): contiguous, every
 // sample stamped inside its period, its samples 97 Hz × the CPU time the
 // target used in it within 10% (2 samples at least: a period on a loaded
-// machine may hold a few dozen), and JavaScript's own function names in
-// each.
+// machine may hold a few dozen; more by the host's steal time, which the
+// sampler's clock counts and the CPU time does not), and JavaScript's own
+// function names in each.
 func TestContinuousNodeUploads(t *testing.T) {
 	t.Parallel() // its node, intake and watch; waits on 2 s periods
 	testutil.RequirePerf(t)
@@ -199,14 +205,13 @@ func TestContinuousNodeUploads(t *testing.T) {
 		// 97 Hz of the target's CPU time, within 10% (and a sample for
 		// the period's edges) of what the readings bound it by.
 		lo, hi := cpu.bounds(start, end)
-		used := lo
 		if least, most := lo.Seconds()*97*0.9-1, hi.Seconds()*97*1.1+1; hi == 0 || float64(samples) < least || float64(samples) > most {
 			t.Errorf("period %d: %d samples for %v–%v of CPU at 97 Hz, want %.0f to %.0f", i, samples, lo, hi, least, most)
 		}
 		if !hasFunction(p, "fibonacci") {
 			t.Errorf("period %d names no fibonacci (JavaScript from the jitdump): %d functions", i, len(p.Function))
 		}
-		t.Logf("period %d: %s → %s, %d samples for %v of CPU", i, u.Event.Start, u.Event.End, samples, used)
+		t.Logf("period %d: %s → %s, %d samples for %v–%v of CPU (and steal)", i, u.Event.Start, u.Event.End, samples, lo, hi)
 	}
 	if _, err := os.Stat(periods); err != nil {
 		t.Error(err)
