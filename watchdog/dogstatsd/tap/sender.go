@@ -13,9 +13,10 @@ import (
 // the kernel itself: an eBPF socket filter on the packet socket sees the
 // outgoing copy of every datagram to the port (dev_queue_xmit_nit, which
 // for the loopback device, without a queue, runs in the sending task)
-// and records that task's process id under the datagram's source
-// address, port, IPv4 id and length, in a map; the received copy — the
-// one the tap reads — is looked up there. Whoever holds the socket, for
+// and records that task's process id with the datagram's source
+// address, port, IPv4 id and length, in a ring buffer the tap reads in
+// place (sendRing); the received copy — the one the tap reads — is
+// looked up in what was read from it. Whoever holds the socket, for
 // however short a time (a socket per datagram), and whichever of the
 // processes sharing it (a prefork server's workers) sent it, the
 // datagram is its sender's.
@@ -25,6 +26,7 @@ import (
 // their sockets alone (owners).
 type senders struct {
 	mapFD, progFD int
+	ring          *sendRing // read by the tap's Run only; unmapped after it
 }
 
 // Field offsets of struct __sk_buff (linux/bpf.h) a socket filter reads.
@@ -38,7 +40,8 @@ const (
 // (four words, as BPF_LD_ABS loads them: in host order).
 type senderKey [6]uint32
 
-// senderValue is what the filter records: the sending process.
+// senderValue is the sending process, the first half of what the filter
+// writes (the key follows).
 type senderValue struct {
 	TGID uint32
 	_    uint32
@@ -47,23 +50,33 @@ type senderValue struct {
 // openSenders loads the filter for datagrams to port whose outgoing copy
 // leaves by loopback interface lo.
 func openSenders(port uint16, lo int) (*senders, error) {
-	mapFD, err := bpfMapCreate(unix.BPF_MAP_TYPE_LRU_HASH, int(unsafe.Sizeof(senderKey{})), int(unsafe.Sizeof(senderValue{})), 1<<16)
+	mapFD, err := bpfMapCreate(unix.BPF_MAP_TYPE_RINGBUF, 0, 0, sendRingBytes)
 	if err != nil {
-		return nil, fmt.Errorf("bpf map: %w", err)
+		return nil, fmt.Errorf("bpf ring buffer: %w", err)
+	}
+	ring, err := mapSendRing(mapFD)
+	if err != nil {
+		unix.Close(mapFD)
+		return nil, err
 	}
 	insns := senderProgram(port, lo, mapFD)
 	progFD, log, err := bpfProgLoad(insns)
 	if err != nil {
+		ring.unmap()
 		unix.Close(mapFD)
 		return nil, fmt.Errorf("bpf program: %w (%s)", err, log)
 	}
-	return &senders{mapFD: mapFD, progFD: progFD}, nil
+	return &senders{mapFD: mapFD, progFD: progFD, ring: ring}, nil
 }
 
+// close closes the program and the map; their ring stays mapped until
+// unmap (a Run may be reading it).
 func (s *senders) close() {
 	unix.Close(s.progFD)
 	unix.Close(s.mapFD)
 }
+
+func (s *senders) unmap() { s.ring.unmap() }
 
 // attach puts the filter on packet socket fd.
 func (s *senders) attach(fd int) error {
@@ -71,18 +84,21 @@ func (s *senders) attach(fd int) error {
 }
 
 // lookup returns the process that sent the datagram of packet pkt (its
-// network-layer bytes), 0 when the filter did not see it leave.
+// network-layer bytes), 0 when the filter did not see it leave. The
+// filter wrote its record before the datagram was received: reading the
+// ring first finds it.
 func (s *senders) lookup(pkt []byte, proto uint16) int {
 	k, ok := keyOf(pkt, proto)
 	if !ok {
 		return 0
 	}
-	var v senderValue
-	if bpfMapLookup(s.mapFD, unsafe.Pointer(&k), unsafe.Pointer(&v)) != nil {
-		return 0
-	}
-	return int(v.TGID)
+	s.ring.collect()
+	return int(s.ring.sender(k))
 }
+
+// collect reads the ring, so that the records of datagrams no one looks
+// up do not fill it.
+func (s *senders) collect() { s.ring.collect() }
 
 // keyOf builds the key the filter recorded the packet's outgoing copy
 // under.
@@ -162,8 +178,8 @@ const (
 	bpfCALL = 0x80
 	bpfEXIT = 0x90
 
-	fnMapUpdateElem     = 2
 	fnGetCurrentPidTgid = 14
+	fnRingbufOutput     = 130
 
 	r0, r1, r2, r3, r4, r6, r7, r8, r9, r10 = 0, 1, 2, 3, 4, 6, 7, 8, 9, 10
 )
@@ -198,7 +214,8 @@ func exit() bpfInsn                  { return bpfInsn{code: bpfJMP | bpfEXIT} }
 func at(l string, i bpfInsn) bpfInsn { i.at = l; return i }
 
 // senderProgram is the filter: the outgoing copy of a UDP datagram to
-// port on interface lo is recorded (its sender) and dropped; a received
+// port on interface lo is recorded (its sender, then the key, written
+// to the ring buffer) and dropped; a received
 // one is kept as the classic filter keeps it; anything else is dropped.
 func senderProgram(port uint16, lo, mapFD int) []bpfInsn {
 	p := int32(port)
@@ -266,11 +283,10 @@ func senderProgram(port uint16, lo, mapFD int) []bpfInsn {
 		{code: bpfLD | bpfDW | bpfIMM, regs: r1 | unix.BPF_PSEUDO_MAP_FD<<4, imm: int32(mapFD), mapLoad: true},
 		{}, // ld_imm64's second half
 		movX(r2, r10),
-		alu(bpfADD, r2, -24),
-		movX(r3, r10),
-		alu(bpfADD, r3, -32),
-		movK(r4, 0),
-		call(fnMapUpdateElem),
+		alu(bpfADD, r2, -32),
+		movK(r3, int32(sendRecordBytes)),
+		movK(r4, unix.BPF_RB_NO_WAKEUP),
+		call(fnRingbufOutput),
 		ja("drop"),
 		// A received datagram: what the classic filter keeps.
 		at("rx", jmpK(bpfJEQ, r7, int32(htons(protoIPv6)), "rx6")),
@@ -387,21 +403,4 @@ func lastLines(s string, n int) string {
 		}
 	}
 	return s
-}
-
-func bpfMapLookup(fd int, key, value unsafe.Pointer) error {
-	var attr [32]byte
-	le := binary.NativeEndian
-	le.PutUint32(attr[0:], uint32(fd))
-	le.PutUint64(attr[8:], uint64(uintptr(key)))
-	le.PutUint64(attr[16:], uint64(uintptr(value)))
-	// A raw system call, at each heartbeat datagram: a lookup never
-	// blocks, and the runtime's bookkeeping of a call that might wakes
-	// its monitor thread (sysmon) from its sleep when the daemon was
-	// idle.
-	_, _, e := unix.RawSyscall(unix.SYS_BPF, unix.BPF_MAP_LOOKUP_ELEM, uintptr(unsafe.Pointer(&attr[0])), unsafe.Sizeof(attr))
-	if e != 0 {
-		return e
-	}
-	return nil
 }

@@ -32,8 +32,8 @@ type Tap struct {
 	// kernel refused its filter; own alone names senders).
 	senders *senders
 
-	// ring is read by Run only; it is unmapped when Run returns, or by
-	// Close when Run never began.
+	// ring (and senders' ring) is read by Run only; it is unmapped when
+	// Run returns, or by Close when Run never began.
 	ring    *ring
 	ringMu  sync.Mutex
 	running bool
@@ -115,6 +115,7 @@ func Open(addr string, log *slog.Logger) (*Tap, error) {
 	if err == nil {
 		if err = snd.attach(fd); err != nil {
 			snd.close()
+			snd.unmap()
 		}
 	}
 	if err != nil {
@@ -129,6 +130,7 @@ func Open(addr string, log *slog.Logger) (*Tap, error) {
 	closeSenders := func() {
 		if snd != nil {
 			snd.close()
+			snd.unmap()
 		}
 	}
 	rg, err := setupRing(fd)
@@ -175,7 +177,7 @@ func (t *Tap) Close() error {
 		t.ringMu.Lock()
 		t.closed = true
 		if !t.running {
-			t.ring.unmap()
+			t.unmapRings()
 		}
 		t.ringMu.Unlock()
 	})
@@ -227,7 +229,7 @@ func (t *Tap) Run(ctx context.Context) error {
 	t.ringMu.Unlock()
 	defer func() {
 		t.ringMu.Lock()
-		t.ring.unmap()
+		t.unmapRings()
 		t.ringMu.Unlock()
 	}()
 	stop := context.AfterFunc(ctx, func() { t.Close() })
@@ -242,6 +244,9 @@ func (t *Tap) Run(ctx context.Context) error {
 	// otherwise wait for the next one. f never returns true: Close ends
 	// the wait with an error.
 	err = rc.Read(func(uintptr) bool {
+		if t.senders != nil {
+			t.senders.collect()
+		}
 		t.ring.drain(t.handleFrame)
 		return false
 	})
@@ -252,6 +257,15 @@ func (t *Tap) Run(ctx context.Context) error {
 		return nil
 	}
 	return fmt.Errorf("tap %s: %w", t.addr, err)
+}
+
+// unmapRings unmaps the packet ring and the senders' ring; t.ringMu is
+// held.
+func (t *Tap) unmapRings() {
+	t.ring.unmap()
+	if t.senders != nil {
+		t.senders.unmap()
+	}
 }
 
 // handleFrame takes one packet of the ring.
@@ -294,8 +308,8 @@ func (t *Tap) handle(pkt []byte, proto uint16, ifindex int) {
 	}
 	or := origin{ifindex: ifindex, v6: proto == protoIPv6, src: dg.Src}
 	var pids []int
-	// The kernel's word on who sent it costs a system call: asked only of
-	// a datagram that is some watched process's heartbeat metric.
+	// The kernel's word on who sent it is asked only of a datagram that
+	// is some watched process's heartbeat metric.
 	if sender := t.sender(pkt, proto, ifindex, dg.Payload); sender > 0 {
 		pids = []int{sender} // the kernel saw it send: whoever holds the socket
 	} else {
