@@ -21,10 +21,25 @@ type stackTable struct {
 func readStacks(p *model.Profile) *stackTable {
 	st := textfmt.NewStacks()
 	of := make([]int, len(p.Samples))
+	// A sample often has the slice of the one before (a thread's samples
+	// come in runs: a third of a recording's); that one is answered
+	// without AddShared's map.
+	var last []*model.Location
+	lastID := -1
 	for i := range p.Samples {
-		of[i] = st.AddShared(p.Samples[i].Stack) // samples share their stacks' slices
+		stack := p.Samples[i].Stack
+		if lastID < 0 || !sameSlice(stack, last) {
+			last, lastID = stack, st.AddShared(stack) // samples share their stacks' slices
+		}
+		of[i] = lastID
 	}
 	return &stackTable{stackOf: of, stacks: st.Frames}
+}
+
+// sameSlice says whether a and b are one slice (its backing array and
+// length), as AddShared tells them apart.
+func sameSlice(a, b []*model.Location) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // waitSite is the index of the innermost frame of the program's own code
@@ -39,8 +54,11 @@ func (a *stackTable) systemOnly(id int) bool { return textfmt.SystemOnly(a.stack
 // name; "" for a profile without phases.
 func judgedPhase(p *model.Profile) string {
 	seen := map[string]bool{}
+	// Samples of one phase come in a run: only a change is looked up.
 	for i := range p.Samples {
-		seen[p.Samples[i].Phase] = true
+		if ph := p.Samples[i].Phase; i == 0 || ph != p.Samples[i-1].Phase {
+			seen[ph] = true
+		}
 	}
 	for _, ph := range []string{model.PhaseDuring, model.PhaseBefore} {
 		if seen[ph] {
