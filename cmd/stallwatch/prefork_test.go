@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,7 +20,10 @@ import (
 // the parent sits in pause(). The workers, which execute nothing, are
 // watched at once (the process connector's fork events, not the scan,
 // here ten minutes away), and each beats with its own datagrams; the
-// parent, which sends none, has no heartbeat.
+// parent, which sends one datagram through the shared socket when told
+// (once it is watched: the datagram that gave the socket its port may
+// have gone out before the daemon saw the process start, on a loaded
+// host), beats once and stalls while the workers go on.
 func TestDaemonPrefork(t *testing.T) {
 	testutil.RequireRoot(t)
 	py := testutil.RequireTool(t, "/usr/bin/python3")
@@ -60,8 +64,15 @@ rules:
 	for _, pid := range workers {
 		e.waitTarget(t, pid, "healthy", 30*time.Second, healthy)
 	}
-	// The parent sent one datagram (the one that gave the socket its
-	// port), then nothing: it stalls, and the workers go on.
+	// The parent sends one datagram, then nothing: it stalls, and the
+	// workers go on.
+	if ts := e.target(t, srv.Pid); ts == nil {
+		t.Fatalf("the parent %d is not watched", srv.Pid)
+	}
+	if err := srv.Cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	srv.WaitLine(t, "sent", 20*time.Second)
 	e.waitTarget(t, srv.Pid, "stalled", 30*time.Second, func(ts *daemon.TargetStatus) bool { return ts != nil && ts.State == "stalled" })
 	for _, pid := range workers {
 		if ts := e.target(t, pid); ts == nil || ts.State != "healthy" {

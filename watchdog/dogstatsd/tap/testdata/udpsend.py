@@ -12,7 +12,8 @@ every --interval seconds, --count times (0: until killed), and prints
 "done" when it has sent them. --user drops to that user before the socket
 is made (an unprivileged attacker). --fork N makes N worker processes that
 share the one socket (a prefork server) and send; the parent sits in
-pause(). --per-datagram opens a new socket for every datagram (bash's
+pause(), and sends one datagram through it at each SIGUSR1 (then prints
+"sent"). --per-datagram opens a new socket for every datagram (bash's
 /dev/udp, php-datadogstatsd's flush).
 """
 
@@ -114,7 +115,12 @@ def main():
                 os.kill(k, signal.SIGKILL)
             os._exit(0)
 
+        def beat(*_):
+            send(s)
+            print("sent", flush=True)
+
         signal.signal(signal.SIGTERM, term)
+        signal.signal(signal.SIGUSR1, beat)
         while True:
             signal.pause()
     loop(s)
