@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/stallwatch/stallwatch/internal/kernelctx"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/report"
@@ -20,9 +21,10 @@ import (
 // next begins on both clocks, every sample is stamped inside its period,
 // its CPU time is the target's within 10% and its samples rate × CPU
 // time (more by the host's steal time, which the sampler's clock counts
-// and the scheduler's CPU time does not: testutil.StealTime); a stall capture in the middle leaves its samples in its period
-// (cpu-time still exact, the capture named in a note); the target's exit
-// ends the last period at the exit, and nothing follows.
+// and the scheduler's CPU time does not: kernelctx.CPUTimes.Stolen); a
+// stall capture in the middle leaves its samples in its period (cpu-time
+// still exact, the capture named in a note); the target's exit ends the
+// last period at the exit, and nothing follows.
 func TestPeriods(t *testing.T) {
 	testutil.RequirePerf(t)
 	bin := testutil.BuildGo(t, "spin")
@@ -42,7 +44,7 @@ func TestPeriods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s0, err := testutil.StealTime()
+	s0, err := stolen()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +59,7 @@ func TestPeriods(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := testutil.StealTime()
+		st, err := stolen()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,4 +181,10 @@ func hasNote(notes []string, sub string) bool {
 		}
 	}
 	return false
+}
+
+// stolen is the host's steal time so far.
+func stolen() (time.Duration, error) {
+	c, err := kernelctx.ReadProcStat()
+	return c.Stolen(), err
 }

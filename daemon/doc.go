@@ -105,9 +105,9 @@
 // load 38-69 of 2 cores), where the daemon before these measures used
 // 1.27% (1.03-1.37%) in runs beside them; RSS 29 MB. What it spends
 // (perf, 30 s): the tap's
-// datagrams a quarter (then a sender lookup each, a system call, since
-// read in place from a BPF ring buffer: 0.47% at 50 forks/s where the
-// lookups cost 0.60%, medians of three runs alternated), wake-ups
+// datagrams a quarter (a sender lookup each, a system call; the senders
+// are now read in place from a BPF ring buffer: 0.47% at 50 forks/s
+// where the lookups cost 0.60%, medians of three runs alternated), wake-ups
 // and sysmon two fifths, exec events a fifth, the progress readings 7%,
 // the watchdogs 3%, the garbage collector 2%.
 //

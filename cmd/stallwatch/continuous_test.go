@@ -17,6 +17,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/stallwatch/stallwatch/internal/intaketest"
+	"github.com/stallwatch/stallwatch/internal/kernelctx"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/model"
 	reports "github.com/stallwatch/stallwatch/report"
@@ -43,10 +44,10 @@ func watchCPU(t *testing.T, pid int) *cpuSeries {
 		defer tick.Stop()
 		for {
 			c, err := testutil.CPUTime(pid)
-			st, serr := testutil.StealTime()
+			host, serr := kernelctx.ReadProcStat()
 			if err == nil && serr == nil {
 				s.mu.Lock()
-				s.at, s.cpu, s.steal = append(s.at, time.Now()), append(s.cpu, c), append(s.steal, st)
+				s.at, s.cpu, s.steal = append(s.at, time.Now()), append(s.cpu, c), append(s.steal, host.Stolen())
 				s.mu.Unlock()
 			}
 			select {
@@ -65,7 +66,7 @@ func watchCPU(t *testing.T, pid int) *cpuSeries {
 // between the first reading after a and the last before b, at most the
 // CPU time used between the last reading before a and the first after
 // b, and the host's steal time then (cpu-clock runs on through it,
-// schedstat does not: StealTime). A loaded host runs the 5 ms ticker
+// schedstat does not: kernelctx.CPUTimes.Stolen). A loaded host runs the 5 ms ticker
 // late, so the readings around a period's edges may be far from them.
 func (s *cpuSeries) bounds(a, b time.Time) (lo, hi time.Duration) {
 	s.mu.Lock()

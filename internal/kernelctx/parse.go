@@ -254,6 +254,13 @@ type CPUTimes struct {
 	CPUs int
 }
 
+// Stolen is the Steal ticks as time: the hypervisor ran something else
+// while these CPUs had work. USER_HZ is 100 on every architecture Go
+// runs Linux on. perf's cpu-clock runs on through it, the scheduler's
+// run time (schedstat) does not: a thread sampled at F Hz while it used
+// d of CPU time gets up to F × (d + steal) samples.
+func (c CPUTimes) Stolen() time.Duration { return time.Duration(c.Steal) * 10 * time.Millisecond }
+
 // Total is every tick counted (saturating: garbage never wraps).
 func (c CPUTimes) Total() uint64 {
 	var t uint64

@@ -368,13 +368,26 @@ func readPressures(rd *Reading, dir, suffix string) *Pressures {
 	return &p
 }
 
+// ReadProcStat reads the host's CPU times from /proc/stat.
+func ReadProcStat() (CPUTimes, error) {
+	stat := path.Join(procfs.Root, "stat")
+	b, err := readFile(stat)
+	if err != nil {
+		return CPUTimes{}, err
+	}
+	c, err := ParseProcStat(b)
+	if err != nil {
+		return CPUTimes{}, &ParseError{File: stat, Err: err}
+	}
+	return c, nil
+}
+
 // readHost reads /proc/stat, /proc/vmstat and /proc/diskstats.
 func (r *Reader) readHost(rd *Reading) {
-	stat := path.Join(procfs.Root, "stat")
-	if b, err := readFile(stat); err != nil {
+	if c, err := ReadProcStat(); err != nil {
 		rd.fail(err)
-	} else if rd.CPUTimes, err = ParseProcStat(b); err != nil {
-		rd.failParse(stat, err)
+	} else {
+		rd.CPUTimes = c
 	}
 	if b, err := readFile(path.Join(procfs.Root, "vmstat")); err != nil {
 		rd.fail(err)

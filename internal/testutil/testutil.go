@@ -447,34 +447,6 @@ func CPUTime(pid int) (time.Duration, error) {
 	return sum, nil
 }
 
-// StealTime is the time this machine's CPUs, all together, were taken
-// by the hypervisor while they had work (the steal column of /proc/stat,
-// in USER_HZ ticks, 100 a second on every Linux architecture Go runs).
-// The scheduler's CPU time (CPUTime) leaves it out, the clock perf's
-// cpu-clock samples on does not: a thread sampled at F Hz while it used
-// d of CPU time gets up to F × (d + steal) samples, and a test that
-// holds samples to CPU time allows for the steal of the same moments.
-func StealTime() (time.Duration, error) {
-	f0, err := os.Open("/proc/stat")
-	if err != nil {
-		return 0, err
-	}
-	defer f0.Close()
-	line, err := bufio.NewReader(f0).ReadString('\n')
-	if err != nil {
-		return 0, fmt.Errorf("/proc/stat: %w", err)
-	}
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return 0, fmt.Errorf("/proc/stat: first line %q has no steal column", line)
-	}
-	ticks, err := strconv.ParseInt(f[8], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("/proc/stat: steal %q: %w", f[8], err)
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond, nil
-}
-
 // WaitCPU waits until the live threads of pid have used cpu of CPU time
 // since it was called, at most max, and returns what they used. A test
 // that needs a number of samples waits for the CPU time they stand for:
