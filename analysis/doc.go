@@ -11,7 +11,8 @@
 // (the kernel's numbers among them: the kernel context package
 // internal/kernelctx reads), the samples as profile.pb.gz keeps them
 // (report.Samples reads them, at capture time from the profile about to
-// be written), and the thread snapshot as threads.json keeps it, so that
+// be written, summed by stack and labels: every finding is drawn from
+// sums, and the judged window from each phase's span of sample times), and the thread snapshot as threads.json keeps it, so that
 // a capture read back gives the findings it was written with, with no
 // root and no live process.
 //

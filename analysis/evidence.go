@@ -127,21 +127,8 @@ func (e *evidence) windowNanos() int64 {
 		return int64(e.p.Duration)
 	}
 	if e.p != nil {
-		lo, hi := int64(0), int64(0)
-		for i := range e.p.Samples {
-			s := &e.p.Samples[i]
-			if s.Phase != e.phase || s.EndNanos == 0 {
-				continue
-			}
-			end := s.EndNanos
-			start := end - s.Nanos
-			if lo == 0 || start < lo {
-				lo = start
-			}
-			hi = max(hi, end)
-		}
-		if hi > lo {
-			return hi - lo
+		if span := e.phaseSpan(); span.End > span.Start {
+			return span.End - span.Start
 		}
 	}
 	var longest int64
@@ -149,6 +136,22 @@ func (e *evidence) windowNanos() int64 {
 		longest = max(longest, t.cpu+t.blocked+t.preempted)
 	}
 	return longest
+}
+
+// phaseSpan is the span of the judged phase's sample times: the
+// profile's, for samples added together without their times, else read
+// from the samples.
+func (e *evidence) phaseSpan() model.Span {
+	if e.p.Spans != nil {
+		return e.p.Spans[e.phase]
+	}
+	var span model.Span
+	for i := range e.p.Samples {
+		if s := &e.p.Samples[i]; s.Phase == e.phase && s.EndNanos != 0 {
+			span.Add(s.EndNanos, s.Nanos)
+		}
+	}
+	return span
 }
 
 // threadIndex finds the snapshot's threads by tid.

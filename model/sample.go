@@ -77,6 +77,39 @@ type Profile struct {
 	// time: stallwatch's always do, whatever was sampled; another
 	// profiler's may measure neither.
 	OnCPU, OffCPU bool
+	// Spans, when not nil, is each phase's span of sample times, for
+	// Samples added together by stack and labels, whose EndNanos that
+	// drops (report.Samples): the findings judge a window by it.
+	Spans map[string]Span
+}
+
+// Span is the time samples cover, in nanoseconds since the Unix epoch:
+// from the earliest start (an off-CPU interval's beginning, an on-CPU
+// sample's moment less its CPU time) to the latest end.
+type Span struct {
+	Start, End int64
+}
+
+// Add widens the span to cover a sample that ended at end after nanos.
+func (s *Span) Add(end, nanos int64) {
+	start := end - nanos
+	if s.End == 0 && s.Start == 0 {
+		s.Start, s.End = start, end
+		return
+	}
+	s.Start, s.End = min(s.Start, start), max(s.End, end)
+}
+
+// Merge widens the span to cover o.
+func (s *Span) Merge(o Span) {
+	if o == (Span{}) {
+		return
+	}
+	if *s == (Span{}) {
+		*s = o
+		return
+	}
+	s.Start, s.End = min(s.Start, o.Start), max(s.End, o.End)
 }
 
 // Label keys of threads.pb.gz beyond the thread id and name.

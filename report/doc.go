@@ -48,7 +48,9 @@
 // The reports say the findings capture.json holds (package analysis draws
 // them, once, when the capture is made); they draw none of their own.
 // Samples reads a profile's samples back into the capture model, the form
-// the findings are drawn from. Words, frames and stacks are written as
+// the findings are drawn from: summed by stack, labels and kind (on or
+// off the CPU), a few thousand sums for a recording's hundred thousand
+// samples, the times they drop kept as each phase's span. Words, frames and stacks are written as
 // package internal/textfmt writes them, for the findings and the
 // renderings alike.
 //

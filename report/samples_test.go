@@ -1,8 +1,10 @@
 package report
 
 import (
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/pprof/profile"
 
@@ -14,6 +16,9 @@ import (
 // phase and kind, the stacks' functions, files, lines and kinds.
 func TestSamplesRoundTrip(t *testing.T) {
 	in := fixtureSamples()
+	for i := range in {
+		in[i].EndNanos = fixtureStart.UnixNano() + int64(i)*int64(time.Millisecond)
+	}
 	p, err := BuildProfile(in, fixtureMeta())
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +58,25 @@ func TestSamplesRoundTrip(t *testing.T) {
 	}
 	if len(have) != len(want) {
 		t.Errorf("%d kinds of samples read back, %d written", len(have), len(want))
+	}
+	if len(got.Samples) != len(have) {
+		t.Errorf("%d samples read back for %d stacks and labels: not summed", len(got.Samples), len(have))
+	}
+	// The times the sums drop: each phase's span, as its samples give it.
+	spans := map[string]model.Span{}
+	for _, s := range in {
+		if s.EndNanos != 0 {
+			ns := s.Nanos
+			if !s.OffCPU && ns == 0 {
+				ns = max(s.Count, 1) * fixturePeriod
+			}
+			sp := spans[s.Phase]
+			sp.Add(s.EndNanos, ns)
+			spans[s.Phase] = sp
+		}
+	}
+	if len(spans) == 0 || !reflect.DeepEqual(got.Spans, spans) {
+		t.Errorf("spans %v, want %v", got.Spans, spans)
 	}
 	if len(got.Mappings) != len(p.Mapping) || got.Mappings[0].File != p.Mapping[0].File {
 		t.Errorf("mappings %d, want %d in the profile's order", len(got.Mappings), len(p.Mapping))

@@ -367,7 +367,7 @@ func (t *table) model() *model.Profile {
 		}
 		stacks[id] = stack
 	}
-	mp.Samples = make([]model.Sample, 0, t.len())
+	sums := newSampleSums(len(t.stacks), len(t.sets), t.len())
 	for i := range t.len() {
 		lb := t.labels(i)
 		ms := model.Sample{Stack: stacks[t.stack[i]], ThreadName: lb.name, Phase: lb.phase, TID: lb.tid, PID: lb.pid, EndNanos: t.end[i]}
@@ -375,14 +375,92 @@ func (t *table) model() *model.Profile {
 		if cpu > 0 || off == 0 && lb.offCPU == "" {
 			on := ms
 			on.Count, on.Nanos = value(i, countI), cpu
-			mp.Samples = append(mp.Samples, on)
+			sums.add(t.stack[i], t.set[i], on)
 		}
 		if off > 0 || cpu == 0 && lb.offCPU != "" {
 			ms.OffCPU, ms.Preempted, ms.Nanos = true, lb.offCPU == "preempted", off
-			mp.Samples = append(mp.Samples, ms)
+			sums.add(t.stack[i], t.set[i], ms)
 		}
 	}
+	mp.Samples, mp.Spans = sums.out, sums.phaseSpans(t.sets)
 	return mp
+}
+
+// sampleSums adds samples of one stack, label set and kind (on or off
+// the CPU) into one, in the order of each one's first sample: what the
+// findings read are sums by stack and thread, over a few thousand sums
+// where a recording has a hundred thousand samples. The times the sums
+// drop are kept as each label set's span.
+type sampleSums struct {
+	out []model.Sample
+	// dense holds, by key (sumKey), an index into out plus one; byKey
+	// does where stacks × label sets are too many for a slice.
+	dense []int32
+	byKey map[uint64]int32
+	nsets uint64
+	spans []model.Span // by label set
+}
+
+func newSampleSums(stacks, sets, samples int) *sampleSums {
+	a := &sampleSums{nsets: uint64(sets), spans: make([]model.Span, sets)}
+	if n := 2 * stacks * sets; n <= max(samples, 1<<12) {
+		a.dense = make([]int32, n)
+	} else {
+		a.byKey = map[uint64]int32{}
+	}
+	return a
+}
+
+func (a *sampleSums) sumKey(stack, set int32, off bool) uint64 {
+	k := (uint64(stack)*a.nsets + uint64(set)) * 2
+	if off {
+		k++
+	}
+	return k
+}
+
+func (a *sampleSums) add(stack, set int32, s model.Sample) {
+	if s.EndNanos != 0 {
+		a.spans[set].Add(s.EndNanos, s.Nanos)
+	}
+	if !s.OffCPU && s.Count == 0 {
+		s.Count = 1 // as model.Sample reads 0, so that sums count it
+	}
+	k := a.sumKey(stack, set, s.OffCPU)
+	var at int32
+	if a.dense != nil {
+		at = a.dense[k]
+	} else {
+		at = a.byKey[k]
+	}
+	if at == 0 {
+		s.EndNanos = 0
+		a.out = append(a.out, s)
+		at = int32(len(a.out))
+		if a.dense != nil {
+			a.dense[k] = at
+		} else {
+			a.byKey[k] = at
+		}
+		return
+	}
+	sum := &a.out[at-1]
+	sum.Count += s.Count
+	sum.Nanos += s.Nanos
+}
+
+// phaseSpans is the span of each phase's samples.
+func (a *sampleSums) phaseSpans(sets []labelSet) map[string]model.Span {
+	out := map[string]model.Span{}
+	for i, span := range a.spans {
+		if span == (model.Span{}) {
+			continue
+		}
+		ph := out[sets[i].phase]
+		ph.Merge(span)
+		out[sets[i].phase] = ph
+	}
+	return out
 }
 
 // stableOrder is the order of keys, ascending, ties in their order: the
