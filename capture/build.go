@@ -135,10 +135,13 @@ func (r *resolver) stack(s *sampler.Sample) []*model.Location {
 
 // stackMemo maps a sample's addresses, kernel count and cut to the
 // locations they resolved to, where the sample's time did not choose
-// them (no JIT code): the same slice for every sample of that stack.
+// them (no JIT code): the same slice for every sample of that stack. The
+// stack of the sample before is compared first: a thread's samples come
+// in runs, often of one stack, and a compare costs less than a hash.
 type stackMemo struct {
-	byHash map[uint64][]memoStack
+	byHash map[uint64]*memoStack
 	seed   maphash.Seed
+	last   *memoStack
 }
 
 type memoStack struct {
@@ -146,11 +149,16 @@ type memoStack struct {
 	kernel int
 	cut    unwind.Cut
 	locs   []*model.Location
+	next   *memoStack // of the same hash
+}
+
+func (e *memoStack) is(addrs []uint64, kernel int, cut unwind.Cut) bool {
+	return e.kernel == kernel && slices.Equal(e.addrs, addrs) && e.cut == cut
 }
 
 func (m *stackMemo) hash(addrs []uint64, kernel int) uint64 {
 	if m.byHash == nil {
-		m.byHash = map[uint64][]memoStack{}
+		m.byHash = map[uint64]*memoStack{}
 		m.seed = maphash.MakeSeed()
 	}
 	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(addrs))), 8*len(addrs))
@@ -158,8 +166,12 @@ func (m *stackMemo) hash(addrs []uint64, kernel int) uint64 {
 }
 
 func (m *stackMemo) get(addrs []uint64, kernel int, cut unwind.Cut) ([]*model.Location, bool) {
-	for _, e := range m.byHash[m.hash(addrs, kernel)] {
-		if e.kernel == kernel && e.cut == cut && slices.Equal(e.addrs, addrs) {
+	if m.last != nil && m.last.is(addrs, kernel, cut) {
+		return m.last.locs, true
+	}
+	for e := m.byHash[m.hash(addrs, kernel)]; e != nil; e = e.next {
+		if e.is(addrs, kernel, cut) {
+			m.last = e
 			return e.locs, true
 		}
 	}
@@ -168,7 +180,7 @@ func (m *stackMemo) get(addrs []uint64, kernel int, cut unwind.Cut) ([]*model.Lo
 
 func (m *stackMemo) put(addrs []uint64, kernel int, cut unwind.Cut, locs []*model.Location) {
 	h := m.hash(addrs, kernel)
-	m.byHash[h] = append(m.byHash[h], memoStack{addrs: slices.Clone(addrs), kernel: kernel, cut: cut, locs: locs})
+	m.byHash[h] = &memoStack{addrs: slices.Clone(addrs), kernel: kernel, cut: cut, locs: locs, next: m.byHash[h]}
 }
 
 // grownCopies lists the threads whose stack copies grew (Config.StackCopy

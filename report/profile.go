@@ -140,7 +140,11 @@ type builder struct {
 	stacks    map[string]int
 	stackLocs [][]*profile.Location
 	slices    map[sliceKey]int
-	kernel    *profile.Mapping // stands in for kernel locations without a mapping
+	// last is the slice of the sample before and its stack: samples of
+	// one thread come in runs, often of one stack.
+	last   sliceKey
+	lastID int
+	kernel *profile.Mapping // stands in for kernel locations without a mapping
 
 	keyBuf, stackBuf []byte
 }
@@ -332,14 +336,19 @@ func (b *builder) stack(stack []*model.Location) (int, error) {
 		return b.stackByFrames(stack)
 	}
 	sk := sliceKey{&stack[0], len(stack)}
-	if id, ok := b.slices[sk]; ok {
-		return id, nil
+	if sk == b.last {
+		return b.lastID, nil
 	}
-	id, err := b.stackByFrames(stack)
-	if err == nil {
+	id, ok := b.slices[sk]
+	if !ok {
+		var err error
+		if id, err = b.stackByFrames(stack); err != nil {
+			return 0, err
+		}
 		b.slices[sk] = id
 	}
-	return id, err
+	b.last, b.lastID = sk, id
+	return id, nil
 }
 
 // sliceKey identifies a stack slice by its backing array and length.

@@ -1,8 +1,10 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -243,30 +245,96 @@ func (a *stackTable) top(vals []int64, n int, vi int, keep func(*labelSet) bool)
 		ids = ids[:n]
 	}
 	out := make([]*stackTotal, len(ids))
-	pos := make([]*stackTotal, len(a.stacks))
+	rank := make([]int32, len(a.stacks)) // by stack: its place in out plus one
 	for i, id := range ids {
 		out[i] = &stackTotal{frames: a.stacks[id], value: vals[id], threads: map[string]int64{}, names: map[string]string{}}
-		pos[id] = out[i]
+		rank[id] = int32(i + 1)
 	}
+	a.threadsOf(out, rank, vi, keep)
+	return out, count
+}
+
+// threadsOf fills in the threads of the stacks in out (rank: a stack's
+// place in out plus one, 0 for one not in it) and their names: the name
+// of each thread's last sample. The samples are summed by stack and
+// label set first — a few hundred sums for a hundred thousand samples —
+// and only the sums are looked up by thread id.
+func (a *stackTable) threadsOf(out []*stackTotal, rank []int32, vi int, keep func(*labelSet) bool) {
 	t := a.t
 	ok := t.keepSets(keep)
+	cells := newCellSums(len(out), len(t.sets))
 	for i := range t.len() {
-		st := pos[a.stackOf[i]]
-		if st == nil || !ok[t.set[i]] {
+		r := rank[a.stackOf[i]]
+		if r == 0 || !ok[t.set[i]] {
 			continue
 		}
-		v := t.value(i, vi)
-		if v == 0 {
-			continue
-		}
-		if ls := t.labels(i); ls.tidText != "" {
-			st.threads[ls.tidText] += v
-			if ls.name != "" {
-				st.names[ls.tidText] = ls.name
-			}
+		if v := t.value(i, vi); v != 0 {
+			cells.add(r-1, t.set[i], v, int32(i))
 		}
 	}
-	return out, count
+	for _, c := range cells.inLastOrder() {
+		st, ls := out[c.rank], &t.sets[c.set]
+		if ls.tidText == "" {
+			continue
+		}
+		st.threads[ls.tidText] += c.v
+		if ls.name != "" {
+			st.names[ls.tidText] = ls.name
+		}
+	}
+}
+
+// cellSums sums values by (rank, label set): in a slice where ranks ×
+// sets are few enough, else in a map.
+type cellSums struct {
+	nsets int
+	dense []int32 // by rank*nsets+set: an index into cells plus one
+	byKey map[int]int32
+	cells []cellSum
+}
+
+type cellSum struct {
+	rank, set int32
+	v         int64
+	last      int32 // the last sample added
+}
+
+func newCellSums(ranks, sets int) *cellSums {
+	c := &cellSums{nsets: sets}
+	if ranks*sets <= 1<<16 {
+		c.dense = make([]int32, ranks*sets)
+	} else {
+		c.byKey = map[int]int32{}
+	}
+	return c
+}
+
+func (c *cellSums) add(rank, set int32, v int64, sample int32) {
+	k := int(rank)*c.nsets + int(set)
+	var at int32
+	if c.dense != nil {
+		at = c.dense[k]
+	} else {
+		at = c.byKey[k]
+	}
+	if at == 0 {
+		c.cells = append(c.cells, cellSum{rank: rank, set: set})
+		at = int32(len(c.cells))
+		if c.dense != nil {
+			c.dense[k] = at
+		} else {
+			c.byKey[k] = at
+		}
+	}
+	cell := &c.cells[at-1]
+	cell.v += v
+	cell.last = sample
+}
+
+// inLastOrder is the sums in the order of their last samples.
+func (c *cellSums) inLastOrder() []cellSum {
+	slices.SortFunc(c.cells, func(x, y cellSum) int { return cmp.Compare(x.last, y.last) })
+	return c.cells
 }
 
 // threadsText names the threads of a stack, heaviest first.
