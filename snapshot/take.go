@@ -333,9 +333,10 @@ func (tk *taker) thread(tid int, bufs *workerBufs) (model.Thread, bool) {
 	} else if t.State == 'D' && t.Wchan != "" {
 		t.Wait = &model.Wait{Kind: "kernel", Desc: "the kernel (uninterruptible sleep in " + t.Wchan + ")"}
 	}
+	off := tk.readSchedOffCPU(&t, f)
 	tk.mu.Lock()
 	tk.fds = append(tk.fds, fds...)
-	tk.offCPU(&t, f)
+	tk.offCPU(&t, off)
 	switch {
 	case kerr == nil:
 		tk.kernel[tid] = kf
@@ -362,17 +363,40 @@ func (tk *taker) thread(tid int, bufs *workerBufs) (model.Thread, bool) {
 	return t, true
 }
 
+// schedOffCPU is when a sleeping thread left the CPU by the kernel's
+// accounting (ok: the kernel keeps it, and it is not later than now, the
+// time it was asked at).
+type schedOffCPU struct {
+	now, since uint64
+	ok         bool
+}
+
+// readSchedOffCPU reads a sleeping thread's schedOffCPU without the
+// taker's lock: its two /proc files are a quarter of a thread's reading,
+// which the other workers waited out while it was read under the lock.
+func (tk *taker) readSchedOffCPU(t *model.Thread, f *taskFiles) schedOffCPU {
+	r := schedOffCPU{now: monotime.Now()}
+	if t.State == 'R' || !tk.sched {
+		return r
+	}
+	at, ok := schedSleepStart(tk.clock, f)
+	r.since, r.ok = at, ok && at <= r.now
+	return r
+}
+
 // offCPU fills how long a sleeping thread has been off the CPU: from the
-// kernel's accounting or the sampler, unless an earlier snapshot's stop
-// reset both and the thread has stayed blocked since (stops.go).
-func (tk *taker) offCPU(t *model.Thread, f *taskFiles) {
+// kernel's accounting (sched) or the sampler, unless an earlier
+// snapshot's stop reset both and the thread has stayed blocked since
+// (stops.go).
+func (tk *taker) offCPU(t *model.Thread, sched schedOffCPU) {
 	if t.State == 'R' {
 		return
 	}
-	now := monotime.Now()
+	now := sched.now
 	var since uint64
 	switch {
-	case tk.sched && tk.schedSince(f, now, &since):
+	case sched.ok:
+		since = sched.since
 		t.OffCPUSource = "sched"
 	case tk.opts.OffCPUSince != nil && tk.samplerSince(t, now, &since):
 		t.OffCPUSource = "sampler"
@@ -387,14 +411,6 @@ func (tk *taker) offCPU(t *model.Thread, f *taskFiles) {
 	}
 	t.OffCPUFor, t.OffCPUKnown = time.Duration(now-since), true
 	tk.since[t.TID] = stopMark{Since: since, Vol: t.VoluntarySwitches, Invol: t.InvoluntarySwitches}
-}
-
-func (tk *taker) schedSince(f *taskFiles, now uint64, since *uint64) bool {
-	at, ok := schedSleepStart(tk.clock, f)
-	if ok && at <= now {
-		*since = at
-	}
-	return ok && at <= now
 }
 
 func (tk *taker) samplerSince(t *model.Thread, now uint64, since *uint64) bool {
