@@ -19,14 +19,11 @@
 package schedclock
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -202,28 +199,59 @@ func measureHere() (Offset, error) {
 
 // ParseExecStart finds "se.exec_start : 12345.678901" (milliseconds with
 // six decimals) in the text of a sched file and returns it in nanoseconds.
+// It reads the text in place, allocating nothing: a snapshot parses the
+// file of every thread.
 func ParseExecStart(b []byte) (uint64, bool) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || strings.TrimSpace(k) != "se.exec_start" {
-			continue
+	for len(b) > 0 {
+		line, rest, _ := bytes.Cut(b, []byte("\n"))
+		b = rest
+		k, v, ok := bytes.Cut(line, []byte(":"))
+		if ok && string(bytes.TrimSpace(k)) == "se.exec_start" {
+			return parseMillis(bytes.TrimSpace(v))
 		}
-		ms, frac, _ := strings.Cut(strings.TrimSpace(v), ".")
-		whole, err := strconv.ParseUint(ms, 10, 64)
-		if err != nil || whole > uint64(1<<63)/uint64(time.Millisecond) {
-			return 0, false
-		}
-		ns := whole * uint64(time.Millisecond)
-		if frac != "" {
-			frac = (frac + "000000")[:6]
-			f, err := strconv.ParseUint(frac, 10, 64)
-			if err != nil {
-				return 0, false
-			}
-			ns += f
-		}
-		return ns, true
 	}
 	return 0, false
+}
+
+// parseMillis parses milliseconds with up to six decimals (more are cut
+// off) to nanoseconds; false if it is not that or does not fit an int64.
+func parseMillis(v []byte) (uint64, bool) {
+	ms, frac, _ := bytes.Cut(v, []byte("."))
+	whole, ok := parseDigits(ms, uint64(1<<63)/uint64(time.Millisecond))
+	if !ok {
+		return 0, false
+	}
+	ns := whole * uint64(time.Millisecond)
+	if len(frac) == 0 {
+		return ns, true
+	}
+	frac = frac[:min(len(frac), 6)]
+	f, ok := parseDigits(frac, 999999)
+	if !ok {
+		return 0, false
+	}
+	for range 6 - len(frac) {
+		f *= 10
+	}
+	return ns + f, true
+}
+
+// parseDigits parses a non-empty run of decimal digits whose value is at
+// most limit.
+func parseDigits(b []byte, limit uint64) (uint64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if n > (limit-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, true
 }

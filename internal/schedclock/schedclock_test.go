@@ -30,12 +30,27 @@ func TestParseExecStart(t *testing.T) {
 		{"se.exec_start : 99999999999999999999.0\n", 0, false},
 		{"se.vruntime : 1.0\n", 0, false},
 		{"", 0, false},
+		{"se.exec_start : 1.2345678901\n", 1_234_567, true}, // beyond the nanosecond: cut off
+		{"se.exec_start : 1.2x\n", 0, false},
+		{"se.exec_start : .5\n", 0, false},
+		{"se.exec_start : 9223372036854.775807\n", 9223372036854_775807, true},
+		{"se.exec_start : 9223372036855.0\n", 0, false}, // beyond an int64 of nanoseconds
+		{"se.exec_start : 7.25\r\n", 7_250_000, true},
+		{"x\nse.exec_start : 3", 3_000_000, true}, // no newline at the end
 	}
 	for _, tc := range tests {
 		ns, ok := ParseExecStart([]byte(tc.text))
 		if ns != tc.ns || ok != tc.ok {
 			t.Errorf("%q: %d %v, want %d %v", tc.text, ns, ok, tc.ns, tc.ok)
 		}
+	}
+	// A snapshot parses the sched file of every thread it reads.
+	b, err := os.ReadFile("/proc/thread-self/sched")
+	if err != nil {
+		b = []byte(tests[0].text)
+	}
+	if n := testing.AllocsPerRun(100, func() { ParseExecStart(b) }); n != 0 {
+		t.Errorf("parsing a sched file allocated %v times", n)
 	}
 }
 
@@ -47,7 +62,6 @@ func FuzzParseExecStart(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var ns uint64
 		var ok bool
-		// A line is at most bufio.Scanner's 64 KiB token.
 		if n := testutil.HeapBytes(func() { ns, ok = ParseExecStart(b) }); n > 2*uint64(len(b))+4<<20 {
 			t.Fatalf("parsing %d bytes allocated %d", len(b), n)
 		}
