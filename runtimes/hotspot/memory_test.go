@@ -193,7 +193,11 @@ func TestMemorySafepoint(t *testing.T) {
 func TestCodeCacheMatchesPerfMap(t *testing.T) {
 	testutil.RequirePtrace(t)
 	jcmd := testutil.RequireTool(t, "jcmd")
-	tg := startStall(t, nil, "deadlock")
+	// Compiling in the background, the VM drops queued compilations that
+	// went stale while its compiler waited for a CPU: a loaded host gave
+	// 74 compiled methods where an idle one gives over a hundred. A
+	// thread that waits for its compilation loses none.
+	tg := startStall(t, []string{"-XX:-BackgroundCompilation"}, "deadlock")
 	mapFile := filepath.Join("/tmp", "perf-"+strconv.Itoa(tg.Pid)+".map") // the JVM's java.io.tmpdir, whatever $TMPDIR says
 	t.Cleanup(func() { os.Remove(mapFile) })
 	// The VM compiles as it gets the CPU: a loaded host takes longer to
