@@ -30,9 +30,11 @@
 // address and saved registers at offsets from it, no expression, not a
 // signal frame) is kept compiled beside it (flatRule), and a warm frame
 // is unwound from the entry alone, in place, without the row's table of
-// rules; anything a flat step cannot take as it is (a read that fails, a
+// rules, as a warm frame of code without rows (JIT code) is by its frame
+// record; anything a flat step cannot take as it is (a read that fails, a
 // frame that does not climb, the stack's end) is left to the general
-// rules, which decide it and say why (TestFlatStepIsCFIStep). Rows from an ELF file's
+// rules, which decide it and say why (TestFlatStepIsCFIStep,
+// TestWarmFPStepIsFPStep). Rows from an ELF file's
 // own tables hold for the layout. JIT code's hold for what its JIT said
 // (JITCode): the sample times over which the code it found at the
 // address (or that it found none) is the answer, in the JIT's generation

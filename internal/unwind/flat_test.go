@@ -94,6 +94,59 @@ func TestFlatStepIsCFIStep(t *testing.T) {
 	}
 }
 
+// TestWarmFPStepIsFPStep: the warm step by a frame record (warmFPStep)
+// unwinds every frame as fpStepState does (the same caller's registers
+// and CFA), or, where it declines, leaves the frame as it was for
+// fpStepState to decide. Random frame pointers (unknown, zero,
+// misaligned, below the stack pointer, past the copy's end) over stack
+// copies whose records link up, down, to zero or hold a zero return
+// address.
+func TestWarmFPStepIsFPStep(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 31))
+	const base = 0x7ffd0000
+	taken := 0
+	for i := 0; i < 100000; i++ {
+		stack := make([]byte, 8*rng.IntN(40))
+		for o := 0; o+8 <= len(stack); o += 8 {
+			v := uint64(0)
+			if rng.IntN(6) != 0 {
+				v = base + uint64(rng.IntN(512))&^uint64(rng.IntN(2)*7)
+			}
+			binary.LittleEndian.PutUint64(stack[o:], v)
+		}
+		var regs callframe.RegState
+		sp := base + 8*uint64(rng.IntN(8))
+		regs.Set(callframe.RegRSP, sp)
+		regs.Set(callframe.RegRA, 0x401000+uint64(rng.IntN(64)))
+		regs.Set(callframe.RegRBX, 7) // a caller found by its record knows no other register
+		if rng.IntN(8) != 0 {
+			regs.Set(callframe.RegRBP, base+uint64(rng.IntN(400))-32)
+		}
+		start := frameState{regs: regs, exact: rng.IntN(2) == 0, first: rng.IntN(2) == 0}
+		w := walker{onStack: true, stack: dumpMemory{base: base, b: stack}}
+
+		fs, gs := start, start
+		cfa, ok := w.warmFPStep(&fs)
+		want := w.fpStepState(&gs, nil)
+		if !ok {
+			if !sameRegs(&fs.regs, &start.regs) || fs != start {
+				t.Fatalf("regs %v: warmFPStep declined and changed the frame: %v", start.regs, fs.regs)
+			}
+			continue
+		}
+		taken++
+		if want.end || want.how != FramePointerChain || want.cfa != cfa {
+			t.Fatalf("regs %v, stack %x: warmFPStep took cfa %#x; fpStepState: %+v", start.regs, stack, cfa, want)
+		}
+		if !sameRegs(&fs.regs, &gs.regs) || fs.exact != gs.exact || fs.first != gs.first {
+			t.Fatalf("regs %v: warmFPStep gives %v, fpStepState %v", start.regs, fs.regs, gs.regs)
+		}
+	}
+	if taken < 1000 {
+		t.Fatalf("only %d frames warmFPStep took: the test does not test it", taken)
+	}
+}
+
 // sameRegs reports whether two register sets know the same registers
 // with the same values.
 func sameRegs(a, b *callframe.RegState) bool {

@@ -313,8 +313,8 @@ func (p *Process) UnwindSample(smp Sample, max int, dst []uint64) ([]uint64, Cut
 	for n < max {
 		below, exact := s.ip(), s.exact
 		var res stepResult
-		if cfa, ok := w.warmStep(&s); ok {
-			res = stepResult{how: CFI, cfa: cfa}
+		if cfa, how, ok := w.warmStep(&s); ok {
+			res = stepResult{how: how, cfa: cfa}
 		} else if res = w.step(&s); res.end {
 			if !res.cut.Truncated() {
 				return out, Cut{}

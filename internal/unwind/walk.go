@@ -366,21 +366,29 @@ func (w *walker) ruleHolds(e *cachedRule) bool {
 	return true
 }
 
-// warmStep unwinds s to its caller by the flat form of the frame's cached
-// row (flatStep): the step of nearly every warm frame of compiled code,
-// without the general step's lookups and results. ok false, s unchanged:
-// step decides (no such rule, or a step that fails, which step then finds
-// again and says why).
-func (w *walker) warmStep(s *frameState) (cfa uint64, ok bool) {
+// warmStep unwinds s to its caller by the frame's cached rule: the flat
+// form of its row (flatStep), or its frame record where the code has no
+// rows (warmFPStep: JIT code) — the step of nearly every warm frame,
+// without the general step's second probe of the cache and its results.
+// ok false, s unchanged: step decides (no such rule, or a step that
+// fails, which step then finds again and says why).
+func (w *walker) warmStep(s *frameState) (cfa uint64, how Method, ok bool) {
 	look := s.ip()
 	if !s.exact {
 		look--
 	}
 	e := w.cachedRule(look)
-	if e == nil || e.row == nil || !e.flat.ok {
-		return 0, false
+	switch {
+	case e == nil:
+		return 0, 0, false
+	case e.row == nil:
+		cfa, ok = w.warmFPStep(s)
+		return cfa, FramePointerChain, ok
+	case !e.flat.ok:
+		return 0, 0, false
 	}
-	return w.flatStep(s, e)
+	cfa, ok = w.flatStep(s, e)
+	return cfa, CFI, ok
 }
 
 // flatStep unwinds s by a cached row's flat form (compileFlat), in place:
@@ -587,14 +595,36 @@ func (w *walker) fpStepState(s *frameState, cr *codeRange) stepResult {
 		// where rbp stopped pointing at a frame record.
 		return cutAt(NoUnwindInfo, cr, pc)
 	}
-	s.regs = callframe.RegState{}
+	s.callerByRecord(f)
+	return stepResult{how: how, cfa: f.sp}
+}
+
+// warmFPStep is fpStepState's step where it is plain: rbp is known and
+// leads to a frame record. ok false, s unchanged: fpStepState decides
+// (a scan, a leaf, the chain's end) and says why.
+func (w *walker) warmFPStep(s *frameState) (cfa uint64, ok bool) {
+	bp, known := s.regs.Get(callframe.RegRBP)
+	if !known {
+		return 0, false
+	}
+	f, err := w.fpStep(bp, s.sp())
+	if err != nil {
+		return 0, false
+	}
+	s.callerByRecord(f)
+	return f.sp, true
+}
+
+// callerByRecord makes s the caller's frame the frame record f gave:
+// only its pc, stack pointer and frame pointer are known.
+func (s *frameState) callerByRecord(f fpFrame) {
+	s.regs.Narrow(0)
 	s.regs.Set(callframe.RegRA, f.ip)
 	s.regs.Set(callframe.RegRSP, f.sp)
 	if f.bp != 0 {
 		s.regs.Set(callframe.RegRBP, f.bp)
 	}
 	s.exact, s.first = false, false
-	return stepResult{how: how, cfa: f.sp}
 }
 
 // fpStep follows one link of the frame-pointer chain with the walker's
