@@ -56,11 +56,11 @@
 // no record of it, and a walk that reads the code as it unwinds reads it
 // after the sample too. Memory, per Process, at most: rules 32 KiB of
 // slots + 4,096 entries of 168 bytes; extents 32 KiB + 4,096 × 64 bytes;
-// verdicts 32 KiB + 4,096 × 96 bytes in front and 65,536 of about 110
-// bytes in the map; the sweeps of 4,096 call targets (a function's calls
-// and jumps each): about 8 MiB and the sweeps for a target whose stacks
-// reach that many distinct callers, under 1 MiB for the few thousand of
-// a typical service. The tables of extents and verdicts are made at a
+// verdicts 32 KiB of slots in front of a map of 65,536 of about 150
+// bytes (the front's entries are the map's, read in place); the sweeps
+// of 4,096 call targets (a function's calls and jumps each): about 8 MiB
+// and the sweeps for a target whose stacks reach that many distinct
+// callers, under 1 MiB for the few thousand of a typical service. The tables of extents and verdicts are made at a
 // Process's first walk.
 //
 // A sampled stack (UnwindSample) is walked in the copy of the stack the

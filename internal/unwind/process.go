@@ -43,13 +43,13 @@ type Process struct {
 
 	raMu   sync.Mutex
 	front  atomic.Pointer[edgeFrontTable] // the verdicts looked up last
-	edges  map[edgeKey]edge               // callers checked against their call sites
+	edges  map[edgeKey]*keptEdge          // callers checked against their call sites
 	sweeps map[uint64]*branches           // call targets' code, by entry
 }
 
 // NewProcess prepares to unwind the threads of the target of space.
 func NewProcess(space *addrspace.Space) *Process {
-	p := &Process{space: space, known: map[*addrspace.Module]codeRange{}, edges: map[edgeKey]edge{}, rules: new(ruleCache)}
+	p := &Process{space: space, known: map[*addrspace.Module]codeRange{}, edges: map[edgeKey]*keptEdge{}, rules: new(ruleCache)}
 	p.Refresh()
 	return p
 }

@@ -162,25 +162,26 @@ type JITFuncs interface {
 // exact address in the frame under that one. Verdicts over file code are
 // cached per return address and callees; those that read JIT code or
 // asked the JIT of its functions for as long as what they depended on
-// holds (edge.jit): code at one address changes.
-func (w *walker) checkEdge(ra, below, under uint64) edge {
+// holds (edge.jit): code at one address changes. The verdict returned is
+// shared (a cached one is the cache's): it is read, never changed.
+func (w *walker) checkEdge(ra, below, under uint64) *edge {
 	if ra < 2 {
-		return edge{verdict: edgeNotExecutable}
+		return &notExecutableEdge
 	}
 	raCR := w.find(ra - 1)
 	if raCR == nil {
-		return edge{verdict: edgeNotExecutable}
+		return &notExecutableEdge
 	}
 	if raCR.gotab != nil && raCR.gotab.FrameKind(ra-1-raCR.bias) == objfile.GoOutermost {
 		// runtime.goexit's planted return address follows a NOP: it
 		// is every goroutine's first frame.
-		return edge{}
+		return &okEdge
 	}
 	belowCR := w.find(below)
 	if belowCR != nil && belowCR.gort != nil && belowCR.gort.AsyncPreempt.Contains(below-belowCR.bias) {
 		// Injected by a preemption signal: it returns to the
 		// instruction the signal interrupted, which no call precedes.
-		return edge{}
+		return &okEdge
 	}
 	w.dec = decision{jit: raCR.anon, span: anyTime}
 	calleeLo, calleeHi, known := w.funcBounds(below)
@@ -204,7 +205,7 @@ func (w *walker) checkEdge(ra, below, under uint64) edge {
 	}
 	cache := w.proc != nil && (!w.dec.jit || w.funcs != nil)
 	if cache {
-		if e, ok := w.proc.cachedEdge(key); ok && w.edgeHolds(e) {
+		if e := w.proc.cachedEdge(key); e != nil && w.edgeHolds(e) {
 			return e
 		}
 	}
@@ -216,15 +217,21 @@ func (w *walker) checkEdge(ra, below, under uint64) edge {
 		cache = cache && e.span.holds(w.t)
 	}
 	if cache {
-		w.proc.keepEdge(key, e)
+		return w.proc.keepEdge(key, e)
 	}
-	return e
+	return &e
 }
+
+// The verdicts that need no code read: shared, never changed.
+var (
+	okEdge            = edge{}
+	notExecutableEdge = edge{verdict: edgeNotExecutable}
+)
 
 // edgeHolds reports whether a cached verdict holds for this walk: file
 // code's always, one that depended on JIT code in the generations and
 // for the sample times it was decided for.
-func (w *walker) edgeHolds(e edge) bool {
+func (w *walker) edgeHolds(e *edge) bool {
 	return !e.jit || e.gen == w.gen && e.jitGen == w.jitGen && e.span.holds(w.t)
 }
 
@@ -448,7 +455,7 @@ func (w *walker) callAt(ra uint64) (callKind, uint64) {
 }
 
 // edgeCut is the Cut of a caller the code refutes.
-func edgeCut(e edge, ra uint64) Cut {
+func edgeCut(e *edge, ra uint64) Cut {
 	switch e.verdict {
 	case edgeNotExecutable:
 		return Cut{Reason: NotExecutable, PC: ra}
@@ -461,19 +468,22 @@ func edgeCut(e edge, ra uint64) Cut {
 // maxCachedEdges bounds the cache of verdicts.
 const maxCachedEdges = 1 << 16
 
-func (p *Process) cachedEdge(k edgeKey) (edge, bool) {
+// cachedEdge is the verdict kept for k, the cache's own (read, never
+// changed), or nil.
+func (p *Process) cachedEdge(k edgeKey) *edge {
 	front := p.edgeFront()
 	i := edgeSlotOf(k)
 	if s := front.slots[i].Load(); s != nil && s.key == k {
-		return s.e, true
+		return &s.e
 	}
 	p.raMu.Lock()
-	e, ok := p.edges[k]
+	s := p.edges[k]
 	p.raMu.Unlock()
-	if ok {
-		front.slots[i].Store(&keptEdge{key: k, e: e})
+	if s == nil {
+		return nil
 	}
-	return e, ok
+	front.slots[i].Store(s)
+	return &s.e
 }
 
 // edgeFrontBits sizes the lock-free table of verdicts in front of the
@@ -482,7 +492,8 @@ const edgeFrontBits = 12
 
 // edgeFrontTable is the verdicts looked up last, one per slot: a warm
 // caller costs a probe rather than the lock and the map. Entries are
-// immutable; a colliding key replaces the slot's (the map still has it).
+// immutable and the map's own; a colliding key replaces the slot's (the
+// map still has it).
 type edgeFrontTable struct {
 	slots [1 << edgeFrontBits]atomic.Pointer[keptEdge]
 }
@@ -529,12 +540,15 @@ func (p *Process) keepBranches(entry uint64, b *branches) {
 	p.raMu.Unlock()
 }
 
-func (p *Process) keepEdge(k edgeKey, e edge) {
+// keepEdge keeps e for k and returns the kept copy.
+func (p *Process) keepEdge(k edgeKey, e edge) *edge {
+	s := &keptEdge{key: k, e: e}
 	p.raMu.Lock()
 	if len(p.edges) >= maxCachedEdges {
 		clear(p.edges)
 	}
-	p.edges[k] = e
+	p.edges[k] = s
 	p.raMu.Unlock()
-	p.edgeFront().slots[edgeSlotOf(k)].Store(&keptEdge{key: k, e: e})
+	p.edgeFront().slots[edgeSlotOf(k)].Store(s)
+	return &s.e
 }
