@@ -284,12 +284,10 @@ func (a *stackTable) threadsOf(out []*stackTotal, rank []int32, vi int, keep fun
 	}
 }
 
-// cellSums sums values by (rank, label set): in a slice where ranks ×
-// sets are few enough, else in a map.
+// cellSums sums values by (rank, label set).
 type cellSums struct {
-	nsets int
-	dense []int32 // by rank*nsets+set: an index into cells plus one
-	byKey map[int]int32
+	nsets uint64
+	index slotIndex // by rank*nsets+set: the cell's index in cells
 	cells []cellSum
 }
 
@@ -300,33 +298,15 @@ type cellSum struct {
 }
 
 func newCellSums(ranks, sets int) *cellSums {
-	c := &cellSums{nsets: sets}
-	if ranks*sets <= 1<<16 {
-		c.dense = make([]int32, ranks*sets)
-	} else {
-		c.byKey = map[int]int32{}
-	}
-	return c
+	return &cellSums{nsets: uint64(sets), index: newSlotIndex(ranks*sets, 1<<16)}
 }
 
 func (c *cellSums) add(rank, set int32, v int64, sample int32) {
-	k := int(rank)*c.nsets + int(set)
-	var at int32
-	if c.dense != nil {
-		at = c.dense[k]
-	} else {
-		at = c.byKey[k]
-	}
-	if at == 0 {
+	at, added := c.index.slot(uint64(rank)*c.nsets+uint64(set), len(c.cells))
+	if added {
 		c.cells = append(c.cells, cellSum{rank: rank, set: set})
-		at = int32(len(c.cells))
-		if c.dense != nil {
-			c.dense[k] = at
-		} else {
-			c.byKey[k] = at
-		}
 	}
-	cell := &c.cells[at-1]
+	cell := &c.cells[at]
 	cell.v += v
 	cell.last = sample
 }

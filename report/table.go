@@ -392,23 +392,18 @@ func (t *table) model() *model.Profile {
 // where a recording has a hundred thousand samples. The times the sums
 // drop are kept as each label set's span.
 type sampleSums struct {
-	out []model.Sample
-	// dense holds, by key (sumKey), an index into out plus one; byKey
-	// does where stacks × label sets are too many for a slice.
-	dense []int32
-	byKey map[uint64]int32
+	out   []model.Sample
+	index slotIndex // by sumKey: the sum's index in out
 	nsets uint64
 	spans []model.Span // by label set
 }
 
 func newSampleSums(stacks, sets, samples int) *sampleSums {
-	a := &sampleSums{nsets: uint64(sets), spans: make([]model.Span, sets)}
-	if n := 2 * stacks * sets; n <= max(samples, 1<<12) {
-		a.dense = make([]int32, n)
-	} else {
-		a.byKey = map[uint64]int32{}
+	return &sampleSums{
+		index: newSlotIndex(2*stacks*sets, max(samples, 1<<12)),
+		nsets: uint64(sets),
+		spans: make([]model.Span, sets),
 	}
-	return a
 }
 
 func (a *sampleSums) sumKey(stack, set int32, off bool) uint64 {
@@ -426,25 +421,13 @@ func (a *sampleSums) add(stack, set int32, s model.Sample) {
 	if !s.OffCPU && s.Count == 0 {
 		s.Count = 1 // as model.Sample reads 0, so that sums count it
 	}
-	k := a.sumKey(stack, set, s.OffCPU)
-	var at int32
-	if a.dense != nil {
-		at = a.dense[k]
-	} else {
-		at = a.byKey[k]
-	}
-	if at == 0 {
+	at, added := a.index.slot(a.sumKey(stack, set, s.OffCPU), len(a.out))
+	if added {
 		s.EndNanos = 0
 		a.out = append(a.out, s)
-		at = int32(len(a.out))
-		if a.dense != nil {
-			a.dense[k] = at
-		} else {
-			a.byKey[k] = at
-		}
 		return
 	}
-	sum := &a.out[at-1]
+	sum := &a.out[at]
 	sum.Count += s.Count
 	sum.Nanos += s.Nanos
 }
@@ -461,6 +444,41 @@ func (a *sampleSums) phaseSpans(sets []labelSet) map[string]model.Span {
 		out[sets[i].phase] = ph
 	}
 	return out
+}
+
+// slotIndex gives keys below a bound their slots, in the order they
+// are first asked for (the caller's sums, in a slice): a slice by key
+// where the keys are few enough, else a map.
+type slotIndex struct {
+	dense []int32 // by key: its slot plus one, 0 for none yet
+	byKey map[uint64]int32
+}
+
+// newSlotIndex is an index of keys below n, a slice if n <= denseUpTo.
+func newSlotIndex(n, denseUpTo int) slotIndex {
+	if n <= denseUpTo {
+		return slotIndex{dense: make([]int32, n)}
+	}
+	return slotIndex{byKey: map[uint64]int32{}}
+}
+
+// slot is key k's slot; a key without one is given next (added).
+func (x *slotIndex) slot(k uint64, next int) (slot int, added bool) {
+	var at int32
+	if x.dense != nil {
+		at = x.dense[k]
+	} else {
+		at = x.byKey[k]
+	}
+	if at != 0 {
+		return int(at - 1), false
+	}
+	if x.dense != nil {
+		x.dense[k] = int32(next + 1)
+	} else {
+		x.byKey[k] = int32(next + 1)
+	}
+	return next, true
 }
 
 // stableOrder is the order of keys, ascending, ties in their order: the

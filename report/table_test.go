@@ -177,3 +177,25 @@ func TestWriteTable(t *testing.T) {
 		t.Errorf("written %d bytes, encoded %d, not the same", got.Len(), len(want))
 	}
 }
+
+// TestSlotIndex: keys get their slots in the order first asked for, and
+// keep them, whether the index is a slice or a map.
+func TestSlotIndex(t *testing.T) {
+	keys := []uint64{7, 0, 7, 3, 0, 9, 3}
+	want := []struct {
+		slot  int
+		added bool
+	}{{0, true}, {1, true}, {0, false}, {2, true}, {1, false}, {3, true}, {2, false}}
+	for _, denseUpTo := range []int{10, 0} {
+		x, next := newSlotIndex(10, denseUpTo), 0
+		for i, k := range keys {
+			slot, added := x.slot(k, next)
+			if slot != want[i].slot || added != want[i].added {
+				t.Errorf("dense up to %d: key %d: slot %d added %v, want %+v", denseUpTo, k, slot, added, want[i])
+			}
+			if added {
+				next++
+			}
+		}
+	}
+}
