@@ -409,7 +409,8 @@ END $$;
 // the target's memory: lli's JIT-compiled leaf ← middle ← outer ← main,
 // built without frame pointers, are named and walked to the thread's
 // first function; PostgreSQL's JIT-compiled expressions (evalexpr_*) are
-// named and their callers in PostgreSQL found.
+// named and their callers in PostgreSQL found, in the code of each query
+// from the first sample taken in it.
 func TestGDBJITInterface(t *testing.T) {
 	testutil.RequirePerf(t)
 	t.Run("lli", func(t *testing.T) {
@@ -462,8 +463,18 @@ func TestGDBJITInterface(t *testing.T) {
 		if jitted < 20 {
 			t.Fatalf("%d samples in named JIT-compiled expressions", jitted)
 		}
-		if float64(whole) < 0.95*float64(jitted) {
+		// Each query's code is registered, run and freed within a
+		// fraction of a second, often where the last query's was: the
+		// samples taken in it before its object was read are its (the
+		// read before would have found it), and a sample newer than
+		// the last read has the list's head looked at. Before both,
+		// 1 to 49 frames a run were in unnamed JIT code and up to 35
+		// stacks cut there, under load.
+		if float64(whole) < 0.98*float64(jitted) {
 			t.Errorf("%d of %d samples in JIT-compiled expressions reach the thread's first function", whole, jitted)
+		}
+		if anon*100 > jitted {
+			t.Errorf("%d frames in JIT code no object named, for %d samples in JIT-compiled expressions", anon, jitted)
 		}
 	})
 }

@@ -1,9 +1,12 @@
 package jit
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/objfile"
@@ -57,6 +60,12 @@ var ErrGDBVersion = errors.New("not version 1 of the GDB JIT interface")
 
 // readGDBList walks the list of the descriptor at desc.
 func readGDBList(mem Memory, desc uint64) ([]gdbEntry, error) {
+	return readGDBEntries(mem, desc, nil)
+}
+
+// readGDBEntries walks the list of the descriptor at desc from its head,
+// up to the first entry known says was read (nil: to its end).
+func readGDBEntries(mem Memory, desc uint64, known map[gdbEntry]bool) ([]gdbEntry, error) {
 	var d [24]byte
 	if _, err := mem.ReadAt(d[:], desc); err != nil {
 		return nil, fmt.Errorf("__jit_debug_descriptor at %#x: %w", desc, err)
@@ -79,9 +88,12 @@ func readGDBList(mem Memory, desc uint64) ([]gdbEntry, error) {
 			// The JIT may be unlinking this entry as we read.
 			return out, fmt.Errorf("jit_code_entry at %#x: %w", at, err)
 		}
-		addr, size := binary.LittleEndian.Uint64(e[16:]), binary.LittleEndian.Uint64(e[24:])
-		if addr != 0 && size != 0 {
-			out = append(out, gdbEntry{addr, size})
+		entry := gdbEntry{binary.LittleEndian.Uint64(e[16:]), binary.LittleEndian.Uint64(e[24:])}
+		if known != nil && known[entry] {
+			break
+		}
+		if entry.addr != 0 && entry.size != 0 {
+			out = append(out, entry)
 		}
 		at = binary.LittleEndian.Uint64(e[:])
 	}
@@ -93,12 +105,32 @@ func readGDBList(mem Memory, desc uint64) ([]gdbEntry, error) {
 //
 // The interface says nothing of when code was loaded, and a JIT frees
 // code and loads other code at the same addresses (PostgreSQL does for
-// every query). An object is taken as loaded when a read first finds it
-// (or always, when the first read of all finds it: it was there before
-// stallwatch looked) and as freed when a read finds it gone; reading the
-// list costs a few small reads, and the unwinder has it read again as
-// samples of JIT code newer than the last read arrive (ReadGDBJIT), so
-// that the time between a load and its reading stays short.
+// every query). LLVM's JITs put each object they register at the list's
+// head, so a look at the list tells that the objects it finds before the
+// first one read were registered after the look before (which would have
+// found them), and a read of the whole list that an object it no longer
+// finds was freed since. So an object is taken as loaded just after the
+// look before the one that finds it (or always, when the first read of
+// all finds it: it was there before stallwatch looked): the samples taken
+// in its code between its registration and its reading — all those a
+// reader that wakes every few milliseconds, or later on a loaded host,
+// holds when it looks — are its. Where it lies over an object the same
+// read found freed, the two cannot be told apart over that time (the old
+// code ran until some moment in it, the new from a later one); there the
+// old object stays until the read, and the new one is loaded at it. A
+// freed object whose code a live one now covers is not marked freed
+// there: the live one, loaded after it, answers.
+//
+// The unwinder asks for a look as samples newer than the last one arrive
+// (ReadGDBJIT), and for the head at once when such a sample meets code the
+// index does not have (ReadGDBJITHead); while it asks, a goroutine looks
+// every gdbFollowEvery too, so that looks keep their pace when the
+// sampler's reader falls behind: the list's head, at most once per gdbHeadGap — the descriptor
+// and the entries up to the first one read, two small reads when nothing
+// was registered — and the whole list, for what was freed, at most once
+// per gdbReadGap and per gdbEntryGap of each entry it had: a JIT with
+// thousands of objects (Julia) has its list read whole about once a
+// second, not fifty times.
 type gdbSource struct {
 	info SourceInfo
 	mem  Memory
@@ -112,12 +144,38 @@ type gdbSource struct {
 	reads int
 	// maxRead bounds the bytes one ingest reads (maxGDBReadBytes).
 	maxRead int64
-	// last is when the list was last read.
-	last uint64
+	// last is when the whole list was last read, and entries how many it
+	// had; looked when the list was last looked at, whole or its head.
+	last, looked uint64
+	entries      int
+	// For ReadGDBJIT: when it was last called, the builder's count it
+	// last reported, and the goroutine that looks at the list every
+	// follow while it is called (none for 0), until followIdle after
+	// the last call.
+	asked              uint64
+	reported           int
+	follow, followIdle time.Duration
+	following          bool
 }
+
+// How often, and for how long after the unwinder last asked, the list is
+// looked at by a goroutine of its own (Process.followGDB).
+const (
+	gdbFollowEvery = 5 * time.Millisecond
+	gdbFollowIdle  = 5 * time.Second
+)
+
+// gdbHeadGap bounds how often the list's head is looked at between reads
+// of the whole list.
+const gdbHeadGap = uint64(time.Millisecond)
+
+// gdbEntryGap is how long a whole read of the list waits after the last,
+// per entry that one read: reads of entries stay under 5,000 a second.
+const gdbEntryGap = uint64(200 * time.Microsecond)
 
 func newGDBSource(mem Memory, desc uint64) *gdbSource {
 	return &gdbSource{mem: mem, desc: desc, now: monotime.Now, done: map[gdbEntry]bool{}, live: map[gdbEntry][]objfile.JITFunc{}, maxRead: maxGDBReadBytes,
+		follow: gdbFollowEvery, followIdle: gdbFollowIdle,
 		info: SourceInfo{Path: fmt.Sprintf("__jit_debug_descriptor at %#x", desc), Kind: KindGDBJIT, How: "memory"}}
 }
 
@@ -128,20 +186,69 @@ func (g *gdbSource) reset() {
 	g.info.Problems = nil
 }
 
-// ingest reads the objects registered since the last call into b, and
-// marks those that left the list freed.
+// wholeGap is how long after the last read of the whole list the next
+// may be: minGap, or longer for a long list.
+func (g *gdbSource) wholeGap(minGap uint64) uint64 {
+	return max(minGap, uint64(g.entries)*gdbEntryGap)
+}
+
+// look reads into b what a sample newer than the last look needs
+// (ReadGDBJIT): the whole list when minGap (wholeGap) has passed since it
+// was last read, else its head once gdbHeadGap has passed since the last
+// look. whole says which; err is the whole read's.
+func (g *gdbSource) look(b *builder, minGap uint64) (whole bool, err error) {
+	switch now := g.now(); {
+	case now-g.last >= g.wholeGap(minGap):
+		return true, g.ingest(b)
+	case now-g.looked >= gdbHeadGap:
+		g.ingestHead(b)
+	}
+	return false, nil
+}
+
+// ingest reads the whole list: the objects registered since the last look
+// into b, and those that left it marked freed.
 func (g *gdbSource) ingest(b *builder) error {
 	t := g.now()
 	entries, err := readGDBList(g.mem, g.desc)
-	loaded := t
-	if g.reads == 0 {
-		loaded = 0 // registered before stallwatch looked: since ever
-	}
+	loaded := g.since()
 	g.reads++
-	g.last = t
+	g.last, g.looked, g.entries = t, t, len(entries)
+	var freed []jitRange
 	if err == nil {
-		g.freeGone(b, entries, t)
+		freed = g.freeGone(b, entries, t)
 	}
+	g.readObjects(b, entries, loaded, freed, t)
+	g.syncLosses(b)
+	return err
+}
+
+// ingestHead reads the objects at the list's head that were not read,
+// the ones registered since the last look. A head that cannot be read
+// says nothing: the next whole read will.
+func (g *gdbSource) ingestHead(b *builder) {
+	t := g.now()
+	entries, _ := readGDBEntries(g.mem, g.desc, g.done)
+	loaded := g.since()
+	g.looked = t
+	g.readObjects(b, entries, loaded, nil, t)
+	g.syncLosses(b)
+}
+
+// since is when an object a look finds now was registered after: the
+// look before (0 for the first of all: what was there before stallwatch
+// looked has been since ever).
+func (g *gdbSource) since() uint64 {
+	if g.reads == 0 {
+		return 0
+	}
+	return g.looked + 1
+}
+
+// readObjects reads the objects of entries not read yet into b, as loaded
+// at loaded, or at t where they lie over code freed (the sorted ranges
+// of the objects this look found gone).
+func (g *gdbSource) readObjects(b *builder, entries []gdbEntry, loaded uint64, freed []jitRange, t uint64) {
 	read := int64(0)
 	var scratch [gdbChunk]byte
 	for _, e := range entries {
@@ -173,11 +280,13 @@ func (g *gdbSource) ingest(b *builder) error {
 		if obj.Problem != "" {
 			g.problem(e, obj.Problem)
 		}
-		g.add(b, obj, loaded)
+		at := loaded
+		if overlapsAny(obj.Funcs, freed) {
+			at = t // over code freed since the look before: from now
+		}
+		g.add(b, obj, at)
 		g.live[e] = obj.Funcs
 	}
-	g.syncLosses(b)
-	return err
 }
 
 // readObject reads the object of entry e a chunk at a time, through
@@ -196,22 +305,68 @@ func (g *gdbSource) readObject(e gdbEntry, scratch []byte) ([]byte, error) {
 }
 
 // freeGone marks the functions of the objects that left the list (the
-// JIT freed their code) gone from time t on.
-func (g *gdbSource) freeGone(b *builder, entries []gdbEntry, t uint64) {
+// JIT freed their code) gone from time t on, but where a live object's
+// code now lies, and returns their ranges, sorted.
+func (g *gdbSource) freeGone(b *builder, entries []gdbEntry, t uint64) []jitRange {
 	in := make(map[gdbEntry]bool, len(entries))
 	for _, e := range entries {
 		in[e] = true
 	}
+	var gone []objfile.JITFunc
 	for e, funcs := range g.live {
 		if in[e] {
 			continue
 		}
-		for _, f := range funcs {
-			b.add(layerGDB, Symbol{Start: f.Start, Size: f.Size, Source: g.info.Path, Loaded: t}, true)
-		}
+		gone = append(gone, funcs...)
 		delete(g.live, e)
 		delete(g.done, e) // the same bytes at the same place may come back
 	}
+	if len(gone) == 0 {
+		return nil
+	}
+	var live []jitRange
+	for _, funcs := range g.live {
+		live = appendRanges(live, funcs)
+	}
+	sortRanges(live)
+	freed := appendRanges(nil, gone)
+	for _, f := range gone {
+		if !overlapsAny([]objfile.JITFunc{f}, live) {
+			b.add(layerGDB, Symbol{Start: f.Start, Size: f.Size, Source: g.info.Path, Loaded: t}, true)
+		}
+	}
+	sortRanges(freed)
+	return freed
+}
+
+func appendRanges(dst []jitRange, funcs []objfile.JITFunc) []jitRange {
+	for _, f := range funcs {
+		dst = append(dst, jitRange{f.Start, f.Start + f.Size})
+	}
+	return dst
+}
+
+func sortRanges(r []jitRange) {
+	slices.SortFunc(r, func(a, b jitRange) int { return cmp.Compare(a.lo, b.lo) })
+}
+
+// jitRange is the code range [lo, hi) of a function.
+type jitRange struct{ lo, hi uint64 }
+
+// overlapsAny reports whether any of funcs overlaps a range of sorted.
+func overlapsAny(funcs []objfile.JITFunc, sorted []jitRange) bool {
+	if len(sorted) == 0 {
+		return false
+	}
+	for _, f := range funcs {
+		// The first range ending after f starts is the only one that
+		// can overlap it first.
+		i, _ := slices.BinarySearchFunc(sorted, f.Start, func(r jitRange, start uint64) int { return cmp.Compare(r.hi, start+1) })
+		if i < len(sorted) && sorted[i].lo < f.Start+f.Size {
+			return true
+		}
+	}
+	return false
 }
 
 // add indexes an object's functions, with its .eh_frame, as loaded at

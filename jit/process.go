@@ -21,7 +21,10 @@ import (
 // Process follows every JIT symbol file of one live process into one
 // Index: the jitdumps it maps (or, when it maps none, the usual places a
 // runtime writes them) and its perf map. Its methods are safe for
-// concurrent use.
+// concurrent use. While the unwinder asks of the GDB JIT interface
+// (ReadGDBJIT), a goroutine of its own looks at the interface's list
+// every few milliseconds; it ends at Close, or seconds after the last
+// ask.
 type Process struct {
 	pid  int
 	opts Options
@@ -131,25 +134,98 @@ func (p *Process) Update() error {
 	return errors.Join(errs...)
 }
 
-// ReadGDBJIT reads the GDB JIT interface's list again when the last read
-// was before time t (CLOCK_MONOTONIC) and more than minGap ago, and
-// reports whether the index changed: what the unwinder asks before it
-// trusts the JIT code it finds at a sample's time (cheaper than Update,
-// which reads the files too).
+// ReadGDBJIT looks at the GDB JIT interface's list again for a sample at
+// time t (CLOCK_MONOTONIC) newer than the last look — the whole list when
+// it was last read more than minGap ago (longer for a long list), else its
+// head, for what was registered since — and reports whether the index
+// changed since the last call: what the unwinder asks before it trusts
+// the JIT code it finds at a sample's time (cheaper than Update, which
+// reads the files too). While such calls keep coming, the list is also
+// looked at every gdbFollowEvery by a goroutine of its own (followGDB).
 func (p *Process) ReadGDBJIT(t uint64, minGap uint64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	g := p.gdb
-	if g == nil || p.closed || g.last >= t || g.now()-g.last < minGap {
+	if g == nil || p.closed {
 		return false
 	}
-	before := p.b.n
-	err := g.ingest(p.b)
-	g.info.ReadError = ""
-	if err != nil {
-		g.info.ReadError = err.Error()
+	g.asked = g.now()
+	if !g.following && g.follow > 0 {
+		g.following = true
+		go p.followGDB(g, minGap)
 	}
-	return p.b.n != before
+	if g.looked < t {
+		p.lookGDB(g, minGap)
+	}
+	changed := p.b.n != g.reported
+	g.reported = p.b.n
+	return changed
+}
+
+// ReadGDBJITHead looks at the head of the GDB JIT interface's list for a
+// sample at t newer than the last look, however soon after it (what a
+// sample in code the index does not have asks: code registered since the
+// last look is at the head), and reports whether the index changed since
+// the last call of it or ReadGDBJIT.
+func (p *Process) ReadGDBJITHead(t uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g := p.gdb
+	if g == nil || p.closed {
+		return false
+	}
+	if g.looked < t {
+		g.ingestHead(p.b)
+	}
+	changed := p.b.n != g.reported
+	g.reported = p.b.n
+	return changed
+}
+
+// GDBJITLooked is when the GDB JIT interface's list was last looked at
+// (0: never, or the process has none): the index has every object
+// registered before then.
+func (p *Process) GDBJITLooked() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gdb == nil {
+		return 0
+	}
+	return p.gdb.looked
+}
+
+// lookGDB has g look at its list (p.mu held), keeping the whole read's
+// error.
+func (p *Process) lookGDB(g *gdbSource, minGap uint64) {
+	whole, err := g.look(p.b, minGap)
+	if whole {
+		g.info.ReadError = ""
+		if err != nil {
+			g.info.ReadError = err.Error()
+		}
+	}
+}
+
+// followGDB looks at g's list every g.follow for as long as the unwinder
+// keeps asking (ReadGDBJIT) and the Process is open. Looks made only as
+// samples are unwound come late when the sampler's reader falls behind
+// on a loaded host, and an object the JIT registers, runs and frees
+// between two of them (a PostgreSQL query's, a fraction of a second) is
+// then never read: its samples find no code. A head look is two small
+// reads, about 200 a second while samples flow.
+func (p *Process) followGDB(g *gdbSource, minGap uint64) {
+	tick := time.NewTicker(g.follow)
+	defer tick.Stop()
+	for range tick.C {
+		p.mu.Lock()
+		if p.closed || p.gdb != g || g.now()-g.asked > uint64(g.followIdle) {
+			g.following = false
+			p.mu.Unlock()
+			return
+		}
+		p.lookGDB(g, minGap)
+		p.mu.Unlock()
+	}
 }
 
 // WatchGDBJIT reads, at this Update and the next, the objects the

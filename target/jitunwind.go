@@ -82,7 +82,8 @@ func (j *jitUnwind) take(ix *jit.Index) {
 
 // Generation changes whenever another index is taken in. For a sample at
 // t newer than the last read of the GDB JIT interface's list, the list
-// is read again first (at most once in gdbReadGap): code the interface
+// is read again first (the whole list at most once in gdbReadGap, sooner
+// when its head names an object not read): code the interface
 // registered since is asked for in the generation it starts.
 func (j *jitUnwind) Generation(t uint64) uint64 {
 	if t == 0 {
@@ -176,7 +177,7 @@ func (j *jitUnwind) UnwindInfo(pc, t uint64) (*callframe.Table, uint64, unwind.J
 	valid := unwind.JITSpan{From: span.From, Until: span.Until}
 	if !ok {
 		if !j.python {
-			return nil, 0, undescribed(valid), false
+			return nil, 0, j.undescribed(valid), false
 		}
 		// A JIT that buffers its jitdump (CPython 3.13's -X perf_jit)
 		// may not have written the code's record yet; its trampolines
@@ -207,7 +208,7 @@ func (j *jitUnwind) FuncAt(pc, t uint64) (lo, hi uint64, valid unwind.JITSpan, o
 	sym, span, ok := j.lookup(pc, t)
 	valid = unwind.JITSpan{From: span.From, Until: span.Until}
 	if !ok {
-		return 0, 0, undescribed(valid), false
+		return 0, 0, j.undescribed(valid), false
 	}
 	return sym.Start, sym.End(), valid, true
 }
@@ -215,14 +216,23 @@ func (j *jitUnwind) FuncAt(pc, t uint64) (lo, hi uint64, valid unwind.JITSpan, o
 // undescribed is how long the answer that no file describes an address
 // holds: over the index's span, for samples up to refreshEvery after it
 // was given (what a lookup that finds nothing reads the files again
-// after).
-func undescribed(span unwind.JITSpan) unwind.JITSpan {
+// after), and, in a process with a GDB JIT interface, for samples up to
+// its list's last look: a later one asks again, and has the list's head
+// read (code registered since is there).
+func (j *jitUnwind) undescribed(span unwind.JITSpan) unwind.JITSpan {
 	span.Until = min(span.Until, monotime.Now()+uint64(refreshEvery))
+	if j.p.jit != nil {
+		if looked := j.p.jit.GDBJITLooked(); looked != 0 {
+			span.Until = min(span.Until, looked+1)
+		}
+	}
 	return span
 }
 
 // gdbReadGap bounds how often the unwinder has the GDB JIT interface's
-// list read again: code it loads is seen within about this long.
+// whole list read again (what finds the code it freed); code it registers
+// is seen sooner, by the list's head (jit.Process.ReadGDBJIT), and by the
+// samples taken in it before it was read.
 const gdbReadGap = uint64(20 * time.Millisecond)
 
 // lookup finds the JIT code at pc at time t, reading what the JIT files
@@ -233,6 +243,10 @@ func (j *jitUnwind) lookup(pc, t uint64) (*jit.Symbol, jit.Span, bool) {
 		j.take(j.p.jit.Index())
 	}
 	s, span, ok := j.ix.LookupSpan(pc, t)
+	if !ok && j.p.jit != nil && j.p.jit.ReadGDBJITHead(t) {
+		j.take(j.p.jit.Index())
+		s, span, ok = j.ix.LookupSpan(pc, t)
+	}
 	if ok || j.p.jit == nil || time.Since(j.updated) < refreshEvery {
 		return s, span, ok
 	}
