@@ -5,6 +5,7 @@ import (
 	"io"
 	"math/bits"
 	"reflect"
+	"slices"
 	"sort"
 	"unsafe"
 
@@ -149,8 +150,11 @@ func (e *pbEncoder) encodeTable(t *table) []byte {
 	}
 	endKey := uint64(e.str(model.LabelEndTime))
 	var vals []byte
+	var last []int64 // the values vals encodes: most samples repeat them
 	for i := range t.len() {
-		vals = appendVarints(vals[:0], t.values[i*t.nv:(i+1)*t.nv])
+		if v := t.values[i*t.nv : (i+1)*t.nv]; last == nil || !slices.Equal(v, last) {
+			vals, last = appendVarints(vals[:0], v), v
+		}
 		e.sample(stackEnc[t.stack[i]], vals, setEnc[t.set[i]], endKey, t.end[i])
 		e.spill()
 	}
@@ -164,35 +168,41 @@ func (e *pbEncoder) encodeTable(t *table) []byte {
 // Its length is known from the parts before it is written, so none of a
 // capture's hundred thousand samples opens and closes a message.
 func (e *pbEncoder) sample(stack, vals, labels []byte, endKey uint64, end int64) {
-	n := len(stack) + len(labels)
-	if len(vals) > 0 {
-		n += 1 + varintLen(uint64(len(vals))) + len(vals)
-	}
 	// label{key: endKey, num: end}: two keys of a byte each.
 	var num [2*binary.MaxVarintLen64 + 2]byte
 	nl := 0
 	if end != 0 {
-		nl = binary.PutUvarint(num[1:], endKey) + 1
 		num[0] = 1<<3 | wireVarint
+		nl = 1 + binary.PutUvarint(num[1:], endKey)
 		num[nl] = 3<<3 | wireVarint
 		nl++
 		nl += binary.PutUvarint(num[nl:], uint64(end))
+	}
+	n := len(stack) + len(labels)
+	if len(vals) > 0 {
+		n += 1 + varintLen(uint64(len(vals))) + len(vals)
+	}
+	if nl > 0 {
 		n += 1 + varintLen(uint64(nl)) + nl
 	}
-	e.key(2, wireBytes)
-	e.varint(uint64(n))
-	e.b = append(e.b, stack...)
+	// Appended to a local slice grown once: the encoder's own would be
+	// loaded and stored at every append.
+	b := slices.Grow(e.b, 1+binary.MaxVarintLen64+n)
+	b = append(b, 2<<3|wireBytes)
+	b = binary.AppendUvarint(b, uint64(n))
+	b = append(b, stack...)
 	if len(vals) > 0 {
-		e.key(2, wireBytes)
-		e.varint(uint64(len(vals)))
-		e.b = append(e.b, vals...)
+		b = append(b, 2<<3|wireBytes)
+		b = binary.AppendUvarint(b, uint64(len(vals)))
+		b = append(b, vals...)
 	}
-	e.b = append(e.b, labels...)
+	b = append(b, labels...)
 	if nl > 0 {
-		e.key(3, wireBytes)
-		e.varint(uint64(nl))
-		e.b = append(e.b, num[:nl]...)
+		b = append(b, 3<<3|wireBytes)
+		b = binary.AppendUvarint(b, uint64(nl))
+		b = append(b, num[:nl]...)
 	}
+	e.b = b
 }
 
 // appendVarints appends vs as varints, as packed writes them.
