@@ -259,20 +259,28 @@ func buildPageData(v *view, c *Capture) *pageData {
 	sm.Weight, sm.Class = make(column, 0, n), make(column, 0, n)
 	var minStart, maxEnd int64
 	timed := false
-	// The thread of each label set, found once.
-	threadOf := make([]int, len(t.sets))
-	for i := range threadOf {
-		threadOf[i] = -1
+	// What the samples of each label set share, found once: their
+	// thread, phase and kind of off-CPU time.
+	type setFacts struct {
+		thread int // -1: not found yet
+		phase  int64
+		offCPU int64
+	}
+	sets := make([]setFacts, len(t.sets))
+	for i := range sets {
+		sets[i].thread = -1
 	}
 	// In end time order: the timeline's, so that the samples need no sort.
 	for _, k := range t.endOrder() {
 		i := int(k)
-		si := t.set[i]
-		lb := &t.sets[si]
-		ti := threadOf[si]
-		if ti < 0 {
-			ti = d.threadOf(lb, threadIdx)
-			threadOf[si] = ti
+		sf := &sets[t.set[i]]
+		if sf.thread < 0 {
+			lb := &t.sets[t.set[i]]
+			sf.thread = d.threadOf(lb, threadIdx)
+			sf.phase, sf.offCPU = int64(phaseClass(lb.phase)), classBlocked
+			if lb.offCPU == "preempted" {
+				sf.offCPU = classPreempted
+			}
 		}
 		var weight, class int64
 		switch {
@@ -283,10 +291,7 @@ func buildPageData(v *view, c *Capture) *pageData {
 			}
 		case offI >= 0 && t.value(i, offI) > 0:
 			weight = (t.value(i, offI) + 500) / 1000
-			class = classBlocked
-			if lb.offCPU == "preempted" {
-				class = classPreempted
-			}
+			class = sf.offCPU
 		case cpuI >= 0:
 			weight = (t.value(i, cpuI) + 500) / 1000
 		}
@@ -303,11 +308,11 @@ func buildPageData(v *view, c *Capture) *pageData {
 			}
 			maxEnd = max(maxEnd, end)
 		}
-		sm.Thread = append(sm.Thread, int64(ti))
+		sm.Thread = append(sm.Thread, int64(sf.thread))
 		sm.Node = append(sm.Node, int64(leaf[a.stackOf[i]]))
 		sm.End = append(sm.End, end)
 		sm.Weight = append(sm.Weight, weight)
-		sm.Class = append(sm.Class, class*3+int64(phaseClass(lb.phase)))
+		sm.Class = append(sm.Class, class*3+sf.phase)
 	}
 	// The most common on-CPU weight (one sampling period) is written as 0.
 	d.Period = commonPeriod(sm.Weight, sm.Class)
@@ -528,11 +533,11 @@ func (t *stringTable) id(s string) int {
 // The rest, a few thousand values, is json.Marshal's.
 func pageJSON(d *pageData) ([]byte, error) {
 	sm := &d.Samples
-	n := 0
+	n, longest := 0, 0
 	for _, c := range []column{d.Frames, d.Nodes, d.Cuts, sm.Thread, sm.Node, sm.End, sm.Weight, sm.Class} {
-		n += len(c)
+		n, longest = n+len(c), max(longest, len(c))
 	}
-	w := &pageWriter{b: make([]byte, 0, 4*n+64<<10)}
+	w := &pageWriter{b: make([]byte, 0, 4*n+64<<10), raw: make([]byte, 0, 2*longest)}
 	w.b = append(w.b, '{')
 	w.value("title", d.Title)
 	w.value("findings", d.Findings)
