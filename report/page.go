@@ -111,9 +111,16 @@ func (c column) MarshalText() ([]byte, error) {
 }
 
 // appendVarints appends the column's zigzag varints, before base64.
+// Most of a page's values (threads, classes, nodes, period weights, the
+// time from one sample to the next) take one byte.
 func (c column) appendVarints(dst []byte) []byte {
 	for _, v := range c {
-		dst = binary.AppendUvarint(dst, uint64(v<<1)^uint64(v>>63))
+		u := uint64(v<<1) ^ uint64(v>>63)
+		if u < 0x80 {
+			dst = append(dst, byte(u))
+			continue
+		}
+		dst = binary.AppendUvarint(dst, u)
 	}
 	return dst
 }
