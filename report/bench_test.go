@@ -259,3 +259,43 @@ func BenchmarkReportBesidePprof(b *testing.B) {
 	b.ReportMetric(float64(theirs.Milliseconds())/float64(b.N), "pprof-top-ms")
 	b.ReportMetric(theirs.Seconds()/ours.Seconds(), "x-faster-than-pprof-top")
 }
+
+// builtBenchCapture is benchCapture's capture made as package capture
+// makes one: from its samples (SetSamples), not from a profile.
+func builtBenchCapture(b *testing.B) *Capture {
+	samples := benchSamples(100_000)
+	start := time.Unix(0, samples[0].EndNanos)
+	end := time.Unix(0, samples[len(samples)-1].EndNanos)
+	info := model.Info{Trigger: model.Stall, PID: 1000, Start: start, TriggerAt: start.Add(3 * time.Second), End: end}
+	c := &Capture{Info: info, Threads: benchSnapshot(samples)}
+	if err := c.SetSamples(samples, model.Meta{Start: start, Duration: end.Sub(start), Period: int64(time.Second) / 997}); err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+// BenchmarkWriters measures each file CaptureFiles renders for a capture
+// built from 100,000 samples, as a capture's end writes them (the
+// renderings' shared view made once, outside the timing).
+func BenchmarkWriters(b *testing.B) {
+	c := builtBenchCapture(b)
+	files, err := CaptureFiles(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, f := range files {
+		b.Run(f.Name, func(b *testing.B) {
+			var size int
+			cpu0 := cpuTime()
+			for b.Loop() {
+				var buf bytes.Buffer
+				if err := f.Write(&buf); err != nil {
+					b.Fatal(err)
+				}
+				size = buf.Len()
+			}
+			b.ReportMetric(float64(size)/1e6, "MB")
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
+		})
+	}
+}

@@ -80,7 +80,9 @@
 // cut short enters the flame graph at its outermost known frame, marked as
 // having unknown callers with the reason, not at its "[truncated: …]"
 // marker. The data is JSON in the page (page.go: one
-// string table, frames and a call tree as integers, samples as columns);
+// string table, frames and a call tree as integers, samples as columns,
+// the columns appended to the JSON as they are encoded, the rest of it
+// json.Marshal's);
 // the viewer is assets/report.js, with every name the target chose written
 // as text, never as HTML. Nothing is fetched.
 //

@@ -33,7 +33,7 @@ var pageStyle string
 
 func writeHTMLView(w io.Writer, v *view) error {
 	data := htmlData{Title: v.title, Facts: factsAboveFindings(v), Threads: v.threads, Comments: v.comments,
-		Notes: v.notes, Script: template.JS(pageScript), Style: template.CSS(pageStyle)}
+		Notes: v.notes, Style: template.CSS(pageStyle)}
 	names := threadNames(v)
 	for _, f := range v.findings {
 		data.Findings = append(data.Findings, htmlFinding{f, names})
@@ -56,8 +56,27 @@ func writeHTMLView(w io.Writer, v *view) error {
 	if err != nil {
 		return err
 	}
-	data.JSON = template.JS(pd) // json.Marshal escaped <, > and &: no "</script"
-	return htmlPage.Execute(w, data)
+	if err := htmlPage.Execute(w, data); err != nil {
+		return err
+	}
+	return writePageEnd(w, pd)
+}
+
+// writePageEnd writes the end of the page after the template: the data
+// and the script, as they are. The template would copy the data's
+// megabyte into a string and print it through fmt to the same bytes
+// (template.JS is written unescaped). Nothing in the data can end its
+// element: pageJSON escapes <, > and & in strings as json.Marshal does,
+// and its columns are base64.
+func writePageEnd(w io.Writer, data []byte) error {
+	if _, err := io.WriteString(w, `<script type="application/json" id="sw-data">`); err != nil {
+		return err
+	}
+	if _, err := w.Write(data); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "</script>\n<script>"+pageScript+"</script>\n</body></html>\n")
+	return err
 }
 
 // factsAboveFindings are the facts the page opens with. The notes — what
@@ -185,8 +204,6 @@ type htmlData struct {
 	// names only the marks drawn).
 	Recovered, LastBeat bool
 	Cut                 bool // the flame graph has frames whose callers are unknown
-	JSON                template.JS
-	Script              template.JS
 	Style               template.CSS
 }
 
@@ -354,7 +371,4 @@ var htmlPage = template.Must(template.New("report").Parse(`<!DOCTYPE html>
 {{if .Comments}}<h2>Profile comments</h2><ul>{{range .Comments}}<li class="mono">{{.}}</li>{{end}}</ul>{{end}}
 <p class="mod">Written by stallwatch. The same data: <code>go tool pprof -http=: profile.pb.gz</code>, <code>stallwatch report DIR --format folded</code>, <code>--format speedscope</code>.</p>
 <div id="sw-tip" role="tooltip"></div>
-<script type="application/json" id="sw-data">{{.JSON}}</script>
-<script>{{.Script}}</script>
-</body></html>
-`))
+`)) // writePageEnd writes the data, the script and the end

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -107,11 +106,23 @@ type column []int64
 // encoding/json gives a Marshaler's output (a scan of every byte: most of
 // the page's encoding).
 func (c column) MarshalText() ([]byte, error) {
-	buf := make([]byte, 0, len(c)*2)
-	for _, v := range c {
-		buf = binary.AppendUvarint(buf, uint64(v<<1)^uint64(v>>63))
-	}
+	buf := c.appendVarints(make([]byte, 0, len(c)*2))
 	return base64.StdEncoding.AppendEncode(make([]byte, 0, base64.StdEncoding.EncodedLen(len(buf))), buf), nil
+}
+
+// appendVarints appends the column's zigzag varints, before base64.
+// Most of a page's values (threads, classes, nodes, period weights, the
+// time from one sample to the next) take one byte.
+func (c column) appendVarints(dst []byte) []byte {
+	for _, v := range c {
+		u := uint64(v<<1) ^ uint64(v>>63)
+		if u < 0x80 {
+			dst = append(dst, byte(u))
+			continue
+		}
+		dst = binary.AppendUvarint(dst, u)
+	}
+	return dst
 }
 
 func (c *column) UnmarshalText(b []byte) error {
@@ -245,110 +256,136 @@ func buildPageData(v *view, c *Capture) *pageData {
 		leaf[id] = renum[leaf[id]]
 	}
 
-	// Samples, ordered by end time.
-	type row struct {
-		thread, node int32
-		class        int32
-		end, weight  int64
-	}
-	rows := make([]row, 0, t.len())
+	// Samples, ordered by end time: the columns are written in one pass,
+	// End first as each sample's end (µs since the epoch, 0: none) and
+	// Weight as its weight, made relative once the window's start and
+	// the period are known.
+	n := t.len()
+	sm := &d.Samples
+	sm.Thread, sm.Node, sm.End = make(column, 0, n), make(column, 0, n), make(column, 0, n)
+	sm.Weight, sm.Class = make(column, 0, n), make(column, 0, n)
 	var minStart, maxEnd int64
 	timed := false
-	// The thread of each label set, found once.
-	threadOf := make([]int, len(t.sets))
-	for i := range threadOf {
-		threadOf[i] = -1
+	// What the samples of each label set share, found once: their
+	// thread, phase and kind of off-CPU time.
+	type setFacts struct {
+		thread int // -1: not found yet
+		phase  int64
+		offCPU int64
 	}
-	// In end time order: the timeline's, so that the rows need no sort.
+	sets := make([]setFacts, len(t.sets))
+	for i := range sets {
+		sets[i].thread = -1
+	}
+	// In end time order: the timeline's, so that the samples need no sort.
 	for _, k := range t.endOrder() {
 		i := int(k)
-		si := t.set[i]
-		lb := &t.sets[si]
-		ti := threadOf[si]
-		if ti < 0 {
-			tid := strconv.Itoa(lb.tid)
-			if lb.tid == 0 {
-				tid = lb.tidText // not a number: as it is
+		sf := &sets[t.set[i]]
+		if sf.thread < 0 {
+			lb := &t.sets[t.set[i]]
+			sf.thread = d.threadOf(lb, threadIdx)
+			sf.phase, sf.offCPU = int64(phaseClass(lb.phase)), classBlocked
+			if lb.offCPU == "preempted" {
+				sf.offCPU = classPreempted
 			}
-			var ok bool
-			if ti, ok = threadIdx[tid]; !ok {
-				ti = len(d.Threads)
-				threadIdx[tid] = ti
-				d.Threads = append(d.Threads, pageThread{TID: lb.tid, Name: clean(lb.name), OffSinceUS: -1, SnapUS: -1})
-			}
-			threadOf[si] = ti
 		}
-		r := row{thread: int32(ti), node: int32(leaf[a.stackOf[i]])}
+		var weight, class int64
 		switch {
 		case valI >= 0:
-			r.weight = t.value(i, valI)
+			weight = t.value(i, valI)
 			if d.Modes[0].Unit == "us" {
-				r.weight = (r.weight + 500) / 1000
+				weight = (weight + 500) / 1000
 			}
 		case offI >= 0 && t.value(i, offI) > 0:
-			r.weight = (t.value(i, offI) + 500) / 1000
-			r.class = classBlocked
-			if lb.offCPU == "preempted" {
-				r.class = classPreempted
-			}
+			weight = (t.value(i, offI) + 500) / 1000
+			class = sf.offCPU
 		case cpuI >= 0:
-			r.weight = (t.value(i, cpuI) + 500) / 1000
+			weight = (t.value(i, cpuI) + 500) / 1000
 		}
-		if r.weight == 0 {
+		if weight == 0 {
 			continue
 		}
-		r.class = r.class*3 + int32(phaseClass(lb.phase))
-		if end := t.end[i]; end > 0 {
+		var end int64
+		if e := t.end[i]; e > 0 {
 			timed = true
-			r.end = end / 1000
-			start := r.end - r.weight
+			end = e / 1000
+			start := end - weight
 			if minStart == 0 || start < minStart {
 				minStart = start
 			}
-			maxEnd = max(maxEnd, r.end)
+			maxEnd = max(maxEnd, end)
 		}
-		rows = append(rows, r)
+		sm.Thread = append(sm.Thread, int64(sf.thread))
+		sm.Node = append(sm.Node, int64(leaf[a.stackOf[i]]))
+		sm.End = append(sm.End, end)
+		sm.Weight = append(sm.Weight, weight)
+		sm.Class = append(sm.Class, class*3+sf.phase)
 	}
 	// The most common on-CPU weight (one sampling period) is written as 0.
-	periods := map[int64]int{}
-	for _, r := range rows {
-		if r.class/3 == classOnCPU {
-			periods[r.weight]++
-		}
-	}
-	for w, n := range periods {
-		if n > periods[d.Period] || (n == periods[d.Period] && w < d.Period) {
-			d.Period = w
-		}
-	}
+	d.Period = commonPeriod(sm.Weight, sm.Class)
 	d.Timed = timed
 	base := d.fillTimes(c, minStart, maxEnd)
 	d.snapshotSpans(v, base, st)
 	prev := int64(0)
-	sm := &d.Samples
-	sm.Thread = make(column, 0, len(rows))
-	sm.Node = make(column, 0, len(rows))
-	sm.End = make(column, 0, len(rows))
-	sm.Weight = make(column, 0, len(rows))
-	sm.Class = make(column, 0, len(rows))
-	for _, r := range rows {
-		sm.Thread = append(sm.Thread, int64(r.thread))
-		sm.Node = append(sm.Node, int64(r.node))
-		end := int64(0)
+	for k, end := range sm.End {
 		if timed {
-			end = r.end - base
+			end -= base
+		} else {
+			end = 0
 		}
-		sm.End = append(sm.End, end-prev)
+		sm.End[k] = end - prev
 		prev = end
-		w := r.weight
-		if r.class/3 == classOnCPU && w == d.Period && valI < 0 {
-			w = 0
+		if valI < 0 && sm.Weight[k] == d.Period && sm.Class[k]/3 == classOnCPU {
+			sm.Weight[k] = 0
 		}
-		sm.Weight = append(sm.Weight, w)
-		sm.Class = append(sm.Class, int64(r.class))
 	}
 	d.Strings = st.list
 	return d
+}
+
+// threadOf is the index in d.Threads of a label set's thread, added
+// when the snapshot did not list it.
+func (d *pageData) threadOf(lb *labelSet, threadIdx map[string]int) int {
+	tid := strconv.Itoa(lb.tid)
+	if lb.tid == 0 {
+		tid = lb.tidText // not a number: as it is
+	}
+	ti, ok := threadIdx[tid]
+	if !ok {
+		ti = len(d.Threads)
+		threadIdx[tid] = ti
+		d.Threads = append(d.Threads, pageThread{TID: lb.tid, Name: clean(lb.name), OffSinceUS: -1, SnapUS: -1})
+	}
+	return ti
+}
+
+// commonPeriod is the most common weight of the on-CPU samples (the
+// smallest of those as common), 0 with none. The samples of a capture
+// mostly weigh one sampling period each, so the weights are counted a
+// run of equal ones at a time: a map write per run, not per sample.
+func commonPeriod(weight, class column) int64 {
+	counts := map[int64]int{}
+	run, runW := 0, int64(0)
+	for k, w := range weight {
+		if class[k]/3 != classOnCPU {
+			continue
+		}
+		if run > 0 && w != runW {
+			counts[runW] += run
+			run = 0
+		}
+		run, runW = run+1, w
+	}
+	if run > 0 {
+		counts[runW] += run
+	}
+	var period int64
+	for w, n := range counts {
+		if n > counts[period] || (n == counts[period] && w < period) {
+			period = w
+		}
+	}
+	return period
 }
 
 // snapshotSpans adds what the snapshot knows of each thread: since when it
@@ -495,15 +532,85 @@ func (t *stringTable) id(s string) int {
 }
 
 // pageJSON encodes the page's data for a <script type="application/json">
-// element: json.Marshal escapes <, > and &, so no string of the target's
-// can close the element.
+// element, as json.Marshal encodes it, byte for byte: json.Marshal
+// escapes <, > and &, so no string of the target's can close the
+// element. The columns — nearly all of the bytes — are appended as they
+// are encoded (pageWriter.column); encoding/json would copy each and scan
+// every byte of it for characters to escape, of which base64 has none.
+// The rest, a few thousand values, is json.Marshal's.
 func pageJSON(d *pageData) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	if err := enc.Encode(d); err != nil {
-		return nil, err
+	sm := &d.Samples
+	n, longest := 0, 0
+	for _, c := range []column{d.Frames, d.Nodes, d.Cuts, sm.Thread, sm.Node, sm.End, sm.Weight, sm.Class} {
+		n, longest = n+len(c), max(longest, len(c))
 	}
-	return bytes.TrimSpace(buf.Bytes()), nil
+	w := &pageWriter{b: make([]byte, 0, 4*n+64<<10), raw: make([]byte, 0, 2*longest)}
+	w.b = append(w.b, '{')
+	w.value("title", d.Title)
+	w.value("findings", d.Findings)
+	w.value("modes", d.Modes)
+	w.value("phases", d.Phases)
+	w.value("strings", d.Strings)
+	w.column("frames", d.Frames)
+	w.column("nodes", d.Nodes)
+	w.column("cuts", d.Cuts)
+	w.value("period", d.Period)
+	w.value("threads", d.Threads)
+	w.key("samples")
+	w.b = append(w.b, '{')
+	w.column("t", sm.Thread)
+	w.column("n", sm.Node)
+	w.column("e", sm.End)
+	w.column("w", sm.Weight)
+	w.column("c", sm.Class)
+	w.b[len(w.b)-1] = '}'
+	w.b = append(w.b, ',')
+	w.value("startMs", d.StartMS)
+	w.value("endUs", d.EndUS)
+	w.value("triggerUs", d.TriggerUS)
+	w.value("recoverUs", d.RecoverUS)
+	w.value("lastBeatUs", d.LastBeat)
+	w.value("timed", d.Timed)
+	if w.err != nil {
+		return nil, w.err
+	}
+	w.b[len(w.b)-1] = '}'
+	return w.b, nil
+}
+
+// pageWriter appends the fields of a JSON object, each followed by a
+// comma (the last one's is replaced by the closing brace). The keys are
+// pageData's JSON names, none of which needs escaping.
+type pageWriter struct {
+	b   []byte
+	raw []byte // a column's varints, before base64
+	err error
+}
+
+func (w *pageWriter) key(k string) {
+	w.b = append(w.b, '"')
+	w.b = append(w.b, k...)
+	w.b = append(w.b, '"', ':')
+}
+
+// value appends a field as json.Marshal encodes it.
+func (w *pageWriter) value(k string, v any) {
+	w.key(k)
+	j, err := json.Marshal(v)
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	w.b = append(w.b, j...)
+	w.b = append(w.b, ',')
+}
+
+// column appends a column as MarshalText makes it, a JSON string.
+func (w *pageWriter) column(k string, c column) {
+	w.key(k)
+	w.raw = c.appendVarints(w.raw[:0])
+	w.b = append(w.b, '"')
+	w.b = base64.StdEncoding.AppendEncode(w.b, w.raw)
+	w.b = append(w.b, '"', ',')
 }
 
 // pageKind is a frame's kind as the viewer numbers it: 0 native, 1

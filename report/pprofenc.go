@@ -1,8 +1,11 @@
 package report
 
 import (
+	"encoding/binary"
 	"io"
+	"math/bits"
 	"reflect"
+	"slices"
 	"sort"
 	"unsafe"
 
@@ -85,7 +88,7 @@ func encodeProfile(dst []byte, p *profile.Profile) []byte {
 // encodeProfile writes t.Profile(), without making it: each stack's
 // location ids and each label set's labels are encoded once, and a
 // sample is its stack's bytes, its values, its labels' bytes and its end
-// time.
+// time, its length summed from theirs (sample).
 func encodeTable(dst []byte, t *table) []byte {
 	if dst == nil {
 		dst = make([]byte, 0, 96*t.len()+64*len(t.p.Location)+4096)
@@ -145,24 +148,72 @@ func (e *pbEncoder) encodeTable(t *table) []byte {
 			setEnc[i] = e.stringLabels(m, &keys)
 		}
 	}
-	endKey := e.str(model.LabelEndTime)
-	vals := make([]uint64, t.nv)
+	endKey := uint64(e.str(model.LabelEndTime))
+	var vals []byte
+	var last []int64 // the values vals encodes: most samples repeat them
 	for i := range t.len() {
-		e.begin(2)
-		e.b = append(e.b, stackEnc[t.stack[i]]...)
-		for j := range vals {
-			vals[j] = uint64(t.value(i, j))
+		if v := t.values[i*t.nv : (i+1)*t.nv]; last == nil || !slices.Equal(v, last) {
+			vals, last = appendVarints(vals[:0], v), v
 		}
-		e.packed(2, vals)
-		e.b = append(e.b, setEnc[t.set[i]]...)
-		if end := t.end[i]; end != 0 {
-			e.numLabel(endKey, end, 0)
-		}
-		e.end()
+		e.sample(stackEnc[t.stack[i]], vals, setEnc[t.set[i]], endKey, t.end[i])
 		e.spill()
 	}
 	return e.tables(p)
 }
+
+// sample appends a Sample message from its parts, as begin, packed,
+// numLabel and end would write it, byte for byte: its stack's location
+// ids (field 1, encoded), its values (field 2's varints), its string
+// labels (encoded) and its end_timestamp_ns label (none when end is 0).
+// Its length is known from the parts before it is written, so none of a
+// capture's hundred thousand samples opens and closes a message.
+func (e *pbEncoder) sample(stack, vals, labels []byte, endKey uint64, end int64) {
+	// label{key: endKey, num: end}: two keys of a byte each.
+	var num [2*binary.MaxVarintLen64 + 2]byte
+	nl := 0
+	if end != 0 {
+		num[0] = 1<<3 | wireVarint
+		nl = 1 + binary.PutUvarint(num[1:], endKey)
+		num[nl] = 3<<3 | wireVarint
+		nl++
+		nl += binary.PutUvarint(num[nl:], uint64(end))
+	}
+	n := len(stack) + len(labels)
+	if len(vals) > 0 {
+		n += 1 + varintLen(uint64(len(vals))) + len(vals)
+	}
+	if nl > 0 {
+		n += 1 + varintLen(uint64(nl)) + nl
+	}
+	// Appended to a local slice grown once: the encoder's own would be
+	// loaded and stored at every append.
+	b := slices.Grow(e.b, 1+binary.MaxVarintLen64+n)
+	b = append(b, 2<<3|wireBytes)
+	b = binary.AppendUvarint(b, uint64(n))
+	b = append(b, stack...)
+	if len(vals) > 0 {
+		b = append(b, 2<<3|wireBytes)
+		b = binary.AppendUvarint(b, uint64(len(vals)))
+		b = append(b, vals...)
+	}
+	b = append(b, labels...)
+	if nl > 0 {
+		b = append(b, 3<<3|wireBytes)
+		b = binary.AppendUvarint(b, uint64(nl))
+		b = append(b, num[:nl]...)
+	}
+	e.b = b
+}
+
+// appendVarints appends vs as varints, as packed writes them.
+func appendVarints(dst []byte, vs []int64) []byte {
+	for _, v := range vs {
+		dst = binary.AppendUvarint(dst, uint64(v))
+	}
+	return dst
+}
+
+func varintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
 
 // tables writes the mappings, locations, functions, the string table and
 // the profile's header fields after the samples.

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,4 +126,58 @@ func FuzzEncodeProfile(f *testing.F) {
 		}
 		sameProfile(t, p)
 	})
+}
+
+// TestEncoderSample: a sample written from its encoded parts is what the
+// general encoder writes for it, byte for byte, whatever the lengths
+// (one byte or more of them) and with or without values and an end time.
+func TestEncoderSample(t *testing.T) {
+	long := make([]uint64, 200)
+	for i := range long {
+		long[i] = uint64(i * 300)
+	}
+	cases := []struct {
+		name   string
+		ids    []uint64
+		vals   []int64
+		labels map[string][]string
+		endKey uint64
+		end    int64
+	}{
+		{"capture's", []uint64{1, 2, 3}, []int64{1, 1e6, 0, 1e6}, map[string][]string{"thread id": {"12"}}, 5, 1796655222699392154},
+		{"no end time", []uint64{7}, []int64{1, 2}, map[string][]string{"a": {"b"}}, 5, 0},
+		{"negative end", []uint64{7}, []int64{-1}, nil, 3, -5},
+		{"no values", []uint64{7}, nil, nil, 300, 9},
+		{"nothing", nil, nil, nil, 1, 0},
+		{"long stack and key", long, []int64{1 << 40}, map[string][]string{"k": {strings.Repeat("v", 300)}}, 1 << 20, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			want := &pbEncoder{strs: map[string]int64{"": 0}, table: []string{""}}
+			got := &pbEncoder{strs: map[string]int64{"": 0}, table: []string{""}}
+			var keys []string
+			labels := got.stringLabels(c.labels, &keys)
+			want.stringLabels(c.labels, &keys) // the same strings interned
+
+			want.begin(2)
+			want.packed(1, c.ids)
+			vals := make([]uint64, len(c.vals))
+			for i, v := range c.vals {
+				vals[i] = uint64(v)
+			}
+			want.packed(2, vals)
+			want.b = append(want.b, labels...)
+			if c.end != 0 {
+				want.numLabel(int64(c.endKey), c.end, 0)
+			}
+			want.end()
+
+			stack := &pbEncoder{}
+			stack.packed(1, c.ids)
+			got.sample(stack.b, appendVarints(nil, c.vals), labels, c.endKey, c.end)
+			if !bytes.Equal(got.b, want.b) {
+				t.Errorf("sample writes\n%x\nthe encoder\n%x", got.b, want.b)
+			}
+		})
+	}
 }

@@ -2,15 +2,19 @@ package report
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/model"
 )
 
@@ -492,5 +496,69 @@ func TestThreadTableKeepsBlocked(t *testing.T) {
 	if n := strings.Count(table, "worker-"); n != 10 || strings.Contains(table, "GC Thread") ||
 		!strings.Contains(table, "… 5 more threads deadlocked, waiting for another or in uninterruptible sleep: in the thread dump below") {
 		t.Errorf("%d of the 15 waiting threads in the first screen's table, and no word of the rest:\n%s", n, table)
+	}
+}
+
+// TestPageJSONIsJSONMarshal: the page's JSON, appended by hand, is
+// json.Marshal's encoding of its data byte for byte — for the stored
+// captures, the fixture (a hostile thread name among its strings), one
+// built from samples, and a capture of nothing.
+func TestPageJSONIsJSONMarshal(t *testing.T) {
+	caps := map[string]*Capture{"fixture": fixtureCapture(t), "built": builtFixtureCapture(t), "empty": {}}
+	root := testutil.Testdata(t, "captures")
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			c, err := ReadCapture(context.Background(), filepath.Join(root, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			caps[e.Name()] = c
+		}
+	}
+	for name, c := range caps {
+		t.Run(name, func(t *testing.T) {
+			d := buildPageData(buildView(c), c)
+			want, err := json.Marshal(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := pageJSON(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("pageJSON wrote\n%.2000s\njson.Marshal\n%.2000s", got, want)
+			}
+		})
+	}
+}
+
+// TestCommonPeriod: the most common on-CPU weight, counted a run at a
+// time, is the one a count of every sample gives.
+func TestCommonPeriod(t *testing.T) {
+	on, off := int64(classOnCPU*3), int64(classBlocked*3)
+	cases := []struct {
+		name          string
+		weight, class column
+		want          int64
+	}{
+		{"none", nil, nil, 0},
+		{"off-CPU only", column{5, 5}, column{off, off}, 0},
+		{"one run", column{7, 7, 7}, column{on, on + 1, on + 2}, 7},
+		{"runs of the same weight add up", column{3, 3, 9, 9, 9, 3, 3}, column{on, on, on, on, on, on, on}, 3},
+		{"off-CPU samples do not break a run's count", column{4, 100, 4, 4, 8, 8}, column{on, off, on, on, on, on}, 4},
+		{"a tie goes to the smaller", column{9, 9, 2, 2}, column{on, on, on, on}, 2},
+		{"off-CPU weight not counted", column{6, 1, 1, 1}, column{on, off, off, off}, 6},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := commonPeriod(c.weight, c.class); got != c.want {
+				t.Errorf("commonPeriod = %d, want %d", got, c.want)
+			}
+		})
 	}
 }
