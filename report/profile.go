@@ -56,17 +56,23 @@ type labelKey struct {
 
 // labelSets interns the labels of samples: one labelSet (and Label map)
 // per labelKey, found through the thread id (a capture has a few sets per
-// thread).
+// thread). The set of the sample before is compared first: a thread's
+// samples come in runs.
 type labelSets struct {
 	byTID map[int][]int // tid → indexes of its sets
 	keys  []labelKey
 	sets  []labelSet
+	last  int // the set of the sample before, if keys has it
 }
 
 func (l *labelSets) of(s *model.Sample) int {
 	lk := labelKey{tid: s.TID, pid: s.PID, name: s.ThreadName, phase: s.Phase, offCPU: s.OffCPU, preempted: s.OffCPU && s.Preempted}
+	if l.last < len(l.keys) && l.keys[l.last] == lk {
+		return l.last
+	}
 	for _, i := range l.byTID[s.TID] {
 		if l.keys[i] == lk {
+			l.last = i
 			return i
 		}
 	}
@@ -81,13 +87,22 @@ func (l *labelSets) of(s *model.Sample) int {
 		ls.offCPU = ls.m[model.LabelOffCPU][0]
 	}
 	l.sets = append(l.sets, ls)
+	l.last = i
 	return i
+}
+
+// checkWeight refuses a sample of negative weight.
+func checkWeight(s *model.Sample) error {
+	if s.Nanos < 0 || s.Count < 0 {
+		return fmt.Errorf("negative weight (count %d, %d ns)", s.Count, s.Nanos)
+	}
+	return nil
 }
 
 func sampleValues(s *model.Sample, period int64) ([numValues]int64, error) {
 	var v [numValues]int64
-	if s.Nanos < 0 || s.Count < 0 {
-		return v, fmt.Errorf("negative weight (count %d, %d ns)", s.Count, s.Nanos)
+	if err := checkWeight(s); err != nil {
+		return v, err
 	}
 	if s.OffCPU {
 		v[valOffCPUTime] = s.Nanos

@@ -86,8 +86,124 @@ func (t *table) keepSets(keep func(*labelSet) bool) []bool {
 // the same stack, labels and end time merge; samples without an end time
 // merge by stack and labels.
 func buildTable(samples []model.Sample, meta model.Meta) (*table, error) {
+	tb := NewTableBuilder(meta.Period, len(samples))
+	for i := range samples {
+		if err := tb.AddSample(&samples[i]); err != nil {
+			return nil, err
+		}
+	}
+	return tb.table(meta)
+}
+
+// TableBuilder builds a capture's table sample by sample, as SetSamples
+// builds it from a slice: for a caller that has its samples one at a
+// time and each distinct stack once (package capture resolves a stack
+// once for all its samples), so that no slice of a hundred thousand
+// samples is made only to be read back, and a stack is numbered once,
+// not looked up again by its slice at every sample. Stacks are numbered
+// in the order Stack first sees them, as buildTable numbers them in the
+// order of their first samples: a caller that asks for a stack's id at
+// its first sample builds the same table. After an error the builder is
+// not to be used.
+type TableBuilder struct {
+	b      *builder
+	t      *table
+	labels labelSets
+	period int64
+	// untimed are the samples without an end time, by stack and label
+	// set: they merge as they come; timed ones once all are in
+	// (mergeSameEnd).
+	untimed map[[2]int32]int32
+	added   int // samples added, for errors
+}
+
+// NewTableBuilder starts a table whose samples stand for period
+// nanoseconds of CPU time each where they say none (meta.Period of
+// SetTable), with room for about samples samples.
+func NewTableBuilder(period int64, samples int) *TableBuilder {
+	samples = max(samples, 0)
 	b := newBuilder()
-	p := b.p
+	return &TableBuilder{
+		b: b,
+		t: &table{
+			p:      b.p,
+			stack:  make([]int32, 0, samples),
+			set:    make([]int32, 0, samples),
+			end:    make([]int64, 0, samples),
+			values: make([]int64, 0, numValues*samples),
+			nv:     numValues,
+		},
+		period:  period,
+		untimed: map[[2]int32]int32{},
+	}
+}
+
+// Stack is the id of a stack of frames, innermost first: the same
+// frames give the same id, whatever slice holds them.
+func (tb *TableBuilder) Stack(stack []*model.Location) (int32, error) {
+	id, err := tb.b.stack(stack)
+	if err != nil {
+		return 0, tb.sampleErr(tb.added, 0, err)
+	}
+	return int32(id), nil
+}
+
+// AddSample adds a sample with its stack.
+func (tb *TableBuilder) AddSample(s *model.Sample) error {
+	if err := checkWeight(s); err != nil {
+		return tb.sampleErr(tb.added, s.TID, err)
+	}
+	id, err := tb.b.stack(s.Stack)
+	if err != nil {
+		return tb.sampleErr(tb.added, s.TID, err)
+	}
+	return tb.Add(int32(id), s)
+}
+
+// Add adds a sample whose stack is the one Stack numbered stack; its own
+// Stack is not read.
+func (tb *TableBuilder) Add(stack int32, s *model.Sample) error {
+	i := tb.added
+	tb.added++
+	vals, err := sampleValues(s, tb.period)
+	if err != nil {
+		return tb.sampleErr(i, s.TID, err)
+	}
+	if stack < 0 || int(stack) >= len(tb.b.stackLocs) {
+		return tb.sampleErr(i, s.TID, fmt.Errorf("stack %d of %d", stack, len(tb.b.stackLocs)))
+	}
+	t := tb.t
+	set := int32(tb.labels.of(s))
+	if s.EndNanos == 0 {
+		k := [2]int32{stack, set}
+		if j, ok := tb.untimed[k]; ok {
+			v := t.values[int(j)*numValues : int(j+1)*numValues]
+			for k, x := range vals {
+				v[k] += x
+			}
+			return nil
+		}
+		tb.untimed[k] = int32(len(t.stack))
+	}
+	t.stack = append(t.stack, stack)
+	t.set = append(t.set, set)
+	t.end = append(t.end, s.EndNanos)
+	t.values = append(t.values, vals[:]...)
+	return nil
+}
+
+func (tb *TableBuilder) sampleErr(i, tid int, err error) error {
+	return fmt.Errorf("report: sample %d (tid %d): %w", i, tid, err)
+}
+
+// table ends the build: the profile's header from meta, the timed
+// samples merged, the mappings ordered.
+func (tb *TableBuilder) table(meta model.Meta) (*table, error) {
+	if meta.Period != tb.period {
+		return nil, fmt.Errorf("report: a table built for a period of %d ns given a profile of %d", tb.period, meta.Period)
+	}
+	t := tb.t
+	p := t.p
 	p.SampleType = []*profile.ValueType{
 		{Type: model.TypeCPUSamples, Unit: "count"},
 		{Type: model.TypeCPUTime, Unit: "nanoseconds"},
@@ -102,49 +218,10 @@ func buildTable(samples []model.Sample, meta model.Meta) (*table, error) {
 	}
 	p.DurationNanos = int64(meta.Duration)
 	p.Comments = append([]string(nil), meta.Comments...)
-
-	t := &table{
-		p:      p,
-		stack:  make([]int32, 0, len(samples)),
-		set:    make([]int32, 0, len(samples)),
-		end:    make([]int64, 0, len(samples)),
-		values: make([]int64, 0, numValues*len(samples)),
-		nv:     numValues,
-	}
-	var labels labelSets
-	// Untimed samples merge as they come, by stack and labels; timed
-	// ones once all are in (mergeSameEnd).
-	untimed := map[[2]int32]int32{}
-	for i := range samples {
-		s := &samples[i]
-		vals, err := sampleValues(s, meta.Period)
-		if err != nil {
-			return nil, fmt.Errorf("report: sample %d (tid %d): %w", i, s.TID, err)
-		}
-		st, err := b.stack(s.Stack)
-		if err != nil {
-			return nil, fmt.Errorf("report: sample %d (tid %d): %w", i, s.TID, err)
-		}
-		stack, set := int32(st), int32(labels.of(s))
-		if s.EndNanos == 0 {
-			if j, ok := untimed[[2]int32{stack, set}]; ok {
-				v := t.values[int(j)*numValues : int(j+1)*numValues]
-				for k, x := range vals {
-					v[k] += x
-				}
-				continue
-			}
-			untimed[[2]int32{stack, set}] = int32(len(t.stack))
-		}
-		t.stack = append(t.stack, stack)
-		t.set = append(t.set, set)
-		t.end = append(t.end, s.EndNanos)
-		t.values = append(t.values, vals[:]...)
-	}
 	t.mergeSameEnd()
-	b.finish()
-	t.stacks = b.stackLocs
-	t.sets = labels.sets
+	tb.b.finish()
+	t.stacks = tb.b.stackLocs
+	t.sets = tb.labels.sets
 	if err := t.checkTables(); err != nil {
 		return nil, err
 	}
@@ -487,7 +564,8 @@ func (x *slotIndex) slot(k uint64, next int) (slot int, added bool) {
 // compares to undo; this is a radix sort of each key with its index
 // packed below it (key<<24 | index), a pass per byte in which the keys
 // differ (least significant first, so each pass keeps the order of the
-// last and the packed indexes keep ties in order).
+// last and the packed indexes keep ties in order). Keys already in order
+// are not sorted.
 func stableOrder(keys []int64) []int32 {
 	n := len(keys)
 	out := make([]int32, n)
@@ -495,8 +573,16 @@ func stableOrder(keys []int64) []int32 {
 		return out
 	}
 	lo, hi := keys[0], keys[0]
-	for _, k := range keys {
+	sorted := true
+	for i, k := range keys {
 		lo, hi = min(lo, k), max(hi, k)
+		sorted = sorted && (i == 0 || keys[i-1] <= k)
+	}
+	if sorted { // samples that came in time order need no sort
+		for i := range out {
+			out[i] = int32(i)
+		}
+		return out
 	}
 	const idxBits = 24
 	span := uint64(hi - lo)
