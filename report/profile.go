@@ -99,15 +99,12 @@ func checkWeight(s *model.Sample) error {
 	return nil
 }
 
-func sampleValues(s *model.Sample, period int64) ([numValues]int64, error) {
-	var v [numValues]int64
-	if err := checkWeight(s); err != nil {
-		return v, err
-	}
+// putValues writes a sample's values, of weight checked (checkWeight),
+// in the sample types' order into v.
+func putValues(v []int64, s *model.Sample, period int64) {
 	if s.OffCPU {
-		v[valOffCPUTime] = s.Nanos
-		v[valWallTime] = s.Nanos
-		return v, nil
+		v[valCPUSamples], v[valCPUTime], v[valOffCPUTime], v[valWallTime] = 0, 0, s.Nanos, s.Nanos
+		return
 	}
 	n := s.Count
 	if n == 0 {
@@ -117,10 +114,7 @@ func sampleValues(s *model.Sample, period int64) ([numValues]int64, error) {
 	if ns == 0 {
 		ns = n * period
 	}
-	v[valCPUSamples] = n
-	v[valCPUTime] = ns
-	v[valWallTime] = ns
-	return v, nil
+	v[valCPUSamples], v[valCPUTime], v[valOffCPUTime], v[valWallTime] = n, ns, 0, ns
 }
 
 func sampleLabels(s *model.Sample) map[string][]string {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"sort"
 	"strconv"
 	"time"
 	"unsafe"
@@ -165,9 +166,8 @@ func (tb *TableBuilder) AddSample(s *model.Sample) error {
 func (tb *TableBuilder) Add(stack int32, s *model.Sample) error {
 	i := tb.added
 	tb.added++
-	vals, err := sampleValues(s, tb.period)
-	if err != nil {
-		return tb.sampleErr(i, s.TID, err)
+	if s.Nanos < 0 || s.Count < 0 {
+		return tb.sampleErr(i, s.TID, checkWeight(s))
 	}
 	if stack < 0 || int(stack) >= len(tb.b.stackLocs) {
 		return tb.sampleErr(i, s.TID, fmt.Errorf("stack %d of %d", stack, len(tb.b.stackLocs)))
@@ -177,6 +177,8 @@ func (tb *TableBuilder) Add(stack int32, s *model.Sample) error {
 	if s.EndNanos == 0 {
 		k := [2]int32{stack, set}
 		if j, ok := tb.untimed[k]; ok {
+			var vals [numValues]int64
+			putValues(vals[:], s, tb.period)
 			v := t.values[int(j)*numValues : int(j+1)*numValues]
 			for k, x := range vals {
 				v[k] += x
@@ -188,7 +190,10 @@ func (tb *TableBuilder) Add(stack int32, s *model.Sample) error {
 	t.stack = append(t.stack, stack)
 	t.set = append(t.set, set)
 	t.end = append(t.end, s.EndNanos)
-	t.values = append(t.values, vals[:]...)
+	t.values = slices.Grow(t.values, numValues)
+	n := len(t.values)
+	t.values = t.values[:n+numValues]
+	putValues(t.values[n:n+numValues], s, tb.period)
 	return nil
 }
 
@@ -446,17 +451,23 @@ func (t *table) model() *model.Profile {
 	}
 	sums := newSampleSums(len(t.stacks), len(t.sets), t.len())
 	for i := range t.len() {
+		st, set := t.stack[i], t.set[i]
 		lb := t.labels(i)
-		ms := model.Sample{Stack: stacks[t.stack[i]], ThreadName: lb.name, Phase: lb.phase, TID: lb.tid, PID: lb.pid, EndNanos: t.end[i]}
 		cpu, off := value(i, cpuI), value(i, offI)
 		if cpu > 0 || off == 0 && lb.offCPU == "" {
-			on := ms
-			on.Count, on.Nanos = value(i, countI), cpu
-			sums.add(t.stack[i], t.set[i], on)
+			n := value(i, countI)
+			if n == 0 {
+				n = 1 // as model.Sample reads 0, so that sums count it
+			}
+			if s := sums.add(st, set, false, n, cpu, t.end[i]); s != nil {
+				*s = model.Sample{Stack: stacks[st], ThreadName: lb.name, Phase: lb.phase, TID: lb.tid, PID: lb.pid, Count: n, Nanos: cpu}
+			}
 		}
 		if off > 0 || cpu == 0 && lb.offCPU != "" {
-			ms.OffCPU, ms.Preempted, ms.Nanos = true, lb.offCPU == "preempted", off
-			sums.add(t.stack[i], t.set[i], ms)
+			if s := sums.add(st, set, true, 0, off, t.end[i]); s != nil {
+				*s = model.Sample{Stack: stacks[st], ThreadName: lb.name, Phase: lb.phase, TID: lb.tid, PID: lb.pid,
+					OffCPU: true, Preempted: lb.offCPU == "preempted", Nanos: off}
+			}
 		}
 	}
 	mp.Samples, mp.Spans = sums.out, sums.phaseSpans(t.sets)
@@ -491,22 +502,22 @@ func (a *sampleSums) sumKey(stack, set int32, off bool) uint64 {
 	return k
 }
 
-func (a *sampleSums) add(stack, set int32, s model.Sample) {
-	if s.EndNanos != 0 {
-		a.spans[set].Add(s.EndNanos, s.Nanos)
+// add adds a sample of count samples and nanos nanoseconds that ended at
+// end (0: no time) into its sum. The sum of a sample first of its kind
+// is the caller's to fill, whole: add gives it back.
+func (a *sampleSums) add(stack, set int32, off bool, count, nanos, end int64) (first *model.Sample) {
+	if end != 0 {
+		a.spans[set].Add(end, nanos)
 	}
-	if !s.OffCPU && s.Count == 0 {
-		s.Count = 1 // as model.Sample reads 0, so that sums count it
-	}
-	at, added := a.index.slot(a.sumKey(stack, set, s.OffCPU), len(a.out))
+	at, added := a.index.slot(a.sumKey(stack, set, off), len(a.out))
 	if added {
-		s.EndNanos = 0
-		a.out = append(a.out, s)
-		return
+		a.out = append(a.out, model.Sample{})
+		return &a.out[at]
 	}
 	sum := &a.out[at]
-	sum.Count += s.Count
-	sum.Nanos += s.Nanos
+	sum.Count += count
+	sum.Nanos += nanos
+	return nil
 }
 
 // phaseSpans is the span of each phase's samples.
@@ -565,7 +576,7 @@ func (x *slotIndex) slot(k uint64, next int) (slot int, added bool) {
 // packed below it (key<<24 | index), a pass per byte in which the keys
 // differ (least significant first, so each pass keeps the order of the
 // last and the packed indexes keep ties in order). Keys already in order
-// are not sorted.
+// are not sorted, and keys in a few sorted runs are merged (mergeRuns).
 func stableOrder(keys []int64) []int32 {
 	n := len(keys)
 	out := make([]int32, n)
@@ -573,15 +584,20 @@ func stableOrder(keys []int64) []int32 {
 		return out
 	}
 	lo, hi := keys[0], keys[0]
-	sorted := true
+	descents := 0
 	for i, k := range keys {
 		lo, hi = min(lo, k), max(hi, k)
-		sorted = sorted && (i == 0 || keys[i-1] <= k)
+		if i > 0 && k < keys[i-1] {
+			descents++
+		}
 	}
-	if sorted { // samples that came in time order need no sort
+	if descents == 0 { // samples that came in time order need no sort
 		for i := range out {
 			out[i] = int32(i)
 		}
+		return out
+	}
+	if descents <= n/64 && mergeRuns(keys, out) {
 		return out
 	}
 	const idxBits = 24
@@ -618,4 +634,42 @@ func stableOrder(keys []int64) []int32 {
 		out[i] = int32(v & (1<<idxBits - 1))
 	}
 	return out
+}
+
+// mergeRuns puts into out the order of keys that come as sorted runs,
+// each reaching back only into the tail of those before (a recording's
+// rings, read a round at a time: BenchmarkEndToPprof's 102,511 end times
+// are 28 runs): each run is merged into the order so far from where its
+// first key goes, ties in their order. It gives up (false, out spoilt)
+// where that would move more than 3 indexes per key: keys far from
+// their order, which the radix sort sorts in fewer passes.
+func mergeRuns(keys []int64, out []int32) bool {
+	n := len(keys)
+	budget := 3 * n
+	var tail []int32
+	done := 0 // out[:done] is the order of keys[:done]
+	for done < n {
+		end := done + 1
+		for end < n && keys[end-1] <= keys[end] {
+			end++
+		}
+		first := keys[done]
+		at := sort.Search(done, func(i int) bool { return keys[out[i]] > first })
+		if budget -= done - at + end - done; budget < 0 {
+			return false
+		}
+		tail = append(tail[:0], out[at:done]...)
+		w, a := at, 0
+		for b := done; b < end; b++ {
+			for a < len(tail) && keys[tail[a]] <= keys[b] {
+				out[w] = tail[a]
+				a, w = a+1, w+1
+			}
+			out[w] = int32(b)
+			w++
+		}
+		copy(out[w:], tail[a:])
+		done = end
+	}
+	return true
 }

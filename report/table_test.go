@@ -37,7 +37,28 @@ func TestStableOrder(t *testing.T) {
 	for range 5000 {
 		big = append(big, r.Int64N(1<<34)+1_700_000_000_000_000_000)
 	}
-	tests = append(tests, big, slices.Sorted(slices.Values(big)))
+	sorted := slices.Sorted(slices.Values(big))
+	// Two rings read a round at a time: sorted runs, each reaching back
+	// into the one before.
+	var rings []int64
+	for round := 0; round < len(sorted); round += 500 {
+		chunk := sorted[round:min(round+500, len(sorted))]
+		for _, k := range chunk {
+			if k%2 == 0 {
+				rings = append(rings, k)
+			}
+		}
+		for _, k := range chunk {
+			if k%2 != 0 {
+				rings = append(rings, k)
+			}
+		}
+	}
+	var repeats []int64 // few runs, each reaching back to the start
+	for range 8 {
+		repeats = append(repeats, sorted[:500]...)
+	}
+	tests = append(tests, big, sorted, rings, repeats)
 	for _, keys := range tests {
 		want := make([]int32, len(keys))
 		for i := range want {
@@ -46,6 +67,29 @@ func TestStableOrder(t *testing.T) {
 		slices.SortStableFunc(want, func(a, b int32) int { return cmp.Compare(keys[a], keys[b]) })
 		if got := stableOrder(keys); !slices.Equal(got, want) {
 			t.Errorf("stableOrder(%v) = %v, want %v", keys[:min(len(keys), 8)], got[:min(len(got), 8)], want[:min(len(want), 8)])
+		}
+	}
+	// mergeRuns merges runs that reach back into the tail of those
+	// before, and gives up on runs that reach back far.
+	for _, tt := range []struct {
+		name   string
+		keys   []int64
+		merged bool
+	}{
+		{"rings", rings, true},
+		{"ties across runs", []int64{1, 5, 5, 2, 5, 6, 0, 5}, true},
+		{"repeats", repeats, false},
+	} {
+		want := make([]int32, len(tt.keys))
+		for i := range want {
+			want[i] = int32(i)
+		}
+		slices.SortStableFunc(want, func(a, b int32) int { return cmp.Compare(tt.keys[a], tt.keys[b]) })
+		got := make([]int32, len(tt.keys))
+		if merged := mergeRuns(tt.keys, got); merged != tt.merged {
+			t.Errorf("%s: mergeRuns merged %v, want %v", tt.name, merged, tt.merged)
+		} else if merged && !slices.Equal(got, want) {
+			t.Errorf("%s: mergeRuns = %v, want %v", tt.name, got[:min(len(got), 8)], want[:min(len(want), 8)])
 		}
 	}
 }
