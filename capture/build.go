@@ -58,8 +58,8 @@ type resolver struct {
 	mismatched int
 	// stacks are the stacks resolved so far, by their addresses: a
 	// recording's 100,000 samples have a few thousand stacks, each
-	// resolved once and shared by its samples (the profile, the findings
-	// and the reports key stacks by their slice).
+	// resolved once and shared by its samples, and numbered once in the
+	// table they are built into (build).
 	stacks stackMemo
 	// lastTID and lastName are the thread of the sample before and its
 	// name (named: they are set).
