@@ -5,10 +5,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stallwatch/stallwatch/capdir"
+	"github.com/stallwatch/stallwatch/internal/unwind"
 	"github.com/stallwatch/stallwatch/jit"
 	"github.com/stallwatch/stallwatch/model"
 	"github.com/stallwatch/stallwatch/report"
@@ -143,5 +145,49 @@ func TestBuildIsResolve(t *testing.T) {
 	}
 	if n := len(want[capdir.FileProfile]); n < 1000 {
 		t.Errorf("profile.pb.gz of %d bytes: too small to hold the samples", n)
+	}
+}
+
+// TestStackMemo: a stack is found by its addresses, kernel count and cut
+// alike, through the table's growth, and only then.
+func TestStackMemo(t *testing.T) {
+	var m stackMemo
+	if e := m.get([]uint64{1}, 0, unwind.Cut{}); e != nil {
+		t.Fatalf("an empty memo has %v", e)
+	}
+	type key struct {
+		addrs  []uint64
+		kernel int
+		cut    unwind.Cut
+	}
+	keys := []key{
+		{nil, 0, unwind.Cut{}},
+		{[]uint64{1, 2, 3}, 0, unwind.Cut{}},
+		{[]uint64{1, 2, 3}, 1, unwind.Cut{}}, // the same addresses, one of them the kernel's
+		{[]uint64{1, 2, 3}, 0, unwind.Cut{Reason: unwind.CopyExhausted}},
+		{[]uint64{1, 2}, 0, unwind.Cut{}},
+	}
+	for i := range 3000 { // past the first table's 1,024 slots, twice
+		keys = append(keys, key{[]uint64{uint64(i), 7, uint64(i) * 3}, i % 3, unwind.Cut{}})
+	}
+	for i, k := range keys {
+		loc := []*model.Location{{Addr: uint64(i)}}
+		if e := m.put(k.addrs, k.kernel, k.cut, loc); e.locs[0] != loc[0] {
+			t.Fatalf("put %d gave %v", i, e)
+		}
+	}
+	for i, k := range keys {
+		e := m.get(slices.Clone(k.addrs), k.kernel, k.cut)
+		if e == nil || e.locs[0].Addr != uint64(i) {
+			t.Errorf("key %d (%v, kernel %d, cut %v): got %v", i, k.addrs, k.kernel, k.cut, e)
+		}
+		if again := m.get(k.addrs, k.kernel, k.cut); again != e { // the sample before's
+			t.Errorf("key %d asked twice: %v then %v", i, e, again)
+		}
+	}
+	for _, k := range []key{{[]uint64{1, 2, 4}, 0, unwind.Cut{}}, {[]uint64{1}, 0, unwind.Cut{}}, {[]uint64{3, 7, 9}, 1, unwind.Cut{}}} {
+		if e := m.get(k.addrs, k.kernel, k.cut); e != nil {
+			t.Errorf("%v, kernel %d: found %v, never put", k.addrs, k.kernel, e.locs[0].Addr)
+		}
 	}
 }
