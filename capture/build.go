@@ -95,9 +95,10 @@ func (r *resolver) resolve(windows []window) []model.Sample {
 // build resolves the windows' samples into a table of the capture's
 // profile (SetTable), one at a time: each stack the memo knows is
 // numbered in the table once (report.TableBuilder.Stack), at its first
-// sample, so that no sample's stack is looked up again by its slice and
-// no slice of the samples is made only to be read back. It counts the
-// samples on and off the CPU. A resolver builds one table.
+// sample, and a label set asked for only where the sample before's does
+// not do (sampleLabels), so that no sample's stack is looked up again by
+// its slice and no slice of the samples is made only to be read back. It
+// counts the samples on and off the CPU. A resolver builds one table.
 func (r *resolver) build(windows []window, period int64) (tb *report.TableBuilder, on, off int, err error) {
 	n := 0
 	for _, w := range windows {
@@ -105,25 +106,48 @@ func (r *resolver) build(windows []window, period int64) (tb *report.TableBuilde
 	}
 	tb = report.NewTableBuilder(period, n)
 	for _, w := range windows {
+		var labels sampleLabels
 		for i := range w.samples {
 			s := &w.samples[i]
-			ms := r.sample(w.phase, s)
-			if ms.OffCPU {
+			if s.Kind == sampler.OffCPU {
 				off++
 			} else {
 				on++
 			}
+			set := labels.of(s, func() int32 {
+				ms := r.sample(w.phase, s)
+				return tb.Labels(&ms)
+			})
 			locs, memo := r.stack(s)
 			id, err := r.tableStack(tb, locs, memo)
 			if err != nil {
 				return nil, 0, 0, err
 			}
-			if err := tb.Add(id, &ms); err != nil {
+			if err := tb.AddWeight(id, set, 1, int64(s.Weight), r.toWall(s.End())); err != nil {
 				return nil, 0, 0, err
 			}
 		}
 	}
 	return tb, on, off, nil
+}
+
+// sampleLabels is the label set of the sample before in one window: what
+// its labels say (report.TableBuilder.Labels) is its thread, process and
+// kind, alike over a run of one thread's samples, and asked of the table
+// only where they change.
+type sampleLabels struct {
+	tid, pid  int32
+	kind      sampler.Kind
+	preempted bool
+	set       int32 // plus one: 0 for none yet
+}
+
+// of is the label set of s: the one before's, or what set gives.
+func (l *sampleLabels) of(s *sampler.Sample, set func() int32) int32 {
+	if l.set == 0 || s.TID != l.tid || s.PID != l.pid || s.Kind != l.kind || s.Preempted != l.preempted {
+		l.tid, l.pid, l.kind, l.preempted, l.set = s.TID, s.PID, s.Kind, s.Preempted, set()+1
+	}
+	return l.set - 1
 }
 
 // tableStack is the table's id of a sample's stack: the memo's, where it

@@ -53,8 +53,9 @@
 // sample before's stack first; not a stack in JIT code, named at its
 // sample's time, nor one with Python frames put in) and numbered in the
 // table at its first sample, every later sample of it handing over that
-// number with its thread, phase, kind, weight and end time; no slice of
-// model.Sample is made.
+// number, the number of its label set (asked of the table where its
+// thread, process or kind differ from the sample before's), its weight
+// and its end time; no slice of model.Sample is made.
 // Continuous profiles' periods resolve into such a slice (BuildProfile),
 // which they also read for the runtime.
 //

@@ -99,22 +99,21 @@ func checkWeight(s *model.Sample) error {
 	return nil
 }
 
-// putValues writes a sample's values, of weight checked (checkWeight),
-// in the sample types' order into v.
-func putValues(v []int64, s *model.Sample, period int64) {
-	if s.OffCPU {
-		v[valCPUSamples], v[valCPUTime], v[valOffCPUTime], v[valWallTime] = 0, 0, s.Nanos, s.Nanos
+// putValues writes the values of a sample of count samples (0: one) and
+// nanos nanoseconds (0: count periods, on the CPU), of weight checked
+// (checkWeight), in the sample types' order into v.
+func putValues(v []int64, off bool, count, nanos, period int64) {
+	if off {
+		v[valCPUSamples], v[valCPUTime], v[valOffCPUTime], v[valWallTime] = 0, 0, nanos, nanos
 		return
 	}
-	n := s.Count
-	if n == 0 {
-		n = 1
+	if count == 0 {
+		count = 1
 	}
-	ns := s.Nanos
-	if ns == 0 {
-		ns = n * period
+	if nanos == 0 {
+		nanos = count * period
 	}
-	v[valCPUSamples], v[valCPUTime], v[valOffCPUTime], v[valWallTime] = n, ns, 0, ns
+	v[valCPUSamples], v[valCPUTime], v[valOffCPUTime], v[valWallTime] = count, nanos, 0, nanos
 }
 
 func sampleLabels(s *model.Sample) map[string][]string {

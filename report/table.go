@@ -164,21 +164,41 @@ func (tb *TableBuilder) AddSample(s *model.Sample) error {
 // Add adds a sample whose stack is the one Stack numbered stack; its own
 // Stack is not read.
 func (tb *TableBuilder) Add(stack int32, s *model.Sample) error {
+	if s.Nanos < 0 || s.Count < 0 {
+		tb.added++
+		return tb.sampleErr(tb.added-1, s.TID, checkWeight(s))
+	}
+	return tb.AddWeight(stack, tb.Labels(s), s.Count, s.Nanos, s.EndNanos)
+}
+
+// Labels is the id of the label set of a sample: what its labels say
+// (its thread, process, phase and kind), not its stack, weight or time.
+func (tb *TableBuilder) Labels(s *model.Sample) int32 { return int32(tb.labels.of(s)) }
+
+// AddWeight adds a sample of the stack Stack numbered stack and the
+// label set Labels numbered set: count samples (0: one) of nanos
+// nanoseconds (on the CPU, 0: count periods), ended at end (0: no time).
+// It is Add of a sample whose fields it is given, for a caller that
+// knows them alike sample after sample.
+func (tb *TableBuilder) AddWeight(stack, set int32, count, nanos, end int64) error {
 	i := tb.added
 	tb.added++
-	if s.Nanos < 0 || s.Count < 0 {
-		return tb.sampleErr(i, s.TID, checkWeight(s))
+	if set < 0 || int(set) >= len(tb.labels.keys) {
+		return tb.sampleErr(i, 0, fmt.Errorf("label set %d of %d", set, len(tb.labels.keys)))
+	}
+	key := &tb.labels.keys[set]
+	if nanos < 0 || count < 0 {
+		return tb.sampleErr(i, key.tid, fmt.Errorf("negative weight (count %d, %d ns)", count, nanos))
 	}
 	if stack < 0 || int(stack) >= len(tb.b.stackLocs) {
-		return tb.sampleErr(i, s.TID, fmt.Errorf("stack %d of %d", stack, len(tb.b.stackLocs)))
+		return tb.sampleErr(i, key.tid, fmt.Errorf("stack %d of %d", stack, len(tb.b.stackLocs)))
 	}
 	t := tb.t
-	set := int32(tb.labels.of(s))
-	if s.EndNanos == 0 {
+	if end == 0 {
 		k := [2]int32{stack, set}
 		if j, ok := tb.untimed[k]; ok {
 			var vals [numValues]int64
-			putValues(vals[:], s, tb.period)
+			putValues(vals[:], key.offCPU, count, nanos, tb.period)
 			v := t.values[int(j)*numValues : int(j+1)*numValues]
 			for k, x := range vals {
 				v[k] += x
@@ -189,11 +209,11 @@ func (tb *TableBuilder) Add(stack int32, s *model.Sample) error {
 	}
 	t.stack = append(t.stack, stack)
 	t.set = append(t.set, set)
-	t.end = append(t.end, s.EndNanos)
+	t.end = append(t.end, end)
 	t.values = slices.Grow(t.values, numValues)
 	n := len(t.values)
 	t.values = t.values[:n+numValues]
-	putValues(t.values[n:n+numValues], s, tb.period)
+	putValues(t.values[n:n+numValues], key.offCPU, count, nanos, tb.period)
 	return nil
 }
 

@@ -281,6 +281,18 @@ func TestTableBuilder(t *testing.T) {
 		{name: "negative stack", samples: samples[:3], period: meta.Period,
 			add:     func(tb *TableBuilder, s *model.Sample, id int32) error { return tb.Add(-1, s) },
 			wantErr: "stack -1 of 1"},
+		{name: "by AddWeight", samples: samples, period: meta.Period,
+			add: func(tb *TableBuilder, s *model.Sample, id int32) error {
+				return tb.AddWeight(id, tb.Labels(s), s.Count, s.Nanos, s.EndNanos)
+			}},
+		{name: "label set not numbered", samples: samples[:3], period: meta.Period,
+			add:     func(tb *TableBuilder, s *model.Sample, id int32) error { return tb.AddWeight(id, 0, 1, 0, 1) },
+			wantErr: "sample 0 (tid 0): label set 0 of 0"},
+		{name: "negative weight by AddWeight", samples: samples[:3], period: meta.Period,
+			add: func(tb *TableBuilder, s *model.Sample, id int32) error {
+				return tb.AddWeight(id, tb.Labels(s), 0, -5, 1)
+			},
+			wantErr: "sample 0 (tid " + strconv.Itoa(samples[0].TID) + "): negative weight (count 0, -5 ns)"},
 		{name: "negative weight", samples: []model.Sample{{Stack: []*model.Location{frame}, TID: 7, Nanos: -1}}, period: meta.Period,
 			wantErr: "sample 0 (tid 7): negative weight"},
 		{name: "nil frame", samples: []model.Sample{{Stack: []*model.Location{frame}}, {Stack: []*model.Location{frame, nil}}}, period: meta.Period,
