@@ -58,9 +58,14 @@ type resolver struct {
 	mismatched int
 	// stacks are the stacks resolved so far, by their addresses: a
 	// recording's 100,000 samples have a few thousand stacks, each
-	// resolved once and shared by its samples (the profile, the findings
-	// and the reports key stacks by their slice).
+	// resolved once and shared by its samples, and numbered once in the
+	// table they are built into (build).
 	stacks stackMemo
+	// lastTID and lastName are the thread of the sample before and its
+	// name (named: they are set).
+	lastTID  int32
+	lastName string
+	named    bool
 }
 
 // wallNow turns CLOCK_MONOTONIC nanoseconds into Unix nanoseconds by
@@ -76,46 +81,130 @@ func (r *resolver) resolve(windows []window) []model.Sample {
 		n += len(w.samples)
 	}
 	out := make([]model.Sample, 0, n)
-	// The name of the thread of the sample before: a map lookup a sample
-	// saved where one thread's samples come in a row.
-	lastTID, lastName := int32(-1), ""
 	for _, w := range windows {
 		for i := range w.samples {
 			s := &w.samples[i]
-			if s.TID != lastTID {
-				lastTID, lastName = s.TID, r.names[int(s.TID)]
-			}
-			out = append(out, model.Sample{
-				Stack:      r.stack(s),
-				TID:        int(s.TID),
-				ThreadName: lastName,
-				Phase:      w.phase,
-				OffCPU:     s.Kind == sampler.OffCPU,
-				Preempted:  s.Preempted,
-				Count:      1,
-				Nanos:      int64(s.Weight),
-				EndNanos:   r.toWall(s.End()),
-				PID:        int(s.PID),
-			})
+			ms := r.sample(w.phase, s)
+			ms.Stack, _ = r.stack(s)
+			out = append(out, ms)
 		}
 	}
 	return out
 }
 
+// build resolves the windows' samples into a table of the capture's
+// profile (SetTable), one at a time: each stack the memo knows is
+// numbered in the table once (report.TableBuilder.Stack), at its first
+// sample, and a label set asked for only where the sample before's does
+// not do (sampleLabels), so that no sample's stack is looked up again by
+// its slice and no slice of the samples is made only to be read back. It
+// counts the samples on and off the CPU. A resolver builds one table.
+func (r *resolver) build(windows []window, period int64) (tb *report.TableBuilder, on, off int, err error) {
+	n := 0
+	for _, w := range windows {
+		n += len(w.samples)
+	}
+	tb = report.NewTableBuilder(period, n)
+	for _, w := range windows {
+		var labels sampleLabels
+		for i := range w.samples {
+			s := &w.samples[i]
+			if s.Kind == sampler.OffCPU {
+				off++
+			} else {
+				on++
+			}
+			set := labels.of(s, func() int32 {
+				ms := r.sample(w.phase, s)
+				return tb.Labels(&ms)
+			})
+			locs, memo := r.stack(s)
+			id, err := r.tableStack(tb, locs, memo)
+			if err != nil {
+				return nil, 0, 0, err
+			}
+			if err := tb.AddWeight(id, set, 1, int64(s.Weight), r.toWall(s.End())); err != nil {
+				return nil, 0, 0, err
+			}
+		}
+	}
+	return tb, on, off, nil
+}
+
+// sampleLabels is the label set of the sample before in one window: what
+// its labels say (report.TableBuilder.Labels) is its thread, process and
+// kind, alike over a run of one thread's samples, and asked of the table
+// only where they change.
+type sampleLabels struct {
+	tid, pid  int32
+	kind      sampler.Kind
+	preempted bool
+	set       int32 // plus one: 0 for none yet
+}
+
+// of is the label set of s: the one before's, or what set gives.
+func (l *sampleLabels) of(s *sampler.Sample, set func() int32) int32 {
+	if l.set == 0 || s.TID != l.tid || s.PID != l.pid || s.Kind != l.kind || s.Preempted != l.preempted {
+		l.tid, l.pid, l.kind, l.preempted, l.set = s.TID, s.PID, s.Kind, s.Preempted, set()+1
+	}
+	return l.set - 1
+}
+
+// tableStack is the table's id of a sample's stack: the memo's, where it
+// has one, numbered at its first sample.
+func (r *resolver) tableStack(tb *report.TableBuilder, locs []*model.Location, memo *memoStack) (int32, error) {
+	if memo != nil && memo.table > 0 {
+		return memo.table - 1, nil
+	}
+	id, err := tb.Stack(locs)
+	if err != nil {
+		return 0, err
+	}
+	if memo != nil {
+		memo.table = id + 1
+	}
+	return id, nil
+}
+
+// sample is a sampler's sample as the report reads it, but its stack.
+func (r *resolver) sample(phase string, s *sampler.Sample) model.Sample {
+	// The name of the thread of the sample before: a map lookup a sample
+	// saved where one thread's samples come in a row.
+	if s.TID != r.lastTID || !r.named {
+		r.lastTID, r.lastName, r.named = s.TID, r.names[int(s.TID)], true
+	}
+	return model.Sample{
+		TID:        int(s.TID),
+		ThreadName: r.lastName,
+		Phase:      phase,
+		OffCPU:     s.Kind == sampler.OffCPU,
+		Preempted:  s.Preempted,
+		Count:      1,
+		Nanos:      int64(s.Weight),
+		EndNanos:   r.toWall(s.End()),
+		PID:        int(s.PID),
+	}
+}
+
 // stack resolves a sample's kernel frames, then its user frames, ending
-// with why it was cut short.
-func (r *resolver) stack(s *sampler.Sample) []*model.Location {
+// with why it was cut short. memo is the memo's entry for the stack, nil
+// where it has none (its locations chosen by the sample's time, or
+// Python frames put in).
+func (r *resolver) stack(s *sampler.Sample) (out []*model.Location, memo *memoStack) {
 	k := min(int(s.Kernel), len(s.Stack))
 	annotated := r.annot != nil && len(s.Interp) > 0
-	out, known := r.stacks.get(s.Stack, k, s.Cut)
-	if !known {
+	memo = r.stacks.get(s.Stack, k, s.Cut)
+	if memo != nil {
+		out = memo.locs
+	} else {
 		var timed bool
 		out, timed = r.tp.Symbols().LocateSampleTimed(make([]*model.Location, 0, len(s.Stack)+1), s.Stack, k, s.Time, s.Cut)
 		if !timed && !annotated {
-			r.stacks.put(s.Stack, k, s.Cut, out)
+			memo = r.stacks.put(s.Stack, k, s.Cut, out)
 		}
 	}
 	if annotated {
+		memo = nil
 		var mismatch bool
 		if out, mismatch = r.annot.Splice(out, s.Interp); mismatch {
 			r.mismatched++
@@ -130,26 +219,33 @@ func (r *resolver) stack(s *sampler.Sample) []*model.Location {
 			r.cuts[s.Cut]++
 		}
 	}
-	return out
+	return out, memo
 }
 
 // stackMemo maps a sample's addresses, kernel count and cut to the
 // locations they resolved to, where the sample's time did not choose
 // them (no JIT code): the same slice for every sample of that stack. The
 // stack of the sample before is compared first: a thread's samples come
-// in runs, often of one stack, and a compare costs less than a hash.
+// in runs, often of one stack, and a compare costs less than a hash. The
+// others are found by their hash in a table of their own (open
+// addressing, at most half full): a recording's hundred thousand look-ups
+// of a few thousand stacks, which a map's probe made twice as slow.
 type stackMemo struct {
-	byHash map[uint64]*memoStack
-	seed   maphash.Seed
-	last   *memoStack
+	slots []*memoStack // a power of two of them, or none yet
+	n     int
+	seed  maphash.Seed
+	last  *memoStack
 }
 
 type memoStack struct {
 	addrs  []uint64
 	kernel int
 	cut    unwind.Cut
+	hash   uint64
 	locs   []*model.Location
-	next   *memoStack // of the same hash
+	// table is the stack's id in the table being built plus one, 0
+	// until its first sample is added (resolver.build).
+	table int32
 }
 
 func (e *memoStack) is(addrs []uint64, kernel int, cut unwind.Cut) bool {
@@ -157,30 +253,60 @@ func (e *memoStack) is(addrs []uint64, kernel int, cut unwind.Cut) bool {
 }
 
 func (m *stackMemo) hash(addrs []uint64, kernel int) uint64 {
-	if m.byHash == nil {
-		m.byHash = map[uint64]*memoStack{}
-		m.seed = maphash.MakeSeed()
-	}
 	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(addrs))), 8*len(addrs))
 	return maphash.Bytes(m.seed, b) ^ uint64(kernel)
 }
 
-func (m *stackMemo) get(addrs []uint64, kernel int, cut unwind.Cut) ([]*model.Location, bool) {
+// get is the entry of a stack, nil if it has none.
+func (m *stackMemo) get(addrs []uint64, kernel int, cut unwind.Cut) *memoStack {
 	if m.last != nil && m.last.is(addrs, kernel, cut) {
-		return m.last.locs, true
+		return m.last
 	}
-	for e := m.byHash[m.hash(addrs, kernel)]; e != nil; e = e.next {
-		if e.is(addrs, kernel, cut) {
+	if m.n == 0 {
+		return nil
+	}
+	h := m.hash(addrs, kernel)
+	mask := uint64(len(m.slots) - 1)
+	for i := h & mask; m.slots[i] != nil; i = (i + 1) & mask {
+		if e := m.slots[i]; e.hash == h && e.is(addrs, kernel, cut) {
 			m.last = e
-			return e.locs, true
+			return e
 		}
 	}
-	return nil, false
+	return nil
 }
 
-func (m *stackMemo) put(addrs []uint64, kernel int, cut unwind.Cut, locs []*model.Location) {
-	h := m.hash(addrs, kernel)
-	m.byHash[h] = &memoStack{addrs: slices.Clone(addrs), kernel: kernel, cut: cut, locs: locs, next: m.byHash[h]}
+func (m *stackMemo) put(addrs []uint64, kernel int, cut unwind.Cut, locs []*model.Location) *memoStack {
+	if m.slots == nil {
+		m.seed = maphash.MakeSeed()
+	}
+	if 2*(m.n+1) > len(m.slots) {
+		m.grow()
+	}
+	e := &memoStack{addrs: slices.Clone(addrs), kernel: kernel, cut: cut, hash: m.hash(addrs, kernel), locs: locs}
+	m.insert(e)
+	m.n++
+	return e
+}
+
+// grow doubles the table (to 1,024 slots at first).
+func (m *stackMemo) grow() {
+	old := m.slots
+	m.slots = make([]*memoStack, max(2*len(old), 1024))
+	for _, e := range old {
+		if e != nil {
+			m.insert(e)
+		}
+	}
+}
+
+func (m *stackMemo) insert(e *memoStack) {
+	mask := uint64(len(m.slots) - 1)
+	i := e.hash & mask
+	for m.slots[i] != nil {
+		i = (i + 1) & mask
+	}
+	m.slots[i] = e
 }
 
 // grownCopies lists the threads whose stack copies grew (Config.StackCopy
@@ -266,8 +392,11 @@ type facts struct {
 	cuts       map[unwind.Cut]int
 	userStacks int
 	// copies are the threads whose stack copies grew, and to what.
-	copies  []model.ThreadStackCopy
-	samples []model.Sample
+	copies []model.ThreadStackCopy
+	// table is the profile's samples as they were resolved
+	// (resolver.build), onCPU and offCPU how many there are of each.
+	table         *report.TableBuilder
+	onCPU, offCPU int
 	// kernel are the readings of the target's kernel context.
 	kernel kernelReadings
 	// profile is where the target's continuous profile goes.
@@ -299,13 +428,7 @@ func (f *facts) info() model.Info {
 	}
 	info.Settings.Ptrace = !f.cfg.NoPtrace
 	c := &info.Counts
-	for _, s := range f.samples {
-		if s.OffCPU {
-			c.OffCPU++
-		} else {
-			c.Samples++
-		}
-	}
+	c.Samples, c.OffCPU = f.onCPU, f.offCPU
 	c.SamplesBefore = f.before
 	c.Lost = f.stats.LostRecords
 	c.LostSamples = f.stats.LostSamples
@@ -402,16 +525,22 @@ func (f *facts) history() time.Duration {
 }
 
 func (f *facts) meta(info *model.Info) model.Meta {
-	period := int64(0)
-	if f.cfg.Freq > 0 {
-		period = int64(time.Second) / int64(f.cfg.Freq)
-	}
 	return model.Meta{
 		Start:    info.Start,
 		Duration: info.End.Sub(info.Start),
-		Period:   period,
+		Period:   f.cfg.period(),
 		Comments: report.InfoComments(info),
 	}
+}
+
+// resolve has r resolve the windows' samples into the capture's table.
+func (f *facts) resolve(r *resolver, windows []window) error {
+	tb, on, off, err := r.build(windows, f.cfg.period())
+	if err != nil {
+		return fmt.Errorf("build profile: %w", err)
+	}
+	f.table, f.onCPU, f.offCPU = tb, on, off
+	return nil
 }
 
 // write builds the profile, renders the capture's files and writes the
@@ -419,7 +548,11 @@ func (f *facts) meta(info *model.Info) model.Meta {
 func (f *facts) write(root *capdir.Root) (*model.Result, error) {
 	c := &report.Capture{Info: f.info(), Threads: f.snap}
 	if f.sampled {
-		if err := c.SetSamples(f.samples, f.meta(&c.Info)); err != nil {
+		tb := f.table
+		if tb == nil {
+			tb = report.NewTableBuilder(f.cfg.period(), 0)
+		}
+		if err := c.SetTable(tb, f.meta(&c.Info)); err != nil {
 			return nil, fmt.Errorf("build profile: %w", err)
 		}
 	}

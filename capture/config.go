@@ -142,6 +142,15 @@ func (c *Config) stackCopy() (start, ceiling int) {
 	return DefaultStackCopy, MaxStackCopy
 }
 
+// period is the CPU time a sample at Freq stands for, in nanoseconds (0
+// without a rate).
+func (c *Config) period() int64 {
+	if c.Freq > 0 {
+		return int64(time.Second) / int64(c.Freq)
+	}
+	return 0
+}
+
 // fill applies the defaults; afterwards BaselineFreq is 0 exactly when
 // the flight recorder is off.
 func (c *Config) fill() error {

@@ -47,6 +47,18 @@
 // them, so that capture.json has the history's as well
 // (kernel_context_before).
 //
+// A capture's samples are resolved straight into the table of its
+// profile (resolver.build, report.TableBuilder): each distinct stack of
+// addresses is symbolized once (the stack memo, which compares the
+// sample before's stack first; not a stack in JIT code, named at its
+// sample's time, nor one with Python frames put in) and numbered in the
+// table at its first sample, every later sample of it handing over that
+// number, the number of its label set (asked of the table where its
+// thread, process or kind differ from the sample before's), its weight
+// and its end time; no slice of model.Sample is made.
+// Continuous profiles' periods resolve into such a slice (BuildProfile),
+// which they also read for the runtime.
+//
 // What is known of the target (package target: its files, unwind tables,
 // symbols, JIT sources, memory) is opened once per Session and shared by
 // the snapshot and the resolving of every capture's samples; it is

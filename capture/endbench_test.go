@@ -326,7 +326,9 @@ func end(b *testing.B, root *capdir.Root, cfg Config, pid int, samples []sampler
 	defer tp.Close()
 	r := &resolver{tp: tp, names: names, toWall: wallNow()}
 	f := &facts{cfg: cfg, tg: readTarget(pid), trigger: model.Trigger{Kind: model.Manual}, sampled: true, unwind: mode}
-	f.samples = r.resolve([]window{{"", samples}})
+	if err := f.resolve(r, []window{{"", samples}}); err != nil {
+		b.Fatal(err)
+	}
 	c1 := processCPU()
 	f.cuts, f.userStacks = r.cuts, r.total
 	f.start, f.end = monotime.ToTime(samples[0].Time), monotime.ToTime(samples[len(samples)-1].Time)

@@ -452,7 +452,9 @@ func (s *Session) finish(f *facts, smp *sampler.Sampler, rec *sampler.Recording,
 		s.cfg.Logger.Debug("refreshing symbol sources", "err", err)
 	}
 	r := &resolver{tp: s.tp, names: threadNames(smp, f.snap), toWall: wallNow(), annot: s.annot}
-	f.samples = r.resolve(windows)
+	if err := f.resolve(r, windows); err != nil {
+		return nil, err
+	}
 	if s.annot != nil {
 		if n := s.annot.Note(); n != "" {
 			f.notes = append(f.notes, n)

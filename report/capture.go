@@ -38,6 +38,18 @@ func (c *Capture) SetSamples(samples []model.Sample, meta model.Meta) error {
 	return nil
 }
 
+// SetTable makes the capture's profile from what tb was given, as
+// SetSamples does from a slice of the same samples; tb was started for
+// meta.Period, and is not to be used after.
+func (c *Capture) SetTable(tb *TableBuilder, meta model.Meta) error {
+	t, err := tb.table(meta)
+	if err != nil {
+		return err
+	}
+	c.Profile, c.tab = nil, t
+	return nil
+}
+
 // Samples is the capture's samples read back into the capture model, as
 // Samples reads them from its profile.pb.gz: what the findings are drawn
 // from (package analysis).

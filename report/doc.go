@@ -26,9 +26,14 @@
 // is marked HasFunctions: symbolization happened at capture time against
 // the target's own files, and pprof must not redo it against the reader's.
 //
-// A capture's samples are built once into a table (table.go:
-// Capture.SetSamples, which package capture calls): each distinct stack
-// and label set once, the samples as columns. Everything a capture's end
+// A capture's samples are built once into a table (table.go): each
+// distinct stack and label set once, the samples as columns. Package
+// capture feeds it sample by sample as it resolves them (TableBuilder,
+// Capture.SetTable), numbering each stack it resolved once at its first
+// sample and a label set where a run of one thread's samples begins, so
+// that no slice of a hundred thousand samples is made only to be read
+// back and looked up again; Capture.SetSamples builds the same table
+// from a slice. Everything a capture's end
 // writes reads it — profile.pb.gz, encoded straight from the columns as
 // it is gzipped; the findings' samples (Capture.Samples); report.txt and
 // report.html — so that no profile.Profile with a Sample and a NumLabel

@@ -56,17 +56,23 @@ type labelKey struct {
 
 // labelSets interns the labels of samples: one labelSet (and Label map)
 // per labelKey, found through the thread id (a capture has a few sets per
-// thread).
+// thread). The set of the sample before is compared first: a thread's
+// samples come in runs.
 type labelSets struct {
 	byTID map[int][]int // tid → indexes of its sets
 	keys  []labelKey
 	sets  []labelSet
+	last  int // the set of the sample before, if keys has it
 }
 
 func (l *labelSets) of(s *model.Sample) int {
 	lk := labelKey{tid: s.TID, pid: s.PID, name: s.ThreadName, phase: s.Phase, offCPU: s.OffCPU, preempted: s.OffCPU && s.Preempted}
+	if l.last < len(l.keys) && l.keys[l.last] == lk {
+		return l.last
+	}
 	for _, i := range l.byTID[s.TID] {
 		if l.keys[i] == lk {
+			l.last = i
 			return i
 		}
 	}
@@ -81,31 +87,33 @@ func (l *labelSets) of(s *model.Sample) int {
 		ls.offCPU = ls.m[model.LabelOffCPU][0]
 	}
 	l.sets = append(l.sets, ls)
+	l.last = i
 	return i
 }
 
-func sampleValues(s *model.Sample, period int64) ([numValues]int64, error) {
-	var v [numValues]int64
+// checkWeight refuses a sample of negative weight.
+func checkWeight(s *model.Sample) error {
 	if s.Nanos < 0 || s.Count < 0 {
-		return v, fmt.Errorf("negative weight (count %d, %d ns)", s.Count, s.Nanos)
+		return fmt.Errorf("negative weight (count %d, %d ns)", s.Count, s.Nanos)
 	}
-	if s.OffCPU {
-		v[valOffCPUTime] = s.Nanos
-		v[valWallTime] = s.Nanos
-		return v, nil
+	return nil
+}
+
+// putValues writes the values of a sample of count samples (0: one) and
+// nanos nanoseconds (0: count periods, on the CPU), of weight checked
+// (checkWeight), in the sample types' order into v.
+func putValues(v []int64, off bool, count, nanos, period int64) {
+	if off {
+		v[valCPUSamples], v[valCPUTime], v[valOffCPUTime], v[valWallTime] = 0, 0, nanos, nanos
+		return
 	}
-	n := s.Count
-	if n == 0 {
-		n = 1
+	if count == 0 {
+		count = 1
 	}
-	ns := s.Nanos
-	if ns == 0 {
-		ns = n * period
+	if nanos == 0 {
+		nanos = count * period
 	}
-	v[valCPUSamples] = n
-	v[valCPUTime] = ns
-	v[valWallTime] = ns
-	return v, nil
+	v[valCPUSamples], v[valCPUTime], v[valOffCPUTime], v[valWallTime] = count, nanos, 0, nanos
 }
 
 func sampleLabels(s *model.Sample) map[string][]string {

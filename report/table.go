@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"sort"
 	"strconv"
 	"time"
 	"unsafe"
@@ -86,8 +87,148 @@ func (t *table) keepSets(keep func(*labelSet) bool) []bool {
 // the same stack, labels and end time merge; samples without an end time
 // merge by stack and labels.
 func buildTable(samples []model.Sample, meta model.Meta) (*table, error) {
+	tb := NewTableBuilder(meta.Period, len(samples))
+	for i := range samples {
+		if err := tb.AddSample(&samples[i]); err != nil {
+			return nil, err
+		}
+	}
+	return tb.table(meta)
+}
+
+// TableBuilder builds a capture's table sample by sample, as SetSamples
+// builds it from a slice: for a caller that has its samples one at a
+// time and each distinct stack once (package capture resolves a stack
+// once for all its samples), so that no slice of a hundred thousand
+// samples is made only to be read back, and a stack is numbered once,
+// not looked up again by its slice at every sample. Stacks are numbered
+// in the order Stack first sees them, as buildTable numbers them in the
+// order of their first samples: a caller that asks for a stack's id at
+// its first sample builds the same table. After an error the builder is
+// not to be used.
+type TableBuilder struct {
+	b      *builder
+	t      *table
+	labels labelSets
+	period int64
+	// untimed are the samples without an end time, by stack and label
+	// set: they merge as they come; timed ones once all are in
+	// (mergeSameEnd).
+	untimed map[[2]int32]int32
+	added   int // samples added, for errors
+}
+
+// NewTableBuilder starts a table whose samples stand for period
+// nanoseconds of CPU time each where they say none (meta.Period of
+// SetTable), with room for about samples samples.
+func NewTableBuilder(period int64, samples int) *TableBuilder {
+	samples = max(samples, 0)
 	b := newBuilder()
-	p := b.p
+	return &TableBuilder{
+		b: b,
+		t: &table{
+			p:      b.p,
+			stack:  make([]int32, 0, samples),
+			set:    make([]int32, 0, samples),
+			end:    make([]int64, 0, samples),
+			values: make([]int64, 0, numValues*samples),
+			nv:     numValues,
+		},
+		period:  period,
+		untimed: map[[2]int32]int32{},
+	}
+}
+
+// Stack is the id of a stack of frames, innermost first: the same
+// frames give the same id, whatever slice holds them.
+func (tb *TableBuilder) Stack(stack []*model.Location) (int32, error) {
+	id, err := tb.b.stack(stack)
+	if err != nil {
+		return 0, tb.sampleErr(tb.added, 0, err)
+	}
+	return int32(id), nil
+}
+
+// AddSample adds a sample with its stack.
+func (tb *TableBuilder) AddSample(s *model.Sample) error {
+	if err := checkWeight(s); err != nil {
+		return tb.sampleErr(tb.added, s.TID, err)
+	}
+	id, err := tb.b.stack(s.Stack)
+	if err != nil {
+		return tb.sampleErr(tb.added, s.TID, err)
+	}
+	return tb.Add(int32(id), s)
+}
+
+// Add adds a sample whose stack is the one Stack numbered stack; its own
+// Stack is not read.
+func (tb *TableBuilder) Add(stack int32, s *model.Sample) error {
+	if s.Nanos < 0 || s.Count < 0 {
+		tb.added++
+		return tb.sampleErr(tb.added-1, s.TID, checkWeight(s))
+	}
+	return tb.AddWeight(stack, tb.Labels(s), s.Count, s.Nanos, s.EndNanos)
+}
+
+// Labels is the id of the label set of a sample: what its labels say
+// (its thread, process, phase and kind), not its stack, weight or time.
+func (tb *TableBuilder) Labels(s *model.Sample) int32 { return int32(tb.labels.of(s)) }
+
+// AddWeight adds a sample of the stack Stack numbered stack and the
+// label set Labels numbered set: count samples (0: one) of nanos
+// nanoseconds (on the CPU, 0: count periods), ended at end (0: no time).
+// It is Add of a sample whose fields it is given, for a caller that
+// knows them alike sample after sample.
+func (tb *TableBuilder) AddWeight(stack, set int32, count, nanos, end int64) error {
+	i := tb.added
+	tb.added++
+	if set < 0 || int(set) >= len(tb.labels.keys) {
+		return tb.sampleErr(i, 0, fmt.Errorf("label set %d of %d", set, len(tb.labels.keys)))
+	}
+	key := &tb.labels.keys[set]
+	if nanos < 0 || count < 0 {
+		return tb.sampleErr(i, key.tid, fmt.Errorf("negative weight (count %d, %d ns)", count, nanos))
+	}
+	if stack < 0 || int(stack) >= len(tb.b.stackLocs) {
+		return tb.sampleErr(i, key.tid, fmt.Errorf("stack %d of %d", stack, len(tb.b.stackLocs)))
+	}
+	t := tb.t
+	if end == 0 {
+		k := [2]int32{stack, set}
+		if j, ok := tb.untimed[k]; ok {
+			var vals [numValues]int64
+			putValues(vals[:], key.offCPU, count, nanos, tb.period)
+			v := t.values[int(j)*numValues : int(j+1)*numValues]
+			for k, x := range vals {
+				v[k] += x
+			}
+			return nil
+		}
+		tb.untimed[k] = int32(len(t.stack))
+	}
+	t.stack = append(t.stack, stack)
+	t.set = append(t.set, set)
+	t.end = append(t.end, end)
+	t.values = slices.Grow(t.values, numValues)
+	n := len(t.values)
+	t.values = t.values[:n+numValues]
+	putValues(t.values[n:n+numValues], key.offCPU, count, nanos, tb.period)
+	return nil
+}
+
+func (tb *TableBuilder) sampleErr(i, tid int, err error) error {
+	return fmt.Errorf("report: sample %d (tid %d): %w", i, tid, err)
+}
+
+// table ends the build: the profile's header from meta, the timed
+// samples merged, the mappings ordered.
+func (tb *TableBuilder) table(meta model.Meta) (*table, error) {
+	if meta.Period != tb.period {
+		return nil, fmt.Errorf("report: a table built for a period of %d ns given a profile of %d", tb.period, meta.Period)
+	}
+	t := tb.t
+	p := t.p
 	p.SampleType = []*profile.ValueType{
 		{Type: model.TypeCPUSamples, Unit: "count"},
 		{Type: model.TypeCPUTime, Unit: "nanoseconds"},
@@ -102,49 +243,10 @@ func buildTable(samples []model.Sample, meta model.Meta) (*table, error) {
 	}
 	p.DurationNanos = int64(meta.Duration)
 	p.Comments = append([]string(nil), meta.Comments...)
-
-	t := &table{
-		p:      p,
-		stack:  make([]int32, 0, len(samples)),
-		set:    make([]int32, 0, len(samples)),
-		end:    make([]int64, 0, len(samples)),
-		values: make([]int64, 0, numValues*len(samples)),
-		nv:     numValues,
-	}
-	var labels labelSets
-	// Untimed samples merge as they come, by stack and labels; timed
-	// ones once all are in (mergeSameEnd).
-	untimed := map[[2]int32]int32{}
-	for i := range samples {
-		s := &samples[i]
-		vals, err := sampleValues(s, meta.Period)
-		if err != nil {
-			return nil, fmt.Errorf("report: sample %d (tid %d): %w", i, s.TID, err)
-		}
-		st, err := b.stack(s.Stack)
-		if err != nil {
-			return nil, fmt.Errorf("report: sample %d (tid %d): %w", i, s.TID, err)
-		}
-		stack, set := int32(st), int32(labels.of(s))
-		if s.EndNanos == 0 {
-			if j, ok := untimed[[2]int32{stack, set}]; ok {
-				v := t.values[int(j)*numValues : int(j+1)*numValues]
-				for k, x := range vals {
-					v[k] += x
-				}
-				continue
-			}
-			untimed[[2]int32{stack, set}] = int32(len(t.stack))
-		}
-		t.stack = append(t.stack, stack)
-		t.set = append(t.set, set)
-		t.end = append(t.end, s.EndNanos)
-		t.values = append(t.values, vals[:]...)
-	}
 	t.mergeSameEnd()
-	b.finish()
-	t.stacks = b.stackLocs
-	t.sets = labels.sets
+	tb.b.finish()
+	t.stacks = tb.b.stackLocs
+	t.sets = tb.labels.sets
 	if err := t.checkTables(); err != nil {
 		return nil, err
 	}
@@ -369,17 +471,23 @@ func (t *table) model() *model.Profile {
 	}
 	sums := newSampleSums(len(t.stacks), len(t.sets), t.len())
 	for i := range t.len() {
+		st, set := t.stack[i], t.set[i]
 		lb := t.labels(i)
-		ms := model.Sample{Stack: stacks[t.stack[i]], ThreadName: lb.name, Phase: lb.phase, TID: lb.tid, PID: lb.pid, EndNanos: t.end[i]}
 		cpu, off := value(i, cpuI), value(i, offI)
 		if cpu > 0 || off == 0 && lb.offCPU == "" {
-			on := ms
-			on.Count, on.Nanos = value(i, countI), cpu
-			sums.add(t.stack[i], t.set[i], on)
+			n := value(i, countI)
+			if n == 0 {
+				n = 1 // as model.Sample reads 0, so that sums count it
+			}
+			if s := sums.add(st, set, false, n, cpu, t.end[i]); s != nil {
+				*s = model.Sample{Stack: stacks[st], ThreadName: lb.name, Phase: lb.phase, TID: lb.tid, PID: lb.pid, Count: n, Nanos: cpu}
+			}
 		}
 		if off > 0 || cpu == 0 && lb.offCPU != "" {
-			ms.OffCPU, ms.Preempted, ms.Nanos = true, lb.offCPU == "preempted", off
-			sums.add(t.stack[i], t.set[i], ms)
+			if s := sums.add(st, set, true, 0, off, t.end[i]); s != nil {
+				*s = model.Sample{Stack: stacks[st], ThreadName: lb.name, Phase: lb.phase, TID: lb.tid, PID: lb.pid,
+					OffCPU: true, Preempted: lb.offCPU == "preempted", Nanos: off}
+			}
 		}
 	}
 	mp.Samples, mp.Spans = sums.out, sums.phaseSpans(t.sets)
@@ -414,22 +522,22 @@ func (a *sampleSums) sumKey(stack, set int32, off bool) uint64 {
 	return k
 }
 
-func (a *sampleSums) add(stack, set int32, s model.Sample) {
-	if s.EndNanos != 0 {
-		a.spans[set].Add(s.EndNanos, s.Nanos)
+// add adds a sample of count samples and nanos nanoseconds that ended at
+// end (0: no time) into its sum. The sum of a sample first of its kind
+// is the caller's to fill, whole: add gives it back.
+func (a *sampleSums) add(stack, set int32, off bool, count, nanos, end int64) (first *model.Sample) {
+	if end != 0 {
+		a.spans[set].Add(end, nanos)
 	}
-	if !s.OffCPU && s.Count == 0 {
-		s.Count = 1 // as model.Sample reads 0, so that sums count it
-	}
-	at, added := a.index.slot(a.sumKey(stack, set, s.OffCPU), len(a.out))
+	at, added := a.index.slot(a.sumKey(stack, set, off), len(a.out))
 	if added {
-		s.EndNanos = 0
-		a.out = append(a.out, s)
-		return
+		a.out = append(a.out, model.Sample{})
+		return &a.out[at]
 	}
 	sum := &a.out[at]
-	sum.Count += s.Count
-	sum.Nanos += s.Nanos
+	sum.Count += count
+	sum.Nanos += nanos
+	return nil
 }
 
 // phaseSpans is the span of each phase's samples.
@@ -487,7 +595,8 @@ func (x *slotIndex) slot(k uint64, next int) (slot int, added bool) {
 // compares to undo; this is a radix sort of each key with its index
 // packed below it (key<<24 | index), a pass per byte in which the keys
 // differ (least significant first, so each pass keeps the order of the
-// last and the packed indexes keep ties in order).
+// last and the packed indexes keep ties in order). Keys already in order
+// are not sorted, and keys in a few sorted runs are merged (mergeRuns).
 func stableOrder(keys []int64) []int32 {
 	n := len(keys)
 	out := make([]int32, n)
@@ -495,8 +604,21 @@ func stableOrder(keys []int64) []int32 {
 		return out
 	}
 	lo, hi := keys[0], keys[0]
-	for _, k := range keys {
+	descents := 0
+	for i, k := range keys {
 		lo, hi = min(lo, k), max(hi, k)
+		if i > 0 && k < keys[i-1] {
+			descents++
+		}
+	}
+	if descents == 0 { // samples that came in time order need no sort
+		for i := range out {
+			out[i] = int32(i)
+		}
+		return out
+	}
+	if descents <= n/64 && mergeRuns(keys, out) {
+		return out
 	}
 	const idxBits = 24
 	span := uint64(hi - lo)
@@ -532,4 +654,42 @@ func stableOrder(keys []int64) []int32 {
 		out[i] = int32(v & (1<<idxBits - 1))
 	}
 	return out
+}
+
+// mergeRuns puts into out the order of keys that come as sorted runs,
+// each reaching back only into the tail of those before (a recording's
+// rings, read a round at a time: BenchmarkEndToPprof's 102,511 end times
+// are 28 runs): each run is merged into the order so far from where its
+// first key goes, ties in their order. It gives up (false, out spoilt)
+// where that would move more than 3 indexes per key: keys far from
+// their order, which the radix sort sorts in fewer passes.
+func mergeRuns(keys []int64, out []int32) bool {
+	n := len(keys)
+	budget := 3 * n
+	var tail []int32
+	done := 0 // out[:done] is the order of keys[:done]
+	for done < n {
+		end := done + 1
+		for end < n && keys[end-1] <= keys[end] {
+			end++
+		}
+		first := keys[done]
+		at := sort.Search(done, func(i int) bool { return keys[out[i]] > first })
+		if budget -= done - at + end - done; budget < 0 {
+			return false
+		}
+		tail = append(tail[:0], out[at:done]...)
+		w, a := at, 0
+		for b := done; b < end; b++ {
+			for a < len(tail) && keys[tail[a]] <= keys[b] {
+				out[w] = tail[a]
+				a, w = a+1, w+1
+			}
+			out[w] = int32(b)
+			w++
+		}
+		copy(out[w:], tail[a:])
+		done = end
+	}
+	return true
 }

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,13 +29,36 @@ func TestStableOrder(t *testing.T) {
 		{7, 7, 7},
 		{-5, 1 << 30, 0, -5, 1<<30 + 1, 300, 299},
 		{-5, 1 << 50, 0, -5, 1<<50 + 1, 300, 299},
+		{1, 2, 2, 3, 1 << 50},    // in order already: not sorted
+		{1, 2, 2, 3, 1 << 50, 2}, // all but the last
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	var big []int64
 	for range 5000 {
 		big = append(big, r.Int64N(1<<34)+1_700_000_000_000_000_000)
 	}
-	tests = append(tests, big)
+	sorted := slices.Sorted(slices.Values(big))
+	// Two rings read a round at a time: sorted runs, each reaching back
+	// into the one before.
+	var rings []int64
+	for round := 0; round < len(sorted); round += 500 {
+		chunk := sorted[round:min(round+500, len(sorted))]
+		for _, k := range chunk {
+			if k%2 == 0 {
+				rings = append(rings, k)
+			}
+		}
+		for _, k := range chunk {
+			if k%2 != 0 {
+				rings = append(rings, k)
+			}
+		}
+	}
+	var repeats []int64 // few runs, each reaching back to the start
+	for range 8 {
+		repeats = append(repeats, sorted[:500]...)
+	}
+	tests = append(tests, big, sorted, rings, repeats)
 	for _, keys := range tests {
 		want := make([]int32, len(keys))
 		for i := range want {
@@ -42,6 +67,29 @@ func TestStableOrder(t *testing.T) {
 		slices.SortStableFunc(want, func(a, b int32) int { return cmp.Compare(keys[a], keys[b]) })
 		if got := stableOrder(keys); !slices.Equal(got, want) {
 			t.Errorf("stableOrder(%v) = %v, want %v", keys[:min(len(keys), 8)], got[:min(len(got), 8)], want[:min(len(want), 8)])
+		}
+	}
+	// mergeRuns merges runs that reach back into the tail of those
+	// before, and gives up on runs that reach back far.
+	for _, tt := range []struct {
+		name   string
+		keys   []int64
+		merged bool
+	}{
+		{"rings", rings, true},
+		{"ties across runs", []int64{1, 5, 5, 2, 5, 6, 0, 5}, true},
+		{"repeats", repeats, false},
+	} {
+		want := make([]int32, len(tt.keys))
+		for i := range want {
+			want[i] = int32(i)
+		}
+		slices.SortStableFunc(want, func(a, b int32) int { return cmp.Compare(tt.keys[a], tt.keys[b]) })
+		got := make([]int32, len(tt.keys))
+		if merged := mergeRuns(tt.keys, got); merged != tt.merged {
+			t.Errorf("%s: mergeRuns merged %v, want %v", tt.name, merged, tt.merged)
+		} else if merged && !slices.Equal(got, want) {
+			t.Errorf("%s: mergeRuns = %v, want %v", tt.name, got[:min(len(got), 8)], want[:min(len(want), 8)])
 		}
 	}
 }
@@ -197,5 +245,112 @@ func TestSlotIndex(t *testing.T) {
 				next++
 			}
 		}
+	}
+}
+
+// TestTableBuilder: a table fed sample by sample with each distinct
+// stack slice numbered once (as package capture feeds one) encodes as
+// buildTable's of the same samples; what it refuses, it refuses with the
+// sample's index.
+func TestTableBuilder(t *testing.T) {
+	meta := model.Meta{Start: time.Unix(1700000000, 0), Duration: 10 * time.Second, Period: 1e6, Comments: []string{"one"}}
+	samples := benchSamples(3000)
+	for i := range samples {
+		if i%9 == 0 {
+			samples[i].EndNanos = 0
+		}
+		if i%5 == 0 && i > 0 {
+			samples[i].EndNanos = samples[i-1].EndNanos // merged with the one before
+		}
+	}
+	frame := samples[0].Stack[0]
+	tests := []struct {
+		name    string
+		samples []model.Sample
+		period  int64
+		add     func(tb *TableBuilder, s *model.Sample, id int32) error
+		wantErr string
+	}{
+		{name: "numbered once", samples: samples, period: meta.Period},
+		{name: "none", period: meta.Period},
+		{name: "by AddSample", samples: samples, period: meta.Period,
+			add: func(tb *TableBuilder, s *model.Sample, _ int32) error { return tb.AddSample(s) }},
+		{name: "stack not numbered", samples: samples[:3], period: meta.Period,
+			add:     func(tb *TableBuilder, s *model.Sample, id int32) error { return tb.Add(id+1, s) },
+			wantErr: "sample 0 (tid " + strconv.Itoa(samples[0].TID) + "): stack 1 of 1"},
+		{name: "negative stack", samples: samples[:3], period: meta.Period,
+			add:     func(tb *TableBuilder, s *model.Sample, id int32) error { return tb.Add(-1, s) },
+			wantErr: "stack -1 of 1"},
+		{name: "by AddWeight", samples: samples, period: meta.Period,
+			add: func(tb *TableBuilder, s *model.Sample, id int32) error {
+				return tb.AddWeight(id, tb.Labels(s), s.Count, s.Nanos, s.EndNanos)
+			}},
+		{name: "label set not numbered", samples: samples[:3], period: meta.Period,
+			add:     func(tb *TableBuilder, s *model.Sample, id int32) error { return tb.AddWeight(id, 0, 1, 0, 1) },
+			wantErr: "sample 0 (tid 0): label set 0 of 0"},
+		{name: "negative weight by AddWeight", samples: samples[:3], period: meta.Period,
+			add: func(tb *TableBuilder, s *model.Sample, id int32) error {
+				return tb.AddWeight(id, tb.Labels(s), 0, -5, 1)
+			},
+			wantErr: "sample 0 (tid " + strconv.Itoa(samples[0].TID) + "): negative weight (count 0, -5 ns)"},
+		{name: "negative weight", samples: []model.Sample{{Stack: []*model.Location{frame}, TID: 7, Nanos: -1}}, period: meta.Period,
+			wantErr: "sample 0 (tid 7): negative weight"},
+		{name: "nil frame", samples: []model.Sample{{Stack: []*model.Location{frame}}, {Stack: []*model.Location{frame, nil}}}, period: meta.Period,
+			wantErr: "sample 1 (tid 0): frame 1 is nil"},
+		{name: "another period", samples: samples[:10], period: 2e6,
+			wantErr: "period of 2000000 ns given a profile of 1000000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tb := NewTableBuilder(tt.period, len(tt.samples))
+			ids := map[**model.Location]int32{} // by slice: benchSamples share their stacks
+			var err error
+			for i := range tt.samples {
+				s := &tt.samples[i]
+				var id int32
+				if len(s.Stack) > 0 && s.Stack[len(s.Stack)-1] != nil {
+					var ok bool
+					if id, ok = ids[&s.Stack[0]]; !ok {
+						if id, err = tb.Stack(s.Stack); err != nil {
+							break
+						}
+						ids[&s.Stack[0]] = id
+					}
+				} else if id, err = tb.Stack(s.Stack); err != nil {
+					break
+				}
+				if tt.add != nil {
+					err = tt.add(tb, s, id)
+				} else {
+					err = tb.Add(id, s)
+				}
+				if err != nil {
+					break
+				}
+			}
+			var got *table
+			if err == nil {
+				got, err = tb.table(model.Meta{Start: meta.Start, Duration: meta.Duration, Period: meta.Period, Comments: meta.Comments})
+			}
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one saying %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := buildTable(tt.samples, meta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(encodeTable(nil, got), encodeTable(nil, want)) {
+				t.Errorf("the table built sample by sample encodes unlike buildTable's")
+			}
+			if !slices.Equal(got.endOrder(), want.endOrder()) || got.len() != want.len() {
+				t.Errorf("%d samples in end order %v, buildTable's %d: %v", got.len(), got.endOrder()[:min(got.len(), 8)], want.len(), want.endOrder()[:min(want.len(), 8)])
+			}
+		})
 	}
 }
