@@ -124,8 +124,8 @@ func readGDBEntries(mem Memory, desc uint64, known map[gdbEntry]bool) ([]gdbEntr
 // The unwinder asks for a look as samples newer than the last one arrive
 // (ReadGDBJIT), and for the head at once when such a sample meets code the
 // index does not have (ReadGDBJITHead); while it asks, a goroutine looks
-// every gdbFollowEvery too, so that looks keep their pace when the
-// sampler's reader falls behind: the list's head, at most once per gdbHeadGap — the descriptor
+// when no walk did for gdbFollowEvery, so that looks keep their pace when
+// the sampler's reader falls behind: the list's head, at most once per gdbHeadGap — the descriptor
 // and the entries up to the first one read, two small reads when nothing
 // was registered — and the whole list, for what was freed, at most once
 // per gdbReadGap and per gdbEntryGap of each entry it had: a JIT with
@@ -162,6 +162,7 @@ type gdbSource struct {
 // looked at by a goroutine of its own (Process.followGDB).
 const (
 	gdbFollowEvery = 5 * time.Millisecond
+	gdbFollowMax   = 40 * time.Millisecond // while walks look on their own
 	gdbFollowIdle  = 5 * time.Second
 )
 

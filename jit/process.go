@@ -206,25 +206,34 @@ func (p *Process) lookGDB(g *gdbSource, minGap uint64) {
 	}
 }
 
-// followGDB looks at g's list every g.follow for as long as the unwinder
-// keeps asking (ReadGDBJIT) and the Process is open. Looks made only as
-// samples are unwound come late when the sampler's reader falls behind
-// on a loaded host, and an object the JIT registers, runs and frees
-// between two of them (a PostgreSQL query's, a fraction of a second) is
-// then never read: its samples find no code. A head look is two small
-// reads, about 200 a second while samples flow.
+// followGDB looks at g's list for as long as the unwinder keeps asking
+// (ReadGDBJIT) and the Process is open, whenever no walk looked for
+// g.follow. Looks made only as samples are unwound come late when the
+// sampler's reader falls behind on a loaded host, and an object the JIT
+// registers, runs and frees between two of them (a PostgreSQL query's, a
+// fraction of a second) is then never read: its samples find no code.
+// While walks keep the pace themselves, the goroutine wakes less often,
+// down to once per gdbFollowMax.
 func (p *Process) followGDB(g *gdbSource, minGap uint64) {
-	tick := time.NewTicker(g.follow)
-	defer tick.Stop()
-	for range tick.C {
+	every := g.follow
+	timer := time.NewTimer(every)
+	defer timer.Stop()
+	for range timer.C {
 		p.mu.Lock()
-		if p.closed || p.gdb != g || g.now()-g.asked > uint64(g.followIdle) {
+		now := g.now()
+		if p.closed || p.gdb != g || now-g.asked > uint64(g.followIdle) {
 			g.following = false
 			p.mu.Unlock()
 			return
 		}
-		p.lookGDB(g, minGap)
+		if now-g.looked < uint64(every) {
+			every = min(2*every, max(g.follow, gdbFollowMax)) // walks keep the pace
+		} else {
+			every = g.follow
+			p.lookGDB(g, minGap)
+		}
 		p.mu.Unlock()
+		timer.Reset(every)
 	}
 }
 
