@@ -48,7 +48,13 @@
 // an address is kept in a second table of 4,096 entries, like the rules.
 // A verdict on a caller is kept per return address and the functions
 // returned from and under (a map of at most 65,536, emptied when full,
-// behind a lock-free table of the 4,096 looked up last); one that read JIT
+// behind a lock-free table of the 4,096 looked up last, and in front of
+// both a lock-free table of 4,096 by the exact addresses a check is asked
+// of: the return address and the pcs of the frames below and under it,
+// so that a warm caller costs one probe and not the two functions'
+// extents; an entry there holds in the layout generation it was kept in
+// and, where its verdict or those extents depended on JIT code, in that
+// JIT generation for the sample times all of them held); one that read JIT
 // code or asked the JIT holds only in the layout and JIT generations it
 // was decided in, for the sample times the JIT's answers held, and for
 // samples taken at most jitBytesFor (1 s) after the code was read: a
@@ -57,7 +63,8 @@
 // after the sample too. Memory, per Process, at most: rules 32 KiB of
 // slots + 4,096 entries of 168 bytes; extents 32 KiB + 4,096 × 64 bytes;
 // verdicts 32 KiB of slots in front of a map of 65,536 of about 150
-// bytes (the front's entries are the map's, read in place); the sweeps
+// bytes (the front's entries are the map's, read in place); verdicts by
+// exact addresses 32 KiB + 4,096 × 80 bytes (pointing at the map's); the sweeps
 // of 4,096 call targets (a function's calls and jumps each): about 8 MiB
 // and the sweeps for a target whose stacks reach that many distinct
 // callers, under 1 MiB for the few thousand of a typical service. The tables of extents and verdicts are made at a

@@ -43,6 +43,7 @@ type Process struct {
 
 	raMu   sync.Mutex
 	front  atomic.Pointer[edgeFrontTable] // the verdicts looked up last
+	exact  atomic.Pointer[exactEdgeTable] // the verdicts looked up last, by the frames' addresses
 	edges  map[edgeKey]*keptEdge          // callers checked against their call sites
 	sweeps map[uint64]*branches           // call targets' code, by entry
 }

@@ -160,7 +160,8 @@ type JITFuncs interface {
 // checkEdge says whether ra can be the return address of the frame whose
 // code holds below (an exact address in it); under, when not 0, is an
 // exact address in the frame under that one. Verdicts over file code are
-// cached per return address and callees; those that read JIT code or
+// cached per return address and callees, and in front of that per the
+// exact addresses asked (exactEdgeTable); those that read JIT code or
 // asked the JIT of its functions for as long as what they depended on
 // holds (edge.jit): code at one address changes. The verdict returned is
 // shared (a cached one is the cache's): it is read, never changed.
@@ -168,20 +169,40 @@ func (w *walker) checkEdge(ra, below, under uint64) *edge {
 	if ra < 2 {
 		return &notExecutableEdge
 	}
+	exact := w.proc != nil && w.funcs != nil
+	if exact {
+		if e := w.proc.exactEdge(ra, below, under, w); e != nil {
+			return e
+		}
+	}
+	e, kept := w.edgeByCallees(ra, below, under)
+	if exact && kept {
+		w.proc.keepExactEdge(ra, below, under, w, e)
+	}
+	return e
+}
+
+// edgeByCallees is checkEdge by the functions the frames are in: their
+// extents looked up, the verdict kept per return address and callees
+// (cachedEdge) or decided. kept: the verdict is the cache's, or one of
+// the layout's alone, and holds for as long as w.dec and its own
+// generations and span say (keepExactEdge).
+func (w *walker) edgeByCallees(ra, below, under uint64) (e *edge, kept bool) {
+	w.dec = decision{span: anyTime}
 	raCR := w.find(ra - 1)
 	if raCR == nil {
-		return &notExecutableEdge
+		return &notExecutableEdge, true
 	}
 	if raCR.gotab != nil && raCR.gotab.FrameKind(ra-1-raCR.bias) == objfile.GoOutermost {
 		// runtime.goexit's planted return address follows a NOP: it
 		// is every goroutine's first frame.
-		return &okEdge
+		return &okEdge, true
 	}
 	belowCR := w.find(below)
 	if belowCR != nil && belowCR.gort != nil && belowCR.gort.AsyncPreempt.Contains(below-belowCR.bias) {
 		// Injected by a preemption signal: it returns to the
 		// instruction the signal interrupted, which no call precedes.
-		return &okEdge
+		return &okEdge, true
 	}
 	w.dec = decision{jit: raCR.anon, span: anyTime}
 	calleeLo, calleeHi, known := w.funcBounds(below)
@@ -206,20 +227,20 @@ func (w *walker) checkEdge(ra, below, under uint64) *edge {
 	cache := w.proc != nil && (!w.dec.jit || w.funcs != nil)
 	if cache {
 		if e := w.proc.cachedEdge(key); e != nil && w.edgeHolds(e) {
-			return e
+			return e, true
 		}
 	}
-	e := w.decideEdge(ra, calleeLo, calleeHi, known, underLo)
-	e.module = moduleName(raCR)
+	d := w.decideEdge(ra, calleeLo, calleeHi, known, underLo)
+	d.module = moduleName(raCR)
 	if w.dec.jit {
-		e.jit, e.gen, e.jitGen = true, w.gen, w.jitGen
-		e.span = w.dec.span.and(JITSpan{0, monotime.Now() + jitBytesFor})
-		cache = cache && e.span.holds(w.t)
+		d.jit, d.gen, d.jitGen = true, w.gen, w.jitGen
+		d.span = w.dec.span.and(JITSpan{0, monotime.Now() + jitBytesFor})
+		cache = cache && d.span.holds(w.t)
 	}
 	if cache {
-		return w.proc.keepEdge(key, e)
+		return w.proc.keepEdge(key, d), true
 	}
-	return &e
+	return &d, false
 }
 
 // The verdicts that need no code read: shared, never changed.
@@ -551,4 +572,70 @@ func (p *Process) keepEdge(k edgeKey, e edge) *edge {
 	p.raMu.Unlock()
 	p.edgeFront().slots[edgeSlotOf(k)].Store(s)
 	return &s.e
+}
+
+// exactEdgeBits sizes the table of verdicts by the frames' own
+// addresses (exactEdgeTable): 4,096 slots, direct-mapped.
+const exactEdgeBits = 12
+
+// exactEdgeTable is the verdicts looked up last by the exact addresses
+// a check is asked of (the return address, the pc of the frame below and
+// of the one under it), in front of the verdicts by callees: a warm
+// caller then costs one probe, not the two extents of functions and the
+// probe by their entries. An entry holds in the layout generation it was
+// kept in and, when the verdict or an extent it was found by depended on
+// JIT code, in the JIT generation and for the sample times of all of
+// them. Entries are immutable; a colliding key replaces the slot's.
+type exactEdgeTable struct {
+	slots [1 << exactEdgeBits]atomic.Pointer[exactEdge]
+}
+
+type exactEdge struct {
+	ra, below, under uint64
+	gen, jitGen      uint64
+	span             JITSpan
+	jit              bool
+	e                *edge // the callees' table's verdict, read in place
+}
+
+func exactSlotOf(ra, below, under uint64) uint64 {
+	h := ra*0x9e3779b97f4a7c15 ^ below*0xc2b2ae3d27d4eb4f ^ under*0x165667b19e3779f9
+	return h >> (64 - exactEdgeBits)
+}
+
+// exactEdges is the Process's table of verdicts by exact addresses, made
+// at its first use.
+func (p *Process) exactEdges() *exactEdgeTable {
+	if t := p.exact.Load(); t != nil {
+		return t
+	}
+	p.exact.CompareAndSwap(nil, new(exactEdgeTable))
+	return p.exact.Load()
+}
+
+// exactEdge is the verdict kept for the check of ra over the frames at
+// below and under that holds for w's walk, or nil.
+func (p *Process) exactEdge(ra, below, under uint64, w *walker) *edge {
+	x := p.exactEdges().slots[exactSlotOf(ra, below, under)].Load()
+	if x == nil || x.ra != ra || x.below != below || x.under != under || x.gen != w.gen {
+		return nil
+	}
+	if x.jit && (x.jitGen != w.jitGen || !x.span.holds(w.t)) {
+		return nil
+	}
+	return x.e
+}
+
+// keepExactEdge keeps e, kept by callees (edgeByCallees), for the check
+// of ra over below and under, for as long as the verdict and the extents
+// it was found by (w.dec) hold.
+func (p *Process) keepExactEdge(ra, below, under uint64, w *walker, e *edge) {
+	x := &exactEdge{ra: ra, below: below, under: under, gen: w.gen, jitGen: w.jitGen, span: w.dec.span, jit: w.dec.jit || e.jit, e: e}
+	if e.jit {
+		x.span = x.span.and(e.span)
+	}
+	if x.jit && !x.span.holds(w.t) {
+		return
+	}
+	p.exactEdges().slots[exactSlotOf(ra, below, under)].Store(x)
 }
