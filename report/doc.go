@@ -37,7 +37,10 @@
 // writes reads it — profile.pb.gz, encoded straight from the columns as
 // it is gzipped; the findings' samples (Capture.Samples); report.txt and
 // report.html — so that no profile.Profile with a Sample and a NumLabel
-// map per sample is made only to be read back. A profile read from a
+// map per sample is made only to be read back. The reports' rankings
+// (each sample type in each phase, the threads of their stacks and of
+// each wait) read the samples summed by stack and label set once
+// (stacks.go's setSums), not the samples. A profile read from a
 // file becomes such a table too, and renders through the same code.
 //
 // BuildThreads makes threads.pb.gz from a snapshot: threads/count, one

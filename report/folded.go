@@ -98,7 +98,7 @@ func WriteFolded(w io.Writer, p *profile.Profile, opt ExportOptions) error {
 		if v == 0 || (keep != nil && !keep(s)) {
 			continue
 		}
-		line := stackText[a.stackOf[i]]
+		line := stackText[a.stackOf(i)]
 		if !opt.NoThreads {
 			if th := threadFrame(s); th != "" {
 				line = th + ";" + line

@@ -253,7 +253,7 @@ func waitGroups(c *Capture, a *stackTable) []*waitGroup {
 	if a != nil {
 		offI, err := valueIndex(a.p, model.TypeOffCPUTime)
 		if err == nil && hasType(a.p, model.TypeOffCPUTime) {
-			phase := a.t.phases()[0]
+			phase := a.phases()[0]
 			for _, g := range out {
 				in := map[string]bool{}
 				for _, tid := range g.tids {

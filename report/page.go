@@ -206,7 +206,7 @@ func buildPageData(v *view, c *Capture) *pageData {
 		}
 		d.Modes = []pageMode{{"value", clean(p.SampleType[valI].Type), unit}}
 	}
-	d.Phases = t.phases()
+	d.Phases = a.phases()
 
 	// Frames and the call tree, from the analysis's distinct stacks.
 	type frameKey struct {
@@ -316,7 +316,7 @@ func buildPageData(v *view, c *Capture) *pageData {
 			maxEnd = max(maxEnd, end)
 		}
 		sm.Thread = append(sm.Thread, int64(sf.thread))
-		sm.Node = append(sm.Node, int64(leaf[a.stackOf[i]]))
+		sm.Node = append(sm.Node, int64(leaf[a.stackOf(i)]))
 		sm.End = append(sm.End, end)
 		sm.Weight = append(sm.Weight, weight)
 		sm.Class = append(sm.Class, class*3+sf.phase)

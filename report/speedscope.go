@@ -121,7 +121,7 @@ func WriteSpeedscope(w io.Writer, p *profile.Profile, name string, opt ExportOpt
 			names[tid] = n
 		}
 		end, _ := numLabel(s, model.LabelEndTime)
-		byThread[tid] = append(byThread[tid], entry{stack: a.stackOf[i], end: end, value: v, seq: i})
+		byThread[tid] = append(byThread[tid], entry{stack: a.stackOf(i), end: end, value: v, seq: i})
 	}
 	var base int64 // the earliest sample start: values count from it
 	for _, es := range byThread {

@@ -116,17 +116,12 @@ func phasesOf(p *profile.Profile) []string {
 	return orderPhases(seen)
 }
 
-// phases lists the phases of t's samples as phasesOf does.
-func (t *table) phases() []string {
+// phases lists the phases of the table's samples as phasesOf does, from
+// their cells.
+func (a *stackTable) phases() []string {
 	seen := map[string]bool{}
-	used := make([]bool, len(t.sets))
-	for _, i := range t.set {
-		used[i] = true
-	}
-	for i, u := range used {
-		if u {
-			seen[t.sets[i].phase] = true
-		}
+	for _, cell := range a.cells().cells {
+		seen[a.t.sets[cell.set].phase] = true
 	}
 	return orderPhases(seen)
 }
@@ -165,14 +160,18 @@ func setInPhase(phase string) func(*labelSet) bool {
 // (textfmt.Stacks), over the profile's locations as the capture model has
 // them, so that a stack reads the same here as in the findings.
 type stackTable struct {
-	t       *table
-	p       *profile.Profile
-	stackOf []int     // per sample
-	stacks  [][]frame // per distinct stack, innermost first
+	t      *table
+	p      *profile.Profile
+	stacks [][]frame // per distinct stack, innermost first
+	// textOf is the distinct stack of each of the table's stacks.
+	textOf []int
+	// sums are the samples summed by the table's stack and label set,
+	// made once (cells): what the rankings read.
+	sums *setSums
 }
 
 func analyze(t *table) *stackTable {
-	a := &stackTable{t: t, p: t.p, stackOf: make([]int, t.len())}
+	a := &stackTable{t: t, p: t.p}
 	conv := newLocConverter(false)
 	st := textfmt.NewStacks()
 	// Each of the table's stacks is converted once.
@@ -185,11 +184,79 @@ func analyze(t *table) *stackTable {
 		}
 		textOf[id] = st.Add(stack)
 	}
-	for i, id := range t.stack {
-		a.stackOf[i] = textOf[id]
-	}
-	a.stacks = st.Frames
+	a.stacks, a.textOf = st.Frames, textOf
 	return a
+}
+
+// stackOf is sample i's distinct stack.
+func (a *stackTable) stackOf(i int) int { return a.textOf[a.t.stack[i]] }
+
+// setSums are a table's samples summed by stack and label set: a few
+// hundred sums for a hundred thousand samples, which every ranking of a
+// view (each sample type in each phase, and the threads of its stacks)
+// reads instead of the samples. The sums of a value are made when it is
+// first asked for: a view ranks two of a capture's four.
+type setSums struct {
+	t      *table
+	cells  []setSum
+	cellOf []int32   // per sample
+	vals   [][]int64 // by value index, per cell; nil until asked for
+	// last is, by value index and per cell, the last sample with a value
+	// other than 0 (-1: none), which orders the threads' names as the
+	// samples did.
+	last [][]int32
+}
+
+type setSum struct{ stack, set int32 }
+
+// cells finds the table's samples' cells (stack and label set), once.
+func (a *stackTable) cells() *setSums {
+	if a.sums != nil {
+		return a.sums
+	}
+	t := a.t
+	s := &setSums{t: t, cellOf: make([]int32, t.len()), vals: make([][]int64, t.nv), last: make([][]int32, t.nv)}
+	index := newSlotIndex(len(t.stacks)*len(t.sets), max(t.len(), 1<<16))
+	prevStack, prevSet, at := int32(-1), int32(-1), 0
+	for i := range t.len() {
+		stack, set := t.stack[i], t.set[i]
+		if stack != prevStack || set != prevSet {
+			// A sample repeats the one before's stack and thread often
+			// (a thread's run of samples in one place).
+			var added bool
+			at, added = index.slot(uint64(stack)*uint64(len(t.sets))+uint64(set), len(s.cells))
+			if added {
+				s.cells = append(s.cells, setSum{stack: stack, set: set})
+			}
+			prevStack, prevSet = stack, set
+		}
+		s.cellOf[i] = int32(at)
+	}
+	a.sums = s
+	return s
+}
+
+// value is cell c's sum of value vi, and the last sample that added to
+// it (-1: none did).
+func (s *setSums) value(c, vi int) (int64, int32) {
+	if s.vals[vi] == nil {
+		s.sum(vi)
+	}
+	return s.vals[vi][c], s.last[vi][c]
+}
+
+// sum adds the samples' value vi into their cells.
+func (s *setSums) sum(vi int) {
+	t := s.t
+	vals := make([]int64, len(s.cells))
+	last := slices.Repeat([]int32{-1}, len(s.cells))
+	for i, c := range s.cellOf {
+		if v := t.values[i*t.nv+vi]; v != 0 {
+			vals[c] += v
+			last[c] = int32(i)
+		}
+	}
+	s.vals[vi], s.last[vi] = vals, last
 }
 
 // waitSite is the index of the innermost frame of the program's own code
@@ -204,11 +271,11 @@ func (a *stackTable) systemOnly(id int) bool { return textfmt.SystemOnly(a.stack
 func (a *stackTable) totals(vi int, keep func(*labelSet) bool) ([]int64, int64) {
 	vals := make([]int64, len(a.stacks))
 	var total int64
-	t := a.t
-	ok := t.keepSets(keep)
-	for i := range t.len() {
-		if v := t.value(i, vi); v != 0 && ok[t.set[i]] {
-			vals[a.stackOf[i]] += v
+	ok := a.t.keepSets(keep)
+	sums := a.cells()
+	for c, cell := range sums.cells {
+		if v, _ := sums.value(c, vi); v != 0 && ok[cell.set] {
+			vals[a.textOf[cell.stack]] += v
 			total += v
 		}
 	}
@@ -263,13 +330,14 @@ func (a *stackTable) threadsOf(out []*stackTotal, rank []int32, vi int, keep fun
 	t := a.t
 	ok := t.keepSets(keep)
 	cells := newCellSums(len(out), len(t.sets))
-	for i := range t.len() {
-		r := rank[a.stackOf[i]]
-		if r == 0 || !ok[t.set[i]] {
+	sums := a.cells()
+	for c, cell := range sums.cells {
+		r := rank[a.textOf[cell.stack]]
+		if r == 0 || !ok[cell.set] {
 			continue
 		}
-		if v := t.value(i, vi); v != 0 {
-			cells.add(r-1, t.set[i], v, int32(i))
+		if v, last := sums.value(c, vi); last >= 0 {
+			cells.add(r-1, cell.set, v, last)
 		}
 	}
 	for _, c := range cells.inLastOrder() {
@@ -294,7 +362,7 @@ type cellSums struct {
 type cellSum struct {
 	rank, set int32
 	v         int64
-	last      int32 // the last sample added
+	last      int32 // the last of the samples added
 }
 
 func newCellSums(ranks, sets int) *cellSums {
@@ -308,7 +376,7 @@ func (c *cellSums) add(rank, set int32, v int64, sample int32) {
 	}
 	cell := &c.cells[at]
 	cell.v += v
-	cell.last = sample
+	cell.last = max(cell.last, sample)
 }
 
 // inLastOrder is the sums in the order of their last samples.
@@ -417,12 +485,15 @@ func valueText(v int64, unit string) string {
 }
 
 // threadTotals sums a value per thread id.
-func (t *table) threadTotals(vi int, keep func(*labelSet) bool) map[string]int64 {
+func (a *stackTable) threadTotals(vi int, keep func(*labelSet) bool) map[string]int64 {
+	t := a.t
 	bySet := make([]int64, len(t.sets))
 	ok := t.keepSets(keep)
-	for i := range t.len() {
-		if ok[t.set[i]] {
-			bySet[t.set[i]] += t.value(i, vi)
+	sums := a.cells()
+	for c, cell := range sums.cells {
+		if ok[cell.set] {
+			v, _ := sums.value(c, vi)
+			bySet[cell.set] += v
 		}
 	}
 	out := map[string]int64{}

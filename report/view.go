@@ -79,7 +79,7 @@ func buildView(c *Capture) *view {
 		v.sections = sectionsOf(v.a)
 		v.comments = t.p.Comments
 	}
-	v.threads = threadRows(c)
+	v.threads = threadRows(c, v.a)
 	v.findings = c.Info.Findings
 	v.kernel = kernelViews(c)
 	v.waits = waitGroups(c, v.a)
@@ -328,7 +328,7 @@ func sectionsOf(a *stackTable) []*section {
 	if a.t.len() == 0 {
 		return nil // a snapshot alone, or a capture cut before any sample
 	}
-	phases := a.t.phases()
+	phases := a.phases()
 	phased := len(phases) > 1 || phases[0] != ""
 	type kind struct{ typ, title string }
 	kinds := []kind{{model.TypeCPUTime, "On-CPU stacks"}, {model.TypeOffCPUTime, "Off-CPU stacks"}}
@@ -397,21 +397,22 @@ func phaseText(ph string) string {
 }
 
 // threadRows lists the snapshot's threads in dump order, with the CPU time
-// each used in the capture.
-func threadRows(c *Capture) []threadRow {
+// each used in the capture (a: the capture's stacks, nil without a
+// profile).
+func threadRows(c *Capture, a *stackTable) []threadRow {
 	snap := c.Threads
 	if snap == nil {
 		return nil
 	}
 	cpu := map[string]int64{}
 	cpuKnown := false
-	if t := c.viewTable(); t != nil && hasType(t.p, model.TypeCPUTime) {
-		vi, _ := valueIndex(t.p, model.TypeCPUTime)
+	if a != nil && hasType(a.p, model.TypeCPUTime) {
+		vi, _ := valueIndex(a.p, model.TypeCPUTime)
 		var keep func(*labelSet) bool
-		if phs := t.phases(); phs[0] == model.PhaseDuring {
+		if phs := a.phases(); phs[0] == model.PhaseDuring {
 			keep = setInPhase(model.PhaseDuring)
 		}
-		cpu = t.threadTotals(vi, keep)
+		cpu = a.threadTotals(vi, keep)
 		cpuKnown = true
 	}
 	cycle := map[int]bool{}
