@@ -525,22 +525,31 @@ type keptEdge struct {
 }
 
 func edgeSlotOf(k edgeKey) uint64 {
-	h := k.ra*0x9e3779b97f4a7c15 ^ k.callee*0xc2b2ae3d27d4eb4f ^ k.under*0x165667b19e3779f9
+	h := mix3(k.ra, k.callee, k.under)
 	if k.undescribed {
 		h ^= 0x27d4eb2f165667c5
 	}
 	return h >> (64 - edgeFrontBits)
 }
 
-// edgeFront is the Process's table of verdicts, made at its first use
-// (a target never unwound by guesses has none).
-func (p *Process) edgeFront() *edgeFrontTable {
-	if t := p.front.Load(); t != nil {
-		return t
-	}
-	p.front.CompareAndSwap(nil, new(edgeFrontTable))
-	return p.front.Load()
+// mix3 hashes three addresses for the verdict tables' slots (its top
+// bits are the slot).
+func mix3(a, b, c uint64) uint64 {
+	return a*0x9e3779b97f4a7c15 ^ b*0xc2b2ae3d27d4eb4f ^ c*0x165667b19e3779f9
 }
+
+// madeOnce is the table at t, made at its first use: a target never
+// unwound by guesses has none.
+func madeOnce[T any](t *atomic.Pointer[T]) *T {
+	if v := t.Load(); v != nil {
+		return v
+	}
+	t.CompareAndSwap(nil, new(T))
+	return t.Load()
+}
+
+// edgeFront is the Process's table of verdicts by callees.
+func (p *Process) edgeFront() *edgeFrontTable { return madeOnce(&p.front) }
 
 func (p *Process) cachedBranches(entry uint64) (*branches, bool) {
 	p.raMu.Lock()
@@ -599,19 +608,11 @@ type exactEdge struct {
 }
 
 func exactSlotOf(ra, below, under uint64) uint64 {
-	h := ra*0x9e3779b97f4a7c15 ^ below*0xc2b2ae3d27d4eb4f ^ under*0x165667b19e3779f9
-	return h >> (64 - exactEdgeBits)
+	return mix3(ra, below, under) >> (64 - exactEdgeBits)
 }
 
-// exactEdges is the Process's table of verdicts by exact addresses, made
-// at its first use.
-func (p *Process) exactEdges() *exactEdgeTable {
-	if t := p.exact.Load(); t != nil {
-		return t
-	}
-	p.exact.CompareAndSwap(nil, new(exactEdgeTable))
-	return p.exact.Load()
-}
+// exactEdges is the Process's table of verdicts by exact addresses.
+func (p *Process) exactEdges() *exactEdgeTable { return madeOnce(&p.exact) }
 
 // exactEdge is the verdict kept for the check of ra over the frames at
 // below and under that holds for w's walk, or nil.
