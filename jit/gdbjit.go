@@ -332,7 +332,7 @@ func (g *gdbSource) freeGone(b *builder, entries []gdbEntry, t uint64) []jitRang
 	sortRanges(live)
 	freed := appendRanges(nil, gone)
 	for _, f := range gone {
-		if !overlapsAny([]objfile.JITFunc{f}, live) {
+		if !overlaps(f, live) {
 			b.add(layerGDB, Symbol{Start: f.Start, Size: f.Size, Source: g.info.Path, Loaded: t}, true)
 		}
 	}
@@ -356,18 +356,15 @@ type jitRange struct{ lo, hi uint64 }
 
 // overlapsAny reports whether any of funcs overlaps a range of sorted.
 func overlapsAny(funcs []objfile.JITFunc, sorted []jitRange) bool {
-	if len(sorted) == 0 {
-		return false
-	}
-	for _, f := range funcs {
-		// The first range ending after f starts is the only one that
-		// can overlap it first.
-		i, _ := slices.BinarySearchFunc(sorted, f.Start, func(r jitRange, start uint64) int { return cmp.Compare(r.hi, start+1) })
-		if i < len(sorted) && sorted[i].lo < f.Start+f.Size {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(funcs, func(f objfile.JITFunc) bool { return overlaps(f, sorted) })
+}
+
+// overlaps reports whether f overlaps a range of sorted.
+func overlaps(f objfile.JITFunc, sorted []jitRange) bool {
+	// The first range ending after f starts is the only one that can
+	// overlap it first.
+	i, _ := slices.BinarySearchFunc(sorted, f.Start, func(r jitRange, start uint64) int { return cmp.Compare(r.hi, start+1) })
+	return i < len(sorted) && sorted[i].lo < f.Start+f.Size
 }
 
 // add indexes an object's functions, with its .eh_frame, as loaded at
