@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/stallwatch/stallwatch/capdir"
 	"github.com/stallwatch/stallwatch/internal/monotime"
 	"github.com/stallwatch/stallwatch/internal/objfile"
@@ -249,18 +247,9 @@ func fixStacks(batch []copiedSample, arena []byte) {
 func onThreadCPU(f func()) time.Duration {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	t0 := threadCPU()
+	t0 := testutil.ThreadCPU()
 	f()
-	return threadCPU() - t0
-}
-
-// threadCPU is the calling thread's CPU time.
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
-		return 0
-	}
-	return time.Duration(ts.Nano())
+	return testutil.ThreadCPU() - t0
 }
 
 // processCPU is this process's user and system CPU time so far.

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/stallwatch/stallwatch/internal/procfs"
 	"github.com/stallwatch/stallwatch/internal/testutil"
 	"github.com/stallwatch/stallwatch/internal/unwind"
@@ -104,16 +102,18 @@ func workloads(b testing.TB) map[string]*testutil.Target {
 // filled): what the sampler's reader spends as samples arrive. The goal is
 // 200,000 a second. The reader unwinds a sample from its ring buffer just
 // after the kernel wrote it there, so each stack copy is first written
-// into a ring-sized buffer (arrivalRing) and unwound from it, and the
-// walks alone are timed, by the thread's CPU clock (the kernel makes the
-// copies in a capture, on the target's time). The
-// same samples are also unwound from where they were recorded, in turn
-// (backlog-samples/cpu-s): about 2,000 copies of 16 KiB, out of the
-// caches by the time each comes round again, as a reader that fell behind
-// would find them — the walk's loads of return addresses then wait on
-// memory, which costs deep stacks a third; this figure is the process's
-// CPU time. Then the rule cache is turned
-// off (uncached-samples/cpu-s) and the ratio reported.
+// into a ring-sized buffer (arrivalRing) and unwound from it, and the walks
+// alone are timed by the thread's CPU clock: the kernel makes the copies
+// in a capture, on the target's time, and the process's other goroutines
+// (JIT file followers, the host watcher: 0.4 µs a sample here) run whether
+// samples are unwound or not. The same samples are also unwound from where
+// they were recorded, in turn, by the process's CPU time
+// (backlog-samples/cpu-s): about 2,000 copies of 16 KiB, out of the caches
+// by the time each comes round again, as a reader that fell behind would
+// find them; the walk's loads of return addresses then wait on memory,
+// which cost deep stacks 10-40% here, the more the busier the host. Then
+// the rule cache is turned off (uncached-samples/cpu-s) and the ratio
+// reported.
 //
 //	go test -run '^$' -bench UnwindSamples ./target
 func BenchmarkUnwindSamples(b *testing.B) {
@@ -144,21 +144,20 @@ func BenchmarkUnwindSamples(b *testing.B) {
 			// the walks and not the copies the kernel makes in a capture.
 			runtime.LockOSThread()
 			ring, slots := make([]byte, arrivalRing), make([]unwind.Sample, 0, arrivalRing/(16<<10))
-			var spent, t0 time.Duration
-			n, next := 0, 0
+			slots = arrive(ring, slots, raw, 0)
+			var spent time.Duration
+			n, next, t0 := 0, 0, testutil.ThreadCPU()
 			for b.Loop() {
 				if next == len(slots) {
-					if n > 0 {
-						spent += threadCPU() - t0
-					}
+					spent += testutil.ThreadCPU() - t0
 					slots, next = arrive(ring, slots[:0], raw, n), 0
-					t0 = threadCPU()
+					t0 = testutil.ThreadCPU()
 				}
 				dst, _ = u.UnwindSample(slots[next], unwind.MaxFrames, dst[:0])
 				next++
 				n++
 			}
-			spent += threadCPU() - t0
+			spent += testutil.ThreadCPU() - t0
 			runtime.UnlockOSThread()
 			cached := float64(n) / spent.Seconds()
 			b.StopTimer()
@@ -214,15 +213,6 @@ func arrive(ring []byte, slots []unwind.Sample, raw []sampler.Sample, i int) []u
 		slots = append(slots, smp)
 	}
 	return slots
-}
-
-// threadCPU is the calling thread's CPU time.
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
-		return 0
-	}
-	return time.Duration(ts.Nano())
 }
 
 // BenchmarkStackCopySize: how much stack a sample must copy. Samples are

@@ -421,6 +421,17 @@ func Eventually(timeout time.Duration, cond func() bool) error {
 	return ErrTimeout
 }
 
+// ThreadCPU is the calling thread's CPU time, from its own clock: the
+// caller locks its goroutine to the thread (runtime.LockOSThread) between
+// two reads, or they are of two threads and their difference is nothing.
+func ThreadCPU() time.Duration {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
+
 // CPUTime is the CPU time the live threads of pid have used so far: the
 // sum of the scheduler's run time in /proc/PID/task/*/schedstat, in
 // nanoseconds (a thread that ended no longer counts).
