@@ -112,8 +112,8 @@ func workloads(b testing.TB) map[string]*testutil.Target {
 // by the time each comes round again, as a reader that fell behind would
 // find them; the walk's loads of return addresses then wait on memory,
 // which cost deep stacks 10-40% here, the more the busier the host. Then
-// the rule cache is turned off (uncached-samples/cpu-s) and the ratio
-// reported.
+// the rule cache is turned off and the samples unwound again as they
+// arrive (uncached-samples/cpu-s), for the cache's ratio.
 //
 //	go test -run '^$' -bench UnwindSamples ./target
 func BenchmarkUnwindSamples(b *testing.B) {
@@ -140,29 +140,9 @@ func BenchmarkUnwindSamples(b *testing.B) {
 			// apart (go tool pprof -tagfocus rules=cached).
 			ctx := pprof.WithLabels(context.Background(), pprof.Labels("rules", "cached"))
 			pprof.SetGoroutineLabels(ctx)
-			// The thread's own CPU clock, read per ring of samples, counts
-			// the walks and not the copies the kernel makes in a capture.
-			runtime.LockOSThread()
-			ring, slots := make([]byte, arrivalRing), make([]unwind.Sample, 0, arrivalRing/(16<<10))
-			slots = arrive(ring, slots, raw, 0)
-			var spent time.Duration
-			n, next, t0 := 0, 0, testutil.ThreadCPU()
-			for b.Loop() {
-				if next == len(slots) {
-					spent += testutil.ThreadCPU() - t0
-					slots, next = arrive(ring, slots[:0], raw, n), 0
-					t0 = testutil.ThreadCPU()
-				}
-				dst, _ = u.UnwindSample(slots[next], unwind.MaxFrames, dst[:0])
-				next++
-				n++
-			}
-			spent += testutil.ThreadCPU() - t0
-			runtime.UnlockOSThread()
-			cached := float64(n) / spent.Seconds()
+			cached := arrivalRate(u, raw, b.Loop)
 			b.StopTimer()
-			cpu0 := processCPU()
-			n = 0
+			cpu0, n := processCPU(), 0
 			for pass := 0; pass < 20; pass++ {
 				for i := range raw {
 					dst, _ = u.UnwindSample(sampleOf(&raw[i], 16<<10), unwind.MaxFrames, dst[:0])
@@ -173,15 +153,11 @@ func BenchmarkUnwindSamples(b *testing.B) {
 			// The same walks without the rule cache, for its share.
 			pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("rules", "uncached")))
 			u.SetRuleCache(false)
-			cpu0, n = processCPU(), 0
-			start := time.Now() // processCPU is too dear to call per pass
-			for pass := 0; pass < 10 || time.Since(start) < 300*time.Millisecond; pass++ {
-				for i := range raw {
-					dst, _ = u.UnwindSample(sampleOf(&raw[i], 16<<10), unwind.MaxFrames, dst[:0])
-					n++
-				}
-			}
-			uncached := float64(n) / (processCPU() - cpu0).Seconds()
+			left, start := 10*len(raw), time.Now()
+			uncached := arrivalRate(u, raw, func() bool {
+				left--
+				return left >= 0 || time.Since(start) < 300*time.Millisecond
+			})
 			u.SetRuleCache(true)
 			pprof.SetGoroutineLabels(context.Background())
 			b.ReportMetric(cached, "samples/cpu-s")
@@ -197,6 +173,33 @@ func BenchmarkUnwindSamples(b *testing.B) {
 // stack copy into before unwinding it: 1 MiB, the order of a thread's
 // ring at the defaults (sampler.Config.RingBytes).
 const arrivalRing = 1 << 20
+
+// arrivalRate unwinds raw's samples in turn, as long as more says, each
+// from a ring-sized buffer its copy was just written into, and returns the
+// samples unwound per second of the walks alone: the thread's own CPU
+// clock, read per ring of samples, counts the walks and not the copies,
+// which the kernel makes in a capture.
+func arrivalRate(u *unwind.Process, raw []sampler.Sample, more func() bool) float64 {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ring, slots := make([]byte, arrivalRing), make([]unwind.Sample, 0, arrivalRing/(16<<10))
+	slots = arrive(ring, slots, raw, 0)
+	var dst []uint64
+	var spent time.Duration
+	n, next, t0 := 0, 0, testutil.ThreadCPU()
+	for more() {
+		if next == len(slots) {
+			spent += testutil.ThreadCPU() - t0
+			slots, next = arrive(ring, slots[:0], raw, n), 0
+			t0 = testutil.ThreadCPU()
+		}
+		dst, _ = u.UnwindSample(slots[next], unwind.MaxFrames, dst[:0])
+		next++
+		n++
+	}
+	spent += testutil.ThreadCPU() - t0
+	return float64(n) / spent.Seconds()
+}
 
 // arrive writes the stack copies of raw's samples from the i-th on into
 // ring, as many as it holds, and appends those samples, reading their

@@ -40,7 +40,7 @@ var perfRows = []perfRow{
 		"{%core-idle-50-forks/s}% of a core at {host-forks/s-50-forks/s} forks/s ({bench-forks/s} the benchmark's, {others-forks/s-50-forks/s} others'); {%core-idle}% at the others' {host-forks/s} alone; {MB-rss} MB RSS",
 		"goal 0.5% at 50 forks/s", "—"},
 	{"unwinding sampled stacks, warm, per CPU second (UnwindSamples)", "target", "BenchmarkUnwindSamples/",
-		"{samples/cpu-s} samples/CPU-s, {frames/sample} frames each", "the same without the rule cache: {uncached-samples/cpu-s}", "{x-vs-uncached}×"},
+		"{samples/cpu-s} samples/CPU-s as they arrive ({backlog-samples/cpu-s} from a cold backlog), {frames/sample} frames each", "the same without the rule cache: {uncached-samples/cpu-s}", "{x-vs-uncached}×"},
 	{"records lost by a recording at the defaults, 4 s (LostSmallTargets)", "capture", "BenchmarkLostSmallTargets/",
 		"{lost-records} of {samples+intervals}", "`perf record -g` at the same time: {perf-lost-records} of {perf-samples}", "—"},
 	{"samples whose stack copy reaches the thread's first function (StackCopySize)", "target", "BenchmarkStackCopySize/",
