@@ -111,7 +111,7 @@ func workloads(b testing.TB) map[string]*testutil.Target {
 // (backlog-samples/cpu-s): about 2,000 copies of 16 KiB, out of the caches
 // by the time each comes round again, as a reader that fell behind would
 // find them; the walk's loads of return addresses then wait on memory,
-// which cost deep stacks 10-40% here, the more the busier the host. Then
+// which cost 5-30% here, the more the busier the host. Then
 // the rule cache is turned off and the samples unwound again as they
 // arrive (uncached-samples/cpu-s), for the cache's ratio.
 //
